@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Prepares this checkout to run and to be tested, on a fresh Debian machine as root with
+# only the npm registry and Debian's package mirror reachable: dependencies, the Docker
+# engine, the CLI build, and the node base image (bootstrapped offline when no container
+# registry answers). Idempotent; npm's `pretest`, `.ci/run` and the demo all call it.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  echo "setup: npm ci" >&2
+  npm ci --no-audit --no-fund >&2
+fi
+
+bash scripts/ensure-docker.sh
+
+# Rebuild the CLI only when a source file is newer than the last build.
+if [ ! -f dist/main.js ] || [ -n "$(find src package.json tsconfig.json tsconfig.build.json -newer dist/main.js -print -quit)" ]; then
+  echo "setup: npm run build" >&2
+  npm run build --silent >&2
+fi
+
+node dist/main.js images ensure node
+
+# The bundled example's dev dependencies (TypeScript), installed on the host: sandbox
+# image builds get no network here, so `examples/evals` needs them in the repo already.
+example=examples/shipping-service/repo
+if [ ! -d "$example/node_modules/typescript" ] || [ "$example/package-lock.json" -nt "$example/node_modules/.package-lock.json" ]; then
+  echo "setup: npm ci in $example" >&2
+  (cd "$example" && npm ci --prefer-offline --no-audit --no-fund --ignore-scripts >&2)
+fi

@@ -1,0 +1,261 @@
+/**
+ * The agent loop: ask the model, run the tools it asks for inside the sandbox, hand the
+ * results back, until it answers without a tool call or a limit is reached. The loop knows
+ * nothing about Docker, tickets or catalogs; its whole world is a `Sandbox`, a
+ * `ModelProvider` and a `ToolRegistry`.
+ */
+import { Interrupted } from '../errors.js';
+import { estimateTokensForText } from '../llm/tokens.js';
+import type {
+  AssistantMessage,
+  Completion,
+  Message,
+  ModelProvider,
+  ToolDefinition,
+  ToolResultBlock,
+  ToolUseBlock,
+  Usage,
+} from '../llm/types.js';
+import type { Sandbox } from '../sandbox/types.js';
+import type { EventSink } from './events.js';
+import { trimHistory } from './history.js';
+import type { ToolRegistry } from './tools/registry.js';
+
+export { trimHistory } from './history.js';
+
+export interface LoopLimits {
+  /** Model calls allowed in this loop. */
+  maxTurns: number;
+  /** Input + output tokens this loop may spend (the caller passes what is left of the run's budget). */
+  tokenBudget?: number;
+  /** Wall clock for this attempt; in-flight model and tool calls are aborted when it passes. */
+  attemptDeadlineMs?: number;
+}
+
+export interface AgentLoopOptions {
+  sandbox: Sandbox;
+  provider: ModelProvider;
+  tools: ToolRegistry;
+  system: string;
+  firstUserMessage: string;
+  limits: LoopLimits;
+  events: EventSink;
+  signal?: AbortSignal;
+  /** The model's context window; when set, old exchanges are trimmed before it fills up. */
+  contextWindowTokens?: number;
+  /** Output tokens per model call. */
+  maxTokens?: number;
+  /** Attached to every event, for logs that span attempts. */
+  attempt?: number;
+}
+
+export type LoopStatus = 'completed' | 'max_turns' | 'token_budget' | 'timeout' | 'interrupted';
+
+export interface AgentLoopResult {
+  status: LoopStatus;
+  /** Model calls made. */
+  turns: number;
+  usage: Usage;
+  /** The full conversation, untrimmed, for the run record. */
+  messages: Message[];
+  /** Text of the model's last message. */
+  finalText: string;
+}
+
+export const DEFAULT_MAX_OUTPUT_TOKENS = 8_192;
+/** Trimming starts at this share of the window: token estimates are rough. */
+const CONTEXT_FILL_RATIO = 0.8;
+
+const CUT_OFF_NUDGE =
+  'Your last reply was cut off at the output limit. Continue; if you are writing a large file, write it in smaller pieces.';
+
+/** Waits for `promise` but gives up as soon as `signal` aborts, even if the callee ignores the signal. */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) {
+    promise.catch(() => {});
+    return Promise.reject(new Interrupted('aborted'));
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(new Interrupted('aborted'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
+function textOf(message: AssistantMessage | undefined): string {
+  if (!message) return '';
+  return message.content
+    .filter((block) => block.type === 'text')
+    .map((block) => block.text)
+    .join('\n')
+    .trim();
+}
+
+export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentLoopResult> {
+  const { provider, tools, events, limits, sandbox } = options;
+  const maxTokens = options.maxTokens ?? DEFAULT_MAX_OUTPUT_TOKENS;
+  const definitions: ToolDefinition[] = tools.definitions();
+  const messages: Message[] = [{ role: 'user', content: [{ type: 'text', text: options.firstUserMessage }] }];
+  const usage: Usage = { inputTokens: 0, outputTokens: 0 };
+  const base = options.attempt === undefined ? {} : { attempt: options.attempt };
+  let turns = 0;
+  let status: LoopStatus | 'error' = 'error';
+  let lastDropped = 0;
+
+  const controller = new AbortController();
+  const forwardAbort = (): void => controller.abort(options.signal?.reason);
+  if (options.signal?.aborted) controller.abort(options.signal.reason);
+  options.signal?.addEventListener('abort', forwardAbort, { once: true });
+  let deadlinePassed = false;
+  const deadline =
+    limits.attemptDeadlineMs === undefined
+      ? undefined
+      : setTimeout(() => {
+          deadlinePassed = true;
+          controller.abort(new Interrupted('attempt deadline passed'));
+        }, limits.attemptDeadlineMs);
+  const signal = controller.signal;
+
+  const historyBudget =
+    options.contextWindowTokens === undefined
+      ? undefined
+      : Math.max(
+          1_000,
+          Math.floor(options.contextWindowTokens * CONTEXT_FILL_RATIO) -
+            estimateTokensForText(options.system) -
+            estimateTokensForText(JSON.stringify(definitions)) -
+            maxTokens,
+        );
+
+  try {
+    for (;;) {
+      if (signal.aborted) throw new Interrupted('aborted');
+      if (turns >= limits.maxTurns) {
+        status = 'max_turns';
+        break;
+      }
+      if (limits.tokenBudget !== undefined && usage.inputTokens + usage.outputTokens >= limits.tokenBudget) {
+        status = 'token_budget';
+        break;
+      }
+
+      let view: Message[] = messages;
+      if (historyBudget !== undefined) {
+        const trimmed = trimHistory(messages, { maxTokens: historyBudget });
+        view = trimmed.messages;
+        if (trimmed.droppedMessages !== lastDropped && trimmed.droppedMessages > 0) {
+          events.emit({
+            ...base,
+            kind: 'history_trimmed',
+            turn: turns + 1,
+            droppedMessages: trimmed.droppedMessages,
+          });
+        }
+        lastDropped = trimmed.droppedMessages;
+      }
+
+      const started = Date.now();
+      let completion: Completion;
+      try {
+        completion = await abortable(
+          provider.complete({
+            system: options.system,
+            messages: view,
+            tools: definitions,
+            maxTokens,
+            signal,
+          }),
+          signal,
+        );
+      } catch (error) {
+        events.emit({
+          ...base,
+          kind: 'model_call',
+          turn: turns + 1,
+          provider: provider.name,
+          model: provider.model,
+          durationMs: Date.now() - started,
+          isError: true,
+        });
+        throw error;
+      }
+      turns++;
+      usage.inputTokens += completion.usage.inputTokens;
+      usage.outputTokens += completion.usage.outputTokens;
+      events.emit({
+        ...base,
+        kind: 'model_call',
+        turn: turns,
+        provider: provider.name,
+        model: completion.model,
+        durationMs: Date.now() - started,
+        tokens: { input: completion.usage.inputTokens, output: completion.usage.outputTokens },
+        stopReason: completion.stopReason,
+        isError: false,
+      });
+
+      messages.push({ role: 'assistant', content: completion.content });
+      const toolUses = completion.content.filter((block): block is ToolUseBlock => block.type === 'tool_use');
+      if (toolUses.length === 0) {
+        if (completion.stopReason === 'max_tokens') {
+          messages.push({ role: 'user', content: [{ type: 'text', text: CUT_OFF_NUDGE }] });
+          continue;
+        }
+        status = 'completed';
+        break;
+      }
+
+      const results: ToolResultBlock[] = [];
+      for (const call of toolUses) {
+        const toolStarted = Date.now();
+        // Errors the model can act on come back as results; SandboxDead and Interrupted throw.
+        const result = await abortable(tools.run(call.name, call.input, { sandbox, signal }), signal);
+        events.emit({
+          ...base,
+          kind: 'tool_call',
+          turn: turns,
+          tool: call.name,
+          toolUseId: call.id,
+          durationMs: Date.now() - toolStarted,
+          ...(result.exitCode === undefined ? {} : { exitCode: result.exitCode }),
+          isError: result.isError,
+        });
+        results.push({
+          type: 'tool_result',
+          toolUseId: call.id,
+          content: result.content,
+          isError: result.isError,
+        });
+      }
+      messages.push({ role: 'user', content: results });
+    }
+  } catch (error) {
+    if (deadlinePassed) status = 'timeout';
+    else if (options.signal?.aborted || error instanceof Interrupted) status = 'interrupted';
+    else throw error;
+  } finally {
+    if (deadline !== undefined) clearTimeout(deadline);
+    options.signal?.removeEventListener('abort', forwardAbort);
+    events.emit({
+      ...base,
+      kind: 'loop_end',
+      status,
+      turn: turns,
+      tokens: { input: usage.inputTokens, output: usage.outputTokens },
+    });
+  }
+
+  const lastAssistant = [...messages]
+    .reverse()
+    .find((message): message is AssistantMessage => message.role === 'assistant');
+  return { status, turns, usage, messages, finalText: textOf(lastAssistant) };
+}

@@ -1,0 +1,103 @@
+import { HarnessError } from '../../errors.js';
+import type { ToolDefinition } from '../../llm/types.js';
+import type { Sandbox } from '../../sandbox/types.js';
+import { toolErrorResult } from '../tool-errors.js';
+import { editFileTool } from './edit-file.js';
+import { listFilesTool } from './list-files.js';
+import { readFileTool } from './read-file.js';
+import { runCommandTool } from './run-command.js';
+import { searchTool } from './search.js';
+import {
+  DEFAULT_TOOL_LIMITS,
+  toolDefinition,
+  type AgentTool,
+  type EditablePolicy,
+  type ToolLimits,
+  type ToolResult,
+} from './types.js';
+import { writeFileTool } from './write-file.js';
+
+/** The agent's tools, in the order the model sees them. Names are stable: cassettes depend on them. */
+export const DEFAULT_TOOLS: readonly AgentTool[] = [
+  readFileTool,
+  writeFileTool,
+  editFileTool,
+  listFilesTool,
+  searchTool,
+  runCommandTool,
+];
+
+export const EVERYTHING_EDITABLE: EditablePolicy = { isEditable: () => true, globs: ['**'] };
+
+export interface ToolRunContext {
+  sandbox: Sandbox;
+  signal?: AbortSignal;
+}
+
+/** A set of tools bound to an editable-path policy; the loop supplies sandbox and signal per call. */
+export class ToolRegistry {
+  private readonly byName = new Map<string, AgentTool>();
+  readonly limits: ToolLimits;
+
+  constructor(
+    tools: readonly AgentTool[],
+    readonly editable: EditablePolicy = EVERYTHING_EDITABLE,
+    limits: Partial<ToolLimits> = {},
+  ) {
+    for (const tool of tools) {
+      if (this.byName.has(tool.name))
+        throw new HarnessError('TOOL_REGISTRY', 'internal', `tool ${tool.name} registered twice`);
+      this.byName.set(tool.name, tool);
+    }
+    this.limits = { ...DEFAULT_TOOL_LIMITS, ...limits };
+  }
+
+  names(): string[] {
+    return [...this.byName.keys()];
+  }
+
+  has(name: string): boolean {
+    return this.byName.has(name);
+  }
+
+  definitions(): ToolDefinition[] {
+    return [...this.byName.values()].map(toolDefinition);
+  }
+
+  /**
+   * Runs one tool call. Whatever goes wrong becomes an error result the model can read,
+   * except a dead sandbox or an interruption, which propagate (see tool-errors.ts).
+   */
+  async run(name: string, input: unknown, context: ToolRunContext): Promise<ToolResult> {
+    const tool = this.byName.get(name);
+    if (!tool) {
+      return {
+        content: `unknown tool "${name}"; the available tools are: ${this.names().join(', ')}`,
+        isError: true,
+      };
+    }
+    try {
+      return await tool.execute(input, {
+        sandbox: context.sandbox,
+        ...(context.signal ? { signal: context.signal } : {}),
+        editable: this.editable,
+        limits: this.limits,
+      });
+    } catch (error) {
+      return toolErrorResult(error);
+    }
+  }
+}
+
+export interface DefaultToolRegistryOptions {
+  isEditable?: (path: string) => boolean;
+  editableGlobs?: readonly string[];
+  limits?: Partial<ToolLimits>;
+}
+
+export function createDefaultToolRegistry(options: DefaultToolRegistryOptions = {}): ToolRegistry {
+  const editable: EditablePolicy = options.isEditable
+    ? { isEditable: options.isEditable, globs: options.editableGlobs ?? [] }
+    : EVERYTHING_EDITABLE;
+  return new ToolRegistry(DEFAULT_TOOLS, editable, options.limits);
+}

@@ -1,0 +1,369 @@
+/**
+ * The service catalog (`catalog/<service>.yaml`): business rules, what the agent may edit,
+ * how to test, and how to build the sandbox. Every object is strict because a typo in a
+ * key (`editableFile:`) would otherwise silently drop a rule or widen nothing.
+ *
+ * Custom messages here follow the convention of `yaml-validate.ts`: for type/range checks
+ * they are the "expected …" clause; for refinements they are the whole sentence.
+ */
+import picomatch from 'picomatch';
+import { z } from 'zod';
+
+export const DEFAULT_IGNORE_CHANGES = [
+  'node_modules/.vite/**',
+  'coverage/**',
+  '.cache/**',
+  '**/*.tsbuildinfo',
+];
+
+export const DEFAULT_TIMEOUTS = {
+  commandSec: 120,
+  testSec: 600,
+  attemptSec: 1800,
+  runSec: 3600,
+} as const;
+
+export const DEFAULT_MAX_ATTEMPTS = 3;
+export const DEFAULT_MAX_TURNS = 30;
+
+// ---------------------------------------------------------------------------------------
+// Globs and repo-relative paths
+
+/**
+ * Why a glob cannot be used in an allowlist, or undefined if it can. Negation is refused
+ * because a lone `!x` in picomatch matches everything except `x`: one character would turn
+ * an allowlist into a denylist.
+ */
+export function globProblem(glob: string): string | undefined {
+  if (glob.trim() === '') return 'an empty pattern matches nothing';
+  if (glob.startsWith('!')) return 'negated patterns ("!…") are not supported: list what IS editable';
+  if (glob.includes('\\')) return 'use forward slashes; a backslash is not a path separator here';
+  if (glob.startsWith('/') || /^[A-Za-z]:/.test(glob))
+    return 'must be relative to the repo root, not absolute';
+  if (glob.startsWith('./')) return 'write it relative to the repo root without a leading "./"';
+  if (glob.split('/').includes('..')) return 'must not contain ".." (it has to stay inside the repo)';
+  if (hasControlCharacter(glob)) return 'must not contain control characters';
+  try {
+    picomatch.makeRe(glob, { strictBrackets: true, dot: true });
+  } catch (error) {
+    return `is not a valid glob: ${error instanceof Error ? error.message : String(error)}`;
+  }
+  return undefined;
+}
+
+export function hasControlCharacter(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code < 0x20 || (code >= 0x7f && code < 0xa0)) return true;
+  }
+  return false;
+}
+
+const glob = z
+  .string({ error: 'expected a glob pattern such as "src/**/*.ts"' })
+  .superRefine((value, ctx) => {
+    const problem = globProblem(value);
+    if (problem) ctx.addIssue({ code: 'custom', message: `glob ${JSON.stringify(value)} ${problem}` });
+  });
+
+function relativePathProblem(path: string): string | undefined {
+  if (path.trim() === '') return 'must not be empty';
+  if (path.startsWith('/') || /^[A-Za-z]:/.test(path)) return 'must be relative to the repo, not absolute';
+  if (path.includes('\\')) return 'use forward slashes';
+  if (path.split('/').includes('..')) return 'must not contain ".." (it has to stay inside the repo)';
+  return undefined;
+}
+
+const repoRelativePath = z
+  .string({ error: 'expected a path relative to the repo' })
+  .superRefine((value, ctx) => {
+    const problem = relativePathProblem(value);
+    if (problem) ctx.addIssue({ code: 'custom', message: `path ${JSON.stringify(value)} ${problem}` });
+  });
+
+// ---------------------------------------------------------------------------------------
+// Secrets
+
+const SECRET_NAME = /KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL/i;
+
+const TOKEN_SHAPES: { pattern: RegExp; what: string }[] = [
+  { pattern: /^sk-[A-Za-z0-9_-]{16,}/, what: 'an API key ("sk-…")' },
+  { pattern: /^(gh[pousr]_|github_pat_)[A-Za-z0-9_]{20,}/, what: 'a GitHub token' },
+  { pattern: /^(AKIA|ASIA)[A-Z0-9]{16}$/, what: 'an AWS access key id' },
+  { pattern: /^xox[abprs]-/, what: 'a Slack token' },
+  { pattern: /^glpat-[A-Za-z0-9_-]{20,}/, what: 'a GitLab token' },
+  { pattern: /^AIza[0-9A-Za-z_-]{35}$/, what: 'a Google API key' },
+  { pattern: /^npm_[A-Za-z0-9]{36}$/, what: 'an npm token' },
+  { pattern: /^eyJ[\w-]+\.[\w-]+\.[\w-]+$/, what: 'a JSON Web Token' },
+  { pattern: /-----BEGIN [A-Z ]*PRIVATE KEY-----/, what: 'a private key' },
+  { pattern: /^[a-z][a-z0-9+.-]*:\/\/[^/\s:@]+:[^/\s@]+@/i, what: 'a URL with a password in it' },
+];
+
+function shannonBits(value: string): number {
+  const counts = new Map<string, number>();
+  for (const ch of value) counts.set(ch, (counts.get(ch) ?? 0) + 1);
+  let bits = 0;
+  for (const count of counts.values()) {
+    const p = count / value.length;
+    bits -= p * Math.log2(p);
+  }
+  return bits;
+}
+
+/** What kind of credential a value looks like, or undefined. Never returns the value itself. */
+export function secretShape(value: string): string | undefined {
+  for (const { pattern, what } of TOKEN_SHAPES) if (pattern.test(value)) return what;
+  // Long unbroken runs of mixed letters and digits with high entropy are how most keys look;
+  // paths, versions and sentences have separators or repeat themselves.
+  if (
+    value.length >= 32 &&
+    /^[A-Za-z0-9+/=_.-]+$/.test(value) &&
+    /[A-Za-z]/.test(value) &&
+    /[0-9]/.test(value) &&
+    shannonBits(value) >= 3.5
+  ) {
+    return 'a long random string (an API key or token)';
+  }
+  return undefined;
+}
+
+/** Why a variable must not reach a sandbox, or undefined. */
+export function secretProblem(name: string, value: string): string | undefined {
+  const named = SECRET_NAME.exec(name);
+  if (named) {
+    return `refused: the name contains "${named[0].toUpperCase()}", which marks a secret; sandboxes never receive credentials`;
+  }
+  const shape = secretShape(value);
+  if (shape) return `refused: the value looks like ${shape}; sandboxes never receive credentials`;
+  return undefined;
+}
+
+// YAML reads `PORT: 8080` as a number; the process environment only knows strings.
+const envValue = z
+  .union([z.string(), z.number(), z.boolean()], { error: 'expected a string, number or boolean value' })
+  .transform((value) => String(value));
+
+const variables = (what: string) =>
+  z
+    .record(
+      z
+        .string()
+        .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: `expected a ${what} name of letters, digits and "_"` }),
+      envValue,
+      { error: `expected a mapping of ${what} NAME: value` },
+    )
+    .superRefine((record, ctx) => {
+      for (const [name, value] of Object.entries(record)) {
+        const problem = secretProblem(name, value);
+        if (problem) ctx.addIssue({ code: 'custom', path: [name], message: problem });
+      }
+    });
+
+// ---------------------------------------------------------------------------------------
+// Sections
+
+const nonEmpty = (what: string) =>
+  z.string({ error: `expected ${what}` }).min(1, { error: `expected ${what}` });
+
+/**
+ * A message for a value of the wrong type only; other issues of the same schema (unknown
+ * keys, in particular) keep the generic, more specific wording.
+ */
+const typeError = (message: string) => (issue: { code?: string }) =>
+  issue.code === 'invalid_type' ? message : undefined;
+
+export const ruleSchema = z
+  .strictObject(
+    {
+      value: z.union([z.number(), z.string(), z.boolean()], {
+        error: 'expected a number, string or boolean',
+      }),
+      unit: z.string({ error: 'expected a unit such as "EUR" or "days"' }).optional(),
+      source: z.string({ error: 'expected where the rule comes from (a document, a person)' }).optional(),
+      description: z.string({ error: 'expected a description' }).optional(),
+    },
+    { error: typeError('expected a rule such as {value: 50, unit: EUR}') },
+  )
+  .meta({ description: 'A business rule the agent must respect; tests in the sandbox can read it too.' });
+
+const layerName = z
+  .string({ error: 'expected a layer name such as "unit" or "e2e"' })
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, {
+    error: 'expected a layer name of letters, digits, ".", "_" or "-"',
+  });
+
+export const testLayerSchema = z.strictObject({
+  name: layerName,
+  command: nonEmpty('a shell command'),
+});
+
+const testCommand = z
+  .union(
+    [nonEmpty('a shell command'), z.array(testLayerSchema).min(1, { error: 'expected at least one layer' })],
+    {
+      error: 'expected a shell command, or a list of layers such as [{name: unit, command: "npm test"}]',
+    },
+  )
+  .superRefine((value, ctx) => {
+    if (typeof value === 'string') return;
+    const seen = new Set<string>();
+    for (const [i, layer] of value.entries()) {
+      if (seen.has(layer.name)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: [i, 'name'],
+          message: `layer name "${layer.name}" is used twice`,
+        });
+      }
+      seen.add(layer.name);
+    }
+  })
+  .meta({ description: 'One command, or named layers run in order, stopping at the first failing layer.' });
+
+const int = (min: number, max: number) =>
+  z
+    .int({ error: `expected an integer from ${min} to ${max}` })
+    .min(min, { error: `expected an integer from ${min} to ${max}` })
+    .max(max, { error: `expected an integer from ${min} to ${max}` });
+
+export const agentSchema = z.strictObject({
+  editableFiles: z
+    .array(glob, { error: 'expected a list of glob patterns' })
+    .min(1, {
+      error: 'expected at least one glob pattern (an empty list would let the agent change nothing)',
+    })
+    .meta({
+      description:
+        'Globs (repo-relative, picomatch) of the files the agent may change. Everything else is refused.',
+    }),
+  testCommand,
+  maxAttempts: int(1, 10).default(DEFAULT_MAX_ATTEMPTS),
+  maxTurns: int(1, 500).default(DEFAULT_MAX_TURNS),
+  tokenBudget: z
+    .int({ error: 'expected a positive integer number of tokens' })
+    .positive({ error: 'expected a positive integer number of tokens' })
+    .optional(),
+  ignoreChanges: z
+    .array(glob, { error: 'expected a list of glob patterns' })
+    .default(DEFAULT_IGNORE_CHANGES)
+    .meta({ description: 'Globs whose changes are dropped before the allowlist check (build caches).' }),
+});
+
+const MEMORY = /^(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)$/i;
+const MEMORY_EXPECTED = 'expected a memory size such as "512m" or "1g", or a number of bytes';
+const memory = z.union(
+  [z.string().regex(MEMORY, { error: MEMORY_EXPECTED }), z.int().positive({ error: MEMORY_EXPECTED })],
+  { error: MEMORY_EXPECTED },
+);
+
+const positiveSeconds = z
+  .number({ error: 'expected a number of seconds greater than 0' })
+  .positive({ error: 'expected a number of seconds greater than 0' });
+
+export const timeoutsSchema = z.strictObject({
+  commandSec: positiveSeconds.default(DEFAULT_TIMEOUTS.commandSec),
+  testSec: positiveSeconds.default(DEFAULT_TIMEOUTS.testSec),
+  attemptSec: positiveSeconds.default(DEFAULT_TIMEOUTS.attemptSec),
+  runSec: positiveSeconds.default(DEFAULT_TIMEOUTS.runSec),
+});
+
+export const resourcesSchema = z.strictObject({
+  memory: memory.optional(),
+  cpus: z
+    .number({ error: 'expected a number of CPUs greater than 0, such as 1 or 0.5' })
+    .positive({ error: 'expected a number of CPUs greater than 0, such as 1 or 0.5' })
+    .optional(),
+  pids: int(16, 1_000_000).optional(),
+});
+
+export const sandboxSchema = z
+  .strictObject({
+    dockerfile: repoRelativePath
+      .meta({
+        description:
+          'Dockerfile in the repo to build the sandbox from (default: Dockerfile.sandbox, else the harness image).',
+      })
+      .optional(),
+    image: nonEmpty('an image reference such as "node:20-bookworm"')
+      .meta({ description: 'A prebuilt image to use instead of building one.' })
+      .optional(),
+    baseImage: nonEmpty('an image reference such as "node:20-bookworm"').optional(),
+    buildArgs: variables('build argument').optional(),
+    env: variables('environment variable').optional(),
+    resources: resourcesSchema.optional(),
+    timeouts: timeoutsSchema.prefault({}),
+  })
+  .superRefine((sandbox, ctx) => {
+    if (sandbox.dockerfile !== undefined && sandbox.image !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['image'],
+        message: 'set either sandbox.dockerfile (build) or sandbox.image (use as is), not both',
+      });
+    }
+    if (sandbox.image !== undefined && sandbox.baseImage !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['baseImage'],
+        message:
+          'sandbox.baseImage only applies when the harness builds the image; remove it or remove sandbox.image',
+      });
+    }
+  });
+
+export const PROVIDER_NAMES = ['anthropic', 'openai', 'replay'] as const;
+
+export const providerSchema = z.strictObject({
+  name: z.enum(PROVIDER_NAMES, { error: 'expected one of "anthropic", "openai" or "replay"' }),
+  model: nonEmpty('a model name').optional(),
+});
+
+export const catalogSchema = z
+  .strictObject({
+    name: z.string({ error: 'expected a service name' }).regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, {
+      error: 'expected a service name of letters, digits, ".", "_" or "-"',
+    }),
+    owner: nonEmpty('the owning team or person'),
+    description: z.string({ error: 'expected a description' }).optional(),
+    repo: nonEmpty('the path of the service repo, relative to this catalog file').meta({
+      description: 'Path of the service repo, relative to this catalog file.',
+    }),
+    rules: z.record(z.string(), ruleSchema, {
+      error: 'expected a mapping of rule name: {value, unit, source}',
+    }),
+    agent: agentSchema,
+    sandbox: sandboxSchema.prefault({}),
+    provider: providerSchema.optional(),
+  })
+  .meta({
+    title: 'sandbox-harness service catalog',
+    description: 'Business rules, editable files, test command and sandbox of one service.',
+  });
+
+export type Catalog = z.output<typeof catalogSchema>;
+export type CatalogInput = z.input<typeof catalogSchema>;
+export type Rule = z.output<typeof ruleSchema>;
+export type TestLayer = z.output<typeof testLayerSchema>;
+export type AgentConfig = z.output<typeof agentSchema>;
+export type SandboxConfig = z.output<typeof sandboxSchema>;
+export type SandboxTimeouts = z.output<typeof timeoutsSchema>;
+export type ResourcesConfig = z.output<typeof resourcesSchema>;
+export type ProviderConfig = z.output<typeof providerSchema>;
+export type ProviderName = (typeof PROVIDER_NAMES)[number];
+
+/** The test command as layers; a single command is one layer called `test`. */
+export function testLayers(catalog: { agent: Pick<AgentConfig, 'testCommand'> }): TestLayer[] {
+  const command = catalog.agent.testCommand;
+  return typeof command === 'string' ? [{ name: 'test', command }] : command.map((layer) => ({ ...layer }));
+}
+
+const UNITS: Record<string, number> = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 };
+
+/** `"512m"`, `"1g"`, `"1.5GiB"` or a number of bytes, as bytes (binary units, like Docker). */
+export function memoryBytes(value: string | number): number {
+  if (typeof value === 'number') return value;
+  const match = MEMORY.exec(value.trim());
+  if (!match) throw new RangeError(`not a memory size: ${JSON.stringify(value)}`);
+  const unit = UNITS[(match[2] ?? '').toLowerCase()] ?? 1;
+  return Math.round(Number(match[1]) * unit);
+}

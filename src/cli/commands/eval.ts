@@ -1,0 +1,161 @@
+import { readFile, mkdir } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
+import { relative, resolve, join } from 'node:path';
+import { UsageError, ConfigError } from '../../errors.js';
+import { loadSuite } from '../../evals/suite.js';
+import { runEval } from '../../evals/runner.js';
+import { summarize, compareSummaries, readHarnessVersion, type EvalSummary } from '../../evals/summary.js';
+import { writeReports } from '../../evals/report.js';
+import { createProgressReporter } from '../../evals/progress.js';
+import { fixTrialRunner } from '../../evals/fix-trial.js';
+import { dockerFixDeps } from '../../fix/docker-deps.js';
+import { loadCatalog } from '../../catalog/load.js';
+import { JsonlEventSink } from '../../agent/events.js';
+import type { KeepPolicy } from '../../fix/run-fix.js';
+import { print, printJson, note, type CliContext } from '../context.js';
+
+export interface EvalCommandOptions {
+  n?: string;
+  concurrency?: string;
+  out?: string;
+  resume?: boolean;
+  compare?: string;
+  json?: boolean;
+  keep?: string;
+}
+
+function positiveInt(flag: string, value: string | undefined, max: number): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > max)
+    throw new UsageError(`${flag}: expected an integer from 1 to ${max}, got "${value}"`);
+  return n;
+}
+
+function percent(rate: number | null): string {
+  return rate === null ? '-' : `${(rate * 100).toFixed(0)}%`;
+}
+
+export async function evalCommand(
+  ctx: CliContext,
+  suiteFile: string,
+  options: EvalCommandOptions,
+): Promise<number> {
+  const n = positiveInt('-n', options.n, 1000);
+  const concurrency = positiveInt('--concurrency', options.concurrency, 64);
+  const keep = options.keep as KeepPolicy | undefined;
+  if (keep !== undefined && !['on-failure', 'always', 'never'].includes(keep)) {
+    throw new UsageError(`--keep: expected on-failure, always or never, got "${options.keep}"`);
+  }
+  const absolute = resolve(ctx.cwd, suiteFile);
+  const suite = await loadSuite(absolute, { displayPath: relative(ctx.cwd, absolute) || absolute });
+  let previous: EvalSummary | undefined;
+  if (options.compare) {
+    const file = resolve(ctx.cwd, options.compare);
+    try {
+      previous = JSON.parse(await readFile(file, 'utf8')) as EvalSummary;
+    } catch (error) {
+      throw new ConfigError(`--compare: cannot read ${options.compare}: ${(error as Error).message}`);
+    }
+  }
+  // Check every catalog before the first trial: a typo must not look like failed trials.
+  for (const task of suite.tasks) await loadCatalog(task.catalog, { cwd: ctx.cwd });
+
+  const outDir = resolve(
+    ctx.cwd,
+    options.out ??
+      join(
+        '.sandbox-harness',
+        'evals',
+        `${suite.name}-${new Date().toISOString().replace(/[-:]/g, '').slice(0, 15)}`,
+      ),
+  );
+  await mkdir(outDir, { recursive: true });
+  const deps = dockerFixDeps();
+  await deps.ping();
+
+  // Build (or find) each task's image once, before trials race to build the same one.
+  if (!options.json) note(ctx, `preparing sandbox images for ${suite.tasks.length} task(s) ...`);
+  for (const task of suite.tasks) {
+    const catalog = await loadCatalog(task.catalog, { cwd: ctx.cwd });
+    await deps.image({
+      repoDir: task.repo ?? catalog.repoDir,
+      catalog,
+      rebuild: false,
+      logFile: join(outDir, `image-${task.id}.log`),
+      onProgress: () => undefined,
+    });
+  }
+
+  const reporter = options.json
+    ? undefined
+    : createProgressReporter(ctx.stderr as NodeJS.WriteStream, { tty: ctx.isTTY });
+  const eventsFile = join(outDir, 'events.jsonl');
+  const runner = fixTrialRunner({
+    outDir,
+    keep: keep ?? suite.defaults.keep,
+    deps,
+    env: ctx.env,
+    // One log for the whole eval, every event tagged with its trial, so overlap and
+    // per-trial overhead can be read off the times.
+    events: (spec) => {
+      const sink = new JsonlEventSink(eventsFile);
+      const trial = `${spec.taskId}#${spec.trial}`;
+      return { emit: (event) => sink.emit({ ...event, trial }) };
+    },
+  });
+  const run = await runEval({
+    suite,
+    ...(n ? { n } : {}),
+    concurrency: concurrency ?? suite.defaults.concurrency ?? availableParallelism(),
+    outDir,
+    resume: options.resume ?? false,
+    runner,
+    signal: ctx.signal,
+    ...(reporter ? { onProgress: (p) => reporter.update(p) } : {}),
+  });
+  reporter?.finish();
+  const summary = summarize(run.results, {
+    suite,
+    n: run.n,
+    startedAt: run.startedAt,
+    finishedAt: run.finishedAt,
+    harnessVersion: await readHarnessVersion(),
+  });
+  const comparison = previous ? compareSummaries(summary, previous) : undefined;
+  const files = await writeReports(outDir, summary, comparison);
+  if (options.json) {
+    printJson(ctx, { outDir, interrupted: run.interrupted, files, summary, comparison });
+  } else {
+    print(
+      ctx,
+      `\n${suite.name}: ${summary.overall.passes}/${summary.overall.scored} passed (${percent(summary.overall.passRate)}), ${run.results.length}/${run.total} trials${run.resumed ? ` (${run.resumed} resumed)` : ''}${run.interrupted ? ', INTERRUPTED' : ''}`,
+    );
+    for (const t of summary.tasks) {
+      print(
+        ctx,
+        `  ${t.taskId.padEnd(24)} ${String(t.passes).padStart(3)}/${t.scored}  ${percent(t.passRate).padStart(4)}  [${percent(t.interval.low)}, ${percent(t.interval.high)}]${t.infrastructure ? `  infra ${t.infrastructure}` : ''}`,
+      );
+    }
+    if (comparison) {
+      const regressions = comparison.tasks.filter((t) => t.regression).map((t) => t.taskId);
+      print(
+        ctx,
+        regressions.length
+          ? `regressions: ${regressions.join(', ')}`
+          : 'no regression against the previous summary',
+      );
+    }
+    print(
+      ctx,
+      `reports: ${relative(ctx.cwd, files.html)}  ${relative(ctx.cwd, files.markdown)}  ${relative(ctx.cwd, files.summaryJson)}`,
+    );
+    print(
+      ctx,
+      `results: ${relative(ctx.cwd, join(outDir, 'results.jsonl'))}${run.interrupted ? `  (resume with: sandbox-harness eval ${suiteFile} --out ${relative(ctx.cwd, outDir)} --resume)` : ''}`,
+    );
+  }
+  if (run.interrupted) return 130;
+  const regression = comparison?.tasks.some((t) => t.regression) ?? false;
+  return regression ? 1 : 0;
+}

@@ -1,0 +1,166 @@
+import { readdir } from 'node:fs/promises';
+import { join, relative, resolve } from 'node:path';
+import { UsageError } from '../../errors.js';
+import { runFix, type FixResult, type KeepPolicy } from '../../fix/run-fix.js';
+import { dockerFixDeps } from '../../fix/docker-deps.js';
+import { silentProgress } from '../../fix/progress.js';
+import { terminalProgress } from '../progress-line.js';
+import { print, printJson, type CliContext } from '../context.js';
+import { formatDuration } from '../format.js';
+
+export interface FixCommandOptions {
+  catalog?: string;
+  repo?: string;
+  provider?: string;
+  model?: string;
+  cassette?: string;
+  maxAttempts?: string;
+  keep?: string;
+  apply?: boolean;
+  json?: boolean;
+  record?: string;
+  force?: boolean;
+  rebuild?: boolean;
+  runsDir?: string;
+}
+
+const KEEP_POLICIES: KeepPolicy[] = ['on-failure', 'always', 'never'];
+
+/** `--catalog`, else the only catalog in ./catalog/ or the working directory. */
+export async function findCatalog(ctx: CliContext, given: string | undefined): Promise<string> {
+  if (given) return resolve(ctx.cwd, given);
+  const candidates: string[] = [];
+  for (const dir of [join(ctx.cwd, 'catalog'), ctx.cwd]) {
+    const names = await readdir(dir).catch(() => [] as string[]);
+    for (const name of names) {
+      if (/\.ya?ml$/.test(name) && !/^(suite|\.|docker-compose|compose)/.test(name))
+        candidates.push(join(dir, name));
+    }
+    if (candidates.length > 0) break;
+  }
+  if (candidates.length === 1) return candidates[0]!;
+  throw new UsageError(
+    candidates.length === 0
+      ? 'no catalog given and none found in ./catalog/ or here'
+      : `several catalogs found, pick one with --catalog: ${candidates.map((c) => relative(ctx.cwd, c)).join(', ')}`,
+    { hint: 'Pass --catalog <file>; `sandbox-harness catalog validate <file>` checks one.' },
+  );
+}
+
+function readStdin(): Promise<string> {
+  return new Promise((resolveText, reject) => {
+    const chunks: Buffer[] = [];
+    process.stdin.on('data', (chunk: Buffer) => chunks.push(chunk));
+    process.stdin.on('end', () => resolveText(Buffer.concat(chunks).toString('utf8')));
+    process.stdin.on('error', reject);
+  });
+}
+
+export function fixSummaryJson(result: FixResult) {
+  const r = result.record;
+  return {
+    runId: result.runId,
+    runDir: result.runDir,
+    outcome: result.outcome,
+    exitCode: result.exitCode,
+    message: r.message,
+    ticket: r.ticket,
+    catalog: r.catalog,
+    provider: r.provider,
+    image: r.image,
+    applied: r.applied ?? false,
+    applyError: r.applyError,
+    patchFile: r.patchFile,
+    attempts: r.attempts.map((a) => ({
+      n: a.n,
+      verdict: a.verdict,
+      turns: a.turns,
+      durationMs: a.durationMs,
+      changedFiles: a.changedFiles,
+      failingLayer: a.failingLayer,
+    })),
+    turns: r.turns,
+    tokens: r.tokens,
+    durationMs: r.durationMs,
+    keptContainers: r.containers.filter((c) => c.kept),
+    error: result.error
+      ? { code: result.error.code, message: result.error.message, hint: result.error.hint }
+      : undefined,
+  };
+}
+
+export async function fixCommand(
+  ctx: CliContext,
+  ticket: string,
+  options: FixCommandOptions,
+): Promise<number> {
+  const keep = (options.keep ?? 'on-failure') as KeepPolicy;
+  if (!KEEP_POLICIES.includes(keep)) {
+    throw new UsageError(`--keep: expected one of ${KEEP_POLICIES.join(', ')}, got "${options.keep}"`);
+  }
+  let maxAttempts: number | undefined;
+  if (options.maxAttempts !== undefined) {
+    maxAttempts = Number(options.maxAttempts);
+    if (!Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > 10) {
+      throw new UsageError(`--max-attempts: expected an integer from 1 to 10, got "${options.maxAttempts}"`);
+    }
+  }
+  const catalogFile = await findCatalog(ctx, options.catalog);
+  const progress = options.json ? silentProgress : terminalProgress(ctx.stderr, ctx.isTTY);
+  const result = await runFix(
+    {
+      ticket,
+      catalogFile,
+      ...(options.repo ? { repoDir: options.repo } : {}),
+      ...(options.provider ? { provider: options.provider } : {}),
+      ...(options.model ? { model: options.model } : {}),
+      ...(options.cassette ? { cassette: options.cassette } : {}),
+      ...(options.record ? { record: options.record } : {}),
+      ...(maxAttempts ? { maxAttempts } : {}),
+      ...(options.runsDir ? { runsDir: resolve(ctx.cwd, options.runsDir) } : {}),
+      keep,
+      apply: options.apply !== false,
+      force: options.force ?? false,
+      rebuild: options.rebuild ?? false,
+      cwd: ctx.cwd,
+      env: ctx.env,
+      signal: ctx.signal,
+      progress,
+      readStdin,
+    },
+    dockerFixDeps(),
+  );
+  if (options.json) {
+    printJson(ctx, fixSummaryJson(result));
+    return result.exitCode;
+  }
+  const r = result.record;
+  print(ctx, '');
+  print(ctx, `outcome: ${result.outcome}${r.message ? ` — ${r.message}` : ''}`);
+  for (const a of r.attempts) {
+    print(
+      ctx,
+      `  attempt ${a.n}: ${a.verdict}, ${a.turns} turns, ${formatDuration(a.durationMs)}${a.changedFiles.length ? `, changed ${a.changedFiles.join(', ')}` : ''}`,
+    );
+  }
+  if (result.error?.hint) print(ctx, `hint: ${result.error.hint}`);
+  if (result.outcome === 'ready-for-review' && result.patch) print(ctx, `\n${result.patch}`);
+  print(
+    ctx,
+    `run record: ${relative(ctx.cwd, result.runDir) || '.'}  (${r.turns} turns, ${r.tokens.input + r.tokens.output} tokens, ${formatDuration(r.durationMs ?? 0)})`,
+  );
+  const kept = r.containers.filter((c) => c.kept);
+  if (kept.length > 0) {
+    const where = options.runsDir
+      ? ` --runs-dir ${options.runsDir}`
+      : options.catalog
+        ? ` --catalog ${options.catalog}`
+        : '';
+    print(ctx, `kept container(s): ${kept.map((c) => `${c.role} ${c.id.slice(0, 12)}`).join(', ')}`);
+    print(
+      ctx,
+      `  sandbox-harness inspect ${result.runId}${where}   |   shell ${result.runId}${where}   |   rerun-tests ${result.runId}${where}`,
+    );
+  }
+  return result.exitCode;
+}

@@ -1,0 +1,259 @@
+/** `runs`, `inspect`, `logs`, `rerun-tests`: reading run records and the containers they kept. */
+import { resolve, join } from 'node:path';
+import { readdir } from 'node:fs/promises';
+import { UsageError } from '../../errors.js';
+import {
+  listRuns,
+  readRunFile,
+  resolveRun,
+  runsDirFor,
+  type RunRecord,
+  type StoredRun,
+} from '../../runs/record.js';
+import { loadCatalog } from '../../catalog/load.js';
+import { dockerBackend } from '../../sandbox/docker/index.js';
+import { formatTestRun, runTestLayers } from '../../fix/test-layers.js';
+import { print, printJson, note, type CliContext } from '../context.js';
+import { formatDuration, table } from '../format.js';
+
+export interface RunsLocation {
+  repo?: string;
+  catalog?: string;
+  runsDir?: string;
+}
+
+/** Where run records are: `--runs-dir`, else the repo of `--catalog`, else `--repo` or the working directory. */
+export async function runsDirOf(ctx: CliContext, where: RunsLocation): Promise<string> {
+  if (where.runsDir) return resolve(ctx.cwd, where.runsDir);
+  if (where.catalog) return runsDirFor((await loadCatalog(where.catalog, { cwd: ctx.cwd })).repoDir);
+  return runsDirFor(resolve(ctx.cwd, where.repo ?? '.'));
+}
+
+function summaryRow(record: RunRecord) {
+  return {
+    id: record.id,
+    ticket: record.ticket.id ?? '',
+    outcome: record.outcome,
+    attempts: String(record.attempts.length),
+    duration: record.durationMs === undefined ? '-' : formatDuration(record.durationMs),
+    tokens: String(record.tokens.input + record.tokens.output),
+  };
+}
+
+export async function runsCommand(
+  ctx: CliContext,
+  options: RunsLocation & { json?: boolean },
+): Promise<number> {
+  const dir = await runsDirOf(ctx, options);
+  const runs = await listRuns(dir);
+  if (options.json) {
+    printJson(
+      ctx,
+      runs.map((r) => ({ ...summaryRow(r.record), dir: r.dir })),
+    );
+    return 0;
+  }
+  if (runs.length === 0) {
+    print(ctx, `No runs recorded in ${dir}.`);
+    return 0;
+  }
+  print(
+    ctx,
+    table(
+      runs.map((r) => summaryRow(r.record)),
+      ['id', 'ticket', 'outcome', 'attempts', 'duration', 'tokens'],
+    ),
+  );
+  return 0;
+}
+
+async function attemptFiles(run: StoredRun): Promise<string[]> {
+  try {
+    return (await readdir(join(run.dir, 'attempts'))).sort((a, b) => Number(a) - Number(b));
+  } catch {
+    return [];
+  }
+}
+
+export async function inspectCommand(
+  ctx: CliContext,
+  ref: string,
+  options: RunsLocation & { json?: boolean },
+): Promise<number> {
+  const run = await resolveRun(await runsDirOf(ctx, options), ref);
+  const record = run.record;
+  const backend = dockerBackend();
+  const containers = await Promise.all(
+    record.containers
+      .filter((c) => c.kept)
+      .map(async (c) => ({
+        ...c,
+        ...(await backend
+          .state(c.id)
+          .catch(() => ({ exists: false, running: false, status: 'unknown (Docker not reachable)' }))),
+      })),
+  );
+  const patch = await readRunFile(run, 'patch.diff');
+  const attemptDirs = await attemptFiles(run);
+  const lastAttempt = attemptDirs[attemptDirs.length - 1];
+  const lastTestOutput = lastAttempt
+    ? await readRunFile(run, `attempts/${lastAttempt}/test-output.txt`)
+    : undefined;
+  const lastPatch = lastAttempt ? await readRunFile(run, `attempts/${lastAttempt}/patch.diff`) : undefined;
+  if (options.json) {
+    printJson(ctx, { dir: run.dir, record, containers, patch, lastTestOutput });
+    return 0;
+  }
+  const lines = [
+    `run ${record.id}  (${run.dir})`,
+    `  ticket    ${record.ticket.id}: ${record.ticket.title ?? ''}`,
+    `  catalog   ${record.catalog.name} (${record.catalog.hash.slice(0, 12)})`,
+    `  model     ${record.provider.name} ${record.provider.model}`,
+    `  image     ${record.image ? `${record.image.tag} ${record.image.id.slice(7, 19)}` : '-'}`,
+    `  outcome   ${record.outcome}${record.message ? ` — ${record.message}` : ''}`,
+    `  duration  ${record.durationMs === undefined ? '-' : formatDuration(record.durationMs)}, ${record.turns} turns, ${record.tokens.input}+${record.tokens.output} tokens`,
+    '',
+    'attempts:',
+  ];
+  for (const a of record.attempts) {
+    lines.push(
+      `  ${a.n}. ${a.verdict.padEnd(13)} ${String(a.turns).padStart(3)} turns  ${formatDuration(a.durationMs).padStart(7)}  ${a.changedFiles.join(', ') || '(no changes)'}${a.failingLayer ? `  failing layer: ${a.failingLayer}` : ''}`,
+    );
+  }
+  if (record.attempts.length === 0) lines.push('  (none)');
+  lines.push('', 'containers kept:');
+  if (containers.length === 0) lines.push('  (none)');
+  for (const c of containers) lines.push(`  ${c.role.padEnd(12)} ${c.id.slice(0, 12)}  ${c.status}`);
+  if (containers.length > 0) {
+    lines.push(
+      `  open a shell: sandbox-harness shell ${record.id.slice(0, 15)}    rerun the tests: sandbox-harness rerun-tests ${record.id.slice(0, 15)}`,
+    );
+  }
+  print(ctx, lines.join('\n'));
+  const diff = patch ?? lastPatch;
+  if (diff) print(ctx, `\n${patch ? 'final patch' : `patch of attempt ${lastAttempt}`}:\n${diff}`);
+  if (lastTestOutput) {
+    const tailText = lastTestOutput.length > 3000 ? `...\n${lastTestOutput.slice(-3000)}` : lastTestOutput;
+    print(ctx, `\nlast test output (attempt ${lastAttempt}):\n${tailText}`);
+  }
+  return 0;
+}
+
+interface LoggedEvent {
+  time: string;
+  kind: string;
+  attempt?: number;
+  turn?: number;
+  tool?: string;
+  durationMs?: number;
+  exitCode?: number;
+  isError?: boolean;
+  tokens?: { input: number; output: number };
+  status?: string;
+  message?: string;
+}
+
+export async function logsCommand(
+  ctx: CliContext,
+  ref: string,
+  options: RunsLocation & { json?: boolean },
+): Promise<number> {
+  const run = await resolveRun(await runsDirOf(ctx, options), ref);
+  const text = (await readRunFile(run, 'events.jsonl')) ?? '';
+  const events: LoggedEvent[] = [];
+  for (const line of text.split('\n')) {
+    if (!line.trim()) continue;
+    try {
+      events.push(JSON.parse(line) as LoggedEvent);
+    } catch {
+      // A torn last line (the process was killed mid-write) is skipped.
+    }
+  }
+  if (options.json) {
+    printJson(ctx, events);
+    return 0;
+  }
+  const start = events[0] ? Date.parse(events[0].time) : 0;
+  for (const e of events) {
+    const offset = `+${((Date.parse(e.time) - start) / 1000).toFixed(1)}s`.padStart(8);
+    const where = [e.attempt !== undefined ? `a${e.attempt}` : '', e.turn !== undefined ? `t${e.turn}` : '']
+      .filter(Boolean)
+      .join(' ');
+    const facts = [
+      e.tool,
+      e.status,
+      e.exitCode !== undefined ? `exit ${e.exitCode}` : '',
+      e.isError ? 'error' : '',
+      e.durationMs !== undefined ? formatDuration(e.durationMs) : '',
+      e.tokens ? `${e.tokens.input}+${e.tokens.output} tok` : '',
+      e.message ?? '',
+    ]
+      .filter(Boolean)
+      .join('  ');
+    print(ctx, `${offset}  ${e.kind.padEnd(14)} ${where.padEnd(7)} ${facts}`);
+  }
+  return 0;
+}
+
+function keptAttemptContainer(run: StoredRun): string {
+  const kept = run.record.containers.filter((c) => c.kept);
+  const attempt = [...kept].reverse().find((c) => c.role.startsWith('attempt-')) ?? kept[kept.length - 1];
+  if (!attempt) {
+    throw new UsageError(
+      `run ${run.record.id} kept no container (outcome ${run.record.outcome}, keep policy ${run.record.keep})`,
+      {
+        hint: 'Containers are kept for failed runs by default; run `fix` again with --keep always to keep them for every run.',
+      },
+    );
+  }
+  return attempt.id;
+}
+
+export async function rerunTestsCommand(
+  ctx: CliContext,
+  ref: string,
+  options: RunsLocation & { json?: boolean },
+): Promise<number> {
+  const run = await resolveRun(await runsDirOf(ctx, options), ref);
+  const id = keptAttemptContainer(run);
+  const backend = dockerBackend();
+  const sandbox = await backend.attach(id);
+  try {
+    if (!options.json) note(ctx, `running the tests again in kept container ${id.slice(0, 12)} ...`);
+    const result = await runTestLayers(sandbox, run.record.testCommand, {
+      timeoutMs: 15 * 60_000,
+      signal: ctx.signal,
+    });
+    if (options.json) {
+      printJson(ctx, { run: run.record.id, container: id, passed: result.passed, layers: result.layers });
+    } else {
+      print(ctx, formatTestRun(result));
+      print(
+        ctx,
+        result.passed
+          ? 'tests pass in the kept container'
+          : `tests fail (layer ${result.failingLayer?.name})`,
+      );
+    }
+    return result.passed ? 0 : 1;
+  } finally {
+    await backend.release(id);
+  }
+}
+
+export async function shellCommand(ctx: CliContext, ref: string, options: RunsLocation): Promise<number> {
+  const run = await resolveRun(await runsDirOf(ctx, options), ref);
+  const id = keptAttemptContainer(run);
+  if (!process.stdin.isTTY) {
+    throw new UsageError('`shell` needs an interactive terminal', {
+      hint: `Use \`docker exec -it -u 1000 ${id.slice(0, 12)} sh\` from a script, or run it in a terminal.`,
+    });
+  }
+  note(ctx, `shell in kept container ${id.slice(0, 12)} (run ${run.record.id}); no network; exit to leave`);
+  const backend = dockerBackend();
+  try {
+    return await backend.interactiveShell(id, { stdin: process.stdin, stdout: process.stdout });
+  } finally {
+    await backend.release(id);
+  }
+}

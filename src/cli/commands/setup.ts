@@ -1,0 +1,105 @@
+/**
+ * `sandbox-harness setup`: make the Docker engine answer (on Debian as root: install
+ * docker.io and start dockerd, via scripts/ensure-docker.sh; elsewhere: say what to do),
+ * then make sure the node base image exists. Quiet and quick when all is well.
+ */
+import { spawn } from 'node:child_process';
+import { access } from 'node:fs/promises';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { SandboxUnavailable } from '../../errors.js';
+import { dockerEndpoint } from '../../sandbox/docker/doctor.js';
+import { dockerEngine } from '../../sandbox/docker/engine.js';
+import { packageRoot, type BaseKind, type EnsureBaseImageResult } from '../../sandbox/docker/images.js';
+import { note, print, printJson, type CliContext } from '../context.js';
+import { describeEnsureResult, imagesEnsure } from './images.js';
+
+export interface SetupOptions {
+  /** Base images to ensure after the engine answers (default: node). Empty: none. */
+  kinds?: BaseKind[];
+  /** Bootstrap base images from Debian packages without trying the registry. */
+  offline?: boolean;
+  /** No progress output. */
+  quiet?: boolean;
+}
+
+export interface SetupResult {
+  endpoint: string;
+  /** `answering`: nothing had to be done; `started`: the set-up script made it answer. */
+  engine: 'answering' | 'started';
+  baseImages: EnsureBaseImageResult[];
+}
+
+export interface SetupCommandOptions {
+  json?: boolean;
+  offline?: boolean;
+}
+
+async function runEnsureDocker(ctx: CliContext, quiet: boolean): Promise<{ code: number; output: string[] }> {
+  const script = join(packageRoot(), 'scripts', 'ensure-docker.sh');
+  try {
+    await access(script);
+  } catch {
+    throw new SandboxUnavailable(
+      `no Docker engine answers at ${dockerEndpoint()}, and ${script} is missing`,
+      {
+        hint: 'Install and start Docker Engine (https://docs.docker.com/engine/install/), or point DOCKER_HOST at a running engine.',
+      },
+    );
+  }
+  const output: string[] = [];
+  const code = await new Promise<number>((resolve, reject) => {
+    const child = spawn('bash', [script], { stdio: ['ignore', 'pipe', 'pipe'], env: ctx.env });
+    for (const stream of [child.stdout, child.stderr]) {
+      createInterface({ input: stream }).on('line', (line) => {
+        output.push(line);
+        if (!quiet) note(ctx, line);
+      });
+    }
+    child.once('error', reject);
+    child.once('close', (exitCode) => resolve(exitCode ?? 1));
+  });
+  return { code, output };
+}
+
+export async function setup(ctx: CliContext, options: SetupOptions = {}): Promise<SetupResult> {
+  const engine = dockerEngine();
+  let state: SetupResult['engine'] = 'answering';
+  try {
+    await engine.ping(3000);
+  } catch {
+    const { code, output } = await runEnsureDocker(ctx, options.quiet ?? false);
+    if (code !== 0) {
+      const said = output.map((l) => l.replace(/^ensure-docker: ?/, '')).filter((l) => l.trim() !== '');
+      throw new SandboxUnavailable(
+        `no Docker engine answers at ${dockerEndpoint()}, and set-up could not start one`,
+        {
+          hint: said.slice(-12).join('\n') || 'Run `bash scripts/ensure-docker.sh` to see why.',
+        },
+      );
+    }
+    await engine.ping(10_000);
+    state = 'started';
+  }
+  const baseImages: EnsureBaseImageResult[] = [];
+  for (const kind of options.kinds ?? ['node']) {
+    baseImages.push(
+      await imagesEnsure(ctx, { kind, offline: options.offline ?? false, quiet: options.quiet ?? false }),
+    );
+  }
+  return { endpoint: dockerEndpoint(), engine: state, baseImages };
+}
+
+export async function setupCommand(ctx: CliContext, options: SetupCommandOptions = {}): Promise<number> {
+  const result = await setup(ctx, { offline: options.offline === true, quiet: options.json === true });
+  if (options.json) {
+    printJson(ctx, result);
+    return 0;
+  }
+  print(
+    ctx,
+    `Docker engine ${result.engine === 'started' ? 'started and answering' : 'answering'} at ${result.endpoint}`,
+  );
+  for (const image of result.baseImages) print(ctx, describeEnsureResult(image));
+  return 0;
+}

@@ -1,0 +1,23 @@
+/** What every command receives: where to write, whether it is a terminal, and how to be interrupted. */
+export interface CliContext {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+  isTTY: boolean;
+  cwd: string;
+  env: NodeJS.ProcessEnv;
+  /** Aborted on the first Ctrl-C; commands stop work and clean up. */
+  signal: AbortSignal;
+}
+
+export function print(ctx: CliContext, text: string): void {
+  ctx.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+}
+
+export function printJson(ctx: CliContext, value: unknown): void {
+  ctx.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** Progress and notes go to stderr so stdout stays clean for `--json` and pipes. */
+export function note(ctx: CliContext, text: string): void {
+  ctx.stderr.write(text.endsWith('\n') ? text : `${text}\n`);
+}

@@ -1,0 +1,325 @@
+/**
+ * Commander wiring only: flags, help texts, and which typed command function runs. Each
+ * command lives in `cli/commands/` and is loaded on demand, so `--help` stays fast and only
+ * the chosen model SDK is ever imported.
+ */
+import { Command, Option } from 'commander';
+import { harnessVersion } from '../version.js';
+import type { CliContext } from './context.js';
+import { installInterruptHandler } from './signals.js';
+
+export interface Program {
+  command: Command;
+  /** The exit code the chosen command returned (0 when none ran). */
+  exitCode(): number;
+}
+
+const EXIT_CODES_HELP = `
+Exit codes:
+  0    success (fix: ready-for-review or nothing-to-fix)
+  1    the task did not succeed (fix: failed or rejected; tests failing; a regression)
+  2    bad usage or an invalid catalog, suite, ticket or cassette
+  3    infrastructure: Docker engine or model API unavailable
+  130  interrupted (Ctrl-C)`;
+
+export function buildProgram(): Program {
+  let exitCode = 0;
+  let controller: AbortController | undefined;
+  const context = (): CliContext => {
+    controller ??= installInterruptHandler(() => {
+      process.stderr.write('second interrupt: exiting now (the host repo was not modified)\n');
+      process.exit(130);
+    });
+    return {
+      stdout: process.stdout,
+      stderr: process.stderr,
+      isTTY: Boolean(process.stderr.isTTY),
+      cwd: process.cwd(),
+      env: process.env,
+      signal: controller.signal,
+    };
+  };
+  const run =
+    <A extends unknown[]>(action: (ctx: CliContext, ...args: A) => Promise<number>) =>
+    async (...args: A) => {
+      exitCode = await action(context(), ...args);
+    };
+
+  const program = new Command('sandbox-harness')
+    .description(
+      'Let an AI coding agent fix tickets and run evals safely: every tool call and test run happens in a ' +
+        'network-disabled, credential-free Docker sandbox built from the target repo, and files come back ' +
+        'only when the whole diff matches the catalog allowlist and the tests pass in a fresh sandbox.',
+    )
+    .version(harnessVersion(), '-V, --version')
+    .showHelpAfterError('(run with --help for usage)')
+    .addHelpText('after', EXIT_CODES_HELP)
+    .exitOverride();
+
+  // ---- the main job ----------------------------------------------------------------
+  program
+    .command('fix')
+    .description('fix a ticket in a sandbox; apply the verified, allowlisted patch to the working tree')
+    .argument(
+      '<ticket>',
+      'a ticket file (markdown, optional front matter id/title), a ticket id (tickets/<id>.md), inline text, or - for stdin',
+    )
+    .option('-c, --catalog <file>', 'service catalog (default: the only *.yaml in ./catalog/ or here)')
+    .option('--repo <dir>', "the service repo (default: the catalog's repo)")
+    .addOption(new Option('--provider <name>', 'model provider').choices(['anthropic', 'openai', 'replay']))
+    .option('--model <id>', 'model id (provider default otherwise)')
+    .option('--cassette <file>', 'replay a recorded conversation (implies --provider replay)')
+    .option('--record <file>', 'record the live conversation as a cassette')
+    .option('--max-attempts <n>', 'attempts before giving up (1-10; default: the catalog)')
+    .addOption(
+      new Option('--keep <policy>', 'keep containers for inspection')
+        .choices(['on-failure', 'always', 'never'])
+        .default('on-failure'),
+    )
+    .option(
+      '--no-apply',
+      'do not write the verified patch to the working tree (it is saved in the run record)',
+    )
+    .option('--force', 'run even when the tests already pass before any change')
+    .option('--rebuild', 'rebuild the sandbox image even when the repo is unchanged')
+    .option('--runs-dir <dir>', 'where run records go (default: <repo>/.sandbox-harness/runs)')
+    .option('--json', 'print only a JSON summary on stdout')
+    .addHelpText(
+      'after',
+      `
+Outcomes: ready-for-review (exit 0), nothing-to-fix (0), failed (1), rejected (1), error (2 or 3), interrupted (130).
+The harness never commits, pushes or deploys. Example:
+  sandbox-harness fix OPS-412 --catalog examples/shipping-service/shipping-service.yaml \\
+    --cassette examples/shipping-service/cassettes/OPS-412.json`,
+    )
+    .action(
+      run(async (ctx, ticket: string, options: Record<string, unknown>) => {
+        const { fixCommand } = await import('./commands/fix.js');
+        return fixCommand(ctx, ticket, options);
+      }),
+    );
+
+  program
+    .command('eval')
+    .description(
+      'run every task of a suite N times, each trial in fresh containers; write summary.json, report.md, report.html',
+    )
+    .argument('<suite>', 'suite file (YAML)')
+    .option('-n, --n <n>', 'trials per task (default: the suite)')
+    .option('--concurrency <c>', 'trials at once (default: the suite, else the number of cores)')
+    .option('--out <dir>', 'output folder (default: .sandbox-harness/evals/<suite>-<time>)')
+    .option('--resume', 'skip trials already in <out>/results.jsonl')
+    .option('--compare <summary.json>', 'compare with a previous summary; exit 1 on a regression')
+    .addOption(
+      new Option('--keep <policy>', 'keep trial containers').choices(['on-failure', 'always', 'never']),
+    )
+    .option('--json', 'print only a JSON summary on stdout')
+    .action(
+      run(async (ctx, suite: string, options: Record<string, unknown>) => {
+        const { evalCommand } = await import('./commands/eval.js');
+        return evalCommand(ctx, suite, options);
+      }),
+    );
+
+  program
+    .command('demo')
+    .description('run the bundled example (examples/shipping-service, ticket OPS-412) on a temporary copy')
+    .addOption(
+      new Option('--provider <name>', 'run live with this provider instead of the recorded cassette').choices(
+        ['anthropic', 'openai'],
+      ),
+    )
+    .option('--model <id>', 'model id for a live run')
+    .addOption(
+      new Option('--keep <policy>', 'keep containers')
+        .choices(['on-failure', 'always', 'never'])
+        .default('on-failure'),
+    )
+    .option('--json', 'print only the JSON summary of the fix')
+    .action(
+      run(async (ctx, options: Record<string, unknown>) =>
+        (await import('./commands/demo.js')).demoCommand(ctx, options),
+      ),
+    );
+
+  // ---- inspection ------------------------------------------------------------------
+  const where = (command: Command) =>
+    command
+      .option('--repo <dir>', 'the repo whose runs to read (default: here)')
+      .option('-c, --catalog <file>', "read the runs of this catalog's repo")
+      .option('--runs-dir <dir>', 'read runs from this folder');
+
+  where(
+    program
+      .command('runs')
+      .description('list recorded runs: id, ticket, outcome, attempts, duration, tokens'),
+  )
+    .option('--json', 'JSON output')
+    .action(
+      run(async (ctx, options: Record<string, unknown>) =>
+        (await import('./commands/runs.js')).runsCommand(ctx, options),
+      ),
+    );
+
+  where(
+    program
+      .command('inspect')
+      .description('summary, attempts, final diff, last test output and container state of a run'),
+  )
+    .argument('<run-id>', 'a run id, a unique prefix, or "last"')
+    .option('--json', 'JSON output')
+    .action(
+      run(async (ctx, id: string, options: Record<string, unknown>) =>
+        (await import('./commands/runs.js')).inspectCommand(ctx, id, options),
+      ),
+    );
+
+  where(
+    program.command('logs').description("a run's event log (model calls, tool calls, attempts), readable"),
+  )
+    .argument('<run-id>', 'a run id, a unique prefix, or "last"')
+    .option('--json', 'the events as JSON')
+    .action(
+      run(async (ctx, id: string, options: Record<string, unknown>) =>
+        (await import('./commands/runs.js')).logsCommand(ctx, id, options),
+      ),
+    );
+
+  where(
+    program
+      .command('shell')
+      .description("an interactive shell in a run's kept container (sandbox user, no network)"),
+  )
+    .argument('<run-id>', 'a run id, a unique prefix, or "last"')
+    .action(
+      run(async (ctx, id: string, options: Record<string, unknown>) =>
+        (await import('./commands/runs.js')).shellCommand(ctx, id, options),
+      ),
+    );
+
+  where(
+    program
+      .command('rerun-tests')
+      .description("run the catalog's test command again in a run's kept container"),
+  )
+    .argument('<run-id>', 'a run id, a unique prefix, or "last"')
+    .option('--json', 'JSON output')
+    .action(
+      run(async (ctx, id: string, options: Record<string, unknown>) =>
+        (await import('./commands/runs.js')).rerunTestsCommand(ctx, id, options),
+      ),
+    );
+
+  program
+    .command('gc')
+    .description(
+      "remove this tool's leftover containers; kept ones with --older-than or --all; unused repo images with --all",
+    )
+    .option(
+      '--older-than <age>',
+      'only what is older than this (e.g. 30m, 24h, 7d), kept containers included',
+    )
+    .option('--all', 'everything this tool created: kept containers and unused repo images too')
+    .option('--dry-run', 'say what would be removed')
+    .option('--json', 'JSON output')
+    .action(
+      run(async (ctx, options: Record<string, unknown>) =>
+        (await import('./commands/gc.js')).gcCommand(ctx, options),
+      ),
+    );
+
+  // ---- catalogs --------------------------------------------------------------------
+  const catalog = program.command('catalog').description('service catalogs: validate, JSON Schema');
+  catalog
+    .command('validate')
+    .description('validate catalog files; every problem with file:line:col')
+    .argument('<file...>', 'catalog files')
+    .option('--json', 'JSON output')
+    .action(
+      run(async (ctx, files: string[], options: Record<string, unknown>) =>
+        (await import('./commands/catalog.js')).catalogValidateCommand(ctx, files, options),
+      ),
+    );
+  catalog
+    .command('schema')
+    .description('print the JSON Schema of catalogs (also in catalog/schema.json)')
+    .action(run(async (ctx) => (await import('./commands/catalog.js')).catalogSchemaCommand(ctx)));
+
+  // ---- engine and images -------------------------------------------------------------
+  program
+    .command('doctor')
+    .description(
+      'check the Docker engine: reachable, version, storage driver, network-less containers, base images',
+    )
+    .option('--json', 'JSON output')
+    .action(
+      run(async (ctx, options: Record<string, unknown>) =>
+        (await import('./commands/doctor.js')).doctorCommand(ctx, options),
+      ),
+    );
+
+  program
+    .command('setup')
+    .description(
+      'make the Docker engine answer: on Debian as root, install docker.io and start dockerd; elsewhere say what to do',
+    )
+    .option('--json', 'JSON output')
+    .action(
+      run(async (ctx, options: Record<string, unknown>) =>
+        (await import('./commands/setup.js')).setupCommand(ctx, options),
+      ),
+    );
+
+  const images = program
+    .command('images')
+    .description('sandbox base images (registry or offline bootstrap) and repo images');
+  images
+    .command('ensure')
+    .description('make sure a base image exists: reuse, pull + recipe, or bootstrap offline')
+    .argument('[kind]', 'node or python', 'node')
+    .option('--offline', 'do not try the registry; bootstrap from Debian packages')
+    .option('--force', 'make it again even when it exists')
+    .option('--json', 'JSON output')
+    .action(
+      run(async (ctx, kind: string, options: Record<string, unknown>) =>
+        (await import('./commands/images.js')).imagesEnsureCommand(ctx, kind, options),
+      ),
+    );
+  images
+    .command('bootstrap')
+    .description('build a base image offline from Debian packages (mmdebstrap + docker import + recipe)')
+    .argument('[kind]', 'node or python', 'node')
+    .option('--force', 'rebuild even when the image exists')
+    .option('--json', 'JSON output')
+    .action(
+      run(async (ctx, kind: string, options: Record<string, unknown>) =>
+        (await import('./commands/images.js')).imagesBootstrapCommand(ctx, kind, options),
+      ),
+    );
+  images
+    .command('list')
+    .description("list this tool's images")
+    .option('--json', 'JSON output')
+    .action(
+      run(async (ctx, options: Record<string, unknown>) =>
+        (await import('./commands/images.js')).imagesListCommand(ctx, options),
+      ),
+    );
+
+  program
+    .command('exec')
+    .description('run one command in a fresh sandbox built from a repo (a smoke test of the sandbox)')
+    .argument('<command...>', 'the command; put -- before it')
+    .option('--repo <dir>', 'repo to build the sandbox from (default: here)')
+    .option('--image <image>', 'use this image instead of building one')
+    .option('--rebuild', 'rebuild the image')
+    .option('--timeout <sec>', 'command timeout in seconds', '120')
+    .option('--json', 'JSON output')
+    .action(
+      run(async (ctx, command: string[], options: Record<string, unknown>) =>
+        (await import('./commands/exec.js')).execCommand(ctx, command, options),
+      ),
+    );
+
+  return { command: program, exitCode: () => exitCode };
+}

@@ -1,0 +1,124 @@
+/**
+ * The production trial runner: one trial is one `fix --no-apply` run in fresh containers,
+ * its record kept under the eval's out folder, never touching the task's host repo.
+ */
+import { dirname, join } from 'node:path';
+import picomatch from 'picomatch';
+import { HarnessError } from '../errors.js';
+import { runFix, type FixDeps, type FixResult, type KeepPolicy } from '../fix/run-fix.js';
+import type { EventSink } from '../agent/events.js';
+import type { TrialCategory, TrialResult, TrialRunner, TrialSpec } from './types.js';
+
+export interface FixTrialOptions {
+  outDir: string;
+  keep: KeepPolicy;
+  deps: FixDeps;
+  env: NodeJS.ProcessEnv;
+  /** Every event of every trial, tagged with its task and trial (for timing and overlap checks). */
+  events?: (spec: TrialSpec) => EventSink | undefined;
+}
+
+function categoryOf(result: FixResult): TrialCategory {
+  const last = result.record.attempts[result.record.attempts.length - 1];
+  switch (result.outcome) {
+    case 'ready-for-review':
+      return 'passed';
+    case 'nothing-to-fix':
+      return 'nothing_to_fix';
+    case 'interrupted':
+      return 'interrupted';
+    case 'rejected':
+      return 'rejected';
+    case 'error':
+      if (result.error?.code === 'RUN_TIMEOUT') return 'timeout';
+      return result.error?.category === 'infrastructure' ? 'infrastructure' : 'tests_failed';
+    default:
+      if (last?.verdict === 'max-turns' || last?.verdict === 'token-budget') return 'max_turns';
+      if (last?.verdict === 'timeout') return 'timeout';
+      return 'tests_failed';
+  }
+}
+
+export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
+  return async (spec, context) => {
+    const startedAt = new Date();
+    const runId = `${spec.taskId}-t${spec.trial}-${startedAt.toISOString().replace(/[-:.]/g, '').slice(0, 15)}`;
+    const base = {
+      taskId: spec.taskId,
+      trial: spec.trial,
+      startedAt: startedAt.toISOString(),
+    };
+    let result: FixResult;
+    try {
+      const events = options.events?.(spec);
+      result = await runFix(
+        {
+          ticket: spec.ticket,
+          catalogFile: spec.catalog,
+          ...(spec.repo ? { repoDir: spec.repo } : {}),
+          ...(spec.cassette ? { cassette: spec.cassette } : {}),
+          ...(spec.provider ? { provider: spec.provider } : {}),
+          ...(spec.model ? { model: spec.model } : {}),
+          keep: options.keep,
+          apply: false,
+          force: false,
+          rebuild: false,
+          runsDir: join(options.outDir, 'runs'),
+          runId,
+          cwd: dirname(spec.catalog),
+          env: options.env,
+          signal: context.signal,
+          readStdin: async () => '',
+          ...(events ? { events } : {}),
+        },
+        options.deps,
+      );
+    } catch (error) {
+      // Failures before the run starts: a bad catalog is the task's fault, Docker is not.
+      const finishedAt = new Date();
+      const infra = error instanceof HarnessError && error.category === 'infrastructure';
+      return {
+        ...base,
+        outcome: 'failed',
+        category: infra ? 'infrastructure' : 'tests_failed',
+        turns: 0,
+        inputTokens: 0,
+        outputTokens: 0,
+        durationMs: finishedAt.getTime() - startedAt.getTime(),
+        finishedAt: finishedAt.toISOString(),
+        error: error instanceof Error ? error.message : String(error),
+      } satisfies TrialResult;
+    }
+    const record = result.record;
+    let category = categoryOf(result);
+    let error = result.error?.message;
+    if (category === 'passed' && spec.mustNotTouch && spec.mustNotTouch.length > 0) {
+      const touched = record.attempts[record.attempts.length - 1]?.changedFiles ?? [];
+      const forbidden = picomatch(spec.mustNotTouch, { dot: true });
+      const bad = touched.filter((p) => forbidden(p));
+      if (bad.length > 0) {
+        category = 'rejected';
+        error = `touched files the task must not touch: ${bad.join(', ')}`;
+      }
+    }
+    const finishedAt = new Date();
+    return {
+      ...base,
+      outcome: category === 'passed' ? 'passed' : 'failed',
+      category,
+      turns: record.turns,
+      inputTokens: record.tokens.input,
+      outputTokens: record.tokens.output,
+      durationMs: finishedAt.getTime() - startedAt.getTime(),
+      finishedAt: finishedAt.toISOString(),
+      runId: result.runId,
+      ...(record.image ? { imageId: record.image.id } : {}),
+      catalogHash: record.catalog.hash,
+      provider: record.provider.name,
+      model: record.provider.model,
+      containerIds: record.containers.map((c) => c.id),
+      attemptsUsed: record.attempts.length,
+      ...(error ? { error } : {}),
+    } satisfies TrialResult;
+  };
+}

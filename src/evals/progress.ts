@@ -1,0 +1,109 @@
+/**
+ * Progress for a running eval: one redrawn line on a terminal, plain lines elsewhere (CI
+ * logs and pipes do not understand `\r`). Formatting is pure so it can be pinned by tests.
+ */
+import type { TrialResult } from './types.js';
+
+export interface EvalProgress {
+  /** Trials finished, including those found on disk when resuming. */
+  done: number;
+  total: number;
+  passed: number;
+  /** Task failures: every finished trial that is neither a pass nor an infrastructure failure. */
+  failed: number;
+  infrastructure: number;
+  inFlight: number;
+  /** Trials taken from an earlier run's results.jsonl. */
+  resumed: number;
+  elapsedMs: number;
+  /** `null` until a trial of this run has finished. */
+  etaMs: number | null;
+  /** The trial that just finished, if this update was caused by one. */
+  last?: TrialResult;
+}
+
+/**
+ * Remaining time from this run's throughput. Using wall time per finished trial (rather
+ * than the mean trial duration) already accounts for concurrency; trials resumed from disk
+ * are left out because they cost this run nothing.
+ */
+export function estimateEtaMs(finishedThisRun: number, remaining: number, elapsedMs: number): number | null {
+  if (remaining <= 0) return 0;
+  if (finishedThisRun <= 0) return null;
+  return Math.round((elapsedMs / finishedThisRun) * remaining);
+}
+
+/** `45s`, `3m05s`, `1h02m`; `--` when unknown. */
+export function formatDuration(ms: number | null): string {
+  if (ms === null || !Number.isFinite(ms) || ms < 0) return '--';
+  const totalSec = Math.round(ms / 1000);
+  if (totalSec < 60) return `${totalSec}s`;
+  const totalMin = Math.floor(totalSec / 60);
+  if (totalMin < 60) return `${totalMin}m${String(totalSec % 60).padStart(2, '0')}s`;
+  return `${Math.floor(totalMin / 60)}h${String(totalMin % 60).padStart(2, '0')}m`;
+}
+
+/** `[#######.............]`; the filled part rounds down so a bar is only full when done. */
+export function formatBar(done: number, total: number, width = 20): string {
+  const fraction = total <= 0 ? 1 : Math.min(1, Math.max(0, done / total));
+  const filled = Math.floor(fraction * width);
+  return `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}]`;
+}
+
+function counts(p: EvalProgress): string {
+  const infra = p.infrastructure > 0 ? ` infra ${p.infrastructure}` : '';
+  return `pass ${p.passed} fail ${p.failed}${infra}`;
+}
+
+/** The single line redrawn on a terminal. */
+export function formatProgressLine(p: EvalProgress, barWidth = 20): string {
+  const running = p.inFlight > 0 ? ` running ${p.inFlight}` : '';
+  return `${formatBar(p.done, p.total, barWidth)} ${p.done}/${p.total} ${counts(p)}${running} elapsed ${formatDuration(p.elapsedMs)} eta ${formatDuration(p.etaMs)}`;
+}
+
+/** One log line per finished trial, for non-terminals. */
+export function formatProgressEvent(p: EvalProgress): string {
+  const prefix = `[${p.done}/${p.total}]`;
+  if (!p.last) return `${prefix} ${counts(p)}${p.resumed > 0 ? ` (${p.resumed} resumed)` : ''}`;
+  const r = p.last;
+  const retried = r.infraRetried ? ', retried after infrastructure failure' : '';
+  return `${prefix} ${r.taskId}#${r.trial} ${r.category} (${r.turns} turns, ${formatDuration(r.durationMs)}${retried}) ${counts(p)} eta ${formatDuration(p.etaMs)}`;
+}
+
+export interface ProgressStream {
+  write(chunk: string): unknown;
+  isTTY?: boolean;
+  columns?: number;
+}
+
+export interface ProgressReporter {
+  update(progress: EvalProgress): void;
+  /** Ends the redrawn line so later output starts on a fresh one. */
+  finish(): void;
+}
+
+export function createProgressReporter(
+  stream: ProgressStream,
+  options: { tty?: boolean } = {},
+): ProgressReporter {
+  const tty = options.tty ?? stream.isTTY === true;
+  let drawn = 0;
+  return {
+    update(progress) {
+      if (!tty) {
+        stream.write(`${formatProgressEvent(progress)}\n`);
+        return;
+      }
+      let line = formatProgressLine(progress);
+      // A line longer than the terminal wraps, and `\r` then only rewinds the last row.
+      const columns = stream.columns;
+      if (columns !== undefined && columns > 1 && line.length >= columns) line = line.slice(0, columns - 1);
+      stream.write(`\r${line.padEnd(drawn)}`);
+      drawn = line.length;
+    },
+    finish() {
+      if (tty && drawn > 0) stream.write('\n');
+      drawn = 0;
+    },
+  };
+}

@@ -1,0 +1,646 @@
+/**
+ * Eval reports: `summary.json` for machines (and for a later `--compare`), `report.md` for
+ * pull requests, `report.html` for people. The HTML is self-contained (inline CSS and SVG,
+ * no scripts, nothing fetched) so it can be attached to a CI run or opened offline, and every
+ * piece of text in it is escaped: task ids, model names and errors are data, not markup.
+ */
+import { rename, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { formatDuration } from './progress.js';
+import type { Interval } from './stats.js';
+import type { EvalSummary, KValue, RateComparison, RateSummary, SummaryComparison } from './summary.js';
+import { TRIAL_CATEGORIES, type TrialCategory } from './types.js';
+
+export interface ReportFiles {
+  summaryJson: string;
+  markdown: string;
+  html: string;
+  /** Written only when a comparison is given. */
+  comparisonJson?: string;
+}
+
+export async function writeReports(
+  outDir: string,
+  summary: EvalSummary,
+  comparison?: SummaryComparison,
+): Promise<ReportFiles> {
+  const files: ReportFiles = {
+    summaryJson: path.join(outDir, 'summary.json'),
+    markdown: path.join(outDir, 'report.md'),
+    html: path.join(outDir, 'report.html'),
+  };
+  await writeAtomic(files.summaryJson, `${JSON.stringify(summary, null, 2)}\n`);
+  await writeAtomic(files.markdown, renderMarkdown(summary, comparison));
+  await writeAtomic(files.html, renderHtml(summary, comparison));
+  if (comparison) {
+    files.comparisonJson = path.join(outDir, 'comparison.json');
+    await writeAtomic(files.comparisonJson, `${JSON.stringify(comparison, null, 2)}\n`);
+  }
+  return files;
+}
+
+// A reader of a half-written report.html would see a broken page with no hint why.
+async function writeAtomic(file: string, text: string): Promise<void> {
+  const temp = `${file}.${process.pid}.tmp`;
+  await writeFile(temp, text, 'utf8');
+  await rename(temp, file);
+}
+
+// ---------------------------------------------------------------------------------------
+// Shared formatting
+
+const CATEGORY_LABELS: Record<TrialCategory, string> = {
+  passed: 'passed',
+  tests_failed: 'tests failed',
+  rejected: 'rejected (allowlist)',
+  max_turns: 'max turns',
+  timeout: 'timeout',
+  infrastructure: 'infrastructure',
+  nothing_to_fix: 'nothing to fix',
+  interrupted: 'interrupted',
+};
+
+const FAILURE_CATEGORIES = TRIAL_CATEGORIES.filter((c) => c !== 'passed');
+
+export function formatPercent(value: number | null, digits = 1): string {
+  return value === null ? 'n/a' : `${(value * 100).toFixed(digits)}%`;
+}
+
+export function formatInterval(interval: Interval, digits = 1): string {
+  return `[${(interval.low * 100).toFixed(digits)}, ${(interval.high * 100).toFixed(digits)}]%`;
+}
+
+function formatNumber(value: number | null, digits = 1): string {
+  if (value === null) return 'n/a';
+  return Number.isInteger(value) ? String(value) : value.toFixed(digits);
+}
+
+function formatDelta(delta: number | null): string {
+  if (delta === null) return 'n/a';
+  const points = (delta * 100).toFixed(1);
+  return `${delta > 0 ? '+' : ''}${points} pts`;
+}
+
+function kValues(values: KValue[]): string[] {
+  return values.map((v) => formatPercent(v.value));
+}
+
+function verdict(c: RateComparison): string {
+  if (c.regression) return 'REGRESSION';
+  if (c.improvement) return 'improvement';
+  return '';
+}
+
+// ---------------------------------------------------------------------------------------
+// Markdown
+
+function mdCell(text: string): string {
+  return text.replace(/\\/g, '\\\\').replace(/\|/g, '\\|').replace(/\r?\n/g, ' ');
+}
+
+function mdTable(header: string[], rows: string[][]): string {
+  const line = (cells: string[]): string => `| ${cells.map(mdCell).join(' | ')} |`;
+  return [line(header), `|${header.map(() => ' --- ').join('|')}|`, ...rows.map(line)].join('\n');
+}
+
+function ks(n: number, symbol: string): string[] {
+  return Array.from({ length: n }, (_, i) => `${symbol}${i + 1}`);
+}
+
+export function renderMarkdown(summary: EvalSummary, comparison?: SummaryComparison): string {
+  const o = summary.overall;
+  const out: string[] = [];
+  out.push(`# Eval report: ${mdCell(summary.suite.name)}`, '');
+  out.push(
+    `${summary.n} trial(s) per task, ${o.tasks} task(s). Started ${summary.startedAt}, finished ${summary.finishedAt} ` +
+      `(${formatDuration(summary.wallTimeMs)}).`,
+    '',
+  );
+  if (o.recorded < o.planned) {
+    out.push(`**Incomplete:** ${o.recorded} of ${o.planned} trials have a result.`, '');
+  }
+
+  out.push('## Overall', '');
+  out.push(
+    mdTable(
+      [
+        'scored',
+        'passes',
+        'pass rate',
+        '95% CI',
+        'infrastructure (not scored)',
+        'mean turns',
+        'median turns',
+        'tokens in',
+        'tokens out',
+        'mean trial time',
+      ],
+      [
+        [
+          `${o.scored}/${o.planned}`,
+          String(o.passes),
+          formatPercent(o.passRate),
+          formatInterval(o.interval),
+          `${o.infrastructure}${o.infraRetried > 0 ? ` (${o.infraRetried} retried)` : ''}`,
+          formatNumber(o.turns.mean),
+          formatNumber(o.turns.median),
+          String(o.inputTokens.total),
+          String(o.outputTokens.total),
+          formatDuration(o.durationMs.mean),
+        ],
+      ],
+    ),
+    '',
+  );
+  out.push(
+    'Infrastructure failures and interrupted trials are reported but left out of the pass rate. ' +
+      'Overall pass@k is the mean of the per-task values.',
+    '',
+  );
+  out.push(
+    mdTable(
+      ['', ...ks(summary.n, 'k=')],
+      [
+        ['pass@k', ...kValues(o.passAtK)],
+        ['pass^k', ...kValues(o.passHatK)],
+      ],
+    ),
+    '',
+  );
+
+  out.push('## Per task', '');
+  out.push(
+    mdTable(
+      [
+        'task',
+        'scored',
+        'passes',
+        'pass rate',
+        '95% CI',
+        'infra',
+        'mean turns',
+        'median turns',
+        'tokens in',
+        'tokens out',
+        'mean time',
+        'flaky',
+      ],
+      summary.tasks.map((t) => [
+        t.taskId,
+        `${t.scored}/${t.planned}`,
+        String(t.passes),
+        formatPercent(t.passRate),
+        formatInterval(t.interval),
+        String(t.infrastructure),
+        formatNumber(t.turns.mean),
+        formatNumber(t.turns.median),
+        String(t.inputTokens.total),
+        String(t.outputTokens.total),
+        formatDuration(t.durationMs.mean),
+        t.flaky ? 'yes' : '',
+      ]),
+    ),
+    '',
+  );
+
+  out.push('### pass@k per task', '');
+  out.push(
+    mdTable(
+      ['task', ...ks(summary.n, 'pass@')],
+      summary.tasks.map((t) => [t.taskId, ...kValues(t.passAtK)]),
+    ),
+    '',
+  );
+  out.push('### pass^k per task', '');
+  out.push(
+    mdTable(
+      ['task', ...ks(summary.n, 'pass^')],
+      summary.tasks.map((t) => [t.taskId, ...kValues(t.passHatK)]),
+    ),
+    '',
+  );
+
+  out.push('## Failure categories', '');
+  out.push(
+    mdTable(
+      ['task', ...FAILURE_CATEGORIES.map((c) => CATEGORY_LABELS[c])],
+      [
+        ...summary.tasks.map((t) => [t.taskId, ...FAILURE_CATEGORIES.map((c) => String(t.categories[c]))]),
+        ['**all**', ...FAILURE_CATEGORIES.map((c) => String(o.categories[c]))],
+      ],
+    ),
+    '',
+  );
+
+  out.push('## Flaky tasks', '');
+  if (o.flakyTasks.length === 0) out.push('None: every task either always passed or always failed.', '');
+  else {
+    const flaky = summary.tasks.filter((t) => t.flaky);
+    out.push(...flaky.map((t) => `- ${mdCell(t.taskId)}: ${t.passes}/${t.scored} passed`), '');
+  }
+
+  if (comparison) out.push(...markdownComparison(comparison));
+
+  out.push('## Provenance', '');
+  out.push(
+    mdTable(
+      ['', ''],
+      [
+        ['harness version', summary.harnessVersion],
+        ['suite', `${summary.suite.name} (${summary.suite.file})`],
+        ['suite sha256', summary.suite.sha256],
+        ['providers', summary.providers.join(', ') || 'n/a'],
+        ['models', summary.models.join(', ') || 'n/a'],
+        ['image ids', summary.imageIds.join(', ') || 'n/a'],
+        ...summary.tasks.map((t) => [`catalog hash: ${t.taskId}`, t.catalogHashes.join(', ') || 'n/a']),
+      ],
+    ),
+    '',
+  );
+  return `${out.join('\n')}`;
+}
+
+function markdownComparison(c: SummaryComparison): string[] {
+  const out: string[] = ['## Comparison with the previous summary', ''];
+  out.push(
+    `Previous: ${mdCell(c.previous.suiteName)}, harness ${mdCell(c.previous.harnessVersion)}, started ${c.previous.startedAt}. ` +
+      'A change is flagged only when the two 95% intervals do not overlap.',
+    '',
+  );
+  if (c.regressions.length > 0) out.push(`**Regressions:** ${c.regressions.map(mdCell).join(', ')}`, '');
+  if (c.improvements.length > 0) out.push(`**Improvements:** ${c.improvements.map(mdCell).join(', ')}`, '');
+  const row = (name: string, r: RateComparison, status = ''): string[] => [
+    name,
+    r.previous ? `${formatPercent(r.previous.passRate)} ${formatInterval(r.previous.interval)}` : 'absent',
+    r.current ? `${formatPercent(r.current.passRate)} ${formatInterval(r.current.interval)}` : 'absent',
+    formatDelta(r.delta),
+    [verdict(r), status].filter(Boolean).join(' '),
+  ];
+  out.push(
+    mdTable(
+      ['task', 'previous', 'current', 'delta', 'flag'],
+      [
+        ...c.tasks.map((t) => row(t.taskId, t, t.status === 'both' ? '' : t.status)),
+        row('**overall**', c.overall),
+      ],
+    ),
+    '',
+  );
+  if (c.differences.length > 0) {
+    out.push('Differences between the two runs (read before trusting a delta):', '');
+    out.push(...c.differences.map((d) => `- ${mdCell(d)}`), '');
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// HTML
+
+export function escapeHtml(text: string): string {
+  return text
+    .replace(/&/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/"/g, '&quot;')
+    .replace(/'/g, '&#39;');
+}
+
+const CSS = `
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:1100px;padding:0 1rem;color:#1b1f24;background:#fff}
+h1{font-size:1.5rem;margin-bottom:.25rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #d0d7de;padding-bottom:.25rem}
+.meta{color:#57606a}
+table{border-collapse:collapse;margin:.5rem 0;font-variant-numeric:tabular-nums}
+th,td{border:1px solid #d0d7de;padding:.25rem .5rem;text-align:right}
+th:first-child,td:first-child{text-align:left}
+thead th{background:#f6f8fa}
+tr.regression td{background:#ffebe9}tr.improvement td{background:#dafbe1}
+.flag-regression{color:#cf222e;font-weight:600}.flag-improvement{color:#1a7f37;font-weight:600}
+.warn{background:#fff8c5;border:1px solid #d4a72c;padding:.5rem .75rem;border-radius:4px}
+svg{max-width:100%;height:auto}
+svg text{font:12px system-ui,sans-serif;fill:#1b1f24}
+svg .axis{stroke:#8c959f;stroke-width:1}svg .grid{stroke:#eaeef2;stroke-width:1}
+svg .bar{fill:#54aeff}svg .bar-previous{fill:#afb8c1}svg .bar-regression{fill:#ff8182}svg .bar-improvement{fill:#4ac26b}
+svg .err{stroke:#1b1f24;stroke-width:1.5}
+svg .row-regression{fill:#ffebe9}svg .row-improvement{fill:#dafbe1}
+`;
+
+function th(cells: string[]): string {
+  return `<thead><tr>${cells.map((c) => `<th>${escapeHtml(c)}</th>`).join('')}</tr></thead>`;
+}
+
+function td(cells: string[]): string {
+  return cells.map((c) => `<td>${escapeHtml(c)}</td>`).join('');
+}
+
+function htmlTable(header: string[], rows: Array<{ cells: string[]; className?: string }>): string {
+  const body = rows
+    .map((r) => `<tr${r.className ? ` class="${escapeHtml(r.className)}"` : ''}>${td(r.cells)}</tr>`)
+    .join('');
+  return `<table>${th(header)}<tbody>${body}</tbody></table>`;
+}
+
+const CHART = { label: 200, plot: 480, value: 170, row: 26, top: 10, axis: 26 };
+
+function x(value: number): number {
+  return CHART.label + value * CHART.plot;
+}
+
+function num(value: number): string {
+  return value.toFixed(1);
+}
+
+/** A bar for the rate plus a Wilson error bar with end caps, centred on `y`. */
+function barWithInterval(y: number, height: number, r: RateSummary | null, barClass: string): string {
+  if (!r || r.passRate === null) {
+    return `<text x="${x(0) + 4}" y="${num(y + 4)}">no scored trials</text>`;
+  }
+  const top = y - height / 2;
+  const low = x(r.interval.low);
+  const high = x(r.interval.high);
+  const cap = Math.min(5, height / 2);
+  return [
+    `<rect class="${barClass}" x="${x(0)}" y="${num(top)}" width="${num(r.passRate * CHART.plot)}" height="${num(height)}"><title>${escapeHtml(
+      `${formatPercent(r.passRate)} (${r.passes}/${r.scored}), 95% CI ${formatInterval(r.interval)}`,
+    )}</title></rect>`,
+    `<line class="err" x1="${num(low)}" y1="${num(y)}" x2="${num(high)}" y2="${num(y)}"/>`,
+    `<line class="err" x1="${num(low)}" y1="${num(y - cap)}" x2="${num(low)}" y2="${num(y + cap)}"/>`,
+    `<line class="err" x1="${num(high)}" y1="${num(y - cap)}" x2="${num(high)}" y2="${num(y + cap)}"/>`,
+  ].join('');
+}
+
+function axis(height: number): string {
+  const parts: string[] = [];
+  for (const tick of [0, 0.25, 0.5, 0.75, 1]) {
+    const tx = num(x(tick));
+    parts.push(`<line class="grid" x1="${tx}" y1="${CHART.top}" x2="${tx}" y2="${height - CHART.axis}"/>`);
+    parts.push(`<text x="${tx}" y="${height - 8}" text-anchor="middle">${tick * 100}%</text>`);
+  }
+  parts.push(
+    `<line class="axis" x1="${x(0)}" y1="${height - CHART.axis}" x2="${x(1)}" y2="${height - CHART.axis}"/>`,
+  );
+  return parts.join('');
+}
+
+function truncateLabel(text: string, max = 28): string {
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+function svg(width: number, height: number, label: string, body: string): string {
+  return `<svg role="img" aria-label="${escapeHtml(label)}" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}">${body}</svg>`;
+}
+
+/** Horizontal bars: pass rate per task, with the Wilson 95% interval as an error bar. */
+export function renderPassRateChart(summary: EvalSummary): string {
+  const rows = summary.tasks;
+  const height = CHART.top + rows.length * CHART.row + CHART.axis + 4;
+  const width = CHART.label + CHART.plot + CHART.value;
+  const body = rows.map((t, i) => {
+    const y = CHART.top + i * CHART.row + CHART.row / 2;
+    const value =
+      t.passRate === null ? '' : `${formatPercent(t.passRate, 0)} ${formatInterval(t.interval, 0)}`;
+    return [
+      `<text x="${CHART.label - 8}" y="${num(y + 4)}" text-anchor="end">${escapeHtml(truncateLabel(t.taskId))}<title>${escapeHtml(t.taskId)}</title></text>`,
+      barWithInterval(y, CHART.row - 10, t, 'bar'),
+      `<text x="${x(1) + 8}" y="${num(y + 4)}">${escapeHtml(value)}</text>`,
+    ].join('');
+  });
+  return svg(width, height, 'Pass rate per task with 95% Wilson intervals', axis(height) + body.join(''));
+}
+
+/** Previous and current bar per task, side by side in one row; regressions and improvements tinted. */
+export function renderComparisonChart(comparison: SummaryComparison): string {
+  const rowHeight = CHART.row * 2;
+  const rows = comparison.tasks;
+  const height = CHART.top + rows.length * rowHeight + CHART.axis + 4;
+  const width = CHART.label + CHART.plot + CHART.value;
+  const body = rows.map((t, i) => {
+    const rowTop = CHART.top + i * rowHeight;
+    const yPrev = rowTop + CHART.row / 2;
+    const yCur = rowTop + CHART.row + CHART.row / 2;
+    const flag = t.regression ? 'regression' : t.improvement ? 'improvement' : '';
+    const background = flag
+      ? `<rect class="row-${flag}" x="0" y="${rowTop}" width="${width}" height="${rowHeight}"/>`
+      : '';
+    const currentClass = flag ? `bar-${flag}` : 'bar';
+    const label =
+      flag === 'regression' ? 'REGRESSION' : flag === 'improvement' ? 'improvement' : formatDelta(t.delta);
+    return [
+      background,
+      `<text x="${CHART.label - 8}" y="${num(yPrev + 4)}" text-anchor="end">${escapeHtml(truncateLabel(t.taskId))}<title>${escapeHtml(t.taskId)}</title></text>`,
+      `<text x="${CHART.label - 8}" y="${num(yCur + 4)}" text-anchor="end">${escapeHtml(t.status === 'both' ? '' : t.status)}</text>`,
+      barWithInterval(yPrev, CHART.row - 12, t.previous, 'bar-previous'),
+      barWithInterval(yCur, CHART.row - 12, t.current, currentClass),
+      `<text x="${x(1) + 8}" y="${num(yPrev + 4)}">previous</text>`,
+      `<text x="${x(1) + 8}" y="${num(yCur + 4)}"${flag ? ` class="flag-${flag}"` : ''}>${escapeHtml(label)}</text>`,
+    ].join('');
+  });
+  return svg(
+    width,
+    height,
+    'Pass rate per task, previous (grey) and current, with 95% Wilson intervals',
+    axis(height) + body.join(''),
+  );
+}
+
+export function renderHtml(summary: EvalSummary, comparison?: SummaryComparison): string {
+  const o = summary.overall;
+  const e = escapeHtml;
+  const sections: string[] = [];
+
+  sections.push(
+    `<h1>Eval report: ${e(summary.suite.name)}</h1>`,
+    `<p class="meta">${e(
+      `${summary.n} trial(s) per task, ${o.tasks} task(s). Started ${summary.startedAt}, finished ${summary.finishedAt} (${formatDuration(summary.wallTimeMs)}). Harness ${summary.harnessVersion}.`,
+    )}</p>`,
+  );
+  if (o.recorded < o.planned) {
+    sections.push(
+      `<p class="warn">${e(`Incomplete: ${o.recorded} of ${o.planned} trials have a result.`)}</p>`,
+    );
+  }
+
+  sections.push('<h2>Pass rate per task</h2>', renderPassRateChart(summary));
+
+  sections.push(
+    '<h2>Overall</h2>',
+    htmlTable(
+      [
+        'scored',
+        'passes',
+        'pass rate',
+        '95% CI',
+        'infrastructure (not scored)',
+        'mean turns',
+        'median turns',
+        'tokens in',
+        'tokens out',
+        'mean trial time',
+      ],
+      [
+        {
+          cells: [
+            `${o.scored}/${o.planned}`,
+            String(o.passes),
+            formatPercent(o.passRate),
+            formatInterval(o.interval),
+            `${o.infrastructure}${o.infraRetried > 0 ? ` (${o.infraRetried} retried)` : ''}`,
+            formatNumber(o.turns.mean),
+            formatNumber(o.turns.median),
+            String(o.inputTokens.total),
+            String(o.outputTokens.total),
+            formatDuration(o.durationMs.mean),
+          ],
+        },
+      ],
+    ),
+    `<p class="meta">${e('Infrastructure failures and interrupted trials are reported but left out of the pass rate. Overall pass@k is the mean of the per-task values.')}</p>`,
+    htmlTable(
+      ['', ...ks(summary.n, 'k=')],
+      [{ cells: ['pass@k', ...kValues(o.passAtK)] }, { cells: ['pass^k', ...kValues(o.passHatK)] }],
+    ),
+  );
+
+  sections.push(
+    '<h2>Per task</h2>',
+    htmlTable(
+      [
+        'task',
+        'scored',
+        'passes',
+        'pass rate',
+        '95% CI',
+        'infra',
+        'mean turns',
+        'median turns',
+        'tokens in',
+        'tokens out',
+        'mean time',
+        'flaky',
+      ],
+      summary.tasks.map((t) => ({
+        cells: [
+          t.taskId,
+          `${t.scored}/${t.planned}`,
+          String(t.passes),
+          formatPercent(t.passRate),
+          formatInterval(t.interval),
+          String(t.infrastructure),
+          formatNumber(t.turns.mean),
+          formatNumber(t.turns.median),
+          String(t.inputTokens.total),
+          String(t.outputTokens.total),
+          formatDuration(t.durationMs.mean),
+          t.flaky ? 'yes' : '',
+        ],
+      })),
+    ),
+    '<h2>pass@k and pass^k per task</h2>',
+    htmlTable(
+      ['task', ...ks(summary.n, 'pass@'), ...ks(summary.n, 'pass^')],
+      summary.tasks.map((t) => ({ cells: [t.taskId, ...kValues(t.passAtK), ...kValues(t.passHatK)] })),
+    ),
+  );
+
+  sections.push(
+    '<h2>Failure categories</h2>',
+    htmlTable(
+      ['task', ...FAILURE_CATEGORIES.map((c) => CATEGORY_LABELS[c])],
+      [
+        ...summary.tasks.map((t) => ({
+          cells: [t.taskId, ...FAILURE_CATEGORIES.map((c) => String(t.categories[c]))],
+        })),
+        { cells: ['all', ...FAILURE_CATEGORIES.map((c) => String(o.categories[c]))] },
+      ],
+    ),
+  );
+
+  sections.push('<h2>Flaky tasks</h2>');
+  const flaky = summary.tasks.filter((t) => t.flaky);
+  sections.push(
+    flaky.length === 0
+      ? '<p>None: every task either always passed or always failed.</p>'
+      : `<ul>${flaky.map((t) => `<li>${e(`${t.taskId}: ${t.passes}/${t.scored} passed`)}</li>`).join('')}</ul>`,
+  );
+
+  if (comparison) sections.push(...htmlComparison(comparison));
+
+  sections.push(
+    '<h2>Provenance</h2>',
+    htmlTable(
+      ['', ''],
+      [
+        { cells: ['harness version', summary.harnessVersion] },
+        { cells: ['suite', `${summary.suite.name} (${summary.suite.file})`] },
+        { cells: ['suite sha256', summary.suite.sha256] },
+        { cells: ['providers', summary.providers.join(', ') || 'n/a'] },
+        { cells: ['models', summary.models.join(', ') || 'n/a'] },
+        { cells: ['image ids', summary.imageIds.join(', ') || 'n/a'] },
+        ...summary.tasks.map((t) => ({
+          cells: [`catalog hash: ${t.taskId}`, t.catalogHashes.join(', ') || 'n/a'],
+        })),
+      ],
+    ),
+  );
+
+  return [
+    '<!doctype html>',
+    '<html lang="en">',
+    '<head>',
+    '<meta charset="utf-8">',
+    '<meta name="viewport" content="width=device-width, initial-scale=1">',
+    `<title>${e(`Eval report: ${summary.suite.name}`)}</title>`,
+    `<style>${CSS}</style>`,
+    '</head>',
+    '<body>',
+    ...sections,
+    '</body>',
+    '</html>',
+    '',
+  ].join('\n');
+}
+
+function htmlComparison(c: SummaryComparison): string[] {
+  const e = escapeHtml;
+  const out: string[] = ['<h2>Comparison with the previous summary</h2>'];
+  out.push(
+    `<p class="meta">${e(
+      `Previous: ${c.previous.suiteName}, harness ${c.previous.harnessVersion}, started ${c.previous.startedAt}. A change is flagged only when the two 95% intervals do not overlap.`,
+    )}</p>`,
+  );
+  if (c.regressions.length > 0) {
+    out.push(`<p class="flag-regression">${e(`Regressions: ${c.regressions.join(', ')}`)}</p>`);
+  }
+  if (c.improvements.length > 0) {
+    out.push(`<p class="flag-improvement">${e(`Improvements: ${c.improvements.join(', ')}`)}</p>`);
+  }
+  if (c.differences.length > 0) {
+    out.push(
+      `<div class="warn"><p>${e('Differences between the two runs (read before trusting a delta):')}</p><ul>${c.differences
+        .map((d) => `<li>${e(d)}</li>`)
+        .join('')}</ul></div>`,
+    );
+  }
+  out.push(renderComparisonChart(c));
+  const row = (name: string, r: RateComparison, status: string): { cells: string[]; className?: string } => {
+    const cells = [
+      name,
+      r.previous ? `${formatPercent(r.previous.passRate)} ${formatInterval(r.previous.interval)}` : 'absent',
+      r.current ? `${formatPercent(r.current.passRate)} ${formatInterval(r.current.interval)}` : 'absent',
+      formatDelta(r.delta),
+      [verdict(r), status].filter(Boolean).join(' '),
+    ];
+    if (r.regression) return { cells, className: 'regression' };
+    if (r.improvement) return { cells, className: 'improvement' };
+    return { cells };
+  };
+  out.push(
+    htmlTable(
+      ['task', 'previous', 'current', 'delta', 'flag'],
+      [
+        ...c.tasks.map((t) => row(t.taskId, t, t.status === 'both' ? '' : t.status)),
+        row('overall', c.overall, ''),
+      ],
+    ),
+  );
+  return out;
+}

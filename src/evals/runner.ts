@@ -1,0 +1,412 @@
+/**
+ * The eval scheduler: every task n times, a bounded number at once, each result made durable
+ * the moment it exists so a crash or Ctrl-C costs only the trials in flight.
+ */
+import { mkdir, open, readFile, rename, truncate, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import pLimit from 'p-limit';
+import { ConfigError, HarnessError, UsageError, errorMessage } from '../errors.js';
+import { estimateEtaMs, type EvalProgress } from './progress.js';
+import { trialSpecs, type Suite } from './suite.js';
+import {
+  trialResultSchema,
+  type TrialCategory,
+  type TrialResult,
+  type TrialRunner,
+  type TrialSpec,
+} from './types.js';
+
+export const RESULTS_FILE = 'results.jsonl';
+export const LOCK_FILE = 'suite.lock.json';
+
+export interface RunEvalOptions {
+  suite: Suite;
+  /** Trials per task; defaults to the suite's `defaults.n`. */
+  n?: number;
+  /** Trials at once; defaults to the suite's `defaults.concurrency`. */
+  concurrency?: number;
+  outDir: string;
+  resume?: boolean;
+  runner: TrialRunner;
+  /** Ctrl-C: no new trial starts, in-flight ones see their signal abort. */
+  signal?: AbortSignal;
+  onProgress?: (progress: EvalProgress) => void;
+  /** Per-trial time budget; defaults to the suite's `defaults.timeouts.trialSec`. */
+  trialTimeoutSec?: number;
+}
+
+export interface EvalRun {
+  /** Every finished trial (resumed ones included), in suite task order then trial order. */
+  results: TrialResult[];
+  /** How many of `results` came from an earlier run. */
+  resumed: number;
+  /** Trials the eval was meant to have: tasks x n. */
+  total: number;
+  n: number;
+  /** True when the signal aborted before every trial had a result. */
+  interrupted: boolean;
+  startedAt: string;
+  finishedAt: string;
+  resultsFile: string;
+}
+
+/** Identifies the suite an output folder belongs to; `--resume` refuses anything else. */
+export interface SuiteLock {
+  version: 1;
+  suiteName: string;
+  suiteFile: string;
+  suiteSha256: string;
+  n: number;
+  createdAt: string;
+}
+
+export async function runEval(options: RunEvalOptions): Promise<EvalRun> {
+  const { suite, runner } = options;
+  const n = options.n ?? suite.defaults.n;
+  const concurrency = options.concurrency ?? suite.defaults.concurrency;
+  if (!Number.isInteger(n) || n < 1) throw new UsageError(`-n must be a positive integer, got ${n}`);
+  if (!Number.isInteger(concurrency) || concurrency < 1) {
+    throw new UsageError(`--concurrency must be a positive integer, got ${concurrency}`);
+  }
+  const timeoutSec = options.trialTimeoutSec ?? suite.defaults.timeouts.trialSec;
+  const userSignal = options.signal ?? new AbortController().signal;
+  const startedAt = new Date();
+
+  const outDir = path.resolve(options.outDir);
+  await mkdir(outDir, { recursive: true });
+  const resultsFile = path.join(outDir, RESULTS_FILE);
+  await claimOutDir(outDir, suite, n, options.resume === true);
+
+  const previous = options.resume ? await readResults(resultsFile, suite, n) : [];
+  const finished = new Map<string, TrialResult>();
+  for (const r of previous) finished.set(key(r.taskId, r.trial), r);
+  const resumed = finished.size;
+
+  const specs = trialSpecs(suite, n);
+  const pending = specs.filter((s) => !finished.has(key(s.taskId, s.trial)));
+  const total = specs.length;
+
+  // A failed write must stop the eval: results that are not on disk would be re-run silently.
+  const internal = new AbortController();
+  const stop = AbortSignal.any([userSignal, internal.signal]);
+
+  const tally = { passed: 0, failed: 0, infrastructure: 0, inFlight: 0, finishedThisRun: 0 };
+  for (const r of finished.values()) count(tally, r);
+  const interruptedResults: TrialResult[] = [];
+
+  const emit = (last?: TrialResult): void => {
+    if (!options.onProgress) return;
+    const elapsedMs = Date.now() - startedAt.getTime();
+    const done = finished.size;
+    const progress: EvalProgress = {
+      done,
+      total,
+      passed: tally.passed,
+      failed: tally.failed,
+      infrastructure: tally.infrastructure,
+      inFlight: tally.inFlight,
+      resumed,
+      elapsedMs,
+      etaMs: estimateEtaMs(tally.finishedThisRun, total - done, elapsedMs),
+    };
+    if (last) progress.last = last;
+    options.onProgress(progress);
+  };
+
+  const handle = await open(resultsFile, 'a');
+  // Appends are chained so concurrent trials never interleave inside one line.
+  let writes: Promise<void> = Promise.resolve();
+  const append = (result: TrialResult): Promise<void> => {
+    const line = `${JSON.stringify(result)}\n`;
+    writes = writes.then(async () => {
+      await handle.appendFile(line, 'utf8');
+      await handle.sync();
+    });
+    return writes;
+  };
+
+  const limit = pLimit(concurrency);
+  emit();
+  try {
+    const settled = await Promise.allSettled(
+      pending.map((spec) =>
+        limit(async () => {
+          if (stop.aborted) return;
+          tally.inFlight++;
+          let result: TrialResult;
+          try {
+            result = await runWithRetry(runner, spec, userSignal, internal.signal, timeoutSec);
+          } finally {
+            tally.inFlight--;
+          }
+          // An interrupted trial measured nothing; leaving it off disk makes `--resume` run it again.
+          if (result.category === 'interrupted') {
+            interruptedResults.push(result);
+            return;
+          }
+          try {
+            await append(result);
+          } catch (error) {
+            internal.abort(error);
+            throw error;
+          }
+          finished.set(key(result.taskId, result.trial), result);
+          tally.finishedThisRun++;
+          count(tally, result);
+          emit(result);
+        }),
+      ),
+    );
+    const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+    if (failure) throw failure.reason;
+  } finally {
+    await writes.catch(() => undefined);
+    await handle.close();
+  }
+
+  const order = new Map(suite.tasks.map((t, i) => [t.id, i]));
+  const results = [...finished.values(), ...interruptedResults].sort(
+    (a, b) => (order.get(a.taskId) ?? 0) - (order.get(b.taskId) ?? 0) || a.trial - b.trial,
+  );
+  return {
+    results,
+    resumed,
+    total,
+    n,
+    interrupted: finished.size < total,
+    startedAt: startedAt.toISOString(),
+    finishedAt: new Date().toISOString(),
+    resultsFile,
+  };
+}
+
+function key(taskId: string, trial: number): string {
+  return `${taskId}\u0000${trial}`;
+}
+
+function count(tally: { passed: number; failed: number; infrastructure: number }, r: TrialResult): void {
+  if (r.category === 'passed') tally.passed++;
+  else if (r.category === 'infrastructure') tally.infrastructure++;
+  else tally.failed++;
+}
+
+/**
+ * Infrastructure failures (Docker, model API) say nothing about the agent, so they get one
+ * more chance; a second one is recorded as such and kept out of the pass rate later.
+ */
+async function runWithRetry(
+  runner: TrialRunner,
+  spec: TrialSpec,
+  userSignal: AbortSignal,
+  internalSignal: AbortSignal,
+  timeoutSec: number | undefined,
+): Promise<TrialResult> {
+  const first = await runOnce(runner, spec, userSignal, internalSignal, timeoutSec);
+  if (first.category !== 'infrastructure' || userSignal.aborted || internalSignal.aborted) return first;
+  const second = await runOnce(runner, spec, userSignal, internalSignal, timeoutSec);
+  return { ...second, infraRetried: true };
+}
+
+async function runOnce(
+  runner: TrialRunner,
+  spec: TrialSpec,
+  userSignal: AbortSignal,
+  internalSignal: AbortSignal,
+  timeoutSec: number | undefined,
+): Promise<TrialResult> {
+  const controller = new AbortController();
+  const signals = [userSignal, internalSignal, controller.signal];
+  const signal = AbortSignal.any(signals);
+  let timedOut = false;
+  const timer =
+    timeoutSec === undefined
+      ? undefined
+      : setTimeout(() => {
+          timedOut = true;
+          controller.abort(new Error(`trial exceeded its ${timeoutSec}s budget`));
+        }, timeoutSec * 1000);
+  const started = Date.now();
+  let result: TrialResult;
+  try {
+    result = normalise(await runner(spec, { signal }), spec);
+  } catch (error) {
+    const category: TrialCategory =
+      error instanceof HarnessError && error.category === 'interrupted' ? 'interrupted' : 'infrastructure';
+    result = failedResult(spec, category, started, describeError(error));
+  } finally {
+    if (timer !== undefined) clearTimeout(timer);
+  }
+
+  // Once we pulled the plug, a runner's "infrastructure" is most likely its own reaction to
+  // the abort (a killed exec, a cancelled request); name the real cause instead.
+  const abortLike = result.category === 'infrastructure' || result.category === 'interrupted';
+  if (abortLike && (userSignal.aborted || internalSignal.aborted)) {
+    return { ...result, outcome: 'failed', category: 'interrupted' };
+  }
+  if (abortLike && timedOut) {
+    return {
+      ...result,
+      outcome: 'failed',
+      category: 'timeout',
+      error: result.error ?? `trial exceeded its ${timeoutSec}s budget`,
+    };
+  }
+  return result;
+}
+
+/** The scheduler's counts must not depend on a runner filling in ids and outcome consistently. */
+function normalise(result: TrialResult, spec: TrialSpec): TrialResult {
+  return {
+    ...result,
+    taskId: spec.taskId,
+    trial: spec.trial,
+    outcome: result.category === 'passed' ? 'passed' : 'failed',
+  };
+}
+
+function failedResult(spec: TrialSpec, category: TrialCategory, started: number, error: string): TrialResult {
+  const finished = Date.now();
+  return {
+    taskId: spec.taskId,
+    trial: spec.trial,
+    outcome: 'failed',
+    category,
+    turns: 0,
+    inputTokens: 0,
+    outputTokens: 0,
+    durationMs: finished - started,
+    startedAt: new Date(started).toISOString(),
+    finishedAt: new Date(finished).toISOString(),
+    error,
+  };
+}
+
+function describeError(error: unknown): string {
+  return error instanceof HarnessError ? `${error.code}: ${error.message}` : errorMessage(error);
+}
+
+/**
+ * Makes sure `outDir` holds this suite's results and nobody else's: a fresh eval refuses a
+ * folder that already has results, and a resumed one refuses a folder made for another suite
+ * or another n (mixing them would make the statistics meaningless).
+ */
+async function claimOutDir(outDir: string, suite: Suite, n: number, resume: boolean): Promise<void> {
+  const lockFile = path.join(outDir, LOCK_FILE);
+  const resultsFile = path.join(outDir, RESULTS_FILE);
+  const lock = await readLock(lockFile);
+  const hasResults = ((await readOptional(resultsFile))?.length ?? 0) > 0;
+
+  if (resume && lock) {
+    const problems: string[] = [];
+    if (lock.suiteSha256 !== suite.sha256) problems.push(`the suite file changed (was ${lock.suiteFile})`);
+    if (lock.n !== n) problems.push(`n was ${lock.n}, now ${n}`);
+    if (problems.length > 0) {
+      throw new UsageError(`cannot resume the eval in ${outDir}: ${problems.join('; ')}`, {
+        hint: 'resume with the same suite file and -n, or start a new eval with another --out',
+      });
+    }
+    return;
+  }
+  if (resume && hasResults) {
+    throw new UsageError(
+      `cannot resume the eval in ${outDir}: ${RESULTS_FILE} exists but ${LOCK_FILE} is missing`,
+      {
+        hint: 'start a new eval with another --out',
+      },
+    );
+  }
+  if (!resume && hasResults) {
+    throw new UsageError(`${outDir} already holds eval results`, {
+      hint: 'pass --resume to finish that eval, or choose another --out',
+    });
+  }
+  const fresh: SuiteLock = {
+    version: 1,
+    suiteName: suite.name,
+    suiteFile: suite.file,
+    suiteSha256: suite.sha256,
+    n,
+    createdAt: new Date().toISOString(),
+  };
+  const temp = `${lockFile}.${process.pid}.tmp`;
+  await writeFile(temp, `${JSON.stringify(fresh, null, 2)}\n`, 'utf8');
+  await rename(temp, lockFile);
+}
+
+async function readOptional(file: string): Promise<Buffer | undefined> {
+  try {
+    return await readFile(file);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+}
+
+async function readLock(file: string): Promise<SuiteLock | undefined> {
+  const bytes = await readOptional(file);
+  if (bytes === undefined) return undefined;
+  try {
+    const value = JSON.parse(bytes.toString('utf8')) as Partial<SuiteLock>;
+    if (typeof value.suiteSha256 === 'string' && typeof value.n === 'number') return value as SuiteLock;
+  } catch {
+    // Falls through to the error below.
+  }
+  throw new ConfigError(`${file} is not a suite lock written by this harness`, [], {
+    hint: 'start a new eval with another --out',
+  });
+}
+
+/**
+ * Reads finished trials. A crash mid-write can only leave a partial last line (each line is
+ * one append + fsync), so that line is ignored and cut off, which keeps the next append on
+ * a line of its own. Anything else that does not parse is real damage and is reported.
+ */
+export async function readResults(file: string, suite: Suite, n: number): Promise<TrialResult[]> {
+  const bytes = await readOptional(file);
+  if (bytes === undefined || bytes.length === 0) return [];
+  const lastNewline = bytes.lastIndexOf(0x0a);
+  const complete = bytes.subarray(0, lastNewline + 1);
+  if (complete.length < bytes.length) await truncate(file, complete.length);
+
+  const taskIds = new Set(suite.tasks.map((t) => t.id));
+  const results: TrialResult[] = [];
+  const seen = new Set<string>();
+  const problems: string[] = [];
+  const lines = complete.toString('utf8').split('\n');
+  lines.forEach((line, index) => {
+    if (line.trim() === '') return;
+    const where = `${file}:${index + 1}`;
+    let json: unknown;
+    try {
+      json = JSON.parse(line);
+    } catch {
+      problems.push(`${where}: not a JSON line`);
+      return;
+    }
+    const parsed = trialResultSchema.safeParse(json);
+    if (!parsed.success) {
+      const first = parsed.error.issues[0];
+      problems.push(
+        `${where}: not a trial result (${first ? `${first.path.join('.')}: ${first.message}` : 'invalid'})`,
+      );
+      return;
+    }
+    const r = parsed.data;
+    if (!taskIds.has(r.taskId) || r.trial >= n) {
+      problems.push(`${where}: trial ${r.taskId}#${r.trial} is not part of this suite with n=${n}`);
+      return;
+    }
+    // Interrupted trials measured nothing and are run again.
+    if (r.category === 'interrupted') return;
+    const k = key(r.taskId, r.trial);
+    if (seen.has(k)) return;
+    seen.add(k);
+    results.push(r);
+  });
+  if (problems.length > 0) {
+    throw new ConfigError(`${file} is damaged (${problems.length} bad line(s))`, problems, {
+      hint: 'remove the bad lines to resume, or start a new eval with another --out',
+    });
+  }
+  return results;
+}

@@ -1,0 +1,366 @@
+/**
+ * Turns trial results into the numbers people compare: pass rates with their uncertainty,
+ * pass@k / pass^k, cost, failure causes, and enough provenance (harness version, images,
+ * models, catalog hashes) to tell whether two summaries are comparable at all.
+ */
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import {
+  intervalsOverlap,
+  mean,
+  median,
+  passAtK as passAtKOf,
+  passHatK as passHatKOf,
+  wilsonInterval,
+  type Interval,
+} from './stats.js';
+import { TRIAL_CATEGORIES, UNSCORED_CATEGORIES, type TrialCategory, type TrialResult } from './types.js';
+
+export interface Distribution {
+  mean: number | null;
+  median: number | null;
+  total: number;
+}
+
+/** A value for one k; `null` when fewer than k scored trials exist, so it cannot be estimated. */
+export interface KValue {
+  k: number;
+  value: number | null;
+}
+
+export type CategoryCounts = Record<TrialCategory, number>;
+
+export interface RateSummary {
+  /** Trials in the denominator: everything except infrastructure failures and interruptions. */
+  scored: number;
+  passes: number;
+  /** `null` when nothing was scored. */
+  passRate: number | null;
+  /** Wilson 95%; [0, 1] when nothing was scored. */
+  interval: Interval;
+}
+
+export interface TaskSummary extends RateSummary {
+  taskId: string;
+  /** Trials the eval asked for (n). */
+  planned: number;
+  /** Trials with a result, scored or not. */
+  recorded: number;
+  failures: number;
+  infrastructure: number;
+  interrupted: number;
+  /** Trials whose first try hit an infrastructure failure and were run once more. */
+  infraRetried: number;
+  /** k = 1..n. */
+  passAtK: KValue[];
+  passHatK: KValue[];
+  turns: Distribution;
+  inputTokens: Distribution;
+  outputTokens: Distribution;
+  durationMs: Distribution;
+  categories: CategoryCounts;
+  /** Some scored trials passed and some failed. */
+  flaky: boolean;
+  imageIds: string[];
+  catalogHashes: string[];
+}
+
+export interface OverallSummary extends RateSummary {
+  tasks: number;
+  planned: number;
+  recorded: number;
+  failures: number;
+  infrastructure: number;
+  interrupted: number;
+  infraRetried: number;
+  /**
+   * Mean over tasks of each task's pass@k (Chen et al. average per problem). Tasks with
+   * nothing scored are left out; `null` when some other task has fewer than k scored trials,
+   * because averaging over different task sets per k would make the curve meaningless.
+   */
+  passAtK: KValue[];
+  passHatK: KValue[];
+  turns: Distribution;
+  inputTokens: Distribution;
+  outputTokens: Distribution;
+  durationMs: Distribution;
+  categories: CategoryCounts;
+  flakyTasks: string[];
+}
+
+export interface EvalSummary {
+  schemaVersion: 1;
+  harnessVersion: string;
+  suite: { name: string; file: string; sha256: string };
+  n: number;
+  startedAt: string;
+  finishedAt: string;
+  wallTimeMs: number;
+  providers: string[];
+  models: string[];
+  imageIds: string[];
+  /** Per task, every catalog hash its trials ran against (more than one means it changed mid-eval). */
+  catalogHashes: Record<string, string[]>;
+  tasks: TaskSummary[];
+  overall: OverallSummary;
+}
+
+export interface SummaryMeta {
+  suite: { name: string; file: string; sha256: string; tasks: ReadonlyArray<{ id: string }> };
+  n: number;
+  startedAt: string;
+  finishedAt: string;
+  harnessVersion: string;
+}
+
+function emptyCategories(): CategoryCounts {
+  return Object.fromEntries(TRIAL_CATEGORIES.map((c) => [c, 0])) as CategoryCounts;
+}
+
+function distribution(values: number[]): Distribution {
+  return { mean: mean(values), median: median(values), total: values.reduce((a, b) => a + b, 0) };
+}
+
+function distinct(values: Array<string | undefined>): string[] {
+  return [...new Set(values.filter((v): v is string => v !== undefined && v !== ''))].sort();
+}
+
+function rate(scored: number, passes: number): RateSummary {
+  return {
+    scored,
+    passes,
+    passRate: scored === 0 ? null : passes / scored,
+    interval: wilsonInterval(passes, scored),
+  };
+}
+
+function curve(
+  n: number,
+  scored: number,
+  passes: number,
+  fn: (n: number, c: number, k: number) => number,
+): KValue[] {
+  return Array.from({ length: n }, (_, i) => {
+    const k = i + 1;
+    return { k, value: k <= scored ? fn(scored, passes, k) : null };
+  });
+}
+
+function summarizeTask(taskId: string, n: number, results: TrialResult[]): TaskSummary {
+  const scoredResults = results.filter((r) => !UNSCORED_CATEGORIES.has(r.category));
+  const scored = scoredResults.length;
+  const passes = scoredResults.filter((r) => r.outcome === 'passed').length;
+  const categories = emptyCategories();
+  for (const r of results) categories[r.category]++;
+  return {
+    taskId,
+    planned: n,
+    recorded: results.length,
+    ...rate(scored, passes),
+    failures: scored - passes,
+    infrastructure: categories.infrastructure,
+    interrupted: categories.interrupted,
+    infraRetried: results.filter((r) => r.infraRetried === true).length,
+    passAtK: curve(n, scored, passes, passAtKOf),
+    passHatK: curve(n, scored, passes, passHatKOf),
+    // Cost of unscored trials says more about the failure than about the agent; keep it out.
+    turns: distribution(scoredResults.map((r) => r.turns)),
+    inputTokens: distribution(scoredResults.map((r) => r.inputTokens)),
+    outputTokens: distribution(scoredResults.map((r) => r.outputTokens)),
+    durationMs: distribution(scoredResults.map((r) => r.durationMs)),
+    categories,
+    flaky: passes > 0 && passes < scored,
+    imageIds: distinct(results.map((r) => r.imageId)),
+    catalogHashes: distinct(results.map((r) => r.catalogHash)),
+  };
+}
+
+function averageCurve(tasks: TaskSummary[], n: number, pick: (t: TaskSummary) => KValue[]): KValue[] {
+  const measured = tasks.filter((t) => t.scored > 0);
+  return Array.from({ length: n }, (_, i) => {
+    const values = measured.map((t) => pick(t)[i]?.value ?? null);
+    const complete = values.length > 0 && values.every((v): v is number => v !== null);
+    return { k: i + 1, value: complete ? (mean(values as number[]) as number) : null };
+  });
+}
+
+export function summarize(results: readonly TrialResult[], meta: SummaryMeta): EvalSummary {
+  const byTask = new Map<string, TrialResult[]>();
+  for (const t of meta.suite.tasks) byTask.set(t.id, []);
+  // Results for tasks the suite no longer lists are still shown rather than silently dropped.
+  for (const r of results) {
+    const list = byTask.get(r.taskId);
+    if (list) list.push(r);
+    else byTask.set(r.taskId, [r]);
+  }
+  const tasks = [...byTask.entries()].map(([id, list]) => summarizeTask(id, meta.n, list));
+
+  const scoredAll = results.filter((r) => !UNSCORED_CATEGORIES.has(r.category));
+  const categories = emptyCategories();
+  for (const r of results) categories[r.category]++;
+  const scored = scoredAll.length;
+  const passes = scoredAll.filter((r) => r.outcome === 'passed').length;
+
+  const overall: OverallSummary = {
+    tasks: tasks.length,
+    planned: tasks.length * meta.n,
+    recorded: results.length,
+    ...rate(scored, passes),
+    failures: scored - passes,
+    infrastructure: categories.infrastructure,
+    interrupted: categories.interrupted,
+    infraRetried: results.filter((r) => r.infraRetried === true).length,
+    passAtK: averageCurve(tasks, meta.n, (t) => t.passAtK),
+    passHatK: averageCurve(tasks, meta.n, (t) => t.passHatK),
+    turns: distribution(scoredAll.map((r) => r.turns)),
+    inputTokens: distribution(scoredAll.map((r) => r.inputTokens)),
+    outputTokens: distribution(scoredAll.map((r) => r.outputTokens)),
+    durationMs: distribution(scoredAll.map((r) => r.durationMs)),
+    categories,
+    flakyTasks: tasks.filter((t) => t.flaky).map((t) => t.taskId),
+  };
+
+  return {
+    schemaVersion: 1,
+    harnessVersion: meta.harnessVersion,
+    suite: { name: meta.suite.name, file: meta.suite.file, sha256: meta.suite.sha256 },
+    n: meta.n,
+    startedAt: meta.startedAt,
+    finishedAt: meta.finishedAt,
+    wallTimeMs: Math.max(0, Date.parse(meta.finishedAt) - Date.parse(meta.startedAt)) || 0,
+    providers: distinct(results.map((r) => r.provider)),
+    models: distinct(results.map((r) => r.model)),
+    imageIds: distinct(results.map((r) => r.imageId)),
+    catalogHashes: Object.fromEntries(tasks.map((t) => [t.taskId, t.catalogHashes])),
+    tasks,
+    overall,
+  };
+}
+
+// ---------------------------------------------------------------------------------------
+
+export interface RateComparison {
+  /** `null` when the task is absent from that summary. */
+  current: RateSummary | null;
+  previous: RateSummary | null;
+  /** current - previous pass rate; `null` unless both were measured. */
+  delta: number | null;
+  /** The rate went down and the two 95% intervals do not overlap. */
+  regression: boolean;
+  /** The rate went up and the two 95% intervals do not overlap. */
+  improvement: boolean;
+}
+
+export interface TaskComparison extends RateComparison {
+  taskId: string;
+  status: 'both' | 'added' | 'removed';
+}
+
+export interface SummaryComparison {
+  previous: { suiteName: string; suiteSha256: string; harnessVersion: string; startedAt: string };
+  tasks: TaskComparison[];
+  overall: RateComparison;
+  regressions: string[];
+  improvements: string[];
+  /**
+   * What differs between the two runs besides the agent's luck (harness version, models,
+   * images, catalogs, suite); a delta means little until these are read.
+   */
+  differences: string[];
+}
+
+function rateOf(s: RateSummary): RateSummary {
+  return { scored: s.scored, passes: s.passes, passRate: s.passRate, interval: { ...s.interval } };
+}
+
+function compareRates(current: RateSummary | null, previous: RateSummary | null): RateComparison {
+  const both =
+    current !== null && previous !== null && current.passRate !== null && previous.passRate !== null;
+  const delta = both ? (current.passRate as number) - (previous.passRate as number) : null;
+  const separated = both && !intervalsOverlap(current.interval, previous.interval);
+  return {
+    current: current && rateOf(current),
+    previous: previous && rateOf(previous),
+    delta,
+    regression: separated && delta !== null && delta < 0,
+    improvement: separated && delta !== null && delta > 0,
+  };
+}
+
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((v, i) => v === b[i]);
+}
+
+function listDifference(label: string, current: readonly string[], previous: readonly string[]): string[] {
+  if (sameList([...current].sort(), [...previous].sort())) return [];
+  const show = (l: readonly string[]): string => (l.length === 0 ? '(none recorded)' : l.join(', '));
+  return [`${label}: ${show(previous)} -> ${show(current)}`];
+}
+
+export function compareSummaries(current: EvalSummary, previous: EvalSummary): SummaryComparison {
+  const previousTasks = new Map(previous.tasks.map((t) => [t.taskId, t]));
+  const currentIds = new Set(current.tasks.map((t) => t.taskId));
+  const tasks: TaskComparison[] = current.tasks.map((t) => {
+    const before = previousTasks.get(t.taskId);
+    return { taskId: t.taskId, status: before ? 'both' : 'added', ...compareRates(t, before ?? null) };
+  });
+  for (const t of previous.tasks) {
+    if (!currentIds.has(t.taskId))
+      tasks.push({ taskId: t.taskId, status: 'removed', ...compareRates(null, t) });
+  }
+
+  const differences: string[] = [];
+  if (current.harnessVersion !== previous.harnessVersion) {
+    differences.push(`harness version: ${previous.harnessVersion} -> ${current.harnessVersion}`);
+  }
+  if (current.suite.sha256 !== previous.suite.sha256) differences.push('suite file changed');
+  if (current.n !== previous.n) differences.push(`n: ${previous.n} -> ${current.n}`);
+  differences.push(...listDifference('providers', current.providers, previous.providers));
+  differences.push(...listDifference('models', current.models, previous.models));
+  differences.push(...listDifference('image ids', current.imageIds, previous.imageIds));
+  for (const t of current.tasks) {
+    const before = previous.catalogHashes[t.taskId];
+    if (before) differences.push(...listDifference(`catalog of ${t.taskId}`, t.catalogHashes, before));
+  }
+
+  return {
+    previous: {
+      suiteName: previous.suite.name,
+      suiteSha256: previous.suite.sha256,
+      harnessVersion: previous.harnessVersion,
+      startedAt: previous.startedAt,
+    },
+    tasks,
+    overall: compareRates(current.overall, previous.overall),
+    regressions: tasks.filter((t) => t.regression).map((t) => t.taskId),
+    improvements: tasks.filter((t) => t.improvement).map((t) => t.taskId),
+    differences,
+  };
+}
+
+// ---------------------------------------------------------------------------------------
+
+/**
+ * The harness's own version, from its package.json. Found by walking up from this module
+ * because the source tree (src/evals) and the build (dist/evals) sit at different depths.
+ */
+export async function readHarnessVersion(
+  from: string = path.dirname(fileURLToPath(import.meta.url)),
+): Promise<string> {
+  let dir = from;
+  for (;;) {
+    try {
+      const pkg = JSON.parse(await readFile(path.join(dir, 'package.json'), 'utf8')) as {
+        name?: unknown;
+        version?: unknown;
+      };
+      if (pkg.name === 'sandbox-harness' && typeof pkg.version === 'string') return pkg.version;
+    } catch {
+      // No (readable) package.json here; keep walking up.
+    }
+    const parent = path.dirname(dir);
+    if (parent === dir) return 'unknown';
+    dir = parent;
+  }
+}

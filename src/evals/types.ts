@@ -1,0 +1,106 @@
+/**
+ * The contract between the eval scheduler and whatever runs one trial. The scheduler knows
+ * nothing about Docker or models: a trial runner (in production, `fix --no-apply` in fresh
+ * containers) is injected, which keeps the statistics and resume logic testable without
+ * either.
+ */
+import { z } from 'zod';
+
+export const TRIAL_CATEGORIES = [
+  'passed',
+  'tests_failed',
+  'rejected',
+  'max_turns',
+  'timeout',
+  'infrastructure',
+  'nothing_to_fix',
+  'interrupted',
+] as const;
+
+export type TrialCategory = (typeof TRIAL_CATEGORIES)[number];
+
+/**
+ * Categories that say nothing about the agent: they are reported, but kept out of the
+ * pass-rate denominator so a flaky Docker daemon or a Ctrl-C does not read as a regression.
+ */
+export const UNSCORED_CATEGORIES: ReadonlySet<TrialCategory> = new Set<TrialCategory>([
+  'infrastructure',
+  'interrupted',
+]);
+
+export interface TrialSpec {
+  taskId: string;
+  /** 0-based index of the trial within its task. */
+  trial: number;
+  /** Absolute path of the task's catalog. */
+  catalog: string;
+  /** Absolute path of a ticket file, a ticket id, or inline ticket text. */
+  ticket: string;
+  /** Absolute path of the repo fixture. */
+  repo?: string;
+  /** Absolute path of the cassette for this trial index (already picked from the task's list). */
+  cassette?: string;
+  provider?: string;
+  model?: string;
+  mustNotTouch?: string[];
+}
+
+export interface TrialResult {
+  taskId: string;
+  trial: number;
+  outcome: 'passed' | 'failed';
+  category: TrialCategory;
+  turns: number;
+  inputTokens: number;
+  outputTokens: number;
+  durationMs: number;
+  /** ISO 8601. */
+  startedAt: string;
+  /** ISO 8601. */
+  finishedAt: string;
+  runId?: string;
+  imageId?: string;
+  catalogHash?: string;
+  provider?: string;
+  model?: string;
+  containerIds?: string[];
+  error?: string;
+  attemptsUsed?: number;
+  /** The first try hit an infrastructure failure and this is the result of the one retry. */
+  infraRetried?: boolean;
+}
+
+export interface TrialContext {
+  /** Aborted on Ctrl-C or when the trial's time budget runs out; the runner must stop promptly. */
+  signal: AbortSignal;
+}
+
+export type TrialRunner = (spec: TrialSpec, context: TrialContext) => Promise<TrialResult>;
+
+const count = z.number().int().nonnegative();
+
+/**
+ * What a `results.jsonl` line must look like. Unknown keys are kept out (strip) rather than
+ * refused so a newer harness can add fields without breaking `--resume` of an older run.
+ */
+export const trialResultSchema: z.ZodType<TrialResult> = z.object({
+  taskId: z.string().min(1),
+  trial: count,
+  outcome: z.enum(['passed', 'failed']),
+  category: z.enum(TRIAL_CATEGORIES),
+  turns: count,
+  inputTokens: count,
+  outputTokens: count,
+  durationMs: z.number().nonnegative(),
+  startedAt: z.string(),
+  finishedAt: z.string(),
+  runId: z.string().optional(),
+  imageId: z.string().optional(),
+  catalogHash: z.string().optional(),
+  provider: z.string().optional(),
+  model: z.string().optional(),
+  containerIds: z.array(z.string()).optional(),
+  error: z.string().optional(),
+  attemptsUsed: count.optional(),
+  infraRetried: z.boolean().optional(),
+});

@@ -1,0 +1,123 @@
+import type Anthropic from '@anthropic-ai/sdk';
+import { HarnessError, Interrupted, ModelError, errorMessage } from '../../errors.js';
+import {
+  modelErrorFromHttp,
+  retryAfterFromHeaders,
+  withRetry,
+  type RetryInfo,
+  type RetryPolicy,
+} from '../retry.js';
+import { estimateRequestTokens } from '../tokens.js';
+import type { Completion, CompletionRequest, ModelProvider } from '../types.js';
+import {
+  fromAnthropicResponse,
+  toAnthropicMessages,
+  toAnthropicRequest,
+  toAnthropicTools,
+} from './mapping.js';
+
+type AnthropicModule = typeof import('@anthropic-ai/sdk');
+
+export const DEFAULT_ANTHROPIC_BASE_URL = 'https://api.anthropic.com';
+export const DEFAULT_ANTHROPIC_MODEL = 'claude-sonnet-4-5';
+
+export interface AnthropicProviderOptions {
+  apiKey: string;
+  /** Always explicit: the SDK would otherwise read `process.env` behind our back. */
+  baseUrl: string;
+  model: string;
+  retry?: Partial<RetryPolicy>;
+  requestTimeoutMs?: number;
+  onRetry?: (info: RetryInfo) => void;
+}
+
+export async function createAnthropicProvider(options: AnthropicProviderOptions): Promise<ModelProvider> {
+  const sdk: AnthropicModule = await import('@anthropic-ai/sdk');
+  const client = new sdk.Anthropic({
+    apiKey: options.apiKey,
+    baseURL: options.baseUrl,
+    // Our retry loop is the only one (see retry.ts).
+    maxRetries: 0,
+    timeout: options.requestTimeoutMs ?? 600_000,
+    // Explicit so the client reads no telemetry settings from the environment.
+    openTelemetry: false,
+  });
+  return new AnthropicProvider(sdk, client, options);
+}
+
+class AnthropicProvider implements ModelProvider {
+  readonly name = 'anthropic';
+  readonly model: string;
+
+  constructor(
+    private readonly sdk: AnthropicModule,
+    private readonly client: Anthropic,
+    private readonly options: AnthropicProviderOptions,
+  ) {
+    this.model = options.model;
+  }
+
+  async complete(request: CompletionRequest): Promise<Completion> {
+    const body = toAnthropicRequest(request, this.model);
+    const response = await withRetry(
+      () => this.client.messages.create(body, request.signal ? { signal: request.signal } : undefined),
+      {
+        toError: (error) => this.toError(error),
+        ...(request.signal ? { signal: request.signal } : {}),
+        ...(this.options.retry ? { policy: this.options.retry } : {}),
+        ...(this.options.onRetry ? { onRetry: this.options.onRetry } : {}),
+      },
+    );
+    if (!response || !Array.isArray((response as any).content)) {
+      throw new ModelError('anthropic API answered with a body that is not a message (no content array)');
+    }
+    return fromAnthropicResponse(response);
+  }
+
+  async countTokens(request: CompletionRequest): Promise<number> {
+    try {
+      const params: Anthropic.MessageCountTokensParams = {
+        model: this.model,
+        messages: toAnthropicMessages(request.messages),
+      };
+      if (request.system !== '') params.system = request.system;
+      if (request.tools.length > 0) params.tools = toAnthropicTools(request.tools);
+      const counted = await this.client.messages.countTokens(
+        params,
+        request.signal ? { signal: request.signal } : undefined,
+      );
+      return counted.input_tokens;
+    } catch (error) {
+      const mapped = this.toError(error);
+      if (mapped instanceof Interrupted) throw mapped;
+      // Proxies and gateways often lack the counting endpoint; an estimate is good enough here.
+      return estimateRequestTokens(request);
+    }
+  }
+
+  private toError(error: unknown): HarnessError {
+    if (error instanceof HarnessError) return error;
+    if (error instanceof this.sdk.APIUserAbortError)
+      return new Interrupted('model call interrupted', { cause: error });
+    if (error instanceof this.sdk.APIConnectionError) {
+      return modelErrorFromHttp({
+        provider: 'anthropic',
+        connection: true,
+        message: error.message,
+        cause: error,
+      });
+    }
+    if (error instanceof this.sdk.APIError && typeof error.status === 'number') {
+      const headers = error.headers as Headers | undefined;
+      const retryAfterMs = headers ? retryAfterFromHeaders((name) => headers.get(name)) : undefined;
+      return modelErrorFromHttp({
+        provider: 'anthropic',
+        status: error.status,
+        message: error.apiMessage ?? error.message,
+        ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+        cause: error,
+      });
+    }
+    return new ModelError(`anthropic client failed: ${errorMessage(error)}`, false, { cause: error });
+  }
+}

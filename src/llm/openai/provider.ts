@@ -1,0 +1,126 @@
+import type OpenAI from 'openai';
+import { HarnessError, Interrupted, ModelError, errorMessage } from '../../errors.js';
+import {
+  modelErrorFromHttp,
+  retryAfterFromHeaders,
+  withRetry,
+  type RetryInfo,
+  type RetryPolicy,
+} from '../retry.js';
+import { estimateRequestTokens } from '../tokens.js';
+import type { Completion, CompletionRequest, ModelProvider } from '../types.js';
+import { fromOpenAIResponse, toOpenAIRequest } from './mapping.js';
+
+type OpenAIModule = typeof import('openai');
+
+export const DEFAULT_OPENAI_BASE_URL = 'https://api.openai.com/v1';
+export const DEFAULT_OPENAI_MODEL = 'gpt-4.1';
+/**
+ * Local servers (Ollama, vLLM) need no key, but the SDK refuses to start without one. This
+ * placeholder is what gets sent instead; it is not a secret.
+ */
+export const PLACEHOLDER_API_KEY = 'sandbox-harness-no-key';
+
+export interface OpenAIProviderOptions {
+  apiKey?: string;
+  /** Always explicit: the SDK would otherwise read `process.env` behind our back. */
+  baseUrl: string;
+  model: string;
+  organization?: string;
+  project?: string;
+  retry?: Partial<RetryPolicy>;
+  requestTimeoutMs?: number;
+  onRetry?: (info: RetryInfo) => void;
+}
+
+export async function createOpenAIProvider(options: OpenAIProviderOptions): Promise<ModelProvider> {
+  const sdk: OpenAIModule = await import('openai');
+  const client = new sdk.OpenAI({
+    apiKey: options.apiKey ?? PLACEHOLDER_API_KEY,
+    baseURL: options.baseUrl,
+    organization: options.organization ?? null,
+    project: options.project ?? null,
+    webhookSecret: null,
+    // Our retry loop is the only one (see retry.ts).
+    maxRetries: 0,
+    timeout: options.requestTimeoutMs ?? 600_000,
+  });
+  return new OpenAIProvider(sdk, client, options);
+}
+
+function isOfficialOpenAI(baseUrl: string): boolean {
+  try {
+    return new URL(baseUrl).hostname === 'api.openai.com';
+  } catch {
+    return false;
+  }
+}
+
+class OpenAIProvider implements ModelProvider {
+  readonly name = 'openai';
+  readonly model: string;
+  private recoveredIds = 0;
+
+  constructor(
+    private readonly sdk: OpenAIModule,
+    private readonly client: OpenAI,
+    private readonly options: OpenAIProviderOptions,
+  ) {
+    this.model = options.model;
+  }
+
+  async complete(request: CompletionRequest): Promise<Completion> {
+    const body = toOpenAIRequest(request, this.model, {
+      useMaxCompletionTokens: isOfficialOpenAI(this.options.baseUrl),
+    });
+    const response = await withRetry(
+      () =>
+        this.client.chat.completions.create(body, request.signal ? { signal: request.signal } : undefined),
+      {
+        toError: (error) => this.toError(error),
+        ...(request.signal ? { signal: request.signal } : {}),
+        ...(this.options.retry ? { policy: this.options.retry } : {}),
+        ...(this.options.onRetry ? { onRetry: this.options.onRetry } : {}),
+      },
+    );
+    if (!response || !Array.isArray((response as any).choices)) {
+      throw new ModelError('the OpenAI-compatible server answered with a body that is not a chat completion');
+    }
+    return fromOpenAIResponse(response, {
+      knownTools: new Set(request.tools.map((tool) => tool.name)),
+      newId: () => `call_recovered_${++this.recoveredIds}`,
+      fallbackModel: this.model,
+    });
+  }
+
+  async countTokens(request: CompletionRequest): Promise<number> {
+    // Chat Completions has no counting endpoint.
+    return estimateRequestTokens(request);
+  }
+
+  private toError(error: unknown): HarnessError {
+    if (error instanceof HarnessError) return error;
+    if (error instanceof this.sdk.APIUserAbortError)
+      return new Interrupted('model call interrupted', { cause: error });
+    if (error instanceof this.sdk.APIConnectionError) {
+      return modelErrorFromHttp({
+        provider: 'openai',
+        connection: true,
+        message: error.message,
+        cause: error,
+      });
+    }
+    if (error instanceof this.sdk.APIError && typeof error.status === 'number') {
+      const headers = error.headers as Headers | undefined;
+      const retryAfterMs = headers ? retryAfterFromHeaders((name) => headers.get(name)) : undefined;
+      return modelErrorFromHttp({
+        provider: 'openai',
+        status: error.status,
+        message: error.message,
+        ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+        cause: error,
+      });
+    }
+    return new ModelError(`openai client failed: ${errorMessage(error)}`, false, { cause: error });
+  }
+}

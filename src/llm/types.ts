@@ -1,0 +1,85 @@
+/**
+ * Neutral model types. The agent loop, the cassette format and the tests speak only these;
+ * each provider adapter translates them to and from its wire format. Nothing here knows
+ * about a particular SDK.
+ */
+
+export interface TextBlock {
+  type: 'text';
+  text: string;
+}
+
+export interface ToolUseBlock {
+  type: 'tool_use';
+  id: string;
+  name: string;
+  /**
+   * What the model sent. Usually a JSON object; `unknown` because it is untrusted data (an
+   * OpenAI-compatible server can send arguments that are not even valid JSON, kept as the
+   * raw string so the tool's validation error can quote it back to the model).
+   */
+  input: unknown;
+}
+
+export interface ToolResultBlock {
+  type: 'tool_result';
+  toolUseId: string;
+  content: string;
+  isError: boolean;
+}
+
+export type ContentBlock = TextBlock | ToolUseBlock | ToolResultBlock;
+export type UserContent = TextBlock | ToolResultBlock;
+export type AssistantContent = TextBlock | ToolUseBlock;
+
+export interface UserMessage {
+  role: 'user';
+  content: UserContent[];
+}
+
+export interface AssistantMessage {
+  role: 'assistant';
+  content: AssistantContent[];
+}
+
+export type Message = UserMessage | AssistantMessage;
+
+/** A JSON Schema object describing a tool's input. */
+export type JsonSchema = Record<string, unknown>;
+
+export interface ToolDefinition {
+  name: string;
+  description: string;
+  inputSchema: JsonSchema;
+}
+
+export interface CompletionRequest {
+  system: string;
+  messages: Message[];
+  tools: ToolDefinition[];
+  maxTokens: number;
+  signal?: AbortSignal;
+}
+
+export type StopReason = 'tool_use' | 'end_turn' | 'max_tokens' | 'other';
+
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+}
+
+export interface Completion {
+  content: AssistantContent[];
+  stopReason: StopReason;
+  usage: Usage;
+  /** The model that answered, as the provider reports it. */
+  model: string;
+}
+
+export interface ModelProvider {
+  readonly name: string;
+  readonly model: string;
+  complete(request: CompletionRequest): Promise<Completion>;
+  /** Input tokens the request would use; an estimate where the API has no counting endpoint. */
+  countTokens(request: CompletionRequest): Promise<number>;
+}

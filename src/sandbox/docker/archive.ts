@@ -1,0 +1,157 @@
+/**
+ * Tar archives to and from sandboxes. Writing: ownership and modes are set in the tar
+ * headers, because with every capability dropped nothing inside the container may chown.
+ * Reading: an archive produced from inside a sandbox is hostile data, so only regular
+ * files and directories pass, names are confined to the requested path, sizes are capped
+ * and every refusal carries a reason.
+ */
+import { posix } from 'node:path';
+import type { Readable } from 'node:stream';
+import tar from 'tar-stream';
+import { SANDBOX_GID, SANDBOX_UID } from '../types.js';
+
+export interface TarInput {
+  /** Path inside the archive (relative, posix). */
+  name: string;
+  type: 'file' | 'directory';
+  content?: Buffer;
+  mode: number;
+  owner: 'sandbox' | 'root';
+}
+
+const FIXED_MTIME = new Date(0);
+
+export async function packTar(entries: TarInput[]): Promise<Buffer> {
+  const pack = tar.pack();
+  const chunks: Buffer[] = [];
+  const done = new Promise<Buffer>((resolve, reject) => {
+    pack.on('data', (chunk: unknown) => chunks.push(chunk as Buffer));
+    pack.on('end', () => resolve(Buffer.concat(chunks)));
+    pack.on('error', reject);
+  });
+  for (const entry of entries) {
+    const uid = entry.owner === 'root' ? 0 : SANDBOX_UID;
+    const gid = entry.owner === 'root' ? 0 : SANDBOX_GID;
+    const header = { name: entry.name, mode: entry.mode, uid, gid, mtime: FIXED_MTIME };
+    if (entry.type === 'directory') {
+      pack.entry({ ...header, type: 'directory' });
+    } else {
+      const content = entry.content ?? Buffer.alloc(0);
+      pack.entry({ ...header, type: 'file', size: content.length }, content);
+    }
+  }
+  pack.finalize();
+  return done;
+}
+
+export interface ReadLimits {
+  maxFileBytes: number;
+  maxTotalBytes: number;
+}
+
+export interface SafeEntry {
+  /** Archive name normalised: relative, posix, no `..`. */
+  name: string;
+  type: 'file' | 'directory';
+  mode: number;
+  content?: Buffer;
+}
+
+export interface SafeRefusal {
+  name: string;
+  reason: string;
+}
+
+const TYPE_NAMES: Record<string, string> = {
+  symlink: 'a symbolic link',
+  link: 'a hard link',
+  fifo: 'a named pipe (fifo)',
+  'character-device': 'a character device',
+  'block-device': 'a block device',
+  'contiguous-file': 'a contiguous file',
+};
+
+/** Normalises an archive member name; undefined when it is absolute or escapes with `..`. */
+export function safeMemberName(raw: string): string | undefined {
+  if (raw.includes('\0')) return undefined;
+  if (raw.startsWith('/') || raw.includes('\\')) return undefined;
+  const parts = raw.split('/').filter((p) => p !== '' && p !== '.');
+  if (parts.some((p) => p === '..')) return undefined;
+  return posix.join(...(parts.length > 0 ? parts : ['.']));
+}
+
+/**
+ * Reads a tar stream defensively. Entry data beyond the caps is drained, never kept.
+ * Returns accepted entries and refusals; never throws for hostile content, only for a
+ * broken stream.
+ */
+export async function readTarSafely(
+  stream: Readable,
+  limits: ReadLimits,
+): Promise<{ entries: SafeEntry[]; refused: SafeRefusal[] }> {
+  const extract = tar.extract();
+  const entries: SafeEntry[] = [];
+  const refused: SafeRefusal[] = [];
+  let total = 0;
+  stream.pipe(extract);
+  stream.on('error', (error) => extract.destroy(error));
+  for await (const entry of extract) {
+    const header = entry.header;
+    const name = safeMemberName(header.name);
+    const drain = async () => {
+      for await (const _chunk of entry) {
+        // discard
+      }
+    };
+    if (name === undefined) {
+      refused.push({
+        name: header.name,
+        reason: 'an absolute name or a name with `..` escapes the workspace',
+      });
+      await drain();
+      continue;
+    }
+    if (header.type === 'directory') {
+      entries.push({ name, type: 'directory', mode: (header.mode ?? 0o755) & 0o7777 });
+      await drain();
+      continue;
+    }
+    if (header.type !== 'file') {
+      const what = TYPE_NAMES[header.type ?? ''] ?? `an entry of type ${header.type}`;
+      const target = header.linkname ? ` (pointing to ${header.linkname})` : '';
+      refused.push({ name, reason: `${what}${target} is not a regular file` });
+      await drain();
+      continue;
+    }
+    const size = header.size ?? 0;
+    if (size > limits.maxFileBytes) {
+      refused.push({ name, reason: `${size} bytes is over the ${limits.maxFileBytes}-byte per-file cap` });
+      await drain();
+      continue;
+    }
+    if (total + size > limits.maxTotalBytes) {
+      refused.push({ name, reason: `reading it would pass the ${limits.maxTotalBytes}-byte total cap` });
+      await drain();
+      continue;
+    }
+    const chunks: Buffer[] = [];
+    let got = 0;
+    for await (const chunk of entry) {
+      got += (chunk as Buffer).length;
+      // The header may lie about the size; the cap holds on what actually arrives.
+      if (got <= limits.maxFileBytes) chunks.push(chunk as Buffer);
+    }
+    if (got > limits.maxFileBytes) {
+      refused.push({ name, reason: `more data than its header declared, over the per-file cap` });
+      continue;
+    }
+    total += got;
+    entries.push({
+      name,
+      type: 'file',
+      mode: (header.mode ?? 0o644) & 0o7777,
+      content: Buffer.concat(chunks),
+    });
+  }
+  return { entries, refused };
+}

@@ -1,0 +1,233 @@
+/**
+ * Offline base images: when no registry answers, a root filesystem is made from Debian
+ * packages with mmdebstrap and imported into the engine (`docker import`). Only Debian's
+ * package mirror has to be reachable, from the host; nothing inside a container needs
+ * network. Everything here runs host tools, so it stays out of the sandbox code.
+ */
+import { spawn } from 'node:child_process';
+import { createReadStream, createWriteStream, type WriteStream } from 'node:fs';
+import { access, chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { ImageError, Interrupted } from '../../errors.js';
+import type { DockerEngine } from './engine.js';
+import { LABEL } from './labels.js';
+
+/** Where logs and locks live: `$XDG_CACHE_HOME/sandbox-harness`, else `~/.cache/sandbox-harness`. */
+export function cacheDir(): string {
+  const xdg = process.env.XDG_CACHE_HOME;
+  return join(xdg && xdg.startsWith('/') ? xdg : join(homedir(), '.cache'), 'sandbox-harness');
+}
+
+export async function logsDir(): Promise<string> {
+  const dir = join(cacheDir(), 'logs');
+  await mkdir(dir, { recursive: true });
+  return dir;
+}
+
+export function timestampForFile(date = new Date()): string {
+  return date.toISOString().replace(/[:.]/g, '-');
+}
+
+/** A log file that also remembers its last lines, for error messages. */
+export class LogFile {
+  private readonly stream: WriteStream;
+  private readonly tail: string[] = [];
+
+  constructor(
+    readonly path: string,
+    private readonly tailSize = 40,
+  ) {
+    this.stream = createWriteStream(path, { flags: 'a' });
+    // A full disk must not turn into an unhandled error; the build itself reports failures.
+    this.stream.on('error', () => undefined);
+  }
+
+  line(text: string): void {
+    this.stream.write(`${text}\n`);
+    this.tail.push(text);
+    if (this.tail.length > this.tailSize) this.tail.shift();
+  }
+
+  lastLines(count: number): string[] {
+    return this.tail.slice(-count);
+  }
+
+  close(): Promise<void> {
+    return new Promise((resolve) => this.stream.end(() => resolve()));
+  }
+}
+
+export async function findOnPath(command: string): Promise<string | undefined> {
+  const dirs = (process.env.PATH ?? '').split(delimiter).filter(Boolean);
+  for (const dir of [...dirs, '/usr/sbin', '/usr/bin', '/sbin', '/bin']) {
+    const candidate = join(dir, command);
+    try {
+      await access(candidate, constants.X_OK);
+      if ((await stat(candidate)).isFile()) return candidate;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+export async function isDebianRoot(): Promise<boolean> {
+  if (process.getuid?.() !== 0) return false;
+  try {
+    await access('/etc/debian_version');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+interface RunOptions {
+  onLine: (line: string) => void;
+  env?: NodeJS.ProcessEnv;
+  signal?: AbortSignal;
+}
+
+/** Runs a host command, streaming its output line by line; resolves with its exit code. */
+export function runStreaming(command: string, args: string[], options: RunOptions): Promise<number> {
+  return new Promise((resolve, reject) => {
+    if (options.signal?.aborted) {
+      reject(new Interrupted(`${command} not started: interrupted`));
+      return;
+    }
+    // Own process group, so an interrupt stops the whole tree (mmdebstrap forks apt, dpkg...).
+    const child = spawn(command, args, {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: options.env ?? process.env,
+      detached: true,
+    });
+    const onAbort = () => {
+      if (child.pid !== undefined) {
+        try {
+          process.kill(-child.pid, 'SIGTERM');
+        } catch {
+          // already gone
+        }
+      }
+    };
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    for (const stream of [child.stdout, child.stderr]) {
+      createInterface({ input: stream }).on('line', (line) => options.onLine(line));
+    }
+    child.once('error', (error) => {
+      options.signal?.removeEventListener('abort', onAbort);
+      reject(new ImageError(`cannot run ${command}: ${error.message}`, { cause: error }));
+    });
+    child.once('close', (code, signal) => {
+      options.signal?.removeEventListener('abort', onAbort);
+      if (options.signal?.aborted) reject(new Interrupted(`${command} stopped: interrupted`));
+      else resolve(code ?? (signal ? 128 : 1));
+    });
+  });
+}
+
+/** Finds mmdebstrap, installing it with apt-get when this is Debian and we are root. */
+export async function ensureMmdebstrap(options: RunOptions): Promise<string> {
+  const found = await findOnPath('mmdebstrap');
+  if (found) return found;
+  if (!(await isDebianRoot())) {
+    throw new ImageError(
+      'no registry image could be pulled, and the offline bootstrap needs mmdebstrap, which is not installed',
+      {
+        hint: 'Install it (Debian/Ubuntu: `sudo apt-get install -y mmdebstrap`), or make the registry reachable so the base image can be pulled.',
+      },
+    );
+  }
+  options.onLine('installing mmdebstrap with apt-get');
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  let code = await runStreaming('apt-get', ['install', '-y', 'mmdebstrap'], { ...options, env });
+  if (code !== 0) {
+    // Usually the package lists were never downloaded on this machine.
+    code = await runStreaming('apt-get', ['update'], { ...options, env });
+    if (code === 0)
+      code = await runStreaming('apt-get', ['install', '-y', 'mmdebstrap'], { ...options, env });
+  }
+  const installed = await findOnPath('mmdebstrap');
+  if (code !== 0 || !installed) {
+    throw new ImageError(`apt-get could not install mmdebstrap (exit ${code})`, {
+      hint: 'Run `apt-get update && apt-get install -y mmdebstrap` and read its output; the Debian mirror must be reachable.',
+    });
+  }
+  return installed;
+}
+
+export interface RootfsSpec {
+  /** Debian suite: trixie has Node 20 (bookworm only has 18). */
+  suite: string;
+  packages: string[];
+  repo: string;
+  tag: string;
+  /** Label value that says what the rootfs is for (e.g. `node`). */
+  purpose: string;
+}
+
+export interface BootstrapOptions {
+  onLine: (line: string) => void;
+  log: LogFile;
+  signal?: AbortSignal;
+}
+
+const IMPORT_CHANGES = [
+  'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+  'ENV LANG=C.UTF-8',
+  'CMD ["/bin/bash"]',
+];
+
+/**
+ * mmdebstrap into a temp dir, then `docker import` as `<repo>:<tag>`. The temp dir goes
+ * away whatever happens. Returns the image reference.
+ */
+export async function bootstrapRootfs(
+  engine: DockerEngine,
+  spec: RootfsSpec,
+  options: BootstrapOptions,
+): Promise<string> {
+  const both = (line: string) => {
+    options.log.line(line);
+    options.onLine(line);
+  };
+  const mmdebstrap = await ensureMmdebstrap({ onLine: both, signal: options.signal });
+  const work = await mkdtemp(join(tmpdir(), 'sandbox-harness-rootfs-'));
+  // apt drops to user _apt for downloads; a 0700 temp dir would make it fall back to root.
+  await chmod(work, 0o755);
+  const tarPath = join(work, 'rootfs.tar');
+  const ref = `${spec.repo}:${spec.tag}`;
+  try {
+    const args = ['--variant=minbase', `--include=${spec.packages.join(',')}`, spec.suite, tarPath];
+    // A local mirror (apt-cacher, corporate proxy) when the default one is not reachable.
+    const mirror = process.env.SANDBOX_HARNESS_DEBIAN_MIRROR;
+    if (mirror) args.push(mirror);
+    both(`$ ${mmdebstrap} ${args.join(' ')}`);
+    const env = { ...process.env, TMPDIR: work };
+    const code = await runStreaming(mmdebstrap, args, { onLine: both, env, signal: options.signal });
+    if (code !== 0) {
+      throw new ImageError(
+        [
+          `mmdebstrap failed (exit ${code}) while bootstrapping ${ref} from Debian ${spec.suite}`,
+          'last output:',
+          ...options.log.lastLines(15).map((l) => `  ${l}`),
+          `full log: ${options.log.path}`,
+        ].join('\n'),
+        {
+          hint: 'The Debian mirror must be reachable from this host (set SANDBOX_HARNESS_DEBIAN_MIRROR to use another), and mmdebstrap needs root or working user namespaces.',
+          details: { logFile: options.log.path },
+        },
+      );
+    }
+    both(`importing ${tarPath} as ${ref}`);
+    await engine.importImage(createReadStream(tarPath), spec.repo, spec.tag, [
+      ...IMPORT_CHANGES,
+      `LABEL ${LABEL.marker}=1 ${LABEL.kind}=rootfs sandbox-harness.base=${spec.purpose} sandbox-harness.suite=${spec.suite}`,
+    ]);
+    return ref;
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,653 @@
+/**
+ * The only file that imports dockerode. Everything else in the harness talks to the Docker
+ * daemon through `DockerEngine`, whose methods use our own small types, translate daemon
+ * failures into the harness's error family, and never leak dockerode objects.
+ */
+import Docker from 'dockerode';
+import type { Readable, Writable } from 'node:stream';
+import { ImageError, SandboxDead, SandboxUnavailable, HarnessError } from '../../errors.js';
+
+export interface EngineInfo {
+  serverVersion: string;
+  apiVersion: string;
+  storageDriver: string;
+  cgroupVersion: string;
+  operatingSystem: string;
+  initBinary: string;
+  /** Kernel support the hardening relies on (false: the daemon silently ignores that limit). */
+  memoryLimit: boolean;
+  swapLimit: boolean;
+  pidsLimit: boolean;
+}
+
+export interface ContainerCreateOptions {
+  name?: string;
+  image: string;
+  cmd: string[];
+  user: string;
+  workingDir: string;
+  env: string[];
+  labels: Record<string, string>;
+  memoryBytes: number;
+  nanoCpus: number;
+  pids: number;
+  maxFileBytes: number;
+  tmpfsBytes: number;
+  nofile: number;
+}
+
+export interface ContainerSummary {
+  id: string;
+  name: string;
+  image: string;
+  state: string;
+  labels: Record<string, string>;
+  createdAt: Date;
+}
+
+export interface ContainerDetails {
+  id: string;
+  name: string;
+  image: string;
+  imageId: string;
+  running: boolean;
+  status: string;
+  exitCode: number;
+  oomKilled: boolean;
+  startedAt: string;
+  finishedAt: string;
+  env: string[];
+  labels: Record<string, string>;
+  hostConfig: Record<string, unknown>;
+}
+
+export interface ImageSummary {
+  id: string;
+  tags: string[];
+  labels: Record<string, string>;
+  createdAt: Date;
+  sizeBytes: number;
+}
+
+export interface ImageDetails {
+  id: string;
+  tags: string[];
+  labels: Record<string, string>;
+  user: string;
+  env: string[];
+}
+
+export interface RawChange {
+  path: string;
+  kind: 'modified' | 'added' | 'deleted';
+}
+
+export interface ExecStartOptions {
+  cmd: string[];
+  user: string;
+  workingDir: string;
+  env: string[];
+  stdout: Writable;
+  stderr: Writable;
+}
+
+export interface RunningExec {
+  /** Resolves when the daemon closes the output stream. */
+  streamEnded: Promise<void>;
+  inspect(): Promise<{ running: boolean; exitCode: number | null }>;
+  /** Stops reading output (the process keeps running unless killed separately). */
+  detach(): void;
+}
+
+export interface BuildOptions {
+  tag: string;
+  dockerfile: string;
+  buildArgs: Record<string, string>;
+  labels: Record<string, string>;
+  onLine?: (line: string) => void;
+  /** Build-time network: allowed (unlike the sandboxes), so dependencies can be installed. */
+  networkMode?: string;
+  /** Ignore the layer cache (a forced rebuild must not just replay cached layers). */
+  noCache?: boolean;
+}
+
+type DaemonError = Error & {
+  statusCode?: number;
+  json?: { message?: string };
+  reason?: string;
+  code?: string;
+};
+
+function daemonMessage(error: unknown): string {
+  const e = error as DaemonError;
+  const fromJson = e.json && typeof e.json === 'object' ? e.json.message : undefined;
+  return (fromJson ?? e.message ?? String(error)).toString().trim();
+}
+
+export function statusOf(error: unknown): number | undefined {
+  return (error as DaemonError | undefined)?.statusCode;
+}
+
+function isConnectionError(error: unknown): boolean {
+  const code = (error as DaemonError | undefined)?.code;
+  return (
+    code === 'ECONNREFUSED' ||
+    code === 'ENOENT' ||
+    code === 'EACCES' ||
+    code === 'ECONNRESET' ||
+    code === 'EPIPE' ||
+    code === 'ETIMEDOUT' ||
+    code === 'EHOSTUNREACH'
+  );
+}
+
+function describeDaemon(): string {
+  return process.env.DOCKER_HOST
+    ? `the Docker daemon at DOCKER_HOST=${process.env.DOCKER_HOST}`
+    : 'the Docker daemon at /var/run/docker.sock';
+}
+
+/** Translates a daemon failure into our error family; `context` says what we were doing. */
+export function translateDaemonError(error: unknown, context: string): HarnessError {
+  if (error instanceof HarnessError) return error;
+  if (isConnectionError(error)) {
+    return new SandboxUnavailable(
+      `${context}: cannot reach ${describeDaemon()} (${(error as DaemonError).code})`,
+      {
+        hint: 'Start the engine with `sandbox-harness setup` (Debian, root) or check DOCKER_HOST; `sandbox-harness doctor` shows what is wrong.',
+        cause: error,
+      },
+    );
+  }
+  return new SandboxUnavailable(`${context}: ${daemonMessage(error)}`, { cause: error });
+}
+
+function labelFilter(labels: Record<string, string | true>): string[] {
+  return Object.entries(labels).map(([k, v]) => (v === true ? k : `${k}=${v}`));
+}
+
+export class DockerEngine {
+  private readonly docker: Docker;
+
+  constructor() {
+    // docker-modem reads DOCKER_HOST / DOCKER_TLS_VERIFY / DOCKER_CERT_PATH itself.
+    this.docker = new Docker();
+  }
+
+  async ping(timeoutMs = 3000): Promise<void> {
+    try {
+      await Promise.race([
+        this.docker.ping(),
+        new Promise((_, reject) =>
+          setTimeout(
+            () => reject(Object.assign(new Error('timed out'), { code: 'ETIMEDOUT' })),
+            timeoutMs,
+          ).unref(),
+        ),
+      ]);
+    } catch (error) {
+      throw translateDaemonError(error, 'Docker engine check');
+    }
+  }
+
+  async info(): Promise<EngineInfo> {
+    try {
+      const [info, version] = await Promise.all([this.docker.info(), this.docker.version()]);
+      const i = info as Record<string, unknown>;
+      return {
+        serverVersion: String(version.Version ?? ''),
+        apiVersion: String(version.ApiVersion ?? ''),
+        storageDriver: String(i.Driver ?? ''),
+        cgroupVersion: String(i.CgroupVersion ?? ''),
+        operatingSystem: String(i.OperatingSystem ?? ''),
+        initBinary: String(i.InitBinary ?? ''),
+        memoryLimit: i.MemoryLimit === true,
+        swapLimit: i.SwapLimit === true,
+        pidsLimit: i.PidsLimit === true,
+      };
+    } catch (error) {
+      throw translateDaemonError(error, 'reading Docker engine info');
+    }
+  }
+
+  // ---- containers -------------------------------------------------------------------
+
+  async createContainer(options: ContainerCreateOptions): Promise<string> {
+    try {
+      const container = await this.docker.createContainer({
+        name: options.name,
+        Image: options.image,
+        Cmd: options.cmd,
+        User: options.user,
+        WorkingDir: options.workingDir,
+        Env: options.env,
+        Labels: options.labels,
+        NetworkDisabled: true,
+        AttachStdin: false,
+        AttachStdout: false,
+        AttachStderr: false,
+        Tty: false,
+        HostConfig: {
+          NetworkMode: 'none',
+          CapDrop: ['ALL'],
+          SecurityOpt: ['no-new-privileges'],
+          Privileged: false,
+          Init: true,
+          IpcMode: 'private',
+          PidsLimit: options.pids,
+          Memory: options.memoryBytes,
+          MemorySwap: options.memoryBytes,
+          NanoCpus: options.nanoCpus,
+          Tmpfs: { '/tmp': `rw,nosuid,nodev,size=${options.tmpfsBytes},mode=1777` },
+          Ulimits: [
+            { Name: 'nofile', Soft: options.nofile, Hard: options.nofile },
+            { Name: 'fsize', Soft: options.maxFileBytes, Hard: options.maxFileBytes },
+          ],
+          Binds: [],
+          Mounts: [],
+          PublishAllPorts: false,
+          AutoRemove: false,
+          RestartPolicy: { Name: 'no' },
+        },
+      });
+      return container.id;
+    } catch (error) {
+      if (statusOf(error) === 404) {
+        throw new ImageError(`image ${options.image} does not exist`, {
+          hint: "Build it first (`sandbox-harness images bootstrap` for the base image) or check the catalog's sandbox.image.",
+          cause: error,
+        });
+      }
+      throw translateDaemonError(error, `creating a container from ${options.image}`);
+    }
+  }
+
+  async startContainer(id: string): Promise<void> {
+    try {
+      await this.docker.getContainer(id).start();
+    } catch (error) {
+      if (statusOf(error) === 304) return;
+      throw this.containerError(error, id, 'starting');
+    }
+  }
+
+  async stopContainer(id: string, timeoutSec = 2): Promise<void> {
+    try {
+      await this.docker.getContainer(id).stop({ t: timeoutSec });
+    } catch (error) {
+      const status = statusOf(error);
+      if (status === 304 || status === 404) return;
+      throw translateDaemonError(error, `stopping container ${id.slice(0, 12)}`);
+    }
+  }
+
+  async removeContainer(id: string): Promise<void> {
+    try {
+      await this.docker.getContainer(id).remove({ force: true, v: true });
+    } catch (error) {
+      const status = statusOf(error);
+      if (status === 404) return;
+      // 409: removal already in progress.
+      if (status === 409 && /already in progress/i.test(daemonMessage(error))) return;
+      throw translateDaemonError(error, `removing container ${id.slice(0, 12)}`);
+    }
+  }
+
+  async renameContainer(id: string, name: string): Promise<void> {
+    try {
+      await this.docker.getContainer(id).rename({ name });
+    } catch (error) {
+      throw this.containerError(error, id, 'renaming');
+    }
+  }
+
+  async inspectContainer(id: string): Promise<ContainerDetails | undefined> {
+    try {
+      const c = await this.docker.getContainer(id).inspect();
+      return {
+        id: c.Id,
+        name: c.Name.replace(/^\//, ''),
+        image: c.Config.Image,
+        imageId: c.Image,
+        running: c.State.Running,
+        status: c.State.Status,
+        exitCode: c.State.ExitCode,
+        oomKilled: c.State.OOMKilled,
+        startedAt: c.State.StartedAt,
+        finishedAt: c.State.FinishedAt,
+        env: c.Config.Env ?? [],
+        labels: c.Config.Labels ?? {},
+        hostConfig: c.HostConfig as unknown as Record<string, unknown>,
+      };
+    } catch (error) {
+      if (statusOf(error) === 404) return undefined;
+      throw translateDaemonError(error, `inspecting container ${id.slice(0, 12)}`);
+    }
+  }
+
+  async listContainers(labels: Record<string, string | true>): Promise<ContainerSummary[]> {
+    try {
+      const list = await this.docker.listContainers({ all: true, filters: { label: labelFilter(labels) } });
+      return list.map((c) => ({
+        id: c.Id,
+        name: (c.Names[0] ?? '').replace(/^\//, ''),
+        image: c.Image,
+        state: c.State,
+        labels: c.Labels ?? {},
+        createdAt: new Date(c.Created * 1000),
+      }));
+    } catch (error) {
+      throw translateDaemonError(error, 'listing containers');
+    }
+  }
+
+  async containerChanges(id: string): Promise<RawChange[]> {
+    try {
+      const changes = (await this.docker.getContainer(id).changes()) as
+        Array<{ Path: string; Kind: number }> | null | undefined;
+      return (changes ?? []).map((c) => ({
+        path: c.Path,
+        kind: c.Kind === 1 ? 'added' : c.Kind === 2 ? 'deleted' : 'modified',
+      }));
+    } catch (error) {
+      throw this.containerError(error, id, 'reading the changes of');
+    }
+  }
+
+  /** Returns the tar stream of `path`, or undefined when it does not exist. */
+  async getArchive(id: string, path: string): Promise<Readable | undefined> {
+    try {
+      return (await this.docker.getContainer(id).getArchive({ path })) as unknown as Readable;
+    } catch (error) {
+      if (statusOf(error) === 404) {
+        const details = await this.inspectContainer(id);
+        if (!details) throw new SandboxDead(`sandbox ${id.slice(0, 12)} no longer exists`, { cause: error });
+        return undefined;
+      }
+      throw this.containerError(error, id, 'reading files from');
+    }
+  }
+
+  /** Extracts a tar archive into `path`; returns false when `path` does not exist in the container. */
+  async putArchive(id: string, path: string, tar: Buffer): Promise<boolean> {
+    try {
+      await this.docker.getContainer(id).putArchive(tar, { path, noOverwriteDirNonDir: '1' });
+      return true;
+    } catch (error) {
+      if (statusOf(error) === 404) {
+        const details = await this.inspectContainer(id);
+        if (!details) throw new SandboxDead(`sandbox ${id.slice(0, 12)} no longer exists`, { cause: error });
+        return false;
+      }
+      if (statusOf(error) === 403 || statusOf(error) === 400) {
+        throw new HarnessError(
+          'SANDBOX_FILE',
+          'usage',
+          `cannot write into ${path}: ${daemonMessage(error)}`,
+          {
+            cause: error,
+          },
+        );
+      }
+      throw this.containerError(error, id, 'writing files into');
+    }
+  }
+
+  async startExec(id: string, options: ExecStartOptions): Promise<RunningExec> {
+    const container = this.docker.getContainer(id);
+    let exec: Docker.Exec;
+    let stream: NodeJS.ReadWriteStream;
+    try {
+      exec = await container.exec({
+        Cmd: options.cmd,
+        User: options.user,
+        WorkingDir: options.workingDir,
+        Env: options.env,
+        AttachStdin: false,
+        AttachStdout: true,
+        AttachStderr: true,
+        Tty: false,
+      });
+      stream = (await exec.start({ hijack: true, stdin: false })) as NodeJS.ReadWriteStream;
+    } catch (error) {
+      throw this.containerError(error, id, 'running a command in');
+    }
+    this.docker.modem.demuxStream(stream, options.stdout, options.stderr);
+    const readable = stream as unknown as Readable;
+    const streamEnded = new Promise<void>((resolve) => {
+      readable.once('end', () => resolve());
+      readable.once('close', () => resolve());
+      readable.once('error', () => resolve());
+    });
+    return {
+      streamEnded,
+      inspect: async () => {
+        try {
+          const data = await exec.inspect();
+          return { running: data.Running, exitCode: data.ExitCode };
+        } catch (error) {
+          throw this.containerError(error, id, 'inspecting a command in');
+        }
+      },
+      detach: () => {
+        readable.destroy();
+      },
+    };
+  }
+
+  /** Interactive exec with a TTY bound to the caller's terminal (for `shell`). */
+  async attachInteractive(
+    id: string,
+    options: { cmd: string[]; user: string; workingDir: string; env: string[] },
+    io: { stdin: NodeJS.ReadStream; stdout: NodeJS.WriteStream },
+  ): Promise<number> {
+    const container = this.docker.getContainer(id);
+    try {
+      const exec = await container.exec({
+        Cmd: options.cmd,
+        User: options.user,
+        WorkingDir: options.workingDir,
+        Env: options.env,
+        AttachStdin: true,
+        AttachStdout: true,
+        AttachStderr: true,
+        Tty: true,
+      });
+      const stream = (await exec.start({ hijack: true, stdin: true, Tty: true })) as NodeJS.ReadWriteStream;
+      const resize = async () => {
+        if (io.stdout.columns && io.stdout.rows) {
+          await exec.resize({ h: io.stdout.rows, w: io.stdout.columns }).catch(() => undefined);
+        }
+      };
+      const wasRaw = io.stdin.isTTY ? io.stdin.isRaw : false;
+      if (io.stdin.isTTY) io.stdin.setRawMode(true);
+      io.stdin.resume();
+      io.stdin.pipe(stream);
+      stream.pipe(io.stdout);
+      await resize();
+      io.stdout.on('resize', resize);
+      await new Promise<void>((resolve) => {
+        stream.once('end', () => resolve());
+        stream.once('close', () => resolve());
+      });
+      io.stdout.off('resize', resize);
+      io.stdin.unpipe(stream);
+      if (io.stdin.isTTY) io.stdin.setRawMode(wasRaw);
+      io.stdin.pause();
+      const result = await exec.inspect();
+      return result.ExitCode ?? 0;
+    } catch (error) {
+      throw this.containerError(error, id, 'opening a shell in');
+    }
+  }
+
+  private containerError(error: unknown, id: string, doing: string): HarnessError {
+    if (error instanceof HarnessError) return error;
+    const status = statusOf(error);
+    const message = daemonMessage(error);
+    if (status === 404 || (status === 409 && /is not running|is paused|restarting/i.test(message))) {
+      return new SandboxDead(`sandbox ${id.slice(0, 12)} is gone or not running (${doing} it): ${message}`, {
+        cause: error,
+      });
+    }
+    return translateDaemonError(error, `${doing} sandbox ${id.slice(0, 12)}`);
+  }
+
+  // ---- images -----------------------------------------------------------------------
+
+  async inspectImage(ref: string): Promise<ImageDetails | undefined> {
+    try {
+      const image = await this.docker.getImage(ref).inspect();
+      return {
+        id: image.Id,
+        tags: image.RepoTags ?? [],
+        labels: image.Config?.Labels ?? {},
+        user: image.Config?.User ?? '',
+        env: image.Config?.Env ?? [],
+      };
+    } catch (error) {
+      if (statusOf(error) === 404) return undefined;
+      throw translateDaemonError(error, `inspecting image ${ref}`);
+    }
+  }
+
+  async listImages(labels: Record<string, string | true>): Promise<ImageSummary[]> {
+    try {
+      const list = await this.docker.listImages({ filters: { label: labelFilter(labels) } });
+      return list.map((i) => ({
+        id: i.Id,
+        tags: i.RepoTags ?? [],
+        labels: i.Labels ?? {},
+        createdAt: new Date(i.Created * 1000),
+        sizeBytes: i.Size,
+      }));
+    } catch (error) {
+      throw translateDaemonError(error, 'listing images');
+    }
+  }
+
+  async removeImage(ref: string): Promise<boolean> {
+    try {
+      await this.docker.getImage(ref).remove({ force: false, noprune: false });
+      return true;
+    } catch (error) {
+      const status = statusOf(error);
+      // 409: still used by a (kept) container; leave it for a later gc.
+      if (status === 404 || status === 409) return false;
+      throw translateDaemonError(error, `removing image ${ref}`);
+    }
+  }
+
+  async tagImage(ref: string, repo: string, tag: string): Promise<void> {
+    try {
+      await this.docker.getImage(ref).tag({ repo, tag });
+    } catch (error) {
+      throw translateDaemonError(error, `tagging ${ref} as ${repo}:${tag}`);
+    }
+  }
+
+  /** Pulls an image; rejects quickly with ImageError when no registry answers. */
+  async pullImage(
+    ref: string,
+    onLine?: (line: string) => void,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<void> {
+    try {
+      const stream = await this.docker.pull(ref, options.signal ? { abortSignal: options.signal } : {});
+      await this.followJson(stream as unknown as Readable, onLine);
+    } catch (error) {
+      if (error instanceof HarnessError) throw error;
+      if (isConnectionError(error)) throw translateDaemonError(error, `pulling ${ref}`);
+      throw new ImageError(`cannot pull ${ref}: ${daemonMessage(error)}`, { cause: error });
+    }
+  }
+
+  /** `docker import`: turns a root filesystem tarball into an image. */
+  async importImage(tar: Readable, repo: string, tag: string, changes: string[] = []): Promise<void> {
+    try {
+      const stream = await this.docker.importImage(tar, { repo, tag, changes });
+      await this.followJson(stream as unknown as Readable);
+    } catch (error) {
+      if (error instanceof HarnessError) throw error;
+      throw new ImageError(`cannot import ${repo}:${tag}: ${daemonMessage(error)}`, { cause: error });
+    }
+  }
+
+  /** Builds an image from a tar build context; every output line goes to `onLine`. */
+  async buildImage(context: Readable, options: BuildOptions): Promise<string> {
+    let stream: Readable;
+    try {
+      stream = (await this.docker.buildImage(context, {
+        t: options.tag,
+        dockerfile: options.dockerfile,
+        buildargs: options.buildArgs,
+        labels: options.labels,
+        rm: true,
+        forcerm: true,
+        networkmode: options.networkMode,
+        nocache: options.noCache === true,
+      })) as unknown as Readable;
+    } catch (error) {
+      throw translateDaemonError(error, `building ${options.tag}`);
+    }
+    await this.followJson(stream, options.onLine);
+    const image = await this.inspectImage(options.tag);
+    if (!image) throw new ImageError(`the build of ${options.tag} finished but the image is missing`);
+    return image.id;
+  }
+
+  /** Follows a daemon JSON-lines progress stream; an `error` message rejects with ImageError. */
+  private followJson(stream: Readable, onLine?: (line: string) => void): Promise<void> {
+    return new Promise((resolve, reject) => {
+      // followProgress reports a failed build or pull as an ordinary event and then finishes
+      // without an error, so the first `error` event is remembered and decides the outcome.
+      let streamError: string | undefined;
+      // Build output arrives in arbitrary chunks (a line can span events) and the legacy
+      // builder wraps each stderr chunk in colour codes; lines are reassembled per stream
+      // (so stdout and stderr fragments do not run together) and cleaned here.
+      const partial = { out: '', err: '' };
+      const flush = () => {
+        for (const key of ['out', 'err'] as const) {
+          if (partial[key] !== '') emit(partial[key]);
+          partial[key] = '';
+        }
+      };
+      const emit = (text: string) => {
+        // eslint-disable-next-line no-control-regex
+        const line = text.replace(/\x1b\[[0-9;]*m/g, '').replace(/\r/g, '');
+        if (onLine && line.trim() !== '') onLine(line);
+      };
+      this.docker.modem.followProgress(
+        stream,
+        (error: Error | null) => {
+          flush();
+          if (error) reject(new ImageError(daemonMessage(error), { cause: error }));
+          else if (streamError !== undefined) reject(new ImageError(streamError.trim()));
+          else resolve();
+        },
+        (event: { stream?: string; status?: string; progress?: string; error?: string; id?: string }) => {
+          if (event.error !== undefined) streamError ??= event.error;
+          if (!onLine) return;
+          if (event.stream !== undefined && event.error === undefined) {
+            const key = event.stream.startsWith('\x1b[91m') ? 'err' : 'out';
+            const lines = (partial[key] + event.stream).split('\n');
+            partial[key] = lines.pop() ?? '';
+            for (const line of lines) emit(line);
+            return;
+          }
+          flush();
+          const text = event.error ?? [event.id, event.status, event.progress].filter(Boolean).join(' ');
+          for (const line of text.split('\n')) emit(line);
+        },
+      );
+    });
+  }
+}
+
+let shared: DockerEngine | undefined;
+
+/** One engine per process: dockerode keeps an HTTP agent, so reuse it. */
+export function dockerEngine(): DockerEngine {
+  shared ??= new DockerEngine();
+  return shared;
+}

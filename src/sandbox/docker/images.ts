@@ -1,0 +1,704 @@
+/**
+ * Images: the base images (registry image + recipe, or an offline bootstrap + recipe) and
+ * the per-repo sandbox images, named by a content hash so an unchanged repo reuses its
+ * image without a build.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { lstat, mkdir, open, readFile, rm } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { HarnessError, ImageError, Interrupted, SandboxUnavailable } from '../../errors.js';
+import { bootstrapRootfs, cacheDir, LogFile, logsDir, timestampForFile } from './bootstrap.js';
+import { scanBuildContext, type BuildContext, type ContextSnapshot } from './build-context.js';
+import { dockerEngine, statusOf, type DockerEngine } from './engine.js';
+import { LABEL } from './labels.js';
+
+export const CONTENT_HASH_LABEL = 'sandbox-harness.content-hash';
+export const REPO_LABEL = 'sandbox-harness.repo';
+export const BASE_LABEL = 'sandbox-harness.base';
+export const ORIGIN_LABEL = 'sandbox-harness.origin';
+export const BUILT_FROM_LABEL = 'sandbox-harness.built-from';
+
+export type BaseKind = 'node' | 'python';
+
+export interface BaseImageSpec {
+  kind: BaseKind;
+  /** The local tag every sandbox builds on. */
+  tag: string;
+  /** What the recipe builds on when a registry answers. */
+  registryImage: string;
+  /** The offline root filesystem: `docker import` of an mmdebstrap tarball. */
+  rootfs: { repo: string; tag: string; suite: string; packages: string[] };
+  /** Folder under the package root that holds the recipe's Dockerfile. */
+  recipe: string;
+}
+
+export const BASE_IMAGES: Readonly<Record<BaseKind, BaseImageSpec>> = {
+  node: {
+    kind: 'node',
+    tag: 'sandbox-harness/base-node:20',
+    registryImage: 'node:20-bookworm-slim',
+    rootfs: {
+      repo: 'sandbox-harness/rootfs-node',
+      tag: 'trixie',
+      suite: 'trixie',
+      packages: ['nodejs', 'npm', 'git', 'ca-certificates', 'passwd'],
+    },
+    recipe: 'images/node',
+  },
+  python: {
+    kind: 'python',
+    tag: 'sandbox-harness/base-python:3',
+    registryImage: 'python:3.12-slim-bookworm',
+    rootfs: {
+      repo: 'sandbox-harness/rootfs-python',
+      tag: 'trixie',
+      suite: 'trixie',
+      packages: ['python3', 'python3-venv', 'git', 'ca-certificates', 'passwd'],
+    },
+    recipe: 'images/python',
+  },
+};
+
+export const DEFAULT_BASE_IMAGE = BASE_IMAGES.node.tag;
+
+export function isBaseKind(value: string): value is BaseKind {
+  return value === 'node' || value === 'python';
+}
+
+let cachedRoot: string | undefined;
+
+/** The harness's own folder (holds `images/` and the default `Dockerfile.sandbox`), from src/ or dist/. */
+export function packageRoot(): string {
+  if (cachedRoot) return cachedRoot;
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    const manifest = join(dir, 'package.json');
+    if (existsSync(manifest)) {
+      try {
+        if ((JSON.parse(readFileSync(manifest, 'utf8')) as { name?: unknown }).name === 'sandbox-harness') {
+          cachedRoot = dir;
+          return dir;
+        }
+      } catch {
+        // not ours; keep climbing
+      }
+    }
+    const parent = dirname(dir);
+    if (parent === dir)
+      throw new Error('cannot find the sandbox-harness package root from ' + import.meta.url);
+    dir = parent;
+  }
+}
+
+// ---- building --------------------------------------------------------------------------
+
+/** Keeps the current `Step N/M : ...` line and the output since, to explain a failure. */
+class StepTracker {
+  step: string | undefined;
+  private lines: string[] = [];
+
+  push(line: string): void {
+    if (/^Step \d+\/\d+ : /.test(line)) {
+      this.step = line;
+      this.lines = [];
+      return;
+    }
+    // Builder chatter, not output of the step.
+    if (/^ ---> |^Removing intermediate container /.test(line)) return;
+    this.lines.push(line);
+    if (this.lines.length > 200) this.lines.shift();
+  }
+
+  lastLines(count: number): string[] {
+    return this.lines.slice(-count);
+  }
+}
+
+function shorten(text: string, max = 200): string {
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+interface RunBuildOptions {
+  tag: string;
+  buildArgs: Record<string, string>;
+  labels: Record<string, string>;
+  noCache: boolean;
+  onLine?: (line: string) => void;
+  log: LogFile;
+  /** For the hint: which recipe failed (`/repo/Dockerfile.sandbox`, `images/node/Dockerfile`). */
+  recipe: string;
+}
+
+async function runBuild(
+  engine: DockerEngine,
+  context: BuildContext,
+  options: RunBuildOptions,
+): Promise<string> {
+  const tracker = new StepTracker();
+  const { stream, done } = context.createTar();
+  let imageId: string;
+  try {
+    imageId = await engine.buildImage(stream, {
+      tag: options.tag,
+      dockerfile: context.dockerfileInContext,
+      buildArgs: options.buildArgs,
+      labels: options.labels,
+      noCache: options.noCache,
+      onLine: (line) => {
+        tracker.push(line);
+        options.log.line(line);
+        options.onLine?.(line);
+      },
+    });
+  } catch (error) {
+    const tarError = await done.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    if (tarError) throw tarError;
+    // An unreachable daemon is not the recipe's fault; a refusal the daemon answered is.
+    if (error instanceof SandboxUnavailable && statusOf(error.cause) === undefined) throw error;
+    const reason = (error instanceof Error ? error.message : String(error))
+      .replace(/^building \S+: /, '')
+      .replace(/^\(HTTP code \d+\) [\w ]+ - /, '')
+      // The step line above already shows the command; the legacy builder repeats it in full.
+      .replace(
+        /^The command '[\s\S]*' returned a non-zero code: (\d+)$/,
+        'the command of that step exited with code $1',
+      );
+    options.log.line(`error: ${reason}`);
+    const last = tracker
+      .lastLines(21)
+      .filter(
+        (l) => !/^The command '[\s\S]*' returned a non-zero code: \d+$/.test(l) && l.trim() !== reason.trim(),
+      )
+      .slice(-20);
+    throw new ImageError(
+      [
+        `building ${options.tag} failed at ${tracker.step ? shorten(tracker.step) : 'the start (before the first step)'}`,
+        `  ${reason}`,
+        ...(last.length ? ['last output lines:', ...last.map((l) => `  | ${shorten(l, 300)}`)] : []),
+        `full log: ${options.log.path}`,
+      ].join('\n'),
+      {
+        hint: `Fix ${options.recipe} (or what that step needs), then run again; the full build log is ${options.log.path}.`,
+        cause: error,
+        details: { step: tracker.step, lastLines: last, logFile: options.log.path },
+      },
+    );
+  }
+  // The daemon should refuse a cut-off context; if it did not, the image is not trusted.
+  const tarError = await done.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (tarError) {
+    await engine.removeImage(imageId).catch(() => undefined);
+    throw tarError;
+  }
+  return imageId;
+}
+
+// ---- base images -----------------------------------------------------------------------
+
+export interface EnsureBaseImageOptions {
+  /** Progress and notes (one line each). Nothing is written when the image already exists. */
+  onLine?: (line: string) => void;
+  /** Skip the registry and bootstrap from Debian packages. */
+  offline?: boolean;
+  /** Rebuild even when the tag exists. */
+  force?: boolean;
+  /** A pull that shows no progress for this long is given up (default 30 s). */
+  pullIdleTimeoutMs?: number;
+  signal?: AbortSignal;
+  engine?: DockerEngine;
+}
+
+export interface EnsureBaseImageResult {
+  kind: BaseKind;
+  tag: string;
+  imageId: string;
+  source: 'existing' | 'pulled' | 'bootstrapped';
+  /** What the recipe was built on (registry image or imported rootfs); absent when reused. */
+  builtFrom?: string;
+  logFile?: string;
+}
+
+const pendingBase = new Map<string, Promise<EnsureBaseImageResult>>();
+
+/**
+ * Makes sure `sandbox-harness/base-<kind>` exists: reuses the tag, or pulls the registry
+ * image and builds the recipe on it, or (no registry, or `offline`) bootstraps a Debian
+ * root filesystem with mmdebstrap and builds the recipe on that.
+ */
+export function ensureBaseImage(
+  kind: BaseKind,
+  options: EnsureBaseImageOptions = {},
+): Promise<EnsureBaseImageResult> {
+  const key = `${kind}|${options.force === true}|${options.offline === true}`;
+  let pending = pendingBase.get(key);
+  if (!pending) {
+    pending = ensureBaseImageOnce(kind, options).finally(() => pendingBase.delete(key));
+    pendingBase.set(key, pending);
+  }
+  return pending;
+}
+
+async function ensureBaseImageOnce(
+  kind: BaseKind,
+  options: EnsureBaseImageOptions,
+): Promise<EnsureBaseImageResult> {
+  const engine = options.engine ?? dockerEngine();
+  const spec = BASE_IMAGES[kind];
+  const say = options.onLine ?? (() => undefined);
+  if (!options.force) {
+    const existing = await engine.inspectImage(spec.tag);
+    if (existing) return { kind, tag: spec.tag, imageId: existing.id, source: 'existing' };
+  }
+  return withFileLock(`base-${kind}`, say, async () => {
+    // Another process may have built it while we waited for the lock.
+    if (!options.force) {
+      const existing = await engine.inspectImage(spec.tag);
+      if (existing) return { kind, tag: spec.tag, imageId: existing.id, source: 'existing' as const };
+    }
+    const log = new LogFile(join(await logsDir(), `base-${kind}-${timestampForFile()}.log`));
+    const both = (line: string) => {
+      log.line(line);
+      say(line);
+    };
+    try {
+      if (!options.offline) {
+        const pulled = await tryPull(
+          engine,
+          spec.registryImage,
+          both,
+          options.pullIdleTimeoutMs ?? 30_000,
+          options.signal,
+        );
+        if (pulled) {
+          try {
+            const imageId = await buildRecipe(
+              engine,
+              spec,
+              spec.registryImage,
+              'pulled',
+              log,
+              say,
+              options.force === true,
+            );
+            both(`${spec.tag}: pulled ${spec.registryImage} and built the recipe on it`);
+            return {
+              kind,
+              tag: spec.tag,
+              imageId,
+              source: 'pulled' as const,
+              builtFrom: spec.registryImage,
+              logFile: log.path,
+            };
+          } catch (error) {
+            if (!(error instanceof ImageError)) throw error;
+            both(
+              `building the recipe on ${spec.registryImage} failed; falling back to the offline bootstrap`,
+            );
+            both(error.message);
+          }
+        }
+      }
+      both(
+        `${spec.tag}: bootstrapping offline from Debian ${spec.rootfs.suite} packages (mmdebstrap, about a minute or two)`,
+      );
+      const rootfs = await bootstrapRootfs(
+        engine,
+        { ...spec.rootfs, purpose: kind },
+        { onLine: say, log, signal: options.signal },
+      );
+      const imageId = await buildRecipe(
+        engine,
+        spec,
+        rootfs,
+        'bootstrapped',
+        log,
+        say,
+        options.force === true,
+      );
+      both(`${spec.tag}: bootstrapped offline from Debian ${spec.rootfs.suite} packages`);
+      return {
+        kind,
+        tag: spec.tag,
+        imageId,
+        source: 'bootstrapped' as const,
+        builtFrom: rootfs,
+        logFile: log.path,
+      };
+    } finally {
+      await log.close();
+    }
+  });
+}
+
+async function tryPull(
+  engine: DockerEngine,
+  ref: string,
+  say: (line: string) => void,
+  idleMs: number,
+  signal: AbortSignal | undefined,
+): Promise<boolean> {
+  say(`pulling ${ref}`);
+  const failure = await pullWithIdleTimeout(engine, ref, say, idleMs, signal);
+  if (failure === undefined) return true;
+  say(`cannot pull ${ref}: ${failure}`);
+  return false;
+}
+
+/**
+ * Pulls `ref`; resolves with undefined on success or the reason it failed. A pull that
+ * shows no progress for `idleMs` is given up: a black-holed registry must not hang set-up.
+ */
+async function pullWithIdleTimeout(
+  engine: DockerEngine,
+  ref: string,
+  onLine: ((line: string) => void) | undefined,
+  idleMs: number,
+  signal: AbortSignal | undefined,
+): Promise<string | undefined> {
+  const controller = new AbortController();
+  const abortFromCaller = () => controller.abort();
+  signal?.addEventListener('abort', abortFromCaller, { once: true });
+  let timer = setTimeout(() => controller.abort(), idleMs);
+  const bump = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => controller.abort(), idleMs);
+  };
+  // Aborting the request may not end the progress stream it already returned; this ends the wait.
+  const aborted = new Promise<never>((_, reject) => {
+    controller.signal.addEventListener('abort', () => reject(new ImageError(`no progress pulling ${ref}`)), {
+      once: true,
+    });
+  });
+  aborted.catch(() => undefined);
+  try {
+    await Promise.race([
+      engine.pullImage(
+        ref,
+        (line) => {
+          bump();
+          onLine?.(line);
+        },
+        { signal: controller.signal },
+      ),
+      aborted,
+    ]);
+    return undefined;
+  } catch (error) {
+    if (signal?.aborted) throw new Interrupted(`pulling ${ref}: interrupted`);
+    if (error instanceof HarnessError && !(error instanceof ImageError)) throw error;
+    if (controller.signal.aborted) return `no progress for ${Math.round(idleMs / 1000)} s`;
+    return ((error as Error).message.split('\n')[0] ?? '').replace(/^cannot pull \S+: /, '');
+  } finally {
+    clearTimeout(timer);
+    signal?.removeEventListener('abort', abortFromCaller);
+  }
+}
+
+async function buildRecipe(
+  engine: DockerEngine,
+  spec: BaseImageSpec,
+  from: string,
+  origin: 'pulled' | 'bootstrapped',
+  log: LogFile,
+  say: (line: string) => void,
+  noCache: boolean,
+): Promise<string> {
+  const recipeDir = join(packageRoot(), spec.recipe);
+  const buildArgs = { BASE: from };
+  const context = await scanBuildContext({
+    contextDir: recipeDir,
+    dockerfile: join(recipeDir, 'Dockerfile'),
+    buildArgs,
+  });
+  say(`building ${spec.tag} from ${spec.recipe}/Dockerfile on ${from}`);
+  return runBuild(engine, context, {
+    tag: spec.tag,
+    buildArgs,
+    // The recipe labels itself (marker, kind, base); the legacy builder turns every label
+    // given here into a build step of its own, so only what the recipe cannot know goes here.
+    labels: { [ORIGIN_LABEL]: origin, [BUILT_FROM_LABEL]: from },
+    noCache,
+    onLine: (line) => say(line),
+    log,
+    recipe: `${spec.recipe}/Dockerfile`,
+  });
+}
+
+/**
+ * One process at a time bootstraps a base image: two would both spend minutes on the same
+ * result. A lock whose owner died is taken over.
+ */
+async function withFileLock<T>(name: string, say: (line: string) => void, fn: () => Promise<T>): Promise<T> {
+  const dir = join(cacheDir(), 'locks');
+  await mkdir(dir, { recursive: true });
+  const path = join(dir, `${name}.lock`);
+  const started = Date.now();
+  let announced = false;
+  for (;;) {
+    try {
+      const handle = await open(path, 'wx');
+      await handle.writeFile(String(process.pid));
+      await handle.close();
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const owner = Number((await readFile(path, 'utf8').catch(() => '')).trim());
+      if (!Number.isInteger(owner) || owner <= 0 || !processAlive(owner)) {
+        await rm(path, { force: true });
+        continue;
+      }
+      if (Date.now() - started > 30 * 60_000) {
+        throw new ImageError(`waited 30 minutes for process ${owner} to finish building ${name}`, {
+          hint: `If no such build is running, remove ${path}.`,
+        });
+      }
+      if (!announced) {
+        say(`waiting for process ${owner}, which is building the same base image`);
+        announced = true;
+      }
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    await rm(path, { force: true });
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+// ---- repo images -----------------------------------------------------------------------
+
+export interface BuildRepoImageOptions {
+  repoDir: string;
+  /** Default: the repo's Dockerfile.sandbox, else the harness's own. Relative paths are relative to the repo. */
+  dockerfile?: string;
+  /** Passed as the BASE_IMAGE build argument. Default: the node base image (made if missing). */
+  baseImage?: string;
+  buildArgs?: Record<string, string>;
+  /** Build even when an image with this content hash exists, without the layer cache. */
+  rebuild?: boolean;
+  /** Every line of build output (nothing when the image is reused). */
+  onProgress?: (line: string) => void;
+  /** Skipped symlinks and other oddities of the repo. */
+  onWarning?: (message: string) => void;
+  /** Default: `<cache>/logs/build-<repo>-<hash>.log`. */
+  logFile?: string;
+  /** More build-context exclusions, `.dockerignore` syntax. */
+  extraExcludes?: string[];
+  engine?: DockerEngine;
+}
+
+export interface RepoImage {
+  imageId: string;
+  tag: string;
+  contentHash: string;
+  reused: boolean;
+  /** What /workspace holds in the image: the pristine state the fix loop compares against. */
+  snapshot: ContextSnapshot;
+  dockerfile: string;
+  baseImage: string;
+  /** Only when a build ran. */
+  logFile?: string;
+  warnings: string[];
+}
+
+/** Docker repository names allow lowercase letters, digits and separators only. */
+export function repoSlug(repoDir: string): string {
+  const slug = basename(resolve(repoDir))
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 48)
+    .replace(/-+$/g, '');
+  return slug || 'repo';
+}
+
+export function repoImageTag(repoDir: string, contentHash: string): string {
+  return `sandbox-harness/repo-${repoSlug(repoDir)}:${contentHash.slice(0, 16)}`;
+}
+
+export async function resolveDockerfile(repoDir: string, dockerfile?: string): Promise<string> {
+  if (dockerfile) return resolve(repoDir, dockerfile);
+  const own = join(repoDir, 'Dockerfile.sandbox');
+  const st = await lstat(own).catch(() => undefined);
+  if (st && (st.isFile() || st.isSymbolicLink())) return own;
+  return join(packageRoot(), 'Dockerfile.sandbox');
+}
+
+const pendingRepo = new Map<string, Promise<RepoImage>>();
+
+/**
+ * The sandbox image of a repo, tagged by the content hash of (Dockerfile, build context,
+ * build args, base image id). An existing image with that hash is reused without a build.
+ */
+export async function buildRepoImage(options: BuildRepoImageOptions): Promise<RepoImage> {
+  const engine = options.engine ?? dockerEngine();
+  const repoDir = resolve(options.repoDir);
+  const dockerfile = await resolveDockerfile(repoDir, options.dockerfile);
+  const baseImage = options.baseImage ?? DEFAULT_BASE_IMAGE;
+  const baseId = await ensureBase(engine, baseImage, options.onProgress);
+  const buildArgs = { BASE_IMAGE: baseImage, ...options.buildArgs };
+  const context = await scanBuildContext({
+    contextDir: repoDir,
+    dockerfile,
+    buildArgs,
+    extraExcludes: options.extraExcludes,
+    // A rebuilt base (same tag, new id) must not be hidden behind an old repo image.
+    hashInputs: { baseImageId: baseId },
+    onWarning: options.onWarning,
+  });
+  const tag = repoImageTag(repoDir, context.contentHash);
+  const key = `${tag}|${options.rebuild === true}`;
+  let pending = pendingRepo.get(key);
+  if (!pending) {
+    pending = buildOrReuse(engine, context, {
+      ...options,
+      repoDir,
+      dockerfile,
+      baseImage,
+      buildArgs,
+      tag,
+    }).finally(() => pendingRepo.delete(key));
+    pendingRepo.set(key, pending);
+  }
+  return pending;
+}
+
+async function buildOrReuse(
+  engine: DockerEngine,
+  context: BuildContext,
+  options: BuildRepoImageOptions & {
+    repoDir: string;
+    dockerfile: string;
+    baseImage: string;
+    buildArgs: Record<string, string>;
+    tag: string;
+  },
+): Promise<RepoImage> {
+  const common = {
+    tag: options.tag,
+    contentHash: context.contentHash,
+    snapshot: context.snapshot,
+    dockerfile: options.dockerfile,
+    baseImage: options.baseImage,
+    warnings: context.warnings,
+  };
+  if (!options.rebuild) {
+    const existing = await engine.inspectImage(options.tag);
+    if (existing && existing.labels[CONTENT_HASH_LABEL] === context.contentHash) {
+      return { ...common, imageId: existing.id, reused: true };
+    }
+  }
+  const logPath =
+    options.logFile ??
+    join(await logsDir(), `build-${repoSlug(options.repoDir)}-${context.contentHash.slice(0, 16)}.log`);
+  const log = new LogFile(logPath);
+  log.line(
+    `# ${new Date().toISOString()} building ${options.tag} from ${options.repoDir} with ${options.dockerfile}`,
+  );
+  try {
+    const imageId = await runBuild(engine, context, {
+      tag: options.tag,
+      buildArgs: options.buildArgs,
+      labels: {
+        [LABEL.marker]: '1',
+        [LABEL.kind]: 'repo',
+        [CONTENT_HASH_LABEL]: context.contentHash,
+        [REPO_LABEL]: options.repoDir,
+      },
+      noCache: options.rebuild === true,
+      onLine: options.onProgress,
+      log,
+      recipe: options.dockerfile,
+    });
+    return { ...common, imageId, reused: false, logFile: logPath };
+  } finally {
+    await log.close();
+  }
+}
+
+/** Makes sure the base image exists (bootstrapping ours when needed); returns its id. */
+async function ensureBase(
+  engine: DockerEngine,
+  ref: string,
+  onLine?: (line: string) => void,
+): Promise<string> {
+  const existing = await engine.inspectImage(ref);
+  if (existing) return existing.id;
+  const ours = Object.values(BASE_IMAGES).find((b) => b.tag === ref);
+  if (ours) return (await ensureBaseImage(ours.kind, { onLine, engine })).imageId;
+  const reason = await pullWithIdleTimeout(engine, ref, onLine, 30_000, undefined);
+  const pulled = reason === undefined ? await engine.inspectImage(ref) : undefined;
+  if (pulled) return pulled.id;
+  throw new ImageError(
+    `base image ${ref} does not exist here and cannot be pulled${reason ? ` (${reason})` : ''}`,
+    {
+      hint: `Check the image name, or make it available first (\`docker pull ${ref}\`, or \`sandbox-harness images ensure node\` for the harness's own base).`,
+    },
+  );
+}
+
+// ---- listing ---------------------------------------------------------------------------
+
+export interface HarnessImage {
+  id: string;
+  tags: string[];
+  kind: string;
+  createdAt: Date;
+  sizeBytes: number;
+  labels: Record<string, string>;
+}
+
+/** Every image this harness made (base, rootfs and repo images), newest first. */
+export async function listHarnessImages(engine: DockerEngine = dockerEngine()): Promise<HarnessImage[]> {
+  const images = await engine.listImages({ [LABEL.kind]: true });
+  return images
+    .map((i) => ({
+      id: i.id,
+      tags: i.tags.filter((t) => t !== '<none>:<none>'),
+      kind: i.labels[LABEL.kind] ?? '',
+      createdAt: i.createdAt,
+      sizeBytes: i.sizeBytes,
+      labels: i.labels,
+    }))
+    .sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime());
+}
+
+/** Which of the harness's base images are present locally. */
+export async function baseImageStatus(
+  engine: DockerEngine = dockerEngine(),
+): Promise<Array<{ kind: BaseKind; tag: string; present: boolean; imageId?: string; origin?: string }>> {
+  const result: Array<{ kind: BaseKind; tag: string; present: boolean; imageId?: string; origin?: string }> =
+    [];
+  for (const spec of Object.values(BASE_IMAGES)) {
+    const image = await engine.inspectImage(spec.tag);
+    result.push(
+      image
+        ? {
+            kind: spec.kind,
+            tag: spec.tag,
+            present: true,
+            imageId: image.id,
+            origin: image.labels[ORIGIN_LABEL],
+          }
+        : { kind: spec.kind, tag: spec.tag, present: false },
+    );
+  }
+  return result;
+}

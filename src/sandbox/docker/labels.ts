@@ -1,0 +1,45 @@
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+
+/** Every container and image this tool creates carries these labels, so nothing leaks unnoticed. */
+export const LABEL = {
+  marker: 'sandbox-harness',
+  run: 'sandbox-harness.run',
+  session: 'sandbox-harness.session',
+  role: 'sandbox-harness.role',
+  created: 'sandbox-harness.created',
+  keep: 'sandbox-harness.keep',
+  ownerPid: 'sandbox-harness.owner-pid',
+  ownerHost: 'sandbox-harness.owner-host',
+  kind: 'sandbox-harness.kind',
+} as const;
+
+/** Kept containers are renamed with this prefix (labels cannot change after creation). */
+export const KEPT_NAME_PREFIX = 'sandbox-harness-kept-';
+
+/** One id per harness process; the reaper uses it with the owner pid to find orphans. */
+export const SESSION_ID = `${Date.now().toString(36)}-${process.pid}-${randomBytes(3).toString('hex')}`;
+
+export function containerLabels(options: {
+  runId?: string;
+  role?: string;
+  keep?: string;
+  extra?: Record<string, string>;
+}): Record<string, string> {
+  return {
+    ...options.extra,
+    [LABEL.marker]: '1',
+    [LABEL.run]: options.runId ?? 'adhoc',
+    [LABEL.session]: SESSION_ID,
+    [LABEL.role]: options.role ?? 'sandbox',
+    [LABEL.created]: new Date().toISOString(),
+    [LABEL.keep]: options.keep ?? 'never',
+    [LABEL.ownerPid]: String(process.pid),
+    [LABEL.ownerHost]: hostname(),
+  };
+}
+
+export function containerName(runId: string | undefined, role: string | undefined): string {
+  const safe = (s: string) => s.replace(/[^a-zA-Z0-9_.-]/g, '-').slice(0, 40);
+  return `sandbox-harness-${safe(runId ?? 'adhoc')}-${safe(role ?? 'sandbox')}-${randomBytes(3).toString('hex')}`;
+}

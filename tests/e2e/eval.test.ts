@@ -1,0 +1,195 @@
+/**
+ * `sandbox-harness eval` end to end: the built CLI, real Docker, the offline example
+ * suite (cassettes). Counts and pass@k are checked against numbers worked out by hand.
+ */
+import { beforeAll, describe, expect, it } from 'vitest';
+import { cp, readFile, readdir, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { prepareExampleCopy, type ExampleCopy } from '../../src/demo.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { LABEL } from '../../src/sandbox/docker/labels.js';
+import { runCli, startCli, treeHash, ROOT } from '../helpers/cli.js';
+
+interface KValue {
+  k: number;
+  value: number | null;
+}
+interface TaskSummary {
+  taskId: string;
+  scored: number;
+  passes: number;
+  passRate: number;
+  passAtK: KValue[];
+  passHatK: KValue[];
+}
+interface Summary {
+  tasks: TaskSummary[];
+  overall: { scored: number; passes: number; passAtK: KValue[] };
+  flaky?: string[];
+}
+interface Result {
+  taskId: string;
+  trial: number;
+  outcome: string;
+  category: string;
+  runId: string;
+  containerIds: string[];
+  startedAt: string;
+  finishedAt: string;
+}
+
+async function exampleWithSuite(): Promise<{ copy: ExampleCopy; suite: string; root: string }> {
+  const copy = await prepareExampleCopy();
+  const root = dirname(copy.root);
+  await cp(join(ROOT, 'examples', 'evals'), join(root, 'evals'), { recursive: true });
+  return { copy, suite: join(root, 'evals', 'suite.yaml'), root };
+}
+
+async function readResults(outDir: string): Promise<Result[]> {
+  const text = await readFile(join(outDir, 'results.jsonl'), 'utf8');
+  return text
+    .split('\n')
+    .filter((l) => l.trim())
+    .map((l) => JSON.parse(l) as Result);
+}
+
+const k = (values: KValue[]) => values.map((v) => (v.value === null ? null : Number(v.value.toFixed(4))));
+
+describe('eval end to end (real Docker, offline suite)', () => {
+  beforeAll(async () => {
+    await dockerEngine().ping(5000);
+    await ensureBaseImage('node', {});
+  }, 900_000);
+
+  it('3 tasks x 3 trials: right counts and pass@k, own containers removed, host repo untouched, trials overlap', async () => {
+    const { copy, suite, root } = await exampleWithSuite();
+    const before = treeHash(copy.repo);
+    const out = join(root, 'out');
+    const r = await runCli(['eval', suite, '-n', '3', '--concurrency', '2', '--out', out, '--json'], {
+      cwd: root,
+    });
+    expect(r.code, r.stderr).toBe(0);
+    const summary = JSON.parse(await readFile(join(out, 'summary.json'), 'utf8')) as Summary;
+    const task = (id: string) => summary.tasks.find((t) => t.taskId === id)!;
+
+    // fixes-threshold: 3/3. gives-up: 0/3. flaky-fix: cassettes cycle fixes, gives-up, fixes -> 2/3.
+    expect([task('fixes-threshold').passes, task('gives-up').passes, task('flaky-fix').passes]).toEqual([
+      3, 0, 2,
+    ]);
+    expect(summary.overall).toMatchObject({ scored: 9, passes: 5 });
+    // pass@k = 1 - C(n-c,k)/C(n,k), n = 3.
+    expect(k(task('fixes-threshold').passAtK)).toEqual([1, 1, 1]);
+    expect(k(task('gives-up').passAtK)).toEqual([0, 0, 0]);
+    // c = 2: pass@1 = 2/3; pass@2 = 1 - C(1,2)/C(3,2) = 1; pass@3 = 1.
+    expect(k(task('flaky-fix').passAtK)).toEqual([0.6667, 1, 1]);
+    // pass^k = C(c,k)/C(n,k): 2/3, C(2,2)/C(3,2) = 1/3, 0.
+    expect(k(task('flaky-fix').passHatK)).toEqual([0.6667, 0.3333, 0]);
+    // Overall pass@k is the mean over tasks: (1 + 0 + 2/3)/3 = 5/9, then (1 + 0 + 1)/3 = 2/3 twice.
+    expect(k(summary.overall.passAtK)).toEqual([0.5556, 0.6667, 0.6667]);
+
+    const results = await readResults(out);
+    expect(results).toHaveLength(9);
+    const failures = results.filter((x) => x.outcome === 'failed');
+    expect(new Set(failures.map((x) => x.category))).toEqual(new Set(['tests_failed']));
+    // Every trial had containers of its own, and none is left.
+    const ids = results.flatMap((x) => x.containerIds);
+    expect(new Set(ids).size).toBe(ids.length);
+    for (const x of results) expect(x.containerIds.length).toBeGreaterThanOrEqual(2);
+    for (const x of results)
+      expect(await dockerEngine().listContainers({ [LABEL.run]: x.runId })).toEqual([]);
+    expect(treeHash(copy.repo)).toBe(before);
+
+    // Concurrency 2 really overlapped trials: from the event log's times per trial.
+    const events = (await readFile(join(out, 'events.jsonl'), 'utf8'))
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { time: string; trial: string });
+    const spans = new Map<string, [number, number]>();
+    for (const e of events) {
+      const t = Date.parse(e.time);
+      const span = spans.get(e.trial) ?? [t, t];
+      spans.set(e.trial, [Math.min(span[0], t), Math.max(span[1], t)]);
+    }
+    const list = [...spans.values()];
+    const overlapping = list.some((a, i) => list.some((b, j) => i < j && a[0] < b[1] && b[0] < a[1]));
+    expect(overlapping).toBe(true);
+
+    const html = await readFile(join(out, 'report.html'), 'utf8');
+    expect(html).toContain('fixes-threshold');
+    expect(html).not.toMatch(/<script[^>]*src|<link[^>]*href=["']?https?:/i);
+    await expect(readFile(join(out, 'report.md'), 'utf8')).resolves.toContain('flaky-fix');
+  });
+
+  it('--keep on-failure keeps the containers of failed trials only', async () => {
+    const { suite, root } = await exampleWithSuite();
+    const text = await readFile(suite, 'utf8');
+    // Only the first two tasks: one passes, one fails.
+    await writeFile(suite, text.slice(0, text.indexOf('  - id: flaky-fix')));
+    const out = join(root, 'out-keep');
+    const r = await runCli(['eval', suite, '-n', '1', '--keep', 'on-failure', '--out', out, '--json'], {
+      cwd: root,
+    });
+    expect(r.code, r.stderr).toBe(0);
+    const results = await readResults(out);
+    const passed = results.find((x) => x.taskId === 'fixes-threshold')!;
+    const failed = results.find((x) => x.taskId === 'gives-up')!;
+    expect(await dockerEngine().listContainers({ [LABEL.run]: passed.runId })).toEqual([]);
+    const kept = await dockerEngine().listContainers({ [LABEL.run]: failed.runId });
+    expect(kept.length).toBeGreaterThan(0);
+    for (const c of kept) expect(c.state).not.toBe('running');
+    await runCli(['gc', '--older-than', '0s']);
+    expect(await dockerEngine().listContainers({ [LABEL.run]: failed.runId })).toEqual([]);
+  });
+
+  it('killed part-way, --resume completes without re-running finished trials', async () => {
+    const { suite, root } = await exampleWithSuite();
+    const out = join(root, 'out-resume');
+    const first = startCli(['eval', suite, '-n', '2', '--concurrency', '1', '--out', out, '--json'], {
+      cwd: root,
+    });
+    const deadline = Date.now() + 300_000;
+    let finishedBefore: Result[] = [];
+    for (;;) {
+      if (Date.now() > deadline) throw new Error('no trial finished');
+      finishedBefore = await readResults(out).catch(() => []);
+      if (finishedBefore.length >= 2) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    first.child.kill('SIGKILL');
+    await first.done;
+    finishedBefore = await readResults(out);
+    expect(finishedBefore.length).toBeLessThan(6);
+
+    const r = await runCli(
+      ['eval', suite, '-n', '2', '--concurrency', '2', '--out', out, '--resume', '--json'],
+      { cwd: root },
+    );
+    expect(r.code, r.stderr).toBe(0);
+    const results = await readResults(out);
+    expect(results).toHaveLength(6);
+    expect(new Set(results.map((x) => `${x.taskId}#${x.trial}`)).size).toBe(6);
+    // The trials finished before the kill kept their results and were not run again.
+    for (const done of finishedBefore) {
+      expect(results.filter((x) => x.taskId === done.taskId && x.trial === done.trial)).toEqual([done]);
+      const runDirs = (await readdir(join(out, 'runs'))).filter((d) =>
+        d.startsWith(`${done.taskId}-t${done.trial}-`),
+      );
+      expect(runDirs).toHaveLength(1);
+    }
+  });
+
+  it('a bad suite file gives file:line:col errors and exit 2', async () => {
+    const { suite, root } = await exampleWithSuite();
+    await writeFile(
+      suite,
+      (await readFile(suite, 'utf8'))
+        .replace('  n: 3', '  n: three')
+        .replace('catalog: shipping-eval.yaml', 'catalgo: shipping-eval.yaml'),
+    );
+    const r = await runCli(['eval', suite], { cwd: root });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/suite\.yaml:\d+:\d+ defaults\.n: /);
+    expect(r.stderr).toMatch(/suite\.yaml:\d+:\d+ tasks\[0\]\.catalgo: /);
+  });
+});

@@ -1,0 +1,280 @@
+/**
+ * `sandbox-harness fix` end to end: the built CLI, real Docker, recorded model
+ * conversations (cassettes). Each test works on its own temporary copy of the bundled
+ * example, so the example itself never changes.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readFile, writeFile, readdir, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { prepareExampleCopy, type ExampleCopy } from '../../src/demo.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { LABEL } from '../../src/sandbox/docker/labels.js';
+import { cleanEnv, runCli, startCli, treeHash, ROOT } from '../helpers/cli.js';
+
+const CASSETTES = join(ROOT, 'tests', 'e2e', 'cassettes');
+
+interface FixJson {
+  runId: string;
+  runDir: string;
+  outcome: string;
+  exitCode: number;
+  applied: boolean;
+  attempts: { n: number; verdict: string; changedFiles: string[] }[];
+  keptContainers: { role: string; id: string; kept: boolean }[];
+}
+
+async function fix(copy: ExampleCopy, cassette: string, extra: string[] = []) {
+  const result = await runCli(
+    ['fix', 'OPS-412', '--catalog', copy.catalog, '--cassette', cassette, '--json', ...extra],
+    {
+      cwd: copy.root,
+    },
+  );
+  let json: FixJson | undefined;
+  try {
+    json = JSON.parse(result.stdout) as FixJson;
+  } catch {
+    throw new Error(`fix did not print JSON (exit ${result.code}):\n${result.stdout}\n${result.stderr}`);
+  }
+  return { ...result, json };
+}
+
+async function containersOfRun(runId: string) {
+  return dockerEngine().listContainers({ [LABEL.run]: runId });
+}
+
+describe('fix end to end (real Docker, replayed model)', () => {
+  beforeAll(async () => {
+    await dockerEngine().ping(5000);
+    await ensureBaseImage('node', {});
+  }, 900_000);
+
+  afterAll(async () => {
+    await runCli(['gc', '--older-than', '0s']);
+  });
+
+  it('(a) the demo cassette reaches ready-for-review and the host file uses 39', async () => {
+    const copy = await prepareExampleCopy();
+    const { code, json } = await fix(copy, join(copy.cassettes, 'OPS-412.json'));
+    expect(json!.outcome).toBe('ready-for-review');
+    expect(code).toBe(0);
+    expect(json!.applied).toBe(true);
+    const source = await readFile(join(copy.repo, 'src', 'shipping.ts'), 'utf8');
+    expect(source).toMatch(/FREE_SHIPPING_THRESHOLD = 39;/);
+    const patch = await readFile(join(json!.runDir, 'patch.diff'), 'utf8');
+    expect(patch).toContain('+export const FREE_SHIPPING_THRESHOLD = 39;');
+    expect(patch).toContain('-export const FREE_SHIPPING_THRESHOLD = 50;');
+    const record = JSON.parse(await readFile(join(json!.runDir, 'run.json'), 'utf8'));
+    expect(record.baseline.failing).toBe(true);
+    expect(record.attempts).toHaveLength(1);
+    expect(record.attempts[0].verdict).toBe('passed');
+    for (const file of [
+      'events.jsonl',
+      'transcript.json',
+      'attempts/1/test-output.txt',
+      'attempts/1/patch.diff',
+    ]) {
+      await expect(stat(join(json!.runDir, file))).resolves.toBeTruthy();
+    }
+    // A successful run keeps no container (default policy on-failure).
+    expect(await containersOfRun(json!.runId)).toEqual([]);
+  });
+
+  it('(b) an edit to the test file is rejected, the reason reaches attempt 2, which fixes the code', async () => {
+    const copy = await prepareExampleCopy();
+    const testFile = join(copy.repo, 'test', 'shipping.test.ts');
+    const before = await readFile(testFile, 'utf8');
+    const { code, json } = await fix(copy, join(CASSETTES, 'edits-test-then-fixes.json'));
+    expect(json!.outcome).toBe('ready-for-review');
+    expect(code).toBe(0);
+    expect(json!.attempts.map((a) => a.verdict)).toEqual(['rejected', 'passed']);
+    const rejection = await readFile(join(json!.runDir, 'attempts', '1', 'rejection.txt'), 'utf8');
+    expect(rejection).toContain('test/shipping.test.ts');
+    const transcript = JSON.parse(await readFile(join(json!.runDir, 'transcript.json'), 'utf8')) as {
+      attempt: number;
+      messages: { role: string; content: { type: string; text?: string }[] }[];
+    }[];
+    const secondInput = JSON.stringify(transcript.find((t) => t.attempt === 2)!.messages[0]);
+    expect(secondInput).toContain('test/shipping.test.ts');
+    expect(secondInput).toContain(rejection.trim().split('\n')[0]!.slice(0, 60).replace(/"/g, '\\"'));
+    expect(await readFile(testFile, 'utf8')).toBe(before);
+    expect(await readFile(join(copy.repo, 'src', 'shipping.ts'), 'utf8')).toMatch(/THRESHOLD = 39;/);
+  });
+
+  it('(c) a model that never fixes: failed after maxAttempts, container kept; inspect, rerun-tests and gc work', async () => {
+    const copy = await prepareExampleCopy();
+    const hash = treeHash(copy.repo);
+    const { code, json } = await fix(copy, join(CASSETTES, 'never-fixes.json'), ['--max-attempts', '2']);
+    expect(json!.outcome).toBe('failed');
+    expect(code).toBe(1);
+    expect(json!.attempts.map((a) => a.verdict)).toEqual(['tests-failed', 'no-changes']);
+    expect(treeHash(copy.repo)).toBe(hash);
+    expect(json!.keptContainers.length).toBeGreaterThan(0);
+    const kept = await containersOfRun(json!.runId);
+    expect(kept.map((c) => c.id).sort()).toEqual(json!.keptContainers.map((c) => c.id).sort());
+    for (const c of kept) {
+      expect(c.state).not.toBe('running');
+      expect(c.labels[LABEL.run]).toBe(json!.runId);
+      expect(c.name).toMatch(/^sandbox-harness-kept-/);
+    }
+
+    const prefix = json!.runId.slice(0, 17);
+    const inspect = await runCli(['inspect', prefix, '--catalog', copy.catalog], { cwd: copy.root });
+    expect(inspect.code).toBe(0);
+    expect(inspect.stdout).toContain('outcome   failed');
+    expect(inspect.stdout).toContain('tests-failed');
+    expect(inspect.stdout).toMatch(/attempt-2\s+[0-9a-f]{12}\s+exited/);
+
+    const rerun = await runCli(['rerun-tests', 'last', '--catalog', copy.catalog], { cwd: copy.root });
+    expect(rerun.code).toBe(1);
+    expect(rerun.stdout).toMatch(/not ok .*45 EUR/);
+
+    const logs = await runCli(['logs', 'last', '--catalog', copy.catalog, '--json'], { cwd: copy.root });
+    const events = JSON.parse(logs.stdout) as { kind: string }[];
+    expect(events.map((e) => e.kind)).toEqual(
+      expect.arrayContaining(['attempt_start', 'model_call', 'tool_call', 'run_end']),
+    );
+
+    const gc = await runCli(['gc', '--older-than', '0s', '--json']);
+    expect(gc.code).toBe(0);
+    expect(await containersOfRun(json!.runId)).toEqual([]);
+  });
+
+  it('(d) edits to node_modules that make the tests pass in the agent sandbox do not pass verification', async () => {
+    const copy = await prepareExampleCopy();
+    // This catalog ignores node_modules churn, so the hack is dropped from the change set
+    // rather than rejected: only verification in a fresh sandbox can catch it.
+    const catalogText = await readFile(copy.catalog, 'utf8');
+    await writeFile(
+      copy.catalog,
+      catalogText.replace(
+        '  testCommand: npm test',
+        '  testCommand: npm test\n  ignoreChanges:\n    - node_modules/**',
+      ),
+    );
+    const { code, json } = await fix(copy, join(CASSETTES, 'hacks-node-modules.json'), [
+      '--max-attempts',
+      '1',
+    ]);
+    expect(json!.outcome).toBe('failed');
+    expect(code).toBe(1);
+    expect(json!.attempts[0]!.verdict).toBe('tests-failed');
+    expect(json!.attempts[0]!.changedFiles).toEqual(['src/shipping.ts']);
+    const transcript = await readFile(join(json!.runDir, 'transcript.json'), 'utf8');
+    expect(transcript).toMatch(/# pass 1/);
+    const output = await readFile(join(json!.runDir, 'attempts', '1', 'test-output.txt'), 'utf8');
+    expect(output).toMatch(/# fail [1-9]/);
+  });
+
+  it('(e) Ctrl-C during an attempt: interrupted, the host repo unchanged, nothing left running', async () => {
+    const copy = await prepareExampleCopy();
+    const hash = treeHash(copy.repo);
+    const { child, done } = startCli(
+      ['fix', 'OPS-412', '--catalog', copy.catalog, '--cassette', join(CASSETTES, 'sleeps.json'), '--json'],
+      { cwd: copy.root },
+    );
+    const runsDir = join(copy.repo, '.sandbox-harness', 'runs');
+    // Wait until the agent's long command runs inside the attempt sandbox.
+    const deadline = Date.now() + 240_000;
+    let runId = '';
+    for (;;) {
+      if (Date.now() > deadline) throw new Error('the attempt never started');
+      const runs = await readdir(runsDir).catch(() => [] as string[]);
+      if (runs[0]) {
+        runId = runs[0];
+        const events = await readFile(join(runsDir, runId, 'events.jsonl'), 'utf8').catch(() => '');
+        if (events.includes('"model_call"')) break;
+      }
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    await new Promise((r) => setTimeout(r, 1500));
+    child.kill('SIGINT');
+    const result = await done;
+    expect(result.code).toBe(130);
+    const record = JSON.parse(await readFile(join(runsDir, runId, 'run.json'), 'utf8'));
+    expect(record.outcome).toBe('interrupted');
+    expect(treeHash(copy.repo)).toBe(hash);
+    const running = (await containersOfRun(runId)).filter((c) => c.state === 'running');
+    expect(running).toEqual([]);
+  });
+
+  describe('(f) bad input: a clear error, exit 2 or 3, nothing written into the repo', () => {
+    let copy: ExampleCopy;
+    let hash: string;
+    beforeAll(async () => {
+      copy = await prepareExampleCopy();
+      hash = treeHash(copy.repo, /^$/);
+    });
+    const expectUntouched = () => expect(treeHash(copy.repo, /^$/)).toBe(hash);
+
+    it('a missing catalog', async () => {
+      const r = await runCli(['fix', 'OPS-412', '--catalog', join(copy.root, 'nope.yaml')], {
+        cwd: copy.root,
+      });
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/nope\.yaml/);
+      expectUntouched();
+    });
+
+    it('an invalid catalog, with file:line:col', async () => {
+      const bad = join(copy.root, 'bad.yaml');
+      await writeFile(
+        bad,
+        (await readFile(copy.catalog, 'utf8')).replace('maxAttempts: 3', 'maxAttempts: three'),
+      );
+      const r = await runCli(
+        ['fix', 'OPS-412', '--catalog', bad, '--cassette', join(copy.cassettes, 'OPS-412.json')],
+        {
+          cwd: copy.root,
+        },
+      );
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(
+        /bad\.yaml:\d+:\d+ agent\.maxAttempts: expected an integer from 1 to 10, got "three"/,
+      );
+      expectUntouched();
+    });
+
+    it('an empty ticket', async () => {
+      const r = await runCli(
+        ['fix', '-', '--catalog', copy.catalog, '--cassette', join(copy.cassettes, 'OPS-412.json')],
+        {
+          cwd: copy.root,
+          input: '   \n',
+        },
+      );
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/empty/i);
+      expectUntouched();
+    });
+
+    it('an unknown run id', async () => {
+      const r = await runCli(['inspect', 'zzz-not-a-run', '--catalog', copy.catalog], { cwd: copy.root });
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/no runs recorded|unknown run id/);
+      expectUntouched();
+    });
+
+    it('a stopped daemon', async () => {
+      const r = await runCli(
+        ['fix', 'OPS-412', '--catalog', copy.catalog, '--cassette', join(copy.cassettes, 'OPS-412.json')],
+        {
+          cwd: copy.root,
+          env: cleanEnv({ DOCKER_HOST: 'unix:///tmp/sandbox-harness-stopped-daemon.sock' }),
+        },
+      );
+      expect(r.code).toBe(3);
+      expect(r.stderr).toMatch(/cannot reach the Docker daemon/);
+      expect(r.stderr).toMatch(/hint: .*(setup|doctor)/);
+      expectUntouched();
+    });
+
+    it('no provider chosen', async () => {
+      const r = await runCli(['fix', 'OPS-412', '--catalog', copy.catalog], { cwd: copy.root });
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/--provider/);
+      expectUntouched();
+    });
+  });
+});

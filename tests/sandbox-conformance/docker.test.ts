@@ -1,0 +1,87 @@
+import { describe, expect, it } from 'vitest';
+import { networkInterfaces } from 'node:os';
+import { DockerBackend, dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
+import { DockerEngine, dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { LABEL } from '../../src/sandbox/docker/labels.js';
+import { describeSandboxConformance } from './conformance.js';
+import { fixtureImage } from '../helpers/docker.js';
+
+/** The docker0 bridge address: reachable from a networked container, so a real test of `none`. */
+function bridgeAddress(): string {
+  const docker0 = networkInterfaces().docker0?.find((a) => a.family === 'IPv4');
+  return docker0?.address ?? '192.0.2.1';
+}
+
+describeSandboxConformance({
+  name: 'docker',
+  backend: () => dockerBackend(),
+  image: () => fixtureImage('conformance'),
+  reportedEnv: async (sandbox) => (await dockerEngine().inspectContainer(sandbox.id))?.env ?? [],
+  outsideAddress: bridgeAddress,
+});
+
+describe('docker backend specifics', () => {
+  it('applies the hardening baseline to every container', async () => {
+    const sandbox = await dockerBackend().create({
+      image: await fixtureImage('conformance'),
+      role: 'hardening',
+    });
+    try {
+      const details = await dockerEngine().inspectContainer(sandbox.id);
+      expect(details?.hostConfig).toMatchObject({
+        NetworkMode: 'none',
+        CapDrop: ['ALL'],
+        SecurityOpt: ['no-new-privileges'],
+        Privileged: false,
+        Init: true,
+        ReadonlyRootfs: false,
+        IpcMode: 'private',
+      });
+      const host = details!.hostConfig as {
+        Memory: number;
+        MemorySwap: number;
+        PidsLimit: number;
+        Binds: unknown;
+        Tmpfs: Record<string, string>;
+      };
+      expect(host.Memory).toBeGreaterThan(0);
+      expect(host.MemorySwap).toBe(host.Memory);
+      expect(host.PidsLimit).toBeGreaterThan(0);
+      expect(host.Binds ?? []).toEqual([]);
+      expect(host.Tmpfs['/tmp']).toMatch(/size=/);
+      expect(details!.labels).toMatchObject({ [LABEL.marker]: '1', [LABEL.role]: 'hardening' });
+      for (const key of [LABEL.run, LABEL.session, LABEL.created, LABEL.keep])
+        expect(details!.labels[key]).toBeTruthy();
+    } finally {
+      await sandbox.dispose();
+    }
+  });
+
+  it('keeps a container when asked, stopped and renamed so the reaper leaves it', async () => {
+    const sandbox = await dockerBackend().create({ image: await fixtureImage('conformance'), role: 'kept' });
+    await sandbox.dispose({ keep: true });
+    const details = await dockerEngine().inspectContainer(sandbox.id);
+    expect(details?.running).toBe(false);
+    expect(details?.name).toMatch(/^sandbox-harness-kept-/);
+    const again = await dockerBackend().attach(sandbox.id);
+    expect((await again.exec('cat src/greeting.txt')).stdout).toBe('hello\n');
+    await again.dispose();
+    expect(await dockerEngine().inspectContainer(sandbox.id)).toBeUndefined();
+  });
+
+  it('says what to do when the daemon cannot be reached', async () => {
+    const saved = process.env.DOCKER_HOST;
+    process.env.DOCKER_HOST = 'unix:///tmp/sandbox-harness-no-such-docker.sock';
+    try {
+      const backend = new DockerBackend(new DockerEngine());
+      await expect(backend.create({ image: 'anything' })).rejects.toMatchObject({
+        code: 'SANDBOX_UNAVAILABLE',
+        message: expect.stringContaining('DOCKER_HOST=unix:///tmp/sandbox-harness-no-such-docker.sock'),
+        hint: expect.stringMatching(/setup|doctor/),
+      });
+    } finally {
+      if (saved === undefined) delete process.env.DOCKER_HOST;
+      else process.env.DOCKER_HOST = saved;
+    }
+  });
+});

@@ -1,0 +1,35 @@
+import { describe, expect, it } from 'vitest';
+import { ToolError, toolErrorResult } from '../../../src/agent/tool-errors.js';
+import { Interrupted, SandboxDead, SandboxFileError } from '../../../src/errors.js';
+
+describe('toolErrorResult', () => {
+  it('gives a harness error its message and hint', () => {
+    expect(toolErrorResult(new ToolError('no match', 'add context'))).toEqual({
+      content: 'no match\nHint: add context',
+      isError: true,
+    });
+    expect(toolErrorResult(new SandboxFileError('a.ts: no such file'))).toEqual({
+      content: 'a.ts: no such file',
+      isError: true,
+    });
+  });
+
+  it('gives an unknown error a generic message without its details', () => {
+    const result = toolErrorResult(new TypeError('cannot read x of undefined at /home/me/.config'));
+    expect(result.isError).toBe(true);
+    expect(result.content).not.toContain('/home/me');
+  });
+
+  it('rethrows SandboxDead and Interrupted: they end the attempt', () => {
+    const dead = new SandboxDead('gone');
+    expect(() => toolErrorResult(dead)).toThrow(dead);
+    const interrupted = new Interrupted();
+    expect(() => toolErrorResult(interrupted)).toThrow(interrupted);
+  });
+
+  it('treats an AbortError as an interruption', () => {
+    const abort = new Error('aborted');
+    abort.name = 'AbortError';
+    expect(() => toolErrorResult(abort)).toThrow(Interrupted);
+  });
+});

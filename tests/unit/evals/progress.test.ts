@@ -1,0 +1,139 @@
+import { describe, expect, it } from 'vitest';
+import {
+  createProgressReporter,
+  estimateEtaMs,
+  formatBar,
+  formatDuration,
+  formatProgressEvent,
+  formatProgressLine,
+  type EvalProgress,
+} from '../../../src/evals/progress.js';
+import { result } from './helpers.js';
+
+function progress(extra: Partial<EvalProgress> = {}): EvalProgress {
+  return {
+    done: 3,
+    total: 10,
+    passed: 2,
+    failed: 1,
+    infrastructure: 0,
+    inFlight: 2,
+    resumed: 0,
+    elapsedMs: 60_000,
+    etaMs: 140_000,
+    ...extra,
+  };
+}
+
+describe('estimateEtaMs', () => {
+  it('is unknown until a trial of this run has finished', () => {
+    expect(estimateEtaMs(0, 9, 5000)).toBeNull();
+  });
+
+  it('extrapolates this run’s throughput to the remaining trials', () => {
+    // 3 trials in 60 s -> 20 s each -> 7 remaining take 140 s
+    expect(estimateEtaMs(3, 7, 60_000)).toBe(140_000);
+  });
+
+  it('is zero when nothing remains', () => {
+    expect(estimateEtaMs(0, 0, 0)).toBe(0);
+  });
+});
+
+describe('formatDuration', () => {
+  it('formats seconds, minutes and hours', () => {
+    expect(formatDuration(45_000)).toBe('45s');
+    expect(formatDuration(185_000)).toBe('3m05s');
+    expect(formatDuration(3_720_000)).toBe('1h02m');
+  });
+
+  it('shows an unknown duration as --', () => {
+    expect(formatDuration(null)).toBe('--');
+  });
+});
+
+describe('formatBar', () => {
+  it('fills in proportion to done/total, rounding down', () => {
+    expect(formatBar(3, 10, 10)).toBe('[###.......]');
+    expect(formatBar(99, 100, 10)).toBe('[#########.]');
+    expect(formatBar(10, 10, 10)).toBe('[##########]');
+  });
+
+  it('is full for an empty eval rather than dividing by zero', () => {
+    expect(formatBar(0, 0, 4)).toBe('[####]');
+  });
+});
+
+describe('formatProgressLine', () => {
+  it('shows bar, counts, trials running and ETA', () => {
+    expect(formatProgressLine(progress(), 10)).toBe(
+      '[###.......] 3/10 pass 2 fail 1 running 2 elapsed 1m00s eta 2m20s',
+    );
+  });
+
+  it('mentions infrastructure failures only when there are some', () => {
+    expect(formatProgressLine(progress({ infrastructure: 1, inFlight: 0 }), 10)).toBe(
+      '[###.......] 3/10 pass 2 fail 1 infra 1 elapsed 1m00s eta 2m20s',
+    );
+  });
+});
+
+describe('formatProgressEvent', () => {
+  it('names the trial that finished, its category and cost', () => {
+    const last = result({ taskId: 'fix-add', trial: 2 }, 'tests_failed', { turns: 7, durationMs: 42_000 });
+    expect(formatProgressEvent(progress({ last }))).toBe(
+      '[3/10] fix-add#2 tests_failed (7 turns, 42s) pass 2 fail 1 eta 2m20s',
+    );
+  });
+
+  it('says when a trial was retried after an infrastructure failure', () => {
+    const last = result({ taskId: 't', trial: 0 }, 'passed', { infraRetried: true });
+    expect(formatProgressEvent(progress({ last }))).toContain('retried after infrastructure failure');
+  });
+
+  it('mentions resumed trials in the opening line', () => {
+    expect(formatProgressEvent(progress({ done: 4, resumed: 4, passed: 4, failed: 0 }))).toBe(
+      '[4/10] pass 4 fail 0 (4 resumed)',
+    );
+  });
+});
+
+describe('createProgressReporter', () => {
+  function sink(isTTY: boolean, columns?: number) {
+    const chunks: string[] = [];
+    return { chunks, stream: { isTTY, columns, write: (c: string) => chunks.push(c) } };
+  }
+
+  it('redraws one line with \\r on a terminal and ends it on finish', () => {
+    const { chunks, stream } = sink(true);
+    const reporter = createProgressReporter(stream);
+    reporter.update(progress({ done: 1 }));
+    reporter.update(progress({ done: 2 }));
+    expect(chunks.every((c) => c.startsWith('\r') && !c.includes('\n'))).toBe(true);
+    reporter.finish();
+    expect(chunks.at(-1)).toBe('\n');
+  });
+
+  it('pads a shorter redraw so no characters of the longer line remain', () => {
+    const { chunks, stream } = sink(true);
+    const reporter = createProgressReporter(stream);
+    reporter.update(progress({ inFlight: 12 }));
+    reporter.update(progress({ inFlight: 0 }));
+    expect(chunks[1]?.length).toBe(chunks[0]?.length);
+  });
+
+  it('cuts the line to the terminal width so \\r rewinds the whole of it', () => {
+    const { chunks, stream } = sink(true, 30);
+    createProgressReporter(stream).update(progress());
+    expect(chunks[0]?.length).toBe(30); // "\r" + 29 characters
+  });
+
+  it('writes plain lines, one per update, when not a terminal', () => {
+    const { chunks, stream } = sink(false);
+    const reporter = createProgressReporter(stream);
+    reporter.update(progress());
+    reporter.update(progress({ done: 4 }));
+    reporter.finish();
+    expect(chunks).toEqual(['[3/10] pass 2 fail 1\n', '[4/10] pass 2 fail 1\n']);
+  });
+});

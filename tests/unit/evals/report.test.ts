@@ -1,0 +1,186 @@
+import { readFile } from 'node:fs/promises';
+import { describe, expect, it } from 'vitest';
+import { escapeHtml, renderHtml, renderMarkdown, writeReports } from '../../../src/evals/report.js';
+import { compareSummaries, summarize, type EvalSummary } from '../../../src/evals/summary.js';
+import type { TrialCategory, TrialResult } from '../../../src/evals/types.js';
+import { fakeSuite, result, withTempDir } from './helpers.js';
+
+function summaryFor(
+  perTask: Record<string, TrialCategory[]>,
+  extra: Partial<TrialResult> = {},
+  name = 'fake',
+): EvalSummary {
+  const ids = Object.keys(perTask);
+  const results = ids.flatMap((id) =>
+    (perTask[id] ?? []).map((c, trial) => result({ taskId: id, trial }, c, extra)),
+  );
+  const n = Math.max(...ids.map((id) => perTask[id]?.length ?? 0));
+  return summarize(results, {
+    suite: { ...fakeSuite(ids), name },
+    n,
+    startedAt: '2026-01-01T00:00:00.000Z',
+    finishedAt: '2026-01-01T00:01:00.000Z',
+    harnessVersion: '1.2.3',
+  });
+}
+
+const tenPass: TrialCategory[] = Array.from({ length: 10 }, () => 'passed');
+const tenFail: TrialCategory[] = Array.from({ length: 10 }, () => 'tests_failed');
+
+const current = summaryFor(
+  {
+    always: tenPass,
+    never: tenFail,
+    flaky: [
+      'passed',
+      'max_turns',
+      'passed',
+      'infrastructure',
+      'passed',
+      'passed',
+      'rejected',
+      'passed',
+      'timeout',
+      'passed',
+    ],
+  },
+  { provider: 'replay', model: 'recorded', imageId: 'sha256:abc', catalogHash: 'cafe' },
+);
+
+describe('renderHtml', () => {
+  const html = renderHtml(current);
+
+  it('is self-contained: no network references, no scripts, no external resources', () => {
+    expect(html).not.toMatch(/https?:\/\//i);
+    expect(html).not.toMatch(/<script/i);
+    expect(html).not.toMatch(/<link/i);
+    expect(html).not.toMatch(/\ssrc=/i);
+    expect(html).not.toMatch(/url\(/i);
+    expect(html).toContain('<style>');
+  });
+
+  it('draws one bar per task with a Wilson error bar (a line and two caps)', () => {
+    expect(html.match(/<rect class="bar"/g)).toHaveLength(3);
+    expect(html.match(/<line class="err"/g)).toHaveLength(9);
+  });
+
+  it('sizes each bar by its pass rate and spans the error bar over the interval', () => {
+    // flaky: 6 passes of 9 scored (the infrastructure trial is not scored); plot is 480 wide from x=200
+    const flakyBar = html.match(
+      /<rect class="bar" x="200" y="[\d.]+" width="([\d.]+)"[^>]*><title>66\.7% \(6\/9\)/,
+    );
+    expect(flakyBar?.[1]).toBe('320.0');
+  });
+
+  it('shows every section people look for', () => {
+    for (const heading of [
+      'Pass rate per task',
+      'Overall',
+      'Per task',
+      'Failure categories',
+      'Flaky tasks',
+      'Provenance',
+    ]) {
+      expect(html).toContain(`<h2>${heading}`);
+    }
+    expect(html).toContain('sha256:abc');
+    expect(html).toContain('1.2.3');
+  });
+
+  it('escapes task ids, suite names and model names', () => {
+    const hostile = summaryFor(
+      { a: ['passed'] },
+      { model: '<img onerror=alert(1)>' },
+      '</title><script>alert("x")</script>',
+    );
+    const out = renderHtml(hostile);
+    expect(out).not.toContain('<script');
+    expect(out).not.toContain('<img');
+    expect(out).toContain('&lt;/title&gt;&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;');
+    expect(out).toContain('&lt;img onerror=alert(1)&gt;');
+  });
+
+  it('escapes the five HTML-significant characters', () => {
+    expect(escapeHtml(`<a href="x" title='y'>&</a>`)).toBe(
+      '&lt;a href=&quot;x&quot; title=&#39;y&#39;&gt;&amp;&lt;/a&gt;',
+    );
+  });
+});
+
+describe('renderHtml with a comparison', () => {
+  const previous = summaryFor(
+    { always: tenFail, never: tenFail, flaky: tenPass.slice(0, 3) },
+    { model: 'older' },
+  );
+  const comparison = compareSummaries(current, previous);
+  const html = renderHtml(current, comparison);
+
+  it('draws previous and current bars side by side for every task', () => {
+    expect(html).toContain('<h2>Comparison with the previous summary</h2>');
+    expect(html.match(/<rect class="bar-previous"/g)).toHaveLength(3);
+  });
+
+  it('flags the regression and the improvement, and only those', () => {
+    // "always" went 0/10 -> 10/10 (improvement); "flaky" 3/3 -> 6/9 overlaps; "never" unchanged
+    expect(comparison.improvements).toEqual(['always']);
+    expect(comparison.regressions).toEqual([]);
+    const flaggedRows = (page: string, flag: string): string[] =>
+      [...page.matchAll(new RegExp(`<tr class="${flag}"><td>([^<]*)</td>`, 'g'))].map((m) => m[1] ?? '');
+    // Overall: 3/23 -> 16/29, [0.045, 0.32] vs [0.375, 0.716], also separated.
+    expect(flaggedRows(html, 'improvement')).toEqual(['always', 'overall']);
+    expect(flaggedRows(html, 'regression')).toEqual([]);
+
+    const worse = compareSummaries(previous, current);
+    const worseHtml = renderHtml(previous, worse);
+    expect(worse.regressions).toEqual(['always']);
+    expect(flaggedRows(worseHtml, 'regression')).toEqual(['always', 'overall']);
+    expect(worseHtml.match(/class="row-regression"/g)).toHaveLength(1);
+    expect(worseHtml).toContain('REGRESSION');
+  });
+
+  it('shows what differs between the two runs', () => {
+    expect(html).toContain('models: older -&gt; recorded');
+  });
+
+  it('stays free of network references', () => {
+    expect(html).not.toMatch(/https?:\/\/|<script|<link/i);
+  });
+});
+
+describe('renderMarkdown', () => {
+  it('has tables for tasks, overall, pass@k, failure categories, flaky tasks and the comparison', () => {
+    const previous = summaryFor({ always: tenFail, never: tenFail, flaky: tenFail });
+    const md = renderMarkdown(current, compareSummaries(current, previous));
+    expect(md).toContain('## Overall');
+    expect(md).toMatch(/\| flaky \| 9\/10 \| 6 \| 66\.7% \| \[35\.4, 87\.9\]% \| 1 \|/);
+    // flaky, 6 of 9 scored: pass@2 = 1 - C(3,2)/C(9,2) = 1 - 3/36 = 91.7%
+    expect(md).toContain('| flaky | 66.7% | 91.7% |');
+    // overall pass@1 = (1 + 0 + 2/3)/3 = 55.6%, pass@2 = (1 + 0 + 0.9167)/3 = 63.9%
+    expect(md).toContain('| pass@k | 55.6% | 63.9% |');
+    expect(md).toContain('## Failure categories');
+    expect(md).toContain('- flaky: 6/9 passed');
+    expect(md).toContain('## Comparison with the previous summary');
+    expect(md).toMatch(
+      /\| always \| 0\.0% \[0\.0, 27\.8\]% \| 100\.0% \[72\.2, 100\.0\]% \| \+100\.0 pts \| improvement \|/,
+    );
+  });
+
+  it('escapes pipes so a name cannot break a table', () => {
+    const md = renderMarkdown(summaryFor({ a: ['passed'] }, { model: 'x|y' }));
+    expect(md).toContain('x\\|y');
+  });
+});
+
+describe('writeReports', () => {
+  it('writes summary.json, report.md and report.html (and comparison.json when comparing)', async () => {
+    await withTempDir(async (dir) => {
+      const files = await writeReports(dir, current, compareSummaries(current, current));
+      expect(JSON.parse(await readFile(files.summaryJson, 'utf8'))).toEqual(
+        JSON.parse(JSON.stringify(current)),
+      );
+      expect(await readFile(files.markdown, 'utf8')).toContain('# Eval report: fake');
+      expect(await readFile(files.html, 'utf8')).toMatch(/^<!doctype html>/);
+      expect(files.comparisonJson).toBeDefined();
+    });
+  });
+});
