@@ -162,7 +162,10 @@ describe('fix end to end (real Docker, replayed model)', () => {
     expect(json!.attempts[0]!.verdict).toBe('tests-failed');
     expect(json!.attempts[0]!.changedFiles).toEqual(['src/shipping.ts']);
     const transcript = await readFile(join(json!.runDir, 'transcript.json'), 'utf8');
-    expect(transcript).toMatch(/# pass 1/);
+    // In the agent's own sandbox, the hacked compiler made `npm test` pass.
+    expect(transcript).toMatch(
+      /exit code: 0\\ntimed out: no\\ntruncated: no\\nstdout:\\n[^"]*# pass 1\\n# fail 0/,
+    );
     const output = await readFile(join(json!.runDir, 'attempts', '1', 'test-output.txt'), 'utf8');
     expect(output).toMatch(/# fail [1-9]/);
   });
