@@ -5,7 +5,7 @@
  * outcome, apply. Every dependency that touches the outside world is injected so that the
  * loop itself is unit-testable; the CLI passes the real ones.
  */
-import { readFile } from 'node:fs/promises';
+import { lstat, readFile } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { HarnessError, Interrupted, errorMessage, exitCodeFor, EXIT_CODES } from '../errors.js';
@@ -58,7 +58,14 @@ export interface RepoImage {
   imageId: string;
   reused: boolean;
   /** Repo-relative path -> sha256 and mode of what the image holds at /workspace. */
-  snapshot: ReadonlyMap<string, { sha256: string; mode: number }>;
+  snapshot: ReadonlyMap<string, SnapshotFile>;
+}
+
+export interface SnapshotFile {
+  sha256: string;
+  mode: number;
+  /** A symlink's sha256 is of its target text; its content is never read through it. */
+  type?: 'file' | 'symlink';
 }
 
 export interface ImageRequest {
@@ -551,14 +558,13 @@ export async function runFix(options: FixOptions, deps: FixDeps): Promise<FixRes
  * What the sandbox was built from: the host file when it still has the snapshot's hash,
  * else nothing (the apply step refuses such a file anyway, naming it).
  */
-function pristineSource(
-  repoDir: string,
-  snapshot: ReadonlyMap<string, { sha256: string; mode: number }>,
-): PristineSource {
+function pristineSource(repoDir: string, snapshot: ReadonlyMap<string, SnapshotFile>): PristineSource {
   return {
     async read(path) {
       const entry = snapshot.get(path);
-      if (!entry) return undefined;
+      if (!entry || entry.type === 'symlink') return undefined;
+      const stats = await lstat(join(repoDir, path)).catch(() => undefined);
+      if (!stats?.isFile()) return undefined;
       const content = await readFile(join(repoDir, path)).catch(() => undefined);
       if (!content || sha256(content) !== entry.sha256) return undefined;
       return { content, mode: entry.mode };

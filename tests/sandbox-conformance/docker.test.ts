@@ -2,7 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { networkInterfaces } from 'node:os';
 import { DockerBackend, dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
 import { DockerEngine, dockerEngine } from '../../src/sandbox/docker/engine.js';
-import { LABEL } from '../../src/sandbox/docker/labels.js';
+import { KEPT_NAME_PREFIX, LABEL, containerLabels } from '../../src/sandbox/docker/labels.js';
+import { reapOrphans } from '../../src/sandbox/docker/gc.js';
+import { spawn } from 'node:child_process';
 import { describeSandboxConformance } from './conformance.js';
 import { fixtureImage } from '../helpers/docker.js';
 
@@ -67,6 +69,43 @@ describe('docker backend specifics', () => {
     expect((await again.exec('cat src/greeting.txt')).stdout).toBe('hello\n');
     await again.dispose();
     expect(await dockerEngine().inspectContainer(sandbox.id)).toBeUndefined();
+  });
+
+  it('reaps containers whose owning harness process is gone, but not kept ones', async () => {
+    const deadPid = await new Promise<number>((resolve) => {
+      const child = spawn('true');
+      child.on('exit', () => resolve(child.pid!));
+    });
+    const image = await fixtureImage('conformance');
+    const make = (name: string) =>
+      dockerEngine().createContainer({
+        name,
+        image,
+        cmd: ['sleep', 'infinity'],
+        user: '1000:1000',
+        workingDir: '/workspace',
+        env: [],
+        labels: { ...containerLabels({ role: 'orphan' }), [LABEL.ownerPid]: String(deadPid) },
+        memoryBytes: 256 * 1024 * 1024,
+        nanoCpus: 1e9,
+        pids: 64,
+        maxFileBytes: 1024 * 1024,
+        tmpfsBytes: 1024 * 1024,
+        nofile: 256,
+      });
+    const suffix = Math.random().toString(36).slice(2, 8);
+    const orphan = await make(`sandbox-harness-orphan-${suffix}`);
+    const kept = await make(`${KEPT_NAME_PREFIX}orphan-${suffix}`);
+    try {
+      const removed = await reapOrphans(dockerEngine());
+      expect(removed).toContain(orphan);
+      expect(removed).not.toContain(kept);
+      expect(await dockerEngine().inspectContainer(orphan)).toBeUndefined();
+      expect(await dockerEngine().inspectContainer(kept)).toBeDefined();
+    } finally {
+      await dockerEngine().removeContainer(orphan);
+      await dockerEngine().removeContainer(kept);
+    }
   });
 
   it('says what to do when the daemon cannot be reached', async () => {
