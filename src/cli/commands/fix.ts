@@ -89,6 +89,12 @@ export function fixSummaryJson(result: FixResult) {
   };
 }
 
+/** Relative when it is below the working directory, else absolute: `../../tmp/x` helps nobody. */
+function shortPath(cwd: string, path: string): string {
+  const rel = relative(cwd, path);
+  return rel === '' ? '.' : rel.startsWith('..') ? path : rel;
+}
+
 export async function fixCommand(
   ctx: CliContext,
   ticket: string,
@@ -147,7 +153,7 @@ export async function fixCommand(
   if (result.outcome === 'ready-for-review' && result.patch) print(ctx, `\n${result.patch}`);
   print(
     ctx,
-    `run record: ${relative(ctx.cwd, result.runDir) || '.'}  (${r.turns} turns, ${r.tokens.input + r.tokens.output} tokens, ${formatDuration(r.durationMs ?? 0)})`,
+    `run record: ${shortPath(ctx.cwd, result.runDir)}  (${r.turns} turns, ${r.tokens.input + r.tokens.output} tokens, ${formatDuration(r.durationMs ?? 0)})`,
   );
   const kept = r.containers.filter((c) => c.kept);
   if (kept.length > 0) {
@@ -157,10 +163,13 @@ export async function fixCommand(
         ? ` --catalog ${options.catalog}`
         : '';
     print(ctx, `kept container(s): ${kept.map((c) => `${c.role} ${c.id.slice(0, 12)}`).join(', ')}`);
-    print(
-      ctx,
-      `  sandbox-harness inspect ${result.runId}${where}   |   shell ${result.runId}${where}   |   rerun-tests ${result.runId}${where}`,
-    );
+    for (const [label, command] of [
+      ['inspect', 'inspect'],
+      ['shell', 'shell'],
+      ['rerun tests', 'rerun-tests'],
+    ] as const) {
+      print(ctx, `  ${`${label}:`.padEnd(13)} sandbox-harness ${command} ${result.runId}${where}`);
+    }
   }
   return result.exitCode;
 }
