@@ -233,7 +233,8 @@ async function runSuite(cli, cwd, suite, outDir, n, concurrency) {
     agentCommandMs: dist(measured.map((t) => t.agentCommandMs ?? 0)),
     overheadMs: dist(measured.map((t) => t.overheadMs ?? 0)),
     overheadShare: dist(measured.map((t) => t.overheadShare ?? 0)),
-    overheadShareOfAllTrialTime: totalTrialMs > 0 ? Math.round((totalOverheadMs / totalTrialMs) * 1000) / 1000 : null,
+    overheadShareOfAllTrialTime:
+      totalTrialMs > 0 ? Math.round((totalOverheadMs / totalTrialMs) * 1000) / 1000 : null,
     phaseOverheadMs: phaseOverhead,
     trialDetails: trials,
   };

@@ -39,9 +39,7 @@ async function generate(dir) {
       await mkdir(folder, { recursive: true });
       const writes = [];
       for (let f = 0; f < FILES_PER_DIR; f++) {
-        writes.push(
-          writeFile(join(folder, `f${pad(f, 3)}.txt`), `file ${d}/${s}/${f}: ${'x'.repeat(32)}\n`),
-        );
+        writes.push(writeFile(join(folder, `f${pad(f, 3)}.txt`), `file ${d}/${s}/${f}: ${'x'.repeat(32)}\n`));
       }
       await Promise.all(writes);
     }

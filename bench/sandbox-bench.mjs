@@ -96,7 +96,9 @@ async function dockerCli(args) {
   const result = await run('docker', args);
   if (result.code !== 0) {
     checkInterrupted();
-    throw new Error(`\`docker ${args.join(' ')}\` exited ${result.code}: ${result.stderr.trim().slice(-500)}`);
+    throw new Error(
+      `\`docker ${args.join(' ')}\` exited ${result.code}: ${result.stderr.trim().slice(-500)}`,
+    );
   }
   return result.ms;
 }
@@ -246,7 +248,8 @@ async function benchChanges(o) {
           const t0 = performance.now();
           reported = await box.changes();
           const ms = performance.now() - t0;
-          if (reported.length !== 1 || reported[0]?.path !== CHANGED_FILE) everyRepetitionSawOneChange = false;
+          if (reported.length !== 1 || reported[0]?.path !== CHANGED_FILE)
+            everyRepetitionSawOneChange = false;
           if (keep) viaChanges.push(ms);
         };
         const archiveOnce = async () => {
@@ -309,7 +312,11 @@ export async function benchSandbox(o) {
   try {
     const createToReady = await benchCreateToReady({ ...common, image: o.baseImage });
     const exec = await benchExec({ ...common, image: o.baseImage });
-    const changes = await benchChanges({ ...common, buildRepoImage: o.buildRepoImage, baseImage: o.baseImage });
+    const changes = await benchChanges({
+      ...common,
+      buildRepoImage: o.buildRepoImage,
+      baseImage: o.baseImage,
+    });
     return { image: o.baseImage, reps: o.reps, warmup: o.warmup, createToReady, exec, changes };
   } finally {
     await removeLabelledLeftovers();
@@ -318,7 +325,9 @@ export async function benchSandbox(o) {
 
 /** `docker run --rm` removes its container, unless the CLI was killed mid-way; then this does. */
 export async function removeLabelledLeftovers() {
-  const listed = await run('docker', ['ps', '-aq', '--filter', `label=${BENCH_LABEL}`]).catch(() => undefined);
+  const listed = await run('docker', ['ps', '-aq', '--filter', `label=${BENCH_LABEL}`]).catch(
+    () => undefined,
+  );
   const ids = listed?.stdout.split('\n').filter(Boolean) ?? [];
   if (ids.length > 0) await run('docker', ['rm', '-f', ...ids]).catch(() => undefined);
 }

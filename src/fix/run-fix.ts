@@ -30,7 +30,7 @@ import {
 } from '../changes/change-set.js';
 import { changeSetPatch } from '../changes/patch.js';
 import { applyChangeSet } from '../changes/apply.js';
-import { chooseProvider, createProvider } from '../llm/registry.js';
+import { chooseProvider, contextWindowTokens, createProvider } from '../llm/registry.js';
 import { RecordingProvider } from '../llm/recording.js';
 import type { Message, ModelProvider } from '../llm/types.js';
 import { runAgentLoop, type AgentLoopResult } from '../agent/loop.js';
@@ -162,7 +162,15 @@ async function prepare(options: FixOptions, deps: FixDeps) {
     catalogModel: catalog.catalog.provider?.model,
   });
   const make = deps.createProvider ?? createProvider;
+  // The event log does not exist yet; retries are reported to it once it does.
+  const retries: { sink?: EventSink } = {};
   let provider: ModelProvider = await make({
+    onRetry: (info) =>
+      retries.sink?.emit({
+        kind: 'model_retry',
+        message: `try ${info.attempt} failed (${info.error.message}); retrying in ${info.delayMs} ms`,
+        durationMs: info.delayMs,
+      }),
     name: choice.name,
     ...(choice.model ? { model: choice.model } : {}),
     ...(options.cassette ? { cassette: resolve(options.cwd, options.cassette) } : {}),
@@ -173,13 +181,13 @@ async function prepare(options: FixOptions, deps: FixDeps) {
     recorder = new RecordingProvider(provider);
     provider = recorder;
   }
-  return { catalog, repoDir, ticket, provider, recorder };
+  return { catalog, repoDir, ticket, provider, recorder, retries };
 }
 
 export async function runFix(options: FixOptions, deps: FixDeps): Promise<FixResult> {
   const progress = options.progress ?? silentProgress;
   progress.phase('validate', 'checking catalog, ticket and model provider');
-  const { catalog, repoDir, ticket, provider, recorder } = await prepare(options, deps);
+  const { catalog, repoDir, ticket, provider, recorder, retries } = await prepare(options, deps);
   await deps.ping();
   progress.end(`${catalog.catalog.name}: ticket ${ticket.id}, ${provider.name} ${provider.model}`);
 
@@ -225,6 +233,8 @@ export async function runFix(options: FixOptions, deps: FixDeps): Promise<FixRes
       },
     },
   );
+
+  retries.sink = events;
 
   // The run-wide deadline and Ctrl-C share one signal.
   const controller = new AbortController();
@@ -373,6 +383,7 @@ export async function runFix(options: FixOptions, deps: FixDeps): Promise<FixRes
       },
     });
     const tokenBudget = agentConfig.tokenBudget;
+    const contextWindow = contextWindowTokens(provider.name, options.env);
     let feedback: string | undefined;
     let lastVerdict: AttemptVerdict | undefined;
 
@@ -413,6 +424,7 @@ export async function runFix(options: FixOptions, deps: FixDeps): Promise<FixRes
         events,
         signal,
         attempt: n,
+        ...(contextWindow ? { contextWindowTokens: contextWindow } : {}),
       });
       transcript.push({ attempt: n, system, messages: loop.messages });
       attempt.turns = loop.turns;

@@ -178,3 +178,16 @@ export async function createProvider(options: CreateProviderOptions): Promise<Mo
       throw new UsageError(`unknown provider "${options.name}"`, { hint: `use one of: ${NAMES_TEXT}` });
   }
 }
+
+/**
+ * Context window to trim history against. A rough, conservative figure per provider; a
+ * local model served through the OpenAI API often has far less, so it can be set with
+ * SANDBOX_HARNESS_CONTEXT_WINDOW. Replays never trim: a cassette was recorded untrimmed.
+ */
+export function contextWindowTokens(providerName: string, env: Env): number | undefined {
+  const configured = Number(env.SANDBOX_HARNESS_CONTEXT_WINDOW);
+  if (Number.isInteger(configured) && configured > 0) return configured;
+  if (providerName === 'anthropic') return 200_000;
+  if (providerName === 'openai') return 128_000;
+  return undefined;
+}

@@ -1,0 +1,185 @@
+/**
+ * Turning results into the printed table and the saved JSON
+ * (`bench/results/<date>-<git short sha>.json` and `bench/results/latest.json`, written
+ * as temp file + rename so an interrupted run never leaves half a file).
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+
+/** Read-only git queries: the commit the results belong to and whether the tree was dirty. */
+export function gitInfo(cwd) {
+  const git = (/** @type {string[]} */ args) => {
+    const r = spawnSync('git', ['--no-optional-locks', ...args], { cwd, encoding: 'utf8' });
+    return r.status === 0 ? r.stdout.trim() : undefined;
+  };
+  const sha = git(['rev-parse', '--short', 'HEAD']);
+  const status = git(['status', '--porcelain', '--untracked-files=no']);
+  return { sha: sha ?? 'nogit', dirty: status === undefined ? null : status !== '' };
+}
+
+const ms = (/** @type {number | undefined | null} */ value) =>
+  value === undefined || value === null || Number.isNaN(value)
+    ? '-'
+    : value >= 10_000
+      ? `${(value / 1000).toFixed(1)} s`
+      : value >= 100
+        ? `${Math.round(value)} ms`
+        : `${value.toFixed(1)} ms`;
+
+const times = (/** @type {number | null | undefined} */ r, /** @type {string} */ what) =>
+  r === null || r === undefined ? '' : `${r.toFixed(2)}x ${what}`;
+
+/**
+ * @param {string[][]} rows first row is the header
+ */
+function table(rows) {
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
+  const line = (/** @type {string[]} */ r) =>
+    `| ${r.map((cell, i) => (i === 0 || i === r.length - 1 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join(' | ')} |`;
+  const rule = `| ${widths.map((w, i) => (i === 0 || i === widths.length - 1 ? '-'.repeat(w) : `${'-'.repeat(Math.max(0, w - 1))}:`)).join(' | ')} |`;
+  return [line(rows[0] ?? []), rule, ...rows.slice(1).map(line)];
+}
+
+/**
+ * The readable result: one markdown table for the sandbox, one for the eval.
+ *
+ * @param {object} results what `run.mjs` saves as JSON
+ */
+export function formatTables(results) {
+  /** @type {string[]} */
+  const out = [];
+  const s = results.sandbox;
+  if (s) {
+    const c = s.createToReady;
+    const e = s.exec;
+    const ch = s.changes;
+    const mb = (ch.archiveBytes / 1024 / 1024).toFixed(1);
+    out.push(
+      ...table([
+        ['operation', 'median', 'p90', 'ratio (median)'],
+        [
+          'sandbox create + first exec(`true`) (create-to-ready)',
+          ms(c.sandbox.medianMs),
+          ms(c.sandbox.p90Ms),
+          times(c.ratio.median, 'docker run'),
+        ],
+        ['`docker run --rm <image> true` (CLI)', ms(c.dockerRun.medianMs), ms(c.dockerRun.p90Ms), '1.00x'],
+        [
+          '  of which sandbox create() only',
+          ms(c.sandboxCreateOnly.medianMs),
+          ms(c.sandboxCreateOnly.p90Ms),
+          '',
+        ],
+        [
+          '  sandbox dispose() (not in the time above)',
+          ms(c.sandboxDispose.medianMs),
+          ms(c.sandboxDispose.p90Ms),
+          '',
+        ],
+        [
+          '`sandbox.exec("true")` round trip',
+          ms(e.sandbox.medianMs),
+          ms(e.sandbox.p90Ms),
+          times(e.ratio.median, 'docker exec'),
+        ],
+        ['`docker exec <id> true` (CLI)', ms(e.dockerExecCli.medianMs), ms(e.dockerExecCli.p90Ms), '1.00x'],
+        [
+          'engine exec `true`, no wrapper/polling (diagnostic)',
+          ms(e.engineExec.medianMs),
+          ms(e.engineExec.p90Ms),
+          times(e.engineExec.medianMs / e.dockerExecCli.medianMs, 'docker exec'),
+        ],
+        [
+          `\`changes()\`, 1 changed of ${ch.image.workspaceFiles.toLocaleString('en-US')} files`,
+          ms(ch.sandbox.medianMs),
+          ms(ch.sandbox.p90Ms),
+          times(ch.ratio.median, 'archive pull'),
+        ],
+        [
+          `full \`/workspace\` archive pull, drained (${mb} MB)`,
+          ms(ch.archivePull.medianMs),
+          ms(ch.archivePull.p90Ms),
+          '1.00x',
+        ],
+        [
+          '`docker diff <id>` (CLI, diagnostic)',
+          ms(ch.dockerDiffCli.medianMs),
+          ms(ch.dockerDiffCli.p90Ms),
+          times(ch.dockerDiffCli.medianMs / ch.archivePull.medianMs, 'archive pull'),
+        ],
+        [
+          '`changes()` on the base image, nothing changed (diagnostic)',
+          ms(ch.baseImageChanges.medianMs),
+          ms(ch.baseImageChanges.p90Ms),
+          '',
+        ],
+      ]),
+    );
+    out.push(
+      `(${s.reps} repetitions after ${s.warmup} warm-up(s) each; ratio > 1 means the harness is slower)`,
+    );
+  }
+  const ev = results.eval;
+  if (ev) {
+    if (out.length) out.push('');
+    /** @type {string[][]} */
+    const rows = [['eval (examples/evals/suite.yaml)', 'concurrency 1', 'concurrency 2', 'ratio (2 / 1)']];
+    const [c1, c2] = ev.runs;
+    const pair = (f) => [c1 ? f(c1) : '-', c2 ? f(c2) : '-'];
+    const rate = (f) => (c1 && c2 && f(c1) ? `${(Number(f(c2)) / Number(f(c1))).toFixed(2)}x` : '');
+    const pct = (/** @type {number | null | undefined} */ v) =>
+      v === null || v === undefined ? '-' : `${Math.round(v * 100)}%`;
+    rows.push(['trials', ...pair((r) => String(r.trials)), '']);
+    rows.push(['eval wall time', ...pair((r) => ms(r.wallTimeMs)), rate((r) => r.wallTimeMs)]);
+    rows.push([
+      'trials per minute',
+      ...pair((r) => String(r.trialsPerMinute)),
+      rate((r) => r.trialsPerMinute),
+    ]);
+    rows.push([
+      'trial wall time, median',
+      ...pair((r) => ms(r.trialMs?.median)),
+      rate((r) => r.trialMs?.median),
+    ]);
+    rows.push([
+      'test-command time per trial, median',
+      ...pair((r) => ms(r.testMs?.median)),
+      rate((r) => r.testMs?.median),
+    ]);
+    rows.push(['model time per trial, median', ...pair((r) => ms(r.modelMs?.median)), '']);
+    rows.push(['agent run_command time per trial, median', ...pair((r) => ms(r.agentCommandMs?.median)), '']);
+    rows.push([
+      'harness overhead per trial, median (p90)',
+      ...pair((r) => `${ms(r.overheadMs?.median)} (${ms(r.overheadMs?.p90)})`),
+      rate((r) => r.overheadMs?.median),
+    ]);
+    rows.push(['overhead share of trial time, median', ...pair((r) => pct(r.overheadShare?.median)), '']);
+    for (const phase of ['prepare', 'baseline', 'agent', 'changeAndVerify', 'finish']) {
+      rows.push([
+        `  overhead in ${phase}, median`,
+        ...pair((r) => ms(r.phaseOverheadMs?.[phase]?.median)),
+        '',
+      ]);
+    }
+    out.push(...table(rows));
+  }
+  return out;
+}
+
+/**
+ * @param {string} packageRoot
+ * @param {{ date: string, git: { sha: string } }} results what `run.mjs` collected
+ */
+export async function saveResults(packageRoot, results) {
+  const dir = join(packageRoot, 'bench', 'results');
+  await mkdir(dir, { recursive: true });
+  const name = `${results.date}-${results.git.sha}.json`;
+  const text = `${JSON.stringify(results, null, 2)}\n`;
+  for (const file of [join(dir, name), join(dir, 'latest.json')]) {
+    const temp = `${file}.${process.pid}.tmp`;
+    await writeFile(temp, text);
+    await rename(temp, file);
+  }
+  return join(dir, name);
+}

@@ -1,0 +1,207 @@
+/**
+ * `npm run bench`: sandbox and eval benchmarks of the BUILT harness (`dist/`, which the
+ * npm script builds first), saved as JSON under `bench/results/` and printed as a table.
+ * Performance goals live here, never in timed tests.
+ *
+ * Usage: node bench/run.mjs [--quick] [--skip-eval] [--reps N] [--warmup N] [--eval-n N]
+ *        [--keep-temp]
+ *
+ * - `--quick`: 5 repetitions after 1 warm-up, and the eval with -n 1 (a smoke run; its
+ *   numbers are noisier). Default: 15 repetitions after 2 warm-ups, eval -n 2.
+ * - `--skip-eval`: sandbox benchmarks only (the eval part takes a few minutes).
+ * - `--keep-temp`: keep the eval's temp copy and out folders to look at (the path is saved).
+ *
+ * What is measured (details in the header of each module and in bench/README.md):
+ *
+ * 1. Sandbox (`sandbox-bench.mjs`), each as median and p90 over the repetitions, side by
+ *    side with the plain docker CLI or engine API doing the same job, and their ratio:
+ *    - create-to-ready: `dockerBackend().create()` + the first `exec('true')`, against
+ *      `docker run --rm <image> true`;
+ *    - exec round trip: `sandbox.exec('true')` against `docker exec <id> true` on the same
+ *      container (plus the engine's bare exec as a diagnostic);
+ *    - `changes()` with one changed file in a 20,000-file workspace, against pulling the
+ *      whole `/workspace` archive (plus `docker diff` and an empty-workspace diff as
+ *      diagnostics).
+ * 2. Eval (`eval-bench.mjs`): the offline example suite at concurrency 1 and 2: trials per
+ *    minute, and the harness's own overhead per trial (trial time minus model time minus
+ *    test-command time minus the agent's own commands), with its share of the trial time.
+ *
+ * Exit codes: 0 done, 1 a benchmark failed, 3 Docker is not usable, 130 interrupted.
+ */
+import { cpus, release, totalmem } from 'node:os';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { stat } from 'node:fs/promises';
+import { BenchInterrupted, installSignalHandlers, run } from './process.mjs';
+import { benchSandbox } from './sandbox-bench.mjs';
+import { benchEval } from './eval-bench.mjs';
+import { formatTables, gitInfo, saveResults } from './report.mjs';
+
+const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+const USAGE = `usage: node bench/run.mjs [--quick] [--skip-eval] [--reps N] [--warmup N] [--eval-n N] [--keep-temp]`;
+
+/** @param {string[]} argv */
+function parseArgs(argv) {
+  const options = { quick: false, skipEval: false, keepTemp: false, reps: 15, warmup: 2, evalN: 2 };
+  /** @type {Record<string, number | undefined>} */
+  const explicit = {};
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const number = () => {
+      const value = Number(argv[++i]);
+      if (!Number.isInteger(value) || value < 0 || value > 1000)
+        throw new Error(`${arg}: expected a whole number`);
+      return value;
+    };
+    if (arg === '--quick') options.quick = true;
+    else if (arg === '--skip-eval') options.skipEval = true;
+    else if (arg === '--keep-temp') options.keepTemp = true;
+    else if (arg === '--reps') explicit.reps = number();
+    else if (arg === '--warmup') explicit.warmup = number();
+    else if (arg === '--eval-n') explicit.evalN = number();
+    else if (arg === '--help' || arg === '-h') {
+      process.stdout.write(`${USAGE}\n`);
+      process.exit(0);
+    } else throw new Error(`unknown option ${arg}\n${USAGE}`);
+  }
+  if (options.quick) Object.assign(options, { reps: 5, warmup: 1, evalN: 1 });
+  Object.assign(options, Object.fromEntries(Object.entries(explicit).filter(([, v]) => v !== undefined)));
+  if (options.reps < 1) throw new Error('--reps: at least 1');
+  if (options.evalN < 1) throw new Error('--eval-n: at least 1');
+  return options;
+}
+
+/** @param {string} line */
+const log = (line) => process.stderr.write(`${line}\n`);
+
+/** The built modules; a missing `dist/` is a clear error, not a stack trace. */
+async function loadDist() {
+  const file = (/** @type {string} */ p) => join(PACKAGE_ROOT, 'dist', p);
+  const present = await stat(file('sandbox/docker/index.js')).then(
+    () => true,
+    () => false,
+  );
+  if (!present)
+    throw new Error('dist/ is missing: run `npm run build` (or use `npm run bench`, which builds first)');
+  const docker = await import(pathToFileURL(file('sandbox/docker/index.js')).href);
+  const images = await import(pathToFileURL(file('sandbox/docker/images.js')).href);
+  return { docker, images };
+}
+
+/**
+ * The engine API and the docker CLI both have to answer; otherwise say what to do.
+ *
+ * @param {{ ping: () => Promise<void>, info: () => Promise<Record<string, unknown>> }} engine
+ */
+async function checkDocker(engine) {
+  try {
+    await engine.ping();
+  } catch (error) {
+    const e = /** @type {{ message?: string, hint?: string }} */ (error);
+    throw Object.assign(
+      new Error(
+        `Docker is not reachable: ${e.message ?? String(error)}\n` +
+          `${e.hint ?? 'Start the Docker engine (scripts/setup.sh does it on Debian as root), or set DOCKER_HOST.'}\n` +
+          'Check with: node dist/main.js doctor',
+      ),
+      { exitCode: 3 },
+    );
+  }
+  const cli = await run('docker', ['version', '--format', '{{.Client.Version}}']).catch(
+    (/** @type {NodeJS.ErrnoException} */ error) => ({
+      code: error.code ?? 'error',
+      stdout: '',
+      stderr: error.message,
+    }),
+  );
+  if (cli.code !== 0) {
+    throw Object.assign(
+      new Error(
+        `the docker CLI is needed for the side-by-side comparisons but \`docker version\` failed (${cli.code}): ${cli.stderr.trim()}\n` +
+          'Install it (Debian: apt-get install docker.io) and make sure it reaches the same engine (DOCKER_HOST).',
+      ),
+      { exitCode: 3 },
+    );
+  }
+  const info = await engine.info();
+  return { cliVersion: cli.stdout.trim(), ...info };
+}
+
+async function main() {
+  const options = parseArgs(process.argv.slice(2));
+  installSignalHandlers();
+  const { docker, images } = await loadDist();
+  const engine = docker.dockerEngine();
+  const dockerInfo = await checkDocker(engine);
+  const started = new Date();
+  const git = gitInfo(PACKAGE_ROOT);
+  log(
+    `bench: ${options.reps} repetitions after ${options.warmup} warm-up(s)${options.skipEval ? ', eval skipped' : `, eval -n ${options.evalN}`}; git ${git.sha}${git.dirty ? ' (dirty tree)' : ''}`,
+  );
+
+  const base = await images.ensureBaseImage('node', { onLine: (/** @type {string} */ l) => log(`  ${l}`) });
+  log(`sandbox benchmarks on ${base.tag} ...`);
+  const sandbox = await benchSandbox({
+    backend: docker.dockerBackend(),
+    engine,
+    buildRepoImage: images.buildRepoImage,
+    baseImage: base.tag,
+    reps: options.reps,
+    warmup: options.warmup,
+    log,
+  });
+
+  let evalResult;
+  if (!options.skipEval) {
+    log('eval benchmark on examples/evals/suite.yaml (a temp copy) ...');
+    evalResult = await benchEval({
+      packageRoot: PACKAGE_ROOT,
+      n: options.evalN,
+      log,
+      keepTemp: options.keepTemp,
+    });
+  }
+
+  const results = {
+    schemaVersion: 1,
+    date: started.toISOString().slice(0, 10),
+    startedAt: started.toISOString(),
+    finishedAt: new Date().toISOString(),
+    git,
+    options: {
+      quick: options.quick,
+      reps: options.reps,
+      warmup: options.warmup,
+      evalN: options.evalN,
+      skipEval: options.skipEval,
+    },
+    machine: {
+      cpus: cpus().length,
+      cpuModel: cpus()[0]?.model ?? 'unknown',
+      memoryGiB: Math.round((totalmem() / 1024 ** 3) * 10) / 10,
+      kernel: release(),
+      node: process.version,
+      docker: dockerInfo,
+    },
+    sandbox,
+    ...(evalResult ? { eval: evalResult } : {}),
+  };
+  const tables = formatTables(results);
+  const file = await saveResults(PACKAGE_ROOT, { ...results, table: tables });
+  process.stdout.write(`\n${tables.join('\n')}\n\n`);
+  process.stdout.write(`results: ${relative(process.cwd(), file)} (and bench/results/latest.json)\n`);
+}
+
+main().then(
+  () => process.exit(0),
+  (error) => {
+    if (error instanceof BenchInterrupted) {
+      log('bench: interrupted; everything it created was removed');
+      process.exit(130);
+    }
+    log(`bench failed: ${error instanceof Error ? error.message : String(error)}`);
+    if (process.env.BENCH_DEBUG && error instanceof Error) log(error.stack ?? '');
+    process.exit(/** @type {{ exitCode?: number }} */ (error).exitCode ?? 1);
+  },
+);
