@@ -34,7 +34,8 @@ export function terminalProgress(stream: NodeJS.WritableStream, isTTY: boolean):
     },
     end(text) {
       if (!current) return;
-      if (isTTY) stream.write(`\r\x1b[K${`✔ ${current.text}: ${text} (${elapsed()})`.slice(0, columns() - 1)}\n`);
+      if (isTTY)
+        stream.write(`\r\x1b[K${`✔ ${current.text}: ${text} (${elapsed()})`.slice(0, columns() - 1)}\n`);
       else stream.write(`  -> ${text} (${elapsed()})\n`);
       current = undefined;
     },

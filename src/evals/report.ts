@@ -8,7 +8,14 @@ import { rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { formatDuration } from './progress.js';
 import type { Interval } from './stats.js';
-import type { EvalSummary, KValue, RateComparison, RateSummary, SummaryComparison } from './summary.js';
+import type {
+  EvalSummary,
+  KValue,
+  RateComparison,
+  RateSummary,
+  SummaryComparison,
+  TaskSummary,
+} from './summary.js';
 import { TRIAL_CATEGORIES, type TrialCategory } from './types.js';
 
 export interface ReportFiles {
@@ -17,6 +24,24 @@ export interface ReportFiles {
   html: string;
   /** Written only when a comparison is given. */
   comparisonJson?: string;
+}
+
+/** One task's row, the same in report.md and report.html. */
+function taskCells(t: TaskSummary): string[] {
+  return [
+    t.taskId,
+    `${t.scored}/${t.planned}`,
+    String(t.passes),
+    formatPercent(t.passRate),
+    formatInterval(t.interval),
+    String(t.infrastructure),
+    formatNumber(t.turns.mean),
+    formatNumber(t.turns.median),
+    String(t.inputTokens.total),
+    String(t.outputTokens.total),
+    formatDuration(t.durationMs.mean),
+    t.flaky ? 'yes' : '',
+  ];
 }
 
 export async function writeReports(
@@ -185,20 +210,7 @@ export function renderMarkdown(summary: EvalSummary, comparison?: SummaryCompari
         'mean time',
         'flaky',
       ],
-      summary.tasks.map((t) => [
-        t.taskId,
-        `${t.scored}/${t.planned}`,
-        String(t.passes),
-        formatPercent(t.passRate),
-        formatInterval(t.interval),
-        String(t.infrastructure),
-        formatNumber(t.turns.mean),
-        formatNumber(t.turns.median),
-        String(t.inputTokens.total),
-        String(t.outputTokens.total),
-        formatDuration(t.durationMs.mean),
-        t.flaky ? 'yes' : '',
-      ]),
+      summary.tasks.map(taskCells),
     ),
     '',
   );
@@ -517,22 +529,7 @@ export function renderHtml(summary: EvalSummary, comparison?: SummaryComparison)
         'mean time',
         'flaky',
       ],
-      summary.tasks.map((t) => ({
-        cells: [
-          t.taskId,
-          `${t.scored}/${t.planned}`,
-          String(t.passes),
-          formatPercent(t.passRate),
-          formatInterval(t.interval),
-          String(t.infrastructure),
-          formatNumber(t.turns.mean),
-          formatNumber(t.turns.median),
-          String(t.inputTokens.total),
-          String(t.outputTokens.total),
-          formatDuration(t.durationMs.mean),
-          t.flaky ? 'yes' : '',
-        ],
-      })),
+      summary.tasks.map((t) => ({ cells: taskCells(t) })),
     ),
     '<h2>pass@k and pass^k per task</h2>',
     htmlTable(

@@ -1,12 +1,7 @@
 import type Anthropic from '@anthropic-ai/sdk';
-import { HarnessError, Interrupted, ModelError, errorMessage } from '../../errors.js';
-import {
-  modelErrorFromHttp,
-  retryAfterFromHeaders,
-  withRetry,
-  type RetryInfo,
-  type RetryPolicy,
-} from '../retry.js';
+import { sdkErrorToHarness } from '../sdk-errors.js';
+import { HarnessError, Interrupted, ModelError } from '../../errors.js';
+import { withRetry, type RetryInfo, type RetryPolicy } from '../retry.js';
 import { estimateRequestTokens } from '../tokens.js';
 import type { Completion, CompletionRequest, ModelProvider } from '../types.js';
 import {
@@ -96,28 +91,6 @@ class AnthropicProvider implements ModelProvider {
   }
 
   private toError(error: unknown): HarnessError {
-    if (error instanceof HarnessError) return error;
-    if (error instanceof this.sdk.APIUserAbortError)
-      return new Interrupted('model call interrupted', { cause: error });
-    if (error instanceof this.sdk.APIConnectionError) {
-      return modelErrorFromHttp({
-        provider: 'anthropic',
-        connection: true,
-        message: error.message,
-        cause: error,
-      });
-    }
-    if (error instanceof this.sdk.APIError && typeof error.status === 'number') {
-      const headers = error.headers as Headers | undefined;
-      const retryAfterMs = headers ? retryAfterFromHeaders((name) => headers.get(name)) : undefined;
-      return modelErrorFromHttp({
-        provider: 'anthropic',
-        status: error.status,
-        message: error.apiMessage ?? error.message,
-        ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
-        cause: error,
-      });
-    }
-    return new ModelError(`anthropic client failed: ${errorMessage(error)}`, false, { cause: error });
+    return sdkErrorToHarness(error, this.sdk, 'anthropic');
   }
 }

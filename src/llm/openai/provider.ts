@@ -1,12 +1,7 @@
 import type OpenAI from 'openai';
-import { HarnessError, Interrupted, ModelError, errorMessage } from '../../errors.js';
-import {
-  modelErrorFromHttp,
-  retryAfterFromHeaders,
-  withRetry,
-  type RetryInfo,
-  type RetryPolicy,
-} from '../retry.js';
+import { sdkErrorToHarness } from '../sdk-errors.js';
+import { HarnessError, ModelError } from '../../errors.js';
+import { withRetry, type RetryInfo, type RetryPolicy } from '../retry.js';
 import { estimateRequestTokens } from '../tokens.js';
 import type { Completion, CompletionRequest, ModelProvider } from '../types.js';
 import { fromOpenAIResponse, toOpenAIRequest } from './mapping.js';
@@ -99,28 +94,6 @@ class OpenAIProvider implements ModelProvider {
   }
 
   private toError(error: unknown): HarnessError {
-    if (error instanceof HarnessError) return error;
-    if (error instanceof this.sdk.APIUserAbortError)
-      return new Interrupted('model call interrupted', { cause: error });
-    if (error instanceof this.sdk.APIConnectionError) {
-      return modelErrorFromHttp({
-        provider: 'openai',
-        connection: true,
-        message: error.message,
-        cause: error,
-      });
-    }
-    if (error instanceof this.sdk.APIError && typeof error.status === 'number') {
-      const headers = error.headers as Headers | undefined;
-      const retryAfterMs = headers ? retryAfterFromHeaders((name) => headers.get(name)) : undefined;
-      return modelErrorFromHttp({
-        provider: 'openai',
-        status: error.status,
-        message: error.message,
-        ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
-        cause: error,
-      });
-    }
-    return new ModelError(`openai client failed: ${errorMessage(error)}`, false, { cause: error });
+    return sdkErrorToHarness(error, this.sdk, 'openai');
   }
 }

@@ -6,7 +6,8 @@ import { hostname } from 'node:os';
 import type { DockerEngine } from './engine.js';
 import { KEPT_NAME_PREFIX, LABEL } from './labels.js';
 
-function processAlive(pid: number): boolean {
+/** Whether a process with this pid exists on this host (EPERM: it exists, owned by someone else). */
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

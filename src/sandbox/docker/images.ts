@@ -4,6 +4,7 @@
  * image without a build.
  */
 import { existsSync, readFileSync } from 'node:fs';
+import { processAlive } from './gc.js';
 import { lstat, mkdir, open, readFile, rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -470,15 +471,6 @@ async function withFileLock<T>(name: string, say: (line: string) => void, fn: ()
     return await fn();
   } finally {
     await rm(path, { force: true });
-  }
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 
