@@ -38,12 +38,27 @@ const HOST_GRACE_MS = 5_000;
 const BASE_ENV = ['HOME=/home/sandbox', 'LANG=C.UTF-8', 'SANDBOX_HARNESS=1'];
 
 /**
- * `timeout` makes itself a process-group leader, so its pid (written first) names the
- * whole tree, background children included, for the host's kill on deadline or Ctrl-C.
+ * Runs `$3` under `timeout` with its output relayed through fifos. `timeout` makes itself
+ * a process-group leader, so its pid (saved in the exec's folder) names the whole tree,
+ * background children included, for the host's kill on deadline or Ctrl-C. The relay is
+ * there because a background child that keeps the exec's own stdout open makes the daemon
+ * stall the container's next exec for seconds; with fifos, once the command has exited
+ * the relays drain what is left and are stopped, so the exec's streams always close.
  */
-const EXEC_WRAPPER =
-  'echo $$ > "/tmp/.sandbox-harness-exec-$1" 2>/dev/null; exec timeout -k ' +
-  `${KILL_GRACE_SEC} "$2" /bin/sh -c "$3"`;
+const EXEC_WRAPPER = [
+  'd="/tmp/.sandbox-harness-exec-$1"',
+  'mkdir -m 700 "$d" && mkfifo "$d/out" "$d/err" || { echo "sandbox-harness: cannot create $d (is /tmp full?)" >&2; exit 125; }',
+  'cat "$d/out" & o=$!',
+  'cat "$d/err" >&2 & e=$!',
+  `timeout -k ${KILL_GRACE_SEC} "$2" /bin/sh -c "$3" >"$d/out" 2>"$d/err" </dev/null & t=$!`,
+  'echo "$t" > "$d/pid"',
+  'wait "$t"; rc=$?',
+  '( sleep 0.3; kill "$o" "$e" ) >/dev/null 2>&1 & k=$!',
+  'wait "$o" "$e" 2>/dev/null',
+  'kill "$k" 2>/dev/null',
+  'rm -rf "$d"',
+  'exit "$rc"',
+].join('\n');
 
 export function toWorkspacePath(path: string): string {
   const absolute = posix.isAbsolute(path) ? posix.normalize(path) : posix.join(WORKSPACE, path);
@@ -150,9 +165,9 @@ export class DockerSandbox implements Sandbox {
   }
 
   private async killExecTree(token: string): Promise<void> {
-    const pidFile = `/tmp/.sandbox-harness-exec-${token}`;
+    const pidFile = `/tmp/.sandbox-harness-exec-${token}/pid`;
     // dash's kill takes no `--`; a negative pid right after the signal names the group.
-    const script = `p=$(cat ${pidFile} 2>/dev/null); if [ -n "$p" ]; then kill -KILL -"$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; fi; rm -f ${pidFile}; true`;
+    const script = `p=$(cat ${pidFile} 2>/dev/null); if [ -n "$p" ]; then kill -KILL -"$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; fi; true`;
     try {
       const killer = await this.engine.startExec(this.id, {
         cmd: ['/bin/sh', '-c', script],
