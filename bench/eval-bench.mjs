@@ -52,8 +52,11 @@ import { median, quantile, round1 } from './stats.mjs';
 async function prepareCopy(packageRoot, parent, log) {
   const skip = (/** @type {string} */ source) => !source.split(/[\\/]/).includes('.sandbox-harness');
   const example = join(parent, 'shipping-service');
-  await cp(join(packageRoot, 'examples', 'shipping-service'), example, { recursive: true, filter: skip });
-  await cp(join(packageRoot, 'examples', 'evals'), join(parent, 'evals'), { recursive: true, filter: skip });
+  // verbatimSymlinks: node_modules/.bin links stay relative; resolved to absolute paths they
+  // would point outside the repo, and the image build (rightly) leaves such links out.
+  const copy = { recursive: true, filter: skip, verbatimSymlinks: true };
+  await cp(join(packageRoot, 'examples', 'shipping-service'), example, copy);
+  await cp(join(packageRoot, 'examples', 'evals'), join(parent, 'evals'), copy);
   const repo = join(example, 'repo');
   const installed = await stat(join(repo, 'node_modules', 'typescript')).then(
     () => true,
@@ -78,18 +81,26 @@ async function readJsonl(file) {
 }
 
 /**
- * Seconds of every `=== exit N ... after X.Xs` line of a test-output file, in ms.
+ * A test layer that "exited 137" in under a second without printing anything: the
+ * harness's exec gave up on a command the daemon had not started yet (its exec inspect
+ * said not running, no exit code), not a real test result. Counted so a skewed run shows.
+ */
+const PHANTOM_EXIT = /^=== layer [^\n]*\n=== exit 137 after 0\.\ds$/gm;
+
+/**
+ * Milliseconds of every `=== exit N ... after X.Xs` line of a test-output file, and how
+ * many of its layers look like a phantom exit.
  *
  * @param {string} file
  */
-async function testSecondsIn(file) {
+async function testTimeIn(file) {
   const text = await readFile(file, 'utf8').catch(() => undefined);
-  if (text === undefined) return undefined;
-  let total = 0;
+  if (text === undefined) return { ms: 0, phantomExits: 0 };
+  let ms = 0;
   for (const match of text.matchAll(/^=== exit -?\d+(?: \(timed out\))? after (\d+(?:\.\d+)?)s$/gm)) {
-    total += Number(match[1]) * 1000;
+    ms += Number(match[1]) * 1000;
   }
-  return total;
+  return { ms, phantomExits: [...text.matchAll(PHANTOM_EXIT)].length };
 }
 
 /**
@@ -107,11 +118,13 @@ async function analyseTrial(outDir, result) {
   const at = (/** @type {HarnessEvent | undefined} */ e) => (e ? Date.parse(e.time) : undefined);
 
   const baselineTestMs = record.baseline?.durationMs ?? 0;
+  let phantomExits = (await testTimeIn(join(dir, 'baseline-test-output.txt'))).phantomExits;
   /** @type {Record<number, number>} */
   const verifyTestMsByAttempt = {};
   for (const attempt of record.attempts ?? []) {
-    const ms = await testSecondsIn(join(dir, 'attempts', String(attempt.n), 'test-output.txt'));
-    verifyTestMsByAttempt[attempt.n] = ms ?? 0;
+    const verify = await testTimeIn(join(dir, 'attempts', String(attempt.n), 'test-output.txt'));
+    verifyTestMsByAttempt[attempt.n] = verify.ms;
+    phantomExits += verify.phantomExits;
   }
   const verifyTestMs = Object.values(verifyTestMsByAttempt).reduce((a, b) => a + b, 0);
   const sum = (/** @type {HarnessEvent[]} */ list) => list.reduce((a, e) => a + (e.durationMs ?? 0), 0);
@@ -169,15 +182,50 @@ async function analyseTrial(outDir, result) {
     agentCommandMs,
     overheadMs,
     overheadShare: trialMs > 0 ? Math.round((overheadMs / trialMs) * 1000) / 1000 : null,
+    phantomExits,
     phases,
   };
 }
 
-/** @param {number[]} values */
-const dist = (values) =>
+/**
+ * The suite's `fixes-threshold` task replays a session that fixes the bug, so it should pass
+ * every trial; if it does not, the set-up is broken (e.g. the example's dependencies did
+ * not reach the image) and the timings would describe a different workload.
+ *
+ * @param {string} outDir
+ * @param {TrialResult[]} results
+ */
+async function checkSane(outDir, results) {
+  const task = results.filter((r) => r.taskId === 'fixes-threshold');
+  const broken = task[0];
+  // One failed trial can be a flake (see PHANTOM_EXIT); none passing is a broken set-up.
+  if (!broken || task.some((r) => r.outcome === 'passed')) return;
+  let tail = '';
+  if (broken.runId) {
+    const runDir = join(outDir, 'runs', broken.runId);
+    const output =
+      (await readFile(join(runDir, 'attempts', '1', 'test-output.txt'), 'utf8').catch(() => undefined)) ??
+      (await readFile(join(runDir, 'baseline-test-output.txt'), 'utf8').catch(() => ''));
+    tail = output.trim().split('\n').slice(-8).join('\n');
+  }
+  throw new Error(
+    `the example task fixes-threshold should pass but no trial did (trial ${broken.trial} ended ${broken.category}` +
+      `${broken.error ? `: ${broken.error}` : ''}); the eval set-up is broken, so no eval timings were kept.` +
+      `${tail ? `\nlast test output:\n${tail}` : ''}\n(rerun with --keep-temp to keep the eval folder)`,
+  );
+}
+
+/**
+ * @param {number[]} values
+ * @param {(value: number) => number} [round] default: to 0.1 (milliseconds)
+ */
+const dist = (values, round = round1) =>
   values.length === 0
     ? null
-    : { n: values.length, median: round1(median(values)), p90: round1(quantile(values, 0.9)) };
+    : { n: values.length, median: round(median(values)), p90: round(quantile(values, 0.9)) };
+
+/** Shares keep three decimals (0.259 = 25.9%). */
+const round3 = (/** @type {number} */ value) => Math.round(value * 1000) / 1000;
 
 /**
  * @param {string} cli path of dist/main.js
@@ -201,6 +249,7 @@ async function runSuite(cli, cwd, suite, outDir, n, concurrency) {
   const report = JSON.parse(result.stdout);
   /** @type {TrialResult[]} */
   const results = await readJsonl(join(outDir, 'results.jsonl'));
+  await checkSane(outDir, results);
   const trials = [];
   for (const r of results) trials.push(await analyseTrial(outDir, r));
   const wallTimeMs = report.summary.wallTimeMs;
@@ -232,7 +281,11 @@ async function runSuite(cli, cwd, suite, outDir, n, concurrency) {
     modelMs: dist(measured.map((t) => t.modelMs ?? 0)),
     agentCommandMs: dist(measured.map((t) => t.agentCommandMs ?? 0)),
     overheadMs: dist(measured.map((t) => t.overheadMs ?? 0)),
-    overheadShare: dist(measured.map((t) => t.overheadShare ?? 0)),
+    overheadShare: dist(
+      measured.map((t) => t.overheadShare ?? 0),
+      round3,
+    ),
+    phantomTestExits: measured.reduce((a, t) => a + (t.phantomExits ?? 0), 0),
     overheadShareOfAllTrialTime:
       totalTrialMs > 0 ? Math.round((totalOverheadMs / totalTrialMs) * 1000) / 1000 : null,
     phaseOverheadMs: phaseOverhead,
@@ -258,6 +311,11 @@ export async function benchEval(o) {
       o.log(
         `  concurrency ${concurrency}: ${r.trials} trials in ${(r.wallTimeMs / 1000).toFixed(1)} s, ${r.trialsPerMinute} trials/min`,
       );
+      if (r.phantomTestExits > 0) {
+        o.log(
+          `  warning: ${r.phantomTestExits} test run(s) "exited 137" in under a second with no output: the harness gave up on an exec the daemon had not started yet; those trials' outcomes and times are off`,
+        );
+      }
       runs.push(r);
     }
     const [c1, c2] = runs;

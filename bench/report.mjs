@@ -129,7 +129,7 @@ export function formatTables(results) {
     const pair = (f) => [c1 ? f(c1) : '-', c2 ? f(c2) : '-'];
     const rate = (f) => (c1 && c2 && f(c1) ? `${(Number(f(c2)) / Number(f(c1))).toFixed(2)}x` : '');
     const pct = (/** @type {number | null | undefined} */ v) =>
-      v === null || v === undefined ? '-' : `${Math.round(v * 100)}%`;
+      v === null || v === undefined ? '-' : `${(v * 100).toFixed(1)}%`;
     rows.push(['trials', ...pair((r) => String(r.trials)), '']);
     rows.push(['eval wall time', ...pair((r) => ms(r.wallTimeMs)), rate((r) => r.wallTimeMs)]);
     rows.push([
@@ -155,6 +155,16 @@ export function formatTables(results) {
       rate((r) => r.overheadMs?.median),
     ]);
     rows.push(['overhead share of trial time, median', ...pair((r) => pct(r.overheadShare?.median)), '']);
+    rows.push([
+      'overhead share of all trial time together',
+      ...pair((r) => pct(r.overheadShareOfAllTrialTime)),
+      '',
+    ]);
+    rows.push([
+      'phantom test exits (137 in < 1 s, no output)',
+      ...pair((r) => String(r.phantomTestExits ?? 0)),
+      '',
+    ]);
     for (const phase of ['prepare', 'baseline', 'agent', 'changeAndVerify', 'finish']) {
       rows.push([
         `  overhead in ${phase}, median`,

@@ -28,7 +28,7 @@
  *
  * Exit codes: 0 done, 1 a benchmark failed, 3 Docker is not usable, 130 interrupted.
  */
-import { cpus, release, totalmem } from 'node:os';
+import { cpus, loadavg, release, totalmem } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { stat } from 'node:fs/promises';
@@ -136,6 +136,12 @@ async function main() {
   const dockerInfo = await checkDocker(engine);
   const started = new Date();
   const git = gitInfo(PACKAGE_ROOT);
+  // Noise indicators: the machine may be shared (other containers, other builds).
+  const load = async () => ({
+    loadAverage1m: Math.round((loadavg()[0] ?? 0) * 100) / 100,
+    runningContainers: (await run('docker', ['ps', '-q'])).stdout.split('\n').filter(Boolean).length,
+  });
+  const loadAtStart = await load();
   log(
     `bench: ${options.reps} repetitions after ${options.warmup} warm-up(s)${options.skipEval ? ', eval skipped' : `, eval -n ${options.evalN}`}; git ${git.sha}${git.dirty ? ' (dirty tree)' : ''}`,
   );
@@ -183,6 +189,8 @@ async function main() {
       kernel: release(),
       node: process.version,
       docker: dockerInfo,
+      atStart: loadAtStart,
+      atEnd: await load(),
     },
     sandbox,
     ...(evalResult ? { eval: evalResult } : {}),

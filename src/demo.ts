@@ -58,6 +58,8 @@ export async function prepareExampleCopy(
     'shipping-service',
   );
   await cp(EXAMPLE_DIR, root, {
+    // Keep symlinks as they are (node_modules/.bin): resolved absolute ones would leave the repo.
+    verbatimSymlinks: true,
     recursive: true,
     filter: (source) =>
       !source.includes(`${join('repo', 'node_modules')}`) && !source.includes('.sandbox-harness'),

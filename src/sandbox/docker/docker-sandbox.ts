@@ -117,16 +117,22 @@ export class DockerSandbox implements Sandbox {
 
     // The stream alone cannot tell us the command ended: a background child holding
     // stdout keeps it open. So the daemon's exec state decides, polled gently.
+    let streamDone = false;
+    void running.streamEnded.then(() => {
+      streamDone = true;
+    });
     const waitForExit = async (): Promise<'exited' | 'deadline'> => {
       let interval = 20;
       while (!finished) {
         const state = await running.inspect();
-        if (!state.running) {
+        // Right after the start, under load, the daemon can report an exec as not running
+        // with no exit code: it has not started yet. Only an exit code means it ended.
+        if (!state.running && state.exitCode !== null) {
           exit.code = state.exitCode;
           return 'exited';
         }
         if (Date.now() >= deadline) return 'deadline';
-        await Promise.race([sleep(interval), running.streamEnded]);
+        await (streamDone ? sleep(interval) : Promise.race([sleep(interval), running.streamEnded]));
         interval = Math.min(interval * 2, 250);
       }
       return 'exited';
