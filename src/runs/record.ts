@@ -3,9 +3,9 @@
  * `.sandbox-harness/runs/<run-id>/`. Ids sort by time. Files are written atomically
  * (temp + rename) so a crash or a second Ctrl-C never leaves half a `run.json`.
  */
-import { mkdir, readdir, readFile, rename, appendFile, open } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, appendFile, open, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { UsageError } from '../errors.js';
 
 export const HARNESS_DIR = '.sandbox-harness';
@@ -97,6 +97,11 @@ export class RunDir {
   static async create(runsDir: string, id = newRunId()): Promise<RunDir> {
     const dir = join(runsDir, id);
     await mkdir(join(dir, 'attempts'), { recursive: true });
+    // Run records live in the user's repo; a `*` .gitignore at the top of our folder keeps
+    // them out of `git status` without touching the repo's own .gitignore.
+    if (basename(dirname(runsDir)) === HARNESS_DIR) {
+      await writeFile(join(dirname(runsDir), '.gitignore'), '*\n', { flag: 'wx' }).catch(() => undefined);
+    }
     return new RunDir(dir, id);
   }
 

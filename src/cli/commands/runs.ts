@@ -1,6 +1,7 @@
 /** `runs`, `inspect`, `logs`, `rerun-tests`: reading run records and the containers they kept. */
 import { resolve, join } from 'node:path';
-import { readdir } from 'node:fs/promises';
+import { readdir, stat } from 'node:fs/promises';
+import { findCatalog } from './fix.js';
 import { UsageError } from '../../errors.js';
 import {
   listRuns,
@@ -26,7 +27,22 @@ export interface RunsLocation {
 export async function runsDirOf(ctx: CliContext, where: RunsLocation): Promise<string> {
   if (where.runsDir) return resolve(ctx.cwd, where.runsDir);
   if (where.catalog) return runsDirFor((await loadCatalog(where.catalog, { cwd: ctx.cwd })).repoDir);
-  return runsDirFor(resolve(ctx.cwd, where.repo ?? '.'));
+  if (where.repo) return runsDirFor(resolve(ctx.cwd, where.repo));
+  const here = runsDirFor(ctx.cwd);
+  if (
+    await stat(here).then(
+      () => true,
+      () => false,
+    )
+  )
+    return here;
+  // From a folder of catalogs, `fix` wrote into the service repo: look where it did.
+  const catalog = await findCatalog(ctx, undefined).catch(() => undefined);
+  if (catalog) {
+    const loaded = await loadCatalog(catalog, { cwd: ctx.cwd }).catch(() => undefined);
+    if (loaded) return runsDirFor(loaded.repoDir);
+  }
+  return here;
 }
 
 function summaryRow(record: RunRecord) {

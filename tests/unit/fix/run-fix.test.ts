@@ -125,6 +125,9 @@ describe('runFix with fakes', () => {
       'FREE_SHIPPING_THRESHOLD = 39;',
     );
     expect(h.created.map((c) => c.spec.role)).toEqual(['baseline', 'attempt-1', 'verify-1']);
+    // The run record is in the repo, kept out of git status by its own .gitignore.
+    expect(result.runDir.startsWith(join(h.repo, '.sandbox-harness', 'runs'))).toBe(true);
+    expect(await readFile(join(h.repo, '.sandbox-harness', '.gitignore'), 'utf8')).toBe('*\n');
     for (const c of h.created) expect(c.sandbox.disposed).toEqual({ keep: false });
     // The catalog is injected read-only into every sandbox, and named by SERVICE_CATALOG.
     for (const c of h.created) {
