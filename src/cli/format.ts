@@ -1,3 +1,5 @@
+import { relative } from 'node:path';
+
 /** Small text helpers for human output. */
 export function formatDuration(ms: number): string {
   if (ms < 1000) return `${ms}ms`;
@@ -27,4 +29,10 @@ export function parseAge(text: string): number | undefined {
   if (!match) return undefined;
   const unit = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2] as 's' | 'm' | 'h' | 'd'];
   return Number(match[1]) * unit;
+}
+
+/** Relative when it is below the working directory, else absolute: `../../tmp/x` helps nobody. */
+export function shortPath(cwd: string, path: string): string {
+  const rel = relative(cwd, path);
+  return rel === '' ? '.' : rel.startsWith('..') ? path : rel;
 }

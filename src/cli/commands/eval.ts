@@ -1,7 +1,7 @@
 import { readFile, mkdir } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { relative, resolve, join } from 'node:path';
-import { UsageError, ConfigError } from '../../errors.js';
+import { UsageError, ConfigError, EXIT_CODES } from '../../errors.js';
 import { loadSuite } from '../../evals/suite.js';
 import { runEval } from '../../evals/runner.js';
 import { summarize, compareSummaries, readHarnessVersion, type EvalSummary } from '../../evals/summary.js';
@@ -13,6 +13,7 @@ import { loadCatalog } from '../../catalog/load.js';
 import { JsonlEventSink } from '../../agent/events.js';
 import type { KeepPolicy } from '../../fix/run-fix.js';
 import { print, printJson, note, type CliContext } from '../context.js';
+import { shortPath } from '../format.js';
 
 export interface EvalCommandOptions {
   n?: string;
@@ -148,14 +149,14 @@ export async function evalCommand(
     }
     print(
       ctx,
-      `reports: ${relative(ctx.cwd, files.html)}  ${relative(ctx.cwd, files.markdown)}  ${relative(ctx.cwd, files.summaryJson)}`,
+      `reports: ${shortPath(ctx.cwd, files.html)}  ${shortPath(ctx.cwd, files.markdown)}  ${shortPath(ctx.cwd, files.summaryJson)}`,
     );
     print(
       ctx,
-      `results: ${relative(ctx.cwd, join(outDir, 'results.jsonl'))}${run.interrupted ? `  (resume with: sandbox-harness eval ${suiteFile} --out ${relative(ctx.cwd, outDir)} --resume)` : ''}`,
+      `results: ${shortPath(ctx.cwd, join(outDir, 'results.jsonl'))}${run.interrupted ? `  (resume with: sandbox-harness eval ${suiteFile} --out ${shortPath(ctx.cwd, outDir)} --resume)` : ''}`,
     );
   }
-  if (run.interrupted) return 130;
+  if (run.interrupted) return EXIT_CODES.interrupted;
   const regression = comparison?.tasks.some((t) => t.regression) ?? false;
-  return regression ? 1 : 0;
+  return regression ? EXIT_CODES.taskFailed : EXIT_CODES.ok;
 }

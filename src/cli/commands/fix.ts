@@ -6,7 +6,7 @@ import { dockerFixDeps } from '../../fix/docker-deps.js';
 import { silentProgress } from '../../fix/progress.js';
 import { terminalProgress } from '../progress-line.js';
 import { print, printJson, type CliContext } from '../context.js';
-import { formatDuration } from '../format.js';
+import { formatDuration, shortPath } from '../format.js';
 
 export interface FixCommandOptions {
   catalog?: string;
@@ -87,12 +87,6 @@ export function fixSummaryJson(result: FixResult) {
       ? { code: result.error.code, message: result.error.message, hint: result.error.hint }
       : undefined,
   };
-}
-
-/** Relative when it is below the working directory, else absolute: `../../tmp/x` helps nobody. */
-function shortPath(cwd: string, path: string): string {
-  const rel = relative(cwd, path);
-  return rel === '' ? '.' : rel.startsWith('..') ? path : rel;
 }
 
 export async function fixCommand(
