@@ -343,6 +343,12 @@ export async function runFix(options: FixOptions, deps: FixDeps): Promise<FixRes
     const baselineBox = await create('baseline');
     const baseline = await runTestLayers(baselineBox, layers, { timeoutMs: testTimeoutMs, signal });
     await run.writeFile('baseline-test-output.txt', formatTestRun(baseline));
+    events.emit({
+      kind: 'baseline',
+      status: baseline.passed ? 'passing' : 'failing',
+      durationMs: baseline.durationMs,
+      exitCode: baseline.failingLayer?.exitCode ?? 0,
+    });
     await disposeNow(baselineBox);
     record.baseline = {
       failing: !baseline.passed,
@@ -452,6 +458,14 @@ export async function runFix(options: FixOptions, deps: FixDeps): Promise<FixRes
       const patch = changeSetPatch(changeSet);
       if (patch) await run.writeFile(`attempts/${n}/patch.diff`, patch);
       const gate = gateChangeSet(changeSet);
+      events.emit({
+        kind: 'gate',
+        attempt: n,
+        status: gate.ok ? 'allowed' : 'rejected',
+        message: gate.ok
+          ? `${changeSet.entries.length} changed file(s)`
+          : gate.offending.map((o) => `${o.path}: ${o.why}`).join('; '),
+      });
       const finishAttempt = (verdict: AttemptVerdict, nextFeedback?: string) => {
         attempt.verdict = verdict;
         attempt.durationMs = Date.now() - attemptStarted;
@@ -496,6 +510,14 @@ export async function runFix(options: FixOptions, deps: FixDeps): Promise<FixRes
         onLayer: (layer) => progress.detail(`attempt ${n}: verifying (${layer.name}: ${layer.command})`),
       });
       await run.writeFile(`attempts/${n}/test-output.txt`, formatTestRun(verification));
+      events.emit({
+        kind: 'verify',
+        attempt: n,
+        status: verification.passed ? 'passed' : 'failed',
+        durationMs: verification.durationMs,
+        exitCode: verification.failingLayer?.exitCode ?? 0,
+        ...(verification.failingLayer ? { message: `failing layer ${verification.failingLayer.name}` } : {}),
+      });
       if (verification.passed) {
         progress.end(`verified: ${changeSet.entries.length} file(s), tests pass in a fresh sandbox`);
         finishAttempt('passed');

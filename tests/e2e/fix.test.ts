@@ -202,6 +202,37 @@ describe('fix end to end (real Docker, replayed model)', () => {
     expect(running).toEqual([]);
   });
 
+  it('(e) a second Ctrl-C exits at once, still without touching the repo', async () => {
+    const copy = await prepareExampleCopy();
+    const hash = treeHash(copy.repo);
+    const { child, done } = startCli(
+      ['fix', 'OPS-412', '--catalog', copy.catalog, '--cassette', join(CASSETTES, 'sleeps.json')],
+      { cwd: copy.root },
+    );
+    const runsDir = join(copy.repo, '.sandbox-harness', 'runs');
+    const deadline = Date.now() + 240_000;
+    for (;;) {
+      if (Date.now() > deadline) throw new Error('the attempt never started');
+      const runs = await readdir(runsDir).catch(() => [] as string[]);
+      const events = runs[0]
+        ? await readFile(join(runsDir, runs[0], 'events.jsonl'), 'utf8').catch(() => '')
+        : '';
+      if (events.includes('"model_call"')) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    child.kill('SIGINT');
+    await new Promise((r) => setTimeout(r, 100));
+    const second = Date.now();
+    child.kill('SIGINT');
+    const result = await done;
+    expect(result.code).toBe(130);
+    expect(Date.now() - second).toBeLessThan(5000);
+    expect(result.stderr).toMatch(/second interrupt/);
+    expect(treeHash(copy.repo)).toBe(hash);
+    // What the dead process left running is reaped by the next run's start-up.
+    await runCli(['gc']);
+  });
+
   describe('(f) bad input: a clear error, exit 2 or 3, nothing written into the repo', () => {
     let copy: ExampleCopy;
     let hash: string;
