@@ -41,9 +41,9 @@ export interface RateSummary {
   interval: Interval;
 }
 
-export interface TaskSummary extends RateSummary {
-  taskId: string;
-  /** Trials the eval asked for (n). */
+/** What task and overall summaries both report. */
+interface TrialCounts extends RateSummary {
+  /** Trials the eval asked for (n per task). */
   planned: number;
   /** Trials with a result, scored or not. */
   recorded: number;
@@ -52,28 +52,26 @@ export interface TaskSummary extends RateSummary {
   interrupted: number;
   /** Trials whose first try hit an infrastructure failure and were run once more. */
   infraRetried: number;
-  /** k = 1..n. */
-  passAtK: KValue[];
-  passHatK: KValue[];
   turns: Distribution;
   inputTokens: Distribution;
   outputTokens: Distribution;
   durationMs: Distribution;
   categories: CategoryCounts;
+}
+
+export interface TaskSummary extends TrialCounts {
+  taskId: string;
+  /** k = 1..n. */
+  passAtK: KValue[];
+  passHatK: KValue[];
   /** Some scored trials passed and some failed. */
   flaky: boolean;
   imageIds: string[];
   catalogHashes: string[];
 }
 
-export interface OverallSummary extends RateSummary {
+export interface OverallSummary extends TrialCounts {
   tasks: number;
-  planned: number;
-  recorded: number;
-  failures: number;
-  infrastructure: number;
-  interrupted: number;
-  infraRetried: number;
   /**
    * Mean over tasks of each task's pass@k (Chen et al. average per problem). Tasks with
    * nothing scored are left out; `null` when some other task has fewer than k scored trials,
@@ -81,11 +79,6 @@ export interface OverallSummary extends RateSummary {
    */
   passAtK: KValue[];
   passHatK: KValue[];
-  turns: Distribution;
-  inputTokens: Distribution;
-  outputTokens: Distribution;
-  durationMs: Distribution;
-  categories: CategoryCounts;
   flakyTasks: string[];
 }
 
