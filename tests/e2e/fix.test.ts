@@ -220,8 +220,10 @@ describe('fix end to end (real Docker, replayed model)', () => {
       if (events.includes('"model_call"')) break;
       await new Promise((r) => setTimeout(r, 250));
     }
+    // The second press comes while the first one's clean-up (killing the command, stopping
+    // containers: several daemon round trips) is still under way.
     child.kill('SIGINT');
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 5));
     const second = Date.now();
     child.kill('SIGINT');
     const result = await done;
