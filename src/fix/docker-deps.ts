@@ -31,6 +31,7 @@ async function repoImage(request: ImageRequest): Promise<RepoImage> {
     rebuild: request.rebuild,
     onProgress: request.onProgress,
     logFile: request.logFile,
+    ...(request.signal ? { signal: request.signal } : {}),
   });
   return { tag: built.tag, imageId: built.imageId, reused: built.reused, snapshot: built.snapshot };
 }

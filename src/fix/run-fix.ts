@@ -74,6 +74,7 @@ export interface ImageRequest {
   rebuild: boolean;
   logFile: string;
   onProgress: (line: string) => void;
+  signal?: AbortSignal;
 }
 
 export interface FixDeps {
@@ -316,6 +317,7 @@ export async function runFix(options: FixOptions, deps: FixDeps): Promise<FixRes
       rebuild: options.rebuild,
       logFile: run.path('image-build.log'),
       onProgress: (line) => progress.detail(line.slice(0, 120)),
+      signal,
     });
     record.image = { tag: image.tag, id: image.imageId, reused: image.reused };
     progress.end(`${image.tag}${image.reused ? ' (cached)' : ' (built)'}`);

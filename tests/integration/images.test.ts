@@ -176,6 +176,40 @@ describe('repo images', () => {
     expect(stdout).not.toContain(marker);
   });
 
+  it('stops a running build when interrupted, without waiting for it and leaving no container', async () => {
+    const repo = await freshRepo();
+    const marker = `slow-${randomBytes(4).toString('hex')}`;
+    await writeFile(
+      join(repo, 'Dockerfile.sandbox'),
+      ['ARG BASE_IMAGE', 'FROM ${BASE_IMAGE}', `RUN echo ${marker} && sleep 120`, ''].join('\n'),
+    );
+    const controller = new AbortController();
+    const lines: string[] = [];
+    const started = Date.now();
+    const pending = buildRepoImage({
+      repoDir: repo,
+      signal: controller.signal,
+      onProgress: (line) => {
+        lines.push(line);
+        if (line.includes(marker) && !line.includes('RUN')) controller.abort();
+      },
+    }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    const error = await pending;
+    expect(error).toMatchObject({ code: 'INTERRUPTED' });
+    expect(Date.now() - started).toBeLessThan(60_000);
+    // The daemon cancels the build when the request goes away; its container goes with it.
+    for (let i = 0; i < 20; i++) {
+      const { stdout } = await run('docker', ['ps', '-a', '--no-trunc', '--format', '{{.Command}}']);
+      if (!stdout.includes(marker)) break;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    const { stdout } = await run('docker', ['ps', '-a', '--no-trunc', '--format', '{{.Command}}']);
+    expect(stdout).not.toContain(marker);
+  });
+
   it('gives a short ImageError for a base image that does not exist', async () => {
     const repo = await freshRepo();
     const error = await buildRepoImage({ repoDir: repo, baseImage: 'sandbox-harness/no-such-base:404' }).then(

@@ -5,7 +5,7 @@
  */
 import Docker from 'dockerode';
 import type { Readable, Writable } from 'node:stream';
-import { ImageError, SandboxDead, SandboxUnavailable, HarnessError } from '../../errors.js';
+import { ImageError, Interrupted, SandboxDead, SandboxUnavailable, HarnessError } from '../../errors.js';
 
 export interface EngineInfo {
   serverVersion: string;
@@ -109,6 +109,8 @@ export interface BuildOptions {
   networkMode?: string;
   /** Ignore the layer cache (a forced rebuild must not just replay cached layers). */
   noCache?: boolean;
+  /** Ctrl-C: the request to the daemon is cancelled, which stops the build. */
+  signal?: AbortSignal;
 }
 
 type DaemonError = Error & {
@@ -586,11 +588,24 @@ export class DockerEngine {
         forcerm: true,
         networkmode: options.networkMode,
         nocache: options.noCache === true,
+        ...(options.signal ? { abortSignal: options.signal } : {}),
       })) as unknown as Readable;
     } catch (error) {
+      if (options.signal?.aborted)
+        throw new Interrupted(`building ${options.tag}: interrupted`, { cause: error });
       throw translateDaemonError(error, `building ${options.tag}`);
     }
-    await this.followJson(stream, options.onLine);
+    const stop = () => stream.destroy(new Interrupted(`building ${options.tag}: interrupted`));
+    options.signal?.addEventListener('abort', stop, { once: true });
+    try {
+      await this.followJson(stream, options.onLine);
+    } catch (error) {
+      if (options.signal?.aborted)
+        throw new Interrupted(`building ${options.tag}: interrupted`, { cause: error });
+      throw error;
+    } finally {
+      options.signal?.removeEventListener('abort', stop);
+    }
     const image = await this.inspectImage(options.tag);
     if (!image) throw new ImageError(`the build of ${options.tag} finished but the image is missing`);
     return image.id;

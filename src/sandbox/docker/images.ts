@@ -129,6 +129,7 @@ interface RunBuildOptions {
   log: LogFile;
   /** For the hint: which recipe failed (`/repo/Dockerfile.sandbox`, `images/node/Dockerfile`). */
   recipe: string;
+  signal?: AbortSignal;
 }
 
 async function runBuild(
@@ -146,6 +147,7 @@ async function runBuild(
       buildArgs: options.buildArgs,
       labels: options.labels,
       noCache: options.noCache,
+      ...(options.signal ? { signal: options.signal } : {}),
       onLine: (line) => {
         tracker.push(line);
         options.log.line(line);
@@ -153,6 +155,10 @@ async function runBuild(
       },
     });
   } catch (error) {
+    // Ctrl-C is not the recipe's fault, and the cut-off context is its consequence.
+    if (error instanceof Interrupted || options.signal?.aborted) {
+      throw error instanceof Interrupted ? error : new Interrupted(`building ${options.tag}: interrupted`);
+    }
     const tarError = await done.then(
       () => undefined,
       (e: unknown) => e,
@@ -493,6 +499,8 @@ export interface BuildRepoImageOptions {
   logFile?: string;
   /** More build-context exclusions, `.dockerignore` syntax. */
   extraExcludes?: string[];
+  /** Ctrl-C: stops the build. */
+  signal?: AbortSignal;
   engine?: DockerEngine;
 }
 
@@ -618,6 +626,7 @@ async function buildOrReuse(
       onLine: options.onProgress,
       log,
       recipe: options.dockerfile,
+      ...(options.signal ? { signal: options.signal } : {}),
     });
     return { ...common, imageId, reused: false, logFile: logPath };
   } finally {
