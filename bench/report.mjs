@@ -8,6 +8,9 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
 /** Read-only git queries: the commit the results belong to and whether the tree was dirty. */
+/** One table row: a label, the median and p90 of a measurement, and an optional ratio. */
+const row = (label, stats, ratio = '') => [label, ms(stats.medianMs), ms(stats.p90Ms), ratio];
+
 export function gitInfo(cwd) {
   const git = (/** @type {string[]} */ args) => {
     const r = spawnSync('git', ['--no-optional-locks', ...args], { cwd, encoding: 'utf8' });
@@ -58,62 +61,33 @@ export function formatTables(results) {
     out.push(
       ...table([
         ['operation', 'median', 'p90', 'ratio (median)'],
-        [
+        row(
           'sandbox create + first exec(`true`) (create-to-ready)',
-          ms(c.sandbox.medianMs),
-          ms(c.sandbox.p90Ms),
+          c.sandbox,
           times(c.ratio.median, 'docker run'),
-        ],
-        ['`docker run --rm <image> true` (CLI)', ms(c.dockerRun.medianMs), ms(c.dockerRun.p90Ms), '1.00x'],
-        [
-          '  of which sandbox create() only',
-          ms(c.sandboxCreateOnly.medianMs),
-          ms(c.sandboxCreateOnly.p90Ms),
-          '',
-        ],
-        [
-          '  sandbox dispose() (not in the time above)',
-          ms(c.sandboxDispose.medianMs),
-          ms(c.sandboxDispose.p90Ms),
-          '',
-        ],
-        [
-          '`sandbox.exec("true")` round trip',
-          ms(e.sandbox.medianMs),
-          ms(e.sandbox.p90Ms),
-          times(e.ratio.median, 'docker exec'),
-        ],
-        ['`docker exec <id> true` (CLI)', ms(e.dockerExecCli.medianMs), ms(e.dockerExecCli.p90Ms), '1.00x'],
-        [
+        ),
+        row('`docker run --rm <image> true` (CLI)', c.dockerRun, '1.00x'),
+        row('  of which sandbox create() only', c.sandboxCreateOnly),
+        row('  sandbox dispose() (not in the time above)', c.sandboxDispose),
+        row('`sandbox.exec("true")` round trip', e.sandbox, times(e.ratio.median, 'docker exec')),
+        row('`docker exec <id> true` (CLI)', e.dockerExecCli, '1.00x'),
+        row(
           'engine exec `true`, no wrapper/polling (diagnostic)',
-          ms(e.engineExec.medianMs),
-          ms(e.engineExec.p90Ms),
+          e.engineExec,
           times(e.engineExec.medianMs / e.dockerExecCli.medianMs, 'docker exec'),
-        ],
-        [
+        ),
+        row(
           `\`changes()\`, 1 changed of ${ch.image.workspaceFiles.toLocaleString('en-US')} files`,
-          ms(ch.sandbox.medianMs),
-          ms(ch.sandbox.p90Ms),
+          ch.sandbox,
           times(ch.ratio.median, 'archive pull'),
-        ],
-        [
-          `full \`/workspace\` archive pull, drained (${mb} MB)`,
-          ms(ch.archivePull.medianMs),
-          ms(ch.archivePull.p90Ms),
-          '1.00x',
-        ],
-        [
+        ),
+        row(`full \`/workspace\` archive pull, drained (${mb} MB)`, ch.archivePull, '1.00x'),
+        row(
           '`docker diff <id>` (CLI, diagnostic)',
-          ms(ch.dockerDiffCli.medianMs),
-          ms(ch.dockerDiffCli.p90Ms),
+          ch.dockerDiffCli,
           times(ch.dockerDiffCli.medianMs / ch.archivePull.medianMs, 'archive pull'),
-        ],
-        [
-          '`changes()` on the base image, nothing changed (diagnostic)',
-          ms(ch.baseImageChanges.medianMs),
-          ms(ch.baseImageChanges.p90Ms),
-          '',
-        ],
+        ),
+        row('`changes()` on the base image, nothing changed (diagnostic)', ch.baseImageChanges),
       ]),
     );
     out.push(
