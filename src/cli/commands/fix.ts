@@ -1,5 +1,5 @@
-import { readdir } from 'node:fs/promises';
-import { join, relative, resolve } from 'node:path';
+import { resolve } from 'node:path';
+import { findCatalog } from '../../catalog/discover.js';
 import { UsageError } from '../../errors.js';
 import { runFix, type FixResult, type KeepPolicy } from '../../fix/run-fix.js';
 import { dockerFixDeps } from '../../fix/docker-deps.js';
@@ -25,27 +25,6 @@ export interface FixCommandOptions {
 }
 
 const KEEP_POLICIES: KeepPolicy[] = ['on-failure', 'always', 'never'];
-
-/** `--catalog`, else the only catalog in ./catalog/ or the working directory. */
-export async function findCatalog(ctx: CliContext, given: string | undefined): Promise<string> {
-  if (given) return resolve(ctx.cwd, given);
-  const candidates: string[] = [];
-  for (const dir of [join(ctx.cwd, 'catalog'), ctx.cwd]) {
-    const names = await readdir(dir).catch(() => [] as string[]);
-    for (const name of names) {
-      if (/\.ya?ml$/.test(name) && !/^(suite|\.|docker-compose|compose)/.test(name))
-        candidates.push(join(dir, name));
-    }
-    if (candidates.length > 0) break;
-  }
-  if (candidates.length === 1) return candidates[0]!;
-  throw new UsageError(
-    candidates.length === 0
-      ? 'no catalog given and none found in ./catalog/ or here'
-      : `several catalogs found, pick one with --catalog: ${candidates.map((c) => relative(ctx.cwd, c)).join(', ')}`,
-    { hint: 'Pass --catalog <file>; `sandbox-harness catalog validate <file>` checks one.' },
-  );
-}
 
 function readStdin(): Promise<string> {
   return new Promise((resolveText, reject) => {
@@ -105,7 +84,7 @@ export async function fixCommand(
       throw new UsageError(`--max-attempts: expected an integer from 1 to 10, got "${options.maxAttempts}"`);
     }
   }
-  const catalogFile = await findCatalog(ctx, options.catalog);
+  const catalogFile = await findCatalog(ctx.cwd, options.catalog);
   const progress = options.json ? silentProgress : terminalProgress(ctx.stderr, ctx.isTTY);
   const result = await runFix(
     {

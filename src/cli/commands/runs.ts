@@ -1,7 +1,7 @@
 /** `runs`, `inspect`, `logs`, `rerun-tests`: reading run records and the containers they kept. */
 import { resolve, join } from 'node:path';
 import { readdir, stat } from 'node:fs/promises';
-import { findCatalog } from './fix.js';
+import { findCatalog } from '../../catalog/discover.js';
 import { UsageError } from '../../errors.js';
 import {
   listRuns,
@@ -37,7 +37,7 @@ export async function runsDirOf(ctx: CliContext, where: RunsLocation): Promise<s
   )
     return here;
   // From a folder of catalogs, `fix` wrote into the service repo: look where it did.
-  const catalog = await findCatalog(ctx, undefined).catch(() => undefined);
+  const catalog = await findCatalog(ctx.cwd, undefined).catch(() => undefined);
   if (catalog) {
     const loaded = await loadCatalog(catalog, { cwd: ctx.cwd }).catch(() => undefined);
     if (loaded) return runsDirFor(loaded.repoDir);
