@@ -6,7 +6,6 @@
  * loop itself is unit-testable; the CLI passes the real ones.
  */
 import { lstat, readFile } from 'node:fs/promises';
-import { createHash } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { HarnessError, Interrupted, errorMessage, exitCodeFor, EXIT_CODES } from '../errors.js';
 import {
@@ -29,7 +28,7 @@ import {
   type PristineSource,
 } from '../changes/change-set.js';
 import { changeSetPatch } from '../changes/patch.js';
-import { applyChangeSet } from '../changes/apply.js';
+import { applyChangeSet, sha256 } from '../changes/apply.js';
 import { chooseProvider, contextWindowTokens, createProvider } from '../llm/registry.js';
 import { RecordingProvider } from '../llm/recording.js';
 import type { Message, ModelProvider } from '../llm/types.js';
@@ -125,10 +124,6 @@ export interface FixResult {
 }
 
 const DEFAULT_FEEDBACK_BYTES = 4096;
-
-function sha256(content: Buffer): string {
-  return createHash('sha256').update(content).digest('hex');
-}
 
 function agentVerdict(status: AgentLoopResult['status']): AttemptVerdict | undefined {
   switch (status) {

@@ -577,7 +577,12 @@ export class DockerEngine {
 
   /** Builds an image from a tar build context; every output line goes to `onLine`. */
   async buildImage(context: Readable, options: BuildOptions): Promise<string> {
-    let stream: Readable;
+    // Ctrl-C cancels the request, which the daemon takes as the end of the build.
+    const interrupted = (cause?: unknown) =>
+      new Interrupted(`building ${options.tag}: interrupted`, cause === undefined ? {} : { cause });
+    const stop = () => stream?.destroy(interrupted());
+    let stream: Readable | undefined;
+    options.signal?.addEventListener('abort', stop, { once: true });
     try {
       stream = (await this.docker.buildImage(context, {
         t: options.tag,
@@ -590,19 +595,11 @@ export class DockerEngine {
         nocache: options.noCache === true,
         ...(options.signal ? { abortSignal: options.signal } : {}),
       })) as unknown as Readable;
-    } catch (error) {
-      if (options.signal?.aborted)
-        throw new Interrupted(`building ${options.tag}: interrupted`, { cause: error });
-      throw translateDaemonError(error, `building ${options.tag}`);
-    }
-    const stop = () => stream.destroy(new Interrupted(`building ${options.tag}: interrupted`));
-    options.signal?.addEventListener('abort', stop, { once: true });
-    try {
       await this.followJson(stream, options.onLine);
     } catch (error) {
-      if (options.signal?.aborted)
-        throw new Interrupted(`building ${options.tag}: interrupted`, { cause: error });
-      throw error;
+      if (options.signal?.aborted) throw interrupted(error);
+      // Before a stream, the daemon refused the request; after, followJson already said why.
+      throw stream ? error : translateDaemonError(error, `building ${options.tag}`);
     } finally {
       options.signal?.removeEventListener('abort', stop);
     }

@@ -155,10 +155,8 @@ async function runBuild(
       },
     });
   } catch (error) {
-    // Ctrl-C is not the recipe's fault, and the cut-off context is its consequence.
-    if (error instanceof Interrupted || options.signal?.aborted) {
-      throw error instanceof Interrupted ? error : new Interrupted(`building ${options.tag}: interrupted`);
-    }
+    // Ctrl-C (the engine reports it as Interrupted) is not the recipe's fault.
+    if (error instanceof Interrupted) throw error;
     const tarError = await done.then(
       () => undefined,
       (e: unknown) => e,
