@@ -40,6 +40,20 @@ async function fix(copy: ExampleCopy, cassette: string, extra: string[] = []) {
   return { ...result, json };
 }
 
+/** Waits until the run's first model call is in its event log; returns the run id. */
+async function waitForFirstModelCall(runsDir: string): Promise<string> {
+  const deadline = Date.now() + 240_000;
+  for (;;) {
+    if (Date.now() > deadline) throw new Error('the attempt never started');
+    const [runId] = await readdir(runsDir).catch(() => [] as string[]);
+    if (runId) {
+      const events = await readFile(join(runsDir, runId, 'events.jsonl'), 'utf8').catch(() => '');
+      if (events.includes('"model_call"')) return runId;
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
 async function containersOfRun(runId: string) {
   return dockerEngine().listContainers({ [LABEL.run]: runId });
 }
@@ -179,18 +193,7 @@ describe('fix end to end (real Docker, replayed model)', () => {
     );
     const runsDir = join(copy.repo, '.sandbox-harness', 'runs');
     // Wait until the agent's long command runs inside the attempt sandbox.
-    const deadline = Date.now() + 240_000;
-    let runId = '';
-    for (;;) {
-      if (Date.now() > deadline) throw new Error('the attempt never started');
-      const runs = await readdir(runsDir).catch(() => [] as string[]);
-      if (runs[0]) {
-        runId = runs[0];
-        const events = await readFile(join(runsDir, runId, 'events.jsonl'), 'utf8').catch(() => '');
-        if (events.includes('"model_call"')) break;
-      }
-      await new Promise((r) => setTimeout(r, 250));
-    }
+    const runId = await waitForFirstModelCall(runsDir);
     await new Promise((r) => setTimeout(r, 1500));
     child.kill('SIGINT');
     const result = await done;
@@ -210,16 +213,7 @@ describe('fix end to end (real Docker, replayed model)', () => {
       { cwd: copy.root },
     );
     const runsDir = join(copy.repo, '.sandbox-harness', 'runs');
-    const deadline = Date.now() + 240_000;
-    for (;;) {
-      if (Date.now() > deadline) throw new Error('the attempt never started');
-      const runs = await readdir(runsDir).catch(() => [] as string[]);
-      const events = runs[0]
-        ? await readFile(join(runsDir, runs[0], 'events.jsonl'), 'utf8').catch(() => '')
-        : '';
-      if (events.includes('"model_call"')) break;
-      await new Promise((r) => setTimeout(r, 250));
-    }
+    await waitForFirstModelCall(runsDir);
     // The second press comes while the first one's clean-up (killing the command, stopping
     // containers: several daemon round trips) is still under way.
     child.kill('SIGINT');
