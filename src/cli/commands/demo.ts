@@ -28,7 +28,8 @@ export async function demoCommand(ctx: CliContext, options: DemoOptions): Promis
         : 'model: the recorded cassette cassettes/OPS-412.json (offline)',
     );
   }
-  const code = await fixCommand({ ...ctx, cwd: copy.root }, 'OPS-412', {
+  // Paths are absolute, so the run record is shown by its full path, not relative to the copy.
+  const code = await fixCommand(ctx, 'OPS-412', {
     catalog: copy.catalog,
     ...(live ? { provider: options.provider } : { cassette: join(copy.cassettes, 'OPS-412.json') }),
     ...(options.model ? { model: options.model } : {}),
