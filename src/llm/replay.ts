@@ -81,13 +81,26 @@ function issuePath(path: readonly PropertyKey[]): string {
   return out === '' ? '(top level)' : out;
 }
 
+function valueAt(data: unknown, path: readonly PropertyKey[]): unknown {
+  let current = data;
+  for (const key of path) {
+    if (current === null || typeof current !== 'object') return undefined;
+    current = (current as Record<PropertyKey, unknown>)[key];
+  }
+  return current;
+}
+
 /** Validates parsed JSON as a cassette; problems name the field (e.g. `turns[2].stopReason`). */
 export function parseCassette(data: unknown, file: string): Cassette {
   const result = CassetteSchema.safeParse(data);
   if (result.success) return result.data;
-  const problems = result.error.issues.map((issue) => `${issuePath(issue.path)}: ${issue.message}`);
+  const problems = result.error.issues.map((issue) => {
+    const found = valueAt(data, issue.path);
+    const got = found === undefined ? '' : `, got ${JSON.stringify(found)?.slice(0, 60)}`;
+    return `${issuePath(issue.path)}: ${issue.message}${got}`;
+  });
   throw new ConfigError(`cassette ${file} is not a valid version-${CASSETTE_VERSION} cassette`, problems, {
-    hint: `expected {"version": 1, "model": "...", "turns": [{"content": [...], "stopReason": "tool_use" | "end_turn"}]}; ${problems.join('; ')}`,
+    hint: 'a cassette looks like {"version": 1, "model": "...", "turns": [{"content": [...], "stopReason": "tool_use" | "end_turn"}]}',
   });
 }
 
