@@ -39,6 +39,8 @@ describe('allowlist gate and copy-back with real Docker', () => {
 
   async function afterCommand(command: string) {
     const repo = await copyRepo();
+    // Taken before the sandbox exists, so "the host repo stays as it was" compares with the real start.
+    const hostBefore = treeHash(repo);
     const image = await buildRepoImage({ repoDir: repo });
     const sandbox = await dockerBackend().create({ image: image.tag, role: 'gate-it' });
     try {
@@ -49,22 +51,21 @@ describe('allowlist gate and copy-back with real Docker', () => {
         ignore: DEFAULT_IGNORE_CHANGES,
         pristine: pristineFrom(repo, image),
       });
-      return { repo, image, changeSet, gate: gateChangeSet(changeSet) };
+      return { repo, hostBefore, image, changeSet, gate: gateChangeSet(changeSet) };
     } finally {
       await sandbox.dispose();
     }
   }
 
   it('rejects an edit of an allowed and a non-allowed file, and the host repo stays as it was', async () => {
-    const { repo, gate } = await afterCommand("sed -i 's/10/12/' src/app.js test/app.test.js");
-    const before = treeHash(repo);
+    const { repo, hostBefore, gate } = await afterCommand("sed -i 's/10/12/' src/app.js test/app.test.js");
     expect(gate.ok).toBe(false);
     if (!gate.ok) {
       expect(gate.offending.map((o) => o.path)).toEqual(['test/app.test.js']);
       expect(gate.reason).toContain('test/app.test.js');
       expect(gate.reason).toContain('src/**');
     }
-    expect(treeHash(repo)).toBe(before);
+    expect(treeHash(repo)).toBe(hostBefore);
   });
 
   it('an edit of only the allowed file gives exactly that patch, applied exactly', async () => {
