@@ -3,6 +3,7 @@
  * them against real Docker. They pin the security baseline (no network, no host
  * variables, no root, no capabilities), resource limits, exec semantics and the diff.
  */
+import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sandbox, SandboxBackend, SandboxSpec } from '../../src/sandbox/types.js';
 
@@ -13,16 +14,72 @@ export interface ConformanceTarget {
   image: () => Promise<string>;
   /** The environment variables the backend itself reports for a sandbox (e.g. the daemon's Config.Env). */
   reportedEnv?: (sandbox: Sandbox) => Promise<string[]>;
-  /** An address outside the sandbox that a networked process on this host could reach. */
-  outsideAddress?: () => string;
+  /**
+   * How to tell "no network" from "a network that happens to refuse": an address of this
+   * host that a networked workload of the backend reaches, and a way to connect from such
+   * a workload (made and removed by the target) so the test knows the address really works.
+   */
+  network: {
+    /** An address of this host that the backend's networked workloads can reach. */
+    hostAddress: () => Promise<string>;
+    /** Connects from a networked (not sandboxed) workload; resolves to `connected` or the error code. */
+    connectFromNetworked: (address: string, port: number) => Promise<string>;
+  };
+  /** Whether the backend still holds this sandbox in any state (a stopped container counts). */
+  exists: (id: string) => Promise<boolean>;
+  /** Ids of every sandbox the backend holds with this run id, in any state. */
+  sandboxesOfRun: (runId: string) => Promise<string[]>;
 }
 
-/** Processes whose command line (spaces for NULs) matches `pattern`, read from /proc. */
+/**
+ * Processes whose command line (spaces for NULs) matches `pattern`, read from /proc. Throws
+ * when the count itself could not be taken (e.g. no pid left for the exec right after a fork
+ * bomb), so "0 left" always means the processes were looked for and not found.
+ */
 async function processesMatching(sandbox: Sandbox, pattern: string): Promise<number> {
   const r = await sandbox.exec(
-    `for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < "$f" 2>/dev/null; echo; done | grep -c '${pattern}' || true`,
+    `n=$(for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < "$f" 2>/dev/null; echo; done | grep -c '${pattern}'); echo "count=$n"`,
   );
-  return Number(r.stdout.trim());
+  const count = /^count=(\d+)$/.exec(r.stdout.trim());
+  if (r.exitCode !== 0 || !count) {
+    throw new Error(
+      `could not count processes matching ${pattern}: exit ${r.exitCode}, stdout ${JSON.stringify(r.stdout)}, stderr ${JSON.stringify(r.stderr)}`,
+    );
+  }
+  return Number(count[1]);
+}
+
+/** Polls until `pattern` runs in the sandbox, so a test acts on a command that really started. */
+async function waitForProcess(sandbox: Sandbox, pattern: string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while ((await processesMatching(sandbox, pattern)) === 0) {
+    if (Date.now() > deadline) throw new Error(`no process matching ${pattern} after ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** The exact bytes `seq first last` prints. */
+function seq(first: number, last: number): string {
+  let out = '';
+  for (let i = first; i <= last; i++) out += `${i}\n`;
+  return out;
+}
+
+/** A TCP listener on `address` that counts the connections it accepts. */
+async function listen(address: string): Promise<{ server: Server; port: number; accepted: () => number }> {
+  let accepted = 0;
+  const server = createServer((socket: Socket) => {
+    accepted++;
+    socket.on('error', () => undefined);
+    socket.end('hello\n');
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, address, () => resolve());
+  });
+  const info = server.address();
+  if (info === null || typeof info === 'string') throw new Error(`listener on ${address} has no port`);
+  return { server, port: info.port, accepted: () => accepted };
 }
 
 export function describeSandboxConformance(target: ConformanceTarget): void {
@@ -69,15 +126,26 @@ export function describeSandboxConformance(target: ConformanceTarget): void {
         expect(r.stdout).not.toContain('resolved');
       });
 
-      it('cannot open a TCP connection out of the sandbox', async () => {
-        // No interface routes anywhere, so connect() fails at once and no packet leaves.
-        const address = target.outsideAddress?.() ?? '192.0.2.1';
-        const r = await sandbox.exec(
-          `node -e "const s=require('net').connect(443,'${address}');s.on('connect',()=>{console.log('connected');process.exit(0)});s.on('error',(e)=>{console.log(e.code);process.exit(1)})"`,
-          { timeoutMs: 20_000 },
-        );
-        expect(r.exitCode).toBe(1);
-        expect(r.stdout.trim()).toMatch(/ENETUNREACH|EHOSTUNREACH|ECONNREFUSED/);
+      it('cannot open a TCP connection to a host address that a networked container reaches', async () => {
+        // A listener on this host: a workload with network connects to it (checked first, so
+        // the address is known to work); the sandbox has no route at all, so its connect()
+        // fails at once with ENETUNREACH and no packet leaves. ECONNREFUSED would mean a
+        // network exists and only the port was closed.
+        const address = await target.network.hostAddress();
+        const listener = await listen(address);
+        try {
+          expect(await target.network.connectFromNetworked(address, listener.port)).toBe('connected');
+          expect(listener.accepted()).toBe(1);
+          const r = await sandbox.exec(
+            `node -e "const s=require('net').connect(${listener.port},'${address}');s.on('connect',()=>{console.log('connected');process.exit(0)});s.on('error',(e)=>{console.log(e.code);process.exit(1)})"`,
+            { timeoutMs: 20_000 },
+          );
+          expect(r.stdout.trim()).toBe('ENETUNREACH');
+          expect(r.exitCode).toBe(1);
+          expect(listener.accepted()).toBe(1);
+        } finally {
+          await new Promise((resolve) => listener.server.close(resolve));
+        }
       });
 
       it("sees none of the host process's variables", async () => {
@@ -156,13 +224,47 @@ export function describeSandboxConformance(target: ConformanceTarget): void {
       });
 
       it('kills a command past its timeout with its whole process tree', async () => {
-        const r = await sandbox.exec('sh -c "sleep 301 & sleep 302"', { timeoutMs: 2000 });
+        const r = await sandbox.exec('sh -c "sleep 301 & sleep 302 & sleep 303"', { timeoutMs: 2000 });
         expect(r.timedOut).toBe(true);
         expect(r.exitCode).not.toBe(0);
-        expect(await processesMatching(sandbox, '^sleep 30[12]')).toBe(0);
+        expect(await processesMatching(sandbox, '^sleep 30[123]')).toBe(0);
       });
 
-      it('caps a flood of output, keeping head and tail, with bounded host memory', async () => {
+      // BUG (src/sandbox/docker/docker-sandbox.ts, lead's rewrite): the kill on timeout goes
+      // to the process group of `timeout`; a child that calls setsid() leaves that group and
+      // survives (seen: `sleep 305` still running after the timeout). Remove `.fails` once
+      // the whole tree (e.g. every process of the exec, by session or cgroup) is killed.
+      it.fails('kills a child that left the process group (setsid) when the command times out', async () => {
+        const r = await sandbox.exec('sh -c "sleep 304 & setsid sleep 305 & sleep 306"', { timeoutMs: 2000 });
+        expect(r.timedOut).toBe(true);
+        expect(await processesMatching(sandbox, '^sleep 30[456]')).toBe(0);
+      });
+
+      it('kills a command that ignores TERM once the grace period is over', async () => {
+        const r = await sandbox.exec("trap '' TERM; sleep 307; echo survived", { timeoutMs: 2000 });
+        expect(r.timedOut).toBe(true);
+        expect(r.stdout).not.toContain('survived');
+        expect(await processesMatching(sandbox, '^sleep 307')).toBe(0);
+      });
+
+      it('ends a command at the host-side deadline when the in-sandbox timeout cannot', async () => {
+        // The command stops its own `timeout` (its parent), so nothing inside the sandbox will
+        // ever end it: only the host's deadline and its kill of the process tree can.
+        const started = Date.now();
+        const r = await sandbox.exec("trap '' TERM; kill -STOP $PPID; sleep 308; echo survived", {
+          timeoutMs: 1000,
+        });
+        const took = Date.now() - started;
+        expect(r.timedOut).toBe(true);
+        expect(r.stdout).not.toContain('survived');
+        // Not before the in-sandbox timeout and its grace would have acted, and well before
+        // the command would have ended by itself (308 s).
+        expect(took).toBeGreaterThanOrEqual(3000);
+        expect(took).toBeLessThan(60_000);
+        expect(await processesMatching(sandbox, '^sleep 308')).toBe(0);
+      });
+
+      it('caps a flood of output with bounded host memory', async () => {
         const before = process.memoryUsage().rss;
         const r = await sandbox.exec('yes', { timeoutMs: 3000, maxOutputBytes: 64 * 1024 });
         expect(r.timedOut).toBe(true);
@@ -171,6 +273,27 @@ export function describeSandboxConformance(target: ConformanceTarget): void {
         expect(r.stdout).toMatch(/bytes cut by sandbox-harness/);
         expect(r.stdout.startsWith('y\n')).toBe(true);
         expect(process.memoryUsage().rss - before).toBeLessThan(200 * 1024 * 1024);
+      });
+
+      it('keeps the head and the tail of stdout and of stderr, saying how many bytes were cut', async () => {
+        const out = seq(1, 20000);
+        const err = seq(500000, 520000);
+        const cap = 1000;
+        const r = await sandbox.exec('seq 1 20000; seq 500000 520000 >&2', { maxOutputBytes: cap });
+        expect(r.exitCode).toBe(0);
+        expect(r.truncated).toBe(true);
+        for (const [got, full] of [
+          [r.stdout, out],
+          [r.stderr, err],
+        ] as const) {
+          expect(got.startsWith(full.slice(0, cap / 2))).toBe(true);
+          expect(got.endsWith(full.slice(-cap / 2))).toBe(true);
+          expect(got).toContain(`[... ${full.length - cap} bytes cut by sandbox-harness`);
+          expect(got.length).toBeLessThan(cap + 200);
+        }
+        // Each stream keeps its own bytes: nothing of stderr in stdout and the reverse.
+        expect(r.stdout).not.toContain('500000');
+        expect(r.stderr).not.toMatch(/^1\n/);
       });
 
       it('stops a fork bomb at the pids limit and stays usable', async () => {
@@ -192,7 +315,15 @@ export function describeSandboxConformance(target: ConformanceTarget): void {
         for (let i = 0; i < 5 && after.exitCode !== 0; i++)
           after = await bomb.exec('echo alive', { timeoutMs: 20_000 });
         expect(after.stdout.trim()).toBe('alive');
-        expect(await processesMatching(bomb, '[b]omb() {')).toBe(0);
+        // Its last processes may need a moment to die; until then even the count cannot fork,
+        // and a count that could not be taken is not a zero.
+        const deadline = Date.now() + 20_000;
+        let left: number | Error = new Error('not counted yet');
+        while (left !== 0 && Date.now() < deadline) {
+          left = await processesMatching(bomb, '[b]omb() {').catch((error: Error) => error);
+          if (left !== 0) await new Promise((resolve) => setTimeout(resolve, 200));
+        }
+        expect(left).toBe(0);
       });
 
       it('refuses to run after the sandbox is gone', async () => {
@@ -203,14 +334,17 @@ export function describeSandboxConformance(target: ConformanceTarget): void {
 
       it('stops waiting and kills the command when aborted', async () => {
         const controller = new AbortController();
-        setTimeout(() => controller.abort(), 500);
-        const started = Date.now();
-        await expect(
-          sandbox.exec('sleep 303', { signal: controller.signal, timeoutMs: 60_000 }),
-        ).rejects.toMatchObject({
-          code: 'INTERRUPTED',
-        });
-        expect(Date.now() - started).toBeLessThan(10_000);
+        const pending = sandbox.exec('sleep 303', { signal: controller.signal, timeoutMs: 60_000 });
+        const outcome = pending.then(
+          () => 'finished',
+          (error: unknown) => error,
+        );
+        // Abort only once the command is known to run, so the kill is what the test sees.
+        await waitForProcess(sandbox, '^sleep 303');
+        const aborted = Date.now();
+        controller.abort();
+        expect(await outcome).toMatchObject({ code: 'INTERRUPTED' });
+        expect(Date.now() - aborted).toBeLessThan(10_000);
         expect(await processesMatching(sandbox, '^sleep 303')).toBe(0);
       });
     });
@@ -296,20 +430,38 @@ export function describeSandboxConformance(target: ConformanceTarget): void {
     });
 
     describe('lifecycle', () => {
-      it('a disposed sandbox is gone', async () => {
+      it('a disposed sandbox is gone: removed, not just stopped', async () => {
         const sandbox = await make();
         expect(await sandbox.isAlive()).toBe(true);
+        expect(await target.exists(sandbox.id)).toBe(true);
         await sandbox.dispose();
         expect(await sandbox.isAlive()).toBe(false);
+        expect(await target.exists(sandbox.id)).toBe(false);
       });
 
       it('fails clearly for a missing image and leaves nothing behind', async () => {
+        const runId = `conformance-missing-${Math.random().toString(36).slice(2, 10)}`;
         await expect(
-          target.backend().create({ image: 'sandbox-harness/does-not-exist:nope' }),
+          target.backend().create({ image: 'sandbox-harness/does-not-exist:nope', runId }),
         ).rejects.toMatchObject({
           code: 'IMAGE',
           message: expect.stringMatching(/does not exist/),
         });
+        expect(await target.sandboxesOfRun(runId)).toEqual([]);
+      });
+
+      it('removes a half-made sandbox when setting it up fails after it was created', async () => {
+        // The injected file's parent is a regular file of the image, so placing it fails
+        // after the sandbox exists; nothing of it may stay.
+        const runId = `conformance-halfmade-${Math.random().toString(36).slice(2, 10)}`;
+        await expect(
+          target.backend().create({
+            image,
+            runId,
+            files: [{ path: '/workspace/README.md/impossible.txt', content: 'x' }],
+          }),
+        ).rejects.toThrow();
+        expect(await target.sandboxesOfRun(runId)).toEqual([]);
       });
     });
   });

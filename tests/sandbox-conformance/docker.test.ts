@@ -1,17 +1,61 @@
 import { describe, expect, it } from 'vitest';
-import { networkInterfaces } from 'node:os';
 import { DockerBackend, dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
 import { DockerEngine, dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { KEPT_NAME_PREFIX, LABEL, containerLabels } from '../../src/sandbox/docker/labels.js';
 import { reapOrphans } from '../../src/sandbox/docker/gc.js';
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
 import { describeSandboxConformance } from './conformance.js';
 import { fixtureImage } from '../helpers/docker.js';
+import { cpuStats, engineGet } from '../helpers/engine-api.js';
 
-/** The docker0 bridge address: reachable from a networked container, so a real test of `none`. */
-function bridgeAddress(): string {
-  const docker0 = networkInterfaces().docker0?.find((a) => a.family === 'IPv4');
-  return docker0?.address ?? '192.0.2.1';
+const run = promisify(execFile);
+
+/**
+ * The default bridge's gateway: an address of this host that a networked container reaches.
+ * The daemon is asked (docker0 is down while no container uses it, and Node lists only
+ * interfaces that are up); when it names no gateway, the bridge takes the subnet's first
+ * address. The control connection in the test proves the address right either way.
+ */
+async function bridgeAddress(): Promise<string> {
+  const bridge = await engineGet<{ IPAM?: { Config?: { Gateway?: string; Subnet?: string }[] } }>(
+    '/networks/bridge',
+  );
+  const v4 = bridge?.IPAM?.Config?.find((c) => c.Subnet && !c.Subnet.includes(':'));
+  const fromSubnet = v4?.Subnet?.replace(/\.\d+\/\d+$/, '.1');
+  const address = v4?.Gateway ?? fromSubnet;
+  if (!address) {
+    throw new Error(
+      `the daemon has no default bridge with an IPv4 subnet (got ${JSON.stringify(bridge?.IPAM)}): the network test needs one (dockerd without --bridge none)`,
+    );
+  }
+  return address;
+}
+
+/** Connects from a throwaway container on the default bridge: the control for the network test. */
+async function connectFromNetworked(address: string, port: number): Promise<string> {
+  const name = `sandbox-harness-test-netcontrol-${randomBytes(4).toString('hex')}`;
+  const script = `const s=require('net').connect(${port},'${address}');s.on('connect',()=>{console.log('connected');s.destroy()});s.on('error',(e)=>{console.log(e.code)})`;
+  try {
+    const { stdout } = await run('docker', [
+      'run',
+      '--rm',
+      '--name',
+      name,
+      '--network',
+      'bridge',
+      '--label',
+      'sandbox-harness.test=network-control',
+      await fixtureImage('conformance'),
+      'node',
+      '-e',
+      script,
+    ]);
+    return stdout.trim();
+  } finally {
+    await run('docker', ['rm', '-f', name]).catch(() => undefined);
+  }
 }
 
 describeSandboxConformance({
@@ -19,8 +63,34 @@ describeSandboxConformance({
   backend: () => dockerBackend(),
   image: () => fixtureImage('conformance'),
   reportedEnv: async (sandbox) => (await dockerEngine().inspectContainer(sandbox.id))?.env ?? [],
-  outsideAddress: bridgeAddress,
+  network: { hostAddress: bridgeAddress, connectFromNetworked },
+  exists: async (id) => (await dockerEngine().inspectContainer(id)) !== undefined,
+  sandboxesOfRun: async (runId) =>
+    (await dockerEngine().listContainers({ [LABEL.run]: runId })).map((c) => c.id),
 });
+
+/** A container labelled as made by a harness process that no longer exists. */
+async function orphanContainer(name: string): Promise<string> {
+  const deadPid = await new Promise<number>((resolve) => {
+    const child = spawn('true');
+    child.on('exit', () => resolve(child.pid!));
+  });
+  return dockerEngine().createContainer({
+    name,
+    image: await fixtureImage('conformance'),
+    cmd: ['sleep', 'infinity'],
+    user: '1000:1000',
+    workingDir: '/workspace',
+    env: [],
+    labels: { ...containerLabels({ role: 'orphan' }), [LABEL.ownerPid]: String(deadPid) },
+    memoryBytes: 256 * 1024 * 1024,
+    nanoCpus: 1e9,
+    pids: 64,
+    maxFileBytes: 1024 * 1024,
+    tmpfsBytes: 1024 * 1024,
+    nofile: 256,
+  });
+}
 
 describe('docker backend specifics', () => {
   it('applies the hardening baseline to every container', async () => {
@@ -59,6 +129,58 @@ describe('docker backend specifics', () => {
     }
   });
 
+  it('enforces the file-size, open-files and CPU limits it sets', async () => {
+    const sandbox = await dockerBackend().create({
+      image: await fixtureImage('conformance'),
+      role: 'limits',
+      resources: { cpus: 0.5, maxFileBytes: 1024 * 1024 },
+    });
+    try {
+      const details = await dockerEngine().inspectContainer(sandbox.id);
+      const host = details!.hostConfig as { NanoCpus: number; Ulimits: { Name: string; Soft: number }[] };
+      expect(host.NanoCpus).toBe(500_000_000);
+      expect(host.Ulimits).toEqual(
+        expect.arrayContaining([
+          expect.objectContaining({ Name: 'fsize', Soft: 1024 * 1024 }),
+          expect.objectContaining({ Name: 'nofile', Soft: 4096 }),
+        ]),
+      );
+
+      // File size: writing past the limit fails and the file stops at the limit.
+      const big = await sandbox.exec('head -c 3000000 /dev/zero > big.bin; echo "rc=$?"; stat -c %s big.bin');
+      expect(big.stdout).toMatch(/^rc=(?!0\n)\d+\n1048576\n$/);
+
+      // Open files: a process gets no more descriptors than the limit.
+      const files = await sandbox.exec(
+        `node -e "const fs=require('fs');let n=0;try{for(;;){fs.openSync('/dev/null','r');n++}}catch(e){console.log(e.code, n)}"`,
+      );
+      const [code, opened] = files.stdout.trim().split(' ');
+      expect(code).toBe('EMFILE');
+      expect(Number(opened)).toBeGreaterThan(4000);
+      expect(Number(opened)).toBeLessThan(4096);
+
+      // CPU: four busy loops get half a core between them. The cgroup's own accounting, read
+      // by the daemon, must show the quota bit (throttled periods) and no more than half of
+      // the wall time used; the 100 ms slack covers one CFS period's rounding. A loaded
+      // machine only lowers the usage, never raises it past the quota.
+      const started = Date.now();
+      const before = await cpuStats(sandbox.id);
+      const busy = await sandbox.exec(
+        "for i in 1 2 3 4; do timeout 3 sh -c 'while :; do :; done' & done; wait; echo done",
+        { timeoutMs: 30_000 },
+      );
+      expect(busy.stdout.trim()).toBe('done');
+      const after = await cpuStats(sandbox.id);
+      const wallMs = Date.now() - started;
+      const usedMs = (after.usageNs - before.usageNs) / 1e6;
+      expect(after.throttledPeriods).toBeGreaterThan(before.throttledPeriods);
+      expect(usedMs).toBeGreaterThan(0);
+      expect(usedMs).toBeLessThan(0.5 * wallMs + 100);
+    } finally {
+      await sandbox.dispose();
+    }
+  });
+
   it('keeps a container when asked, stopped and renamed so the reaper leaves it', async () => {
     const sandbox = await dockerBackend().create({ image: await fixtureImage('conformance'), role: 'kept' });
     await sandbox.dispose({ keep: true });
@@ -72,30 +194,9 @@ describe('docker backend specifics', () => {
   });
 
   it('reaps containers whose owning harness process is gone, but not kept ones', async () => {
-    const deadPid = await new Promise<number>((resolve) => {
-      const child = spawn('true');
-      child.on('exit', () => resolve(child.pid!));
-    });
-    const image = await fixtureImage('conformance');
-    const make = (name: string) =>
-      dockerEngine().createContainer({
-        name,
-        image,
-        cmd: ['sleep', 'infinity'],
-        user: '1000:1000',
-        workingDir: '/workspace',
-        env: [],
-        labels: { ...containerLabels({ role: 'orphan' }), [LABEL.ownerPid]: String(deadPid) },
-        memoryBytes: 256 * 1024 * 1024,
-        nanoCpus: 1e9,
-        pids: 64,
-        maxFileBytes: 1024 * 1024,
-        tmpfsBytes: 1024 * 1024,
-        nofile: 256,
-      });
-    const suffix = Math.random().toString(36).slice(2, 8);
-    const orphan = await make(`sandbox-harness-orphan-${suffix}`);
-    const kept = await make(`${KEPT_NAME_PREFIX}orphan-${suffix}`);
+    const suffix = randomBytes(3).toString('hex');
+    const orphan = await orphanContainer(`sandbox-harness-orphan-${suffix}`);
+    const kept = await orphanContainer(`${KEPT_NAME_PREFIX}orphan-${suffix}`);
     try {
       const removed = await reapOrphans(dockerEngine());
       expect(removed).toContain(orphan);
@@ -105,6 +206,26 @@ describe('docker backend specifics', () => {
     } finally {
       await dockerEngine().removeContainer(orphan);
       await dockerEngine().removeContainer(kept);
+    }
+  });
+
+  it('reaps orphans when a backend creates its first sandbox, and only then', async () => {
+    const suffix = randomBytes(3).toString('hex');
+    const before = await orphanContainer(`sandbox-harness-orphan-startup-${suffix}`);
+    const backend = new DockerBackend(new DockerEngine());
+    const made: string[] = [];
+    let after: string | undefined;
+    try {
+      const first = await backend.create({ image: await fixtureImage('conformance'), role: 'startup' });
+      made.push(first.id);
+      expect(await dockerEngine().inspectContainer(before)).toBeUndefined();
+      // The reaper runs once per backend: an orphan that appears later waits for the next start-up.
+      after = await orphanContainer(`sandbox-harness-orphan-later-${suffix}`);
+      const second = await backend.create({ image: await fixtureImage('conformance'), role: 'startup' });
+      made.push(second.id);
+      expect(await dockerEngine().inspectContainer(after)).toBeDefined();
+    } finally {
+      for (const id of [before, ...(after ? [after] : []), ...made]) await dockerEngine().removeContainer(id);
     }
   });
 
