@@ -16,8 +16,14 @@ export function processAlive(pid: number): boolean {
   }
 }
 
+/** What gc needs of the engine (tests pass a fake). */
+export type GcEngine = Pick<
+  DockerEngine,
+  'listContainers' | 'removeContainer' | 'listImages' | 'removeImage'
+>;
+
 /** Removes unkept containers whose owning harness process on this host is gone (crash, kill -9). */
-export async function reapOrphans(engine: DockerEngine): Promise<string[]> {
+export async function reapOrphans(engine: GcEngine): Promise<string[]> {
   const containers = await engine.listContainers({ [LABEL.marker]: true });
   const host = hostname();
   const removed: string[] = [];
@@ -37,7 +43,7 @@ export interface GcOptions {
   olderThanMs?: number;
   /** Also kept containers (of failed runs) and repo images. */
   all?: boolean;
-  /** Only containers of this run. */
+  /** Only containers of this run (kept ones included). */
   runId?: string;
   dryRun?: boolean;
 }
@@ -47,24 +53,31 @@ export interface GcReport {
   images: { id: string; tags: string[] }[];
 }
 
-export async function collectGarbage(engine: DockerEngine, options: GcOptions = {}): Promise<GcReport> {
+/**
+ * Removes this tool's containers, never one whose owner is known to be running:
+ * - no option: orphans only, i.e. unkept containers whose owning process on this host is
+ *   gone. A container made from another host (a shared engine) cannot be checked, so it
+ *   stays unless an option below names it.
+ * - `olderThanMs`: only what is older, kept containers included.
+ * - `runId`: only that run's containers, kept ones included.
+ * - `all`: kept containers too, and repo images no remaining container uses.
+ */
+export async function collectGarbage(engine: GcEngine, options: GcOptions = {}): Promise<GcReport> {
   const now = Date.now();
   const report: GcReport = { containers: [], images: [] };
   const filter: Record<string, string | true> = { [LABEL.marker]: true };
   if (options.runId) filter[LABEL.run] = options.runId;
   const containers = await engine.listContainers(filter);
   const remaining = new Set<string>();
+  const host = hostname();
+  const named = options.all || options.olderThanMs !== undefined || !!options.runId;
   for (const c of containers) {
     const kept = c.name.startsWith(KEPT_NAME_PREFIX);
     const old = options.olderThanMs === undefined || now - c.createdAt.getTime() >= options.olderThanMs;
-    const ownerAlive =
-      c.labels[LABEL.ownerHost] === hostname() &&
-      Number(c.labels[LABEL.ownerPid]) !== process.pid &&
-      processAlive(Number(c.labels[LABEL.ownerPid]));
-    const eligible =
-      old &&
-      !ownerAlive &&
-      (kept ? options.all || options.olderThanMs !== undefined || !!options.runId : true);
+    const sameHost = c.labels[LABEL.ownerHost] === host;
+    const pid = Number(c.labels[LABEL.ownerPid]);
+    const ownerAlive = sameHost && pid !== process.pid && processAlive(pid);
+    const eligible = old && !ownerAlive && (sameHost || named) && (kept ? named : true);
     if (!eligible) {
       remaining.add(c.image);
       continue;
