@@ -210,10 +210,16 @@ The harness never commits, pushes or deploys. Example:
       ),
     );
 
-  program
-    .command('gc')
-    .description(
-      "remove this tool's leftover containers; kept ones with --older-than or --all; unused repo images with --all",
+  where(
+    program
+      .command('gc')
+      .description(
+        "remove this tool's leftover containers; kept ones with --run, --older-than or --all; unused repo images with --all",
+      ),
+  )
+    .option(
+      '--run <run-id>',
+      'only the containers of this run, kept ones included (a run id, a unique prefix, or "last", found like inspect\'s)',
     )
     .option(
       '--older-than <age>',
@@ -222,6 +228,12 @@ The harness never commits, pushes or deploys. Example:
     .option('--all', 'everything this tool created: kept containers and unused repo images too')
     .option('--dry-run', 'say what would be removed')
     .option('--json', 'JSON output')
+    .addHelpText(
+      'after',
+      `
+Without options, gc removes only orphans: unkept containers whose harness process on this
+host is gone. Containers of a harness process that still runs are never removed.`,
+    )
     .action(
       run(async (ctx, options: Record<string, unknown>) =>
         (await import('./commands/gc.js')).gcCommand(ctx, options),

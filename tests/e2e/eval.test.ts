@@ -138,7 +138,12 @@ describe('eval end to end (real Docker, offline suite)', () => {
     const kept = await dockerEngine().listContainers({ [LABEL.run]: failed.runId });
     expect(kept.length).toBeGreaterThan(0);
     for (const c of kept) expect(c.state).not.toBe('running');
-    await runCli(['gc', '--older-than', '0s']);
+    // Only this trial's containers: an eval trial's run id, its record under the eval's own folder.
+    const gc = await runCli(['gc', '--run', failed.runId, '--runs-dir', join(out, 'runs'), '--json'], {
+      cwd: root,
+    });
+    expect(gc.code, gc.stderr).toBe(0);
+    expect(JSON.parse(gc.stdout)).toMatchObject({ run: failed.runId });
     expect(await dockerEngine().listContainers({ [LABEL.run]: failed.runId })).toEqual([]);
   });
 

@@ -11,8 +11,14 @@ import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
 import { cleanEnv, runCli, startCli, treeHash, ROOT } from '../helpers/cli.js';
+import { canaryEnv, expectNoCanary } from '../helpers/canary.js';
+import { engineGet } from '../helpers/engine-api.js';
 
 const CASSETTES = join(ROOT, 'tests', 'e2e', 'cassettes');
+/** Model keys and tokens in the environment of every run here: none may reach a sandbox or a record. */
+const { env: ENV, canary: CANARY } = canaryEnv();
+/** Runs this file started; only their containers are cleaned up. */
+const runIds = new Set<string>();
 
 interface FixJson {
   runId: string;
@@ -27,9 +33,7 @@ interface FixJson {
 async function fix(copy: ExampleCopy, cassette: string, extra: string[] = []) {
   const result = await runCli(
     ['fix', 'OPS-412', '--catalog', copy.catalog, '--cassette', cassette, '--json', ...extra],
-    {
-      cwd: copy.root,
-    },
+    { cwd: copy.root, env: ENV },
   );
   let json: FixJson | undefined;
   try {
@@ -37,6 +41,9 @@ async function fix(copy: ExampleCopy, cassette: string, extra: string[] = []) {
   } catch {
     throw new Error(`fix did not print JSON (exit ${result.code}):\n${result.stdout}\n${result.stderr}`);
   }
+  runIds.add(json.runId);
+  expect(result.stdout + result.stderr).not.toContain(CANARY);
+  await expectNoCanary(CANARY, json.runDir);
   return { ...result, json };
 }
 
@@ -47,6 +54,7 @@ async function waitForFirstModelCall(runsDir: string): Promise<string> {
     if (Date.now() > deadline) throw new Error('the attempt never started');
     const [runId] = await readdir(runsDir).catch(() => [] as string[]);
     if (runId) {
+      runIds.add(runId);
       const events = await readFile(join(runsDir, runId, 'events.jsonl'), 'utf8').catch(() => '');
       if (events.includes('"model_call"')) return runId;
     }
@@ -58,6 +66,33 @@ async function containersOfRun(runId: string) {
   return dockerEngine().listContainers({ [LABEL.run]: runId });
 }
 
+/**
+ * Waits until a process whose command line contains `command` runs in a container of the
+ * run, asked of the daemon (`top`), so an interrupt is known to hit a running command.
+ */
+async function waitForCommand(runId: string, command: string): Promise<void> {
+  const deadline = Date.now() + 240_000;
+  for (;;) {
+    if (Date.now() > deadline) throw new Error(`\`${command}\` never ran in a container of run ${runId}`);
+    for (const c of await containersOfRun(runId)) {
+      if (c.state !== 'running') continue;
+      const top = await engineGet<{ Titles: string[]; Processes: string[][] }>(
+        `/containers/${c.id}/top`,
+      ).catch(() => undefined);
+      const cmd = top?.Titles.indexOf('CMD') ?? -1;
+      if (top && cmd >= 0 && top.Processes.some((p) => p[cmd]?.includes(command))) return;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Removes the containers of one run this file made, the way a user would. */
+async function gcRun(runId: string) {
+  const r = await runCli(['gc', '--run', runId, '--json']);
+  expect(r.code, r.stderr).toBe(0);
+  return JSON.parse(r.stdout) as { run: string; containers: { id: string; kept: boolean }[] };
+}
+
 describe('fix end to end (real Docker, replayed model)', () => {
   beforeAll(async () => {
     await dockerEngine().ping(5000);
@@ -65,7 +100,7 @@ describe('fix end to end (real Docker, replayed model)', () => {
   }, 900_000);
 
   afterAll(async () => {
-    await runCli(['gc', '--older-than', '0s']);
+    for (const runId of runIds) await gcRun(runId);
   });
 
   it('(a) the demo cassette reaches ready-for-review and the host file uses 39', async () => {
@@ -131,6 +166,8 @@ describe('fix end to end (real Docker, replayed model)', () => {
       expect(c.state).not.toBe('running');
       expect(c.labels[LABEL.run]).toBe(json!.runId);
       expect(c.name).toMatch(/^sandbox-harness-kept-/);
+      // What the daemon holds for the container: no host variable in its configuration.
+      expect(JSON.stringify(await engineGet(`/containers/${c.id}/json`))).not.toContain(CANARY);
     }
 
     const prefix = json!.runId.slice(0, 17);
@@ -150,8 +187,18 @@ describe('fix end to end (real Docker, replayed model)', () => {
       expect.arrayContaining(['attempt_start', 'model_call', 'tool_call', 'run_end']),
     );
 
-    const gc = await runCli(['gc', '--older-than', '0s', '--json']);
-    expect(gc.code).toBe(0);
+    // gc finds the run like inspect does (a prefix, with the catalog), says first, then removes.
+    const dry = await runCli(['gc', '--run', prefix, '--catalog', copy.catalog, '--dry-run', '--json'], {
+      cwd: copy.root,
+    });
+    expect(dry.code, dry.stderr).toBe(0);
+    const planned = JSON.parse(dry.stdout) as { run: string; containers: { id: string; kept: boolean }[] };
+    expect(planned.run).toBe(json!.runId);
+    expect(planned.containers.map((c) => c.id).sort()).toEqual(kept.map((c) => c.id).sort());
+    expect((await containersOfRun(json!.runId)).length).toBe(kept.length);
+    const gc = await runCli(['gc', '--run', 'last', '--catalog', copy.catalog, '--json'], { cwd: copy.root });
+    expect(gc.code, gc.stderr).toBe(0);
+    expect(JSON.parse(gc.stdout)).toMatchObject({ run: json!.runId, containers: planned.containers });
     expect(await containersOfRun(json!.runId)).toEqual([]);
   });
 
@@ -189,12 +236,12 @@ describe('fix end to end (real Docker, replayed model)', () => {
     const hash = treeHash(copy.repo);
     const { child, done } = startCli(
       ['fix', 'OPS-412', '--catalog', copy.catalog, '--cassette', join(CASSETTES, 'sleeps.json'), '--json'],
-      { cwd: copy.root },
+      { cwd: copy.root, env: ENV },
     );
     const runsDir = join(copy.repo, '.sandbox-harness', 'runs');
-    // Wait until the agent's long command runs inside the attempt sandbox.
+    // Interrupt only once the agent's long command is seen running in the attempt sandbox.
     const runId = await waitForFirstModelCall(runsDir);
-    await new Promise((r) => setTimeout(r, 1500));
+    await waitForCommand(runId, 'sleep 600');
     child.kill('SIGINT');
     const result = await done;
     expect(result.code).toBe(130);
@@ -203,6 +250,7 @@ describe('fix end to end (real Docker, replayed model)', () => {
     expect(treeHash(copy.repo)).toBe(hash);
     const running = (await containersOfRun(runId)).filter((c) => c.state === 'running');
     expect(running).toEqual([]);
+    await expectNoCanary(CANARY, join(runsDir, runId));
   });
 
   it('(e) a second Ctrl-C exits at once, still without touching the repo', async () => {
@@ -210,10 +258,10 @@ describe('fix end to end (real Docker, replayed model)', () => {
     const hash = treeHash(copy.repo);
     const { child, done } = startCli(
       ['fix', 'OPS-412', '--catalog', copy.catalog, '--cassette', join(CASSETTES, 'sleeps.json')],
-      { cwd: copy.root },
+      { cwd: copy.root, env: ENV },
     );
     const runsDir = join(copy.repo, '.sandbox-harness', 'runs');
-    await waitForFirstModelCall(runsDir);
+    const runId = await waitForFirstModelCall(runsDir);
     // The second press comes while the first one's clean-up (killing the command, stopping
     // containers: several daemon round trips) is still under way.
     child.kill('SIGINT');
@@ -225,8 +273,10 @@ describe('fix end to end (real Docker, replayed model)', () => {
     expect(Date.now() - second).toBeLessThan(5000);
     expect(result.stderr).toMatch(/second interrupt/);
     expect(treeHash(copy.repo)).toBe(hash);
-    // What the dead process left running is reaped by the next run's start-up.
-    await runCli(['gc']);
+    // What the process left behind when it exited at once belongs to a dead owner: gc of
+    // this run removes it (as the next run's start-up reaper would).
+    await gcRun(runId);
+    expect(await containersOfRun(runId)).toEqual([]);
   });
 
   describe('(f) bad input: a clear error, exit 2 or 3, nothing written into the repo', () => {
