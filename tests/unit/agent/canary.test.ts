@@ -2,8 +2,12 @@
  * The host holds the model key; nothing of it may reach the sandbox (commands, their
  * environment, written files) or the event log. A canary key is set in the real process
  * environment and used for real against the fake server, then searched for everywhere else.
+ * The sandbox's commands really run (`sh -c`, in a scratch folder, with exactly the
+ * variables the loop passes and nothing of this process), so what the model gets back is
+ * what a process given those variables really saw, not text the test wrote.
  */
-import { mkdtemp, readFile } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -15,6 +19,25 @@ import type { ExecOptions } from '../../../src/sandbox/types.js';
 import { MemorySandbox } from '../../fakes/memory-sandbox.js';
 import { startFakeModelServer, type FakeModelServer } from '../../fake-model-server/server.js';
 import { text, toolUse } from './helpers.js';
+
+/** Runs `command` with only a minimal PATH, a scratch HOME and the variables the loop passed. */
+async function runForReal(command: string, options: ExecOptions, scratch: string) {
+  return new Promise<{ exitCode: number; stdout: string; stderr: string }>((resolve) => {
+    execFile(
+      '/bin/sh',
+      ['-c', command],
+      {
+        cwd: join(scratch, 'workspace'),
+        env: { PATH: '/usr/bin:/bin', HOME: join(scratch, 'home'), ...options.env },
+        timeout: 10_000,
+      },
+      (error, stdout, stderr) => {
+        const code = (error as { code?: unknown } | null)?.code;
+        resolve({ exitCode: typeof code === 'number' ? code : error ? 1 : 0, stdout, stderr });
+      },
+    );
+  });
+}
 
 const CANARIES = {
   anthropic: {
@@ -30,10 +53,13 @@ const CANARIES = {
 } as const;
 
 let server: FakeModelServer | undefined;
+let scratch: string | undefined;
 afterEach(async () => {
   vi.unstubAllEnvs();
   await server?.close();
   server = undefined;
+  if (scratch) await rm(scratch, { recursive: true, force: true });
+  scratch = undefined;
 });
 
 describe.each(['anthropic', 'openai'] as const)('a canary %s key', (name) => {
@@ -56,12 +82,17 @@ describe.each(['anthropic', 'openai'] as const)('a canary %s key', (name) => {
     // No `env` argument: credentials come from the real process environment, as in production.
     const provider = await createProvider({ name, model: 'm', retry: { baseDelayMs: 1 } });
 
-    const execs: Array<{ command: string; options: ExecOptions }> = [];
-    const sandbox = new MemorySandbox({ 'README.md': '# demo\n' }, (command, options) => {
-      execs.push({ command, options });
-      return { exitCode: 0, stdout: `PATH=/usr/bin\nHOME=/home/sandbox\n` };
+    const dir = await mkdtemp(join(tmpdir(), 'canary-'));
+    scratch = dir;
+    await mkdir(join(dir, 'workspace'));
+    await mkdir(join(dir, 'home'));
+    const execs: Array<{ command: string; options: ExecOptions; stdout: string }> = [];
+    const sandbox = new MemorySandbox({ 'README.md': '# demo\n' }, async (command, options) => {
+      const result = await runForReal(command, options, dir);
+      execs.push({ command, options, stdout: result.stdout });
+      return result;
     });
-    const logFile = join(await mkdtemp(join(tmpdir(), 'canary-')), 'events.jsonl');
+    const logFile = join(dir, 'events.jsonl');
     // No redaction list: the log must be clean by construction, not by scrubbing.
     const events = new JsonlEventSink(logFile, { secrets: [] });
 
@@ -82,7 +113,14 @@ describe.each(['anthropic', 'openai'] as const)('a canary %s key', (name) => {
     for (const exec of execs) {
       expect(exec.command).not.toContain(canary.value);
       expect(JSON.stringify(exec.options.env ?? {})).not.toContain(canary.value);
+      expect(exec.stdout).not.toContain(canary.value);
     }
+    // `env` really ran and its output went back to the model: a leaked variable would be
+    // in the next request's body, where the key itself never belongs (it is a header).
+    expect(execs[0]!.stdout).toContain('PATH=/usr/bin:/bin');
+    const bodies = server.modelRequests().map((r) => JSON.stringify(r.body));
+    expect(bodies[1]).toContain('PATH=/usr/bin:/bin');
+    for (const body of bodies) expect(body).not.toContain(canary.value);
     for (const file of sandbox.files.values())
       expect(file.content.toString('utf8')).not.toContain(canary.value);
     const log = await readFile(logFile, 'utf8');
