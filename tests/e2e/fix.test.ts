@@ -11,7 +11,7 @@ import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
 import { cleanEnv, runCli, startCli, treeHash, ROOT } from '../helpers/cli.js';
-import { canaryEnv, expectNoCanary } from '../helpers/canary.js';
+import { canaryEnv, expectNoCanary, expectNoCanaryIn } from '../helpers/canary.js';
 import { engineGet } from '../helpers/engine-api.js';
 
 const CASSETTES = join(ROOT, 'tests', 'e2e', 'cassettes');
@@ -42,7 +42,7 @@ async function fix(copy: ExampleCopy, cassette: string, extra: string[] = []) {
     throw new Error(`fix did not print JSON (exit ${result.code}):\n${result.stdout}\n${result.stderr}`);
   }
   runIds.add(json.runId);
-  expect(result.stdout + result.stderr).not.toContain(CANARY);
+  expectNoCanaryIn(CANARY, result.stdout + result.stderr, "fix's output");
   await expectNoCanary(CANARY, json.runDir);
   return { ...result, json };
 }
@@ -167,7 +167,11 @@ describe('fix end to end (real Docker, replayed model)', () => {
       expect(c.labels[LABEL.run]).toBe(json!.runId);
       expect(c.name).toMatch(/^sandbox-harness-kept-/);
       // What the daemon holds for the container: no host variable in its configuration.
-      expect(JSON.stringify(await engineGet(`/containers/${c.id}/json`))).not.toContain(CANARY);
+      expectNoCanaryIn(
+        CANARY,
+        JSON.stringify(await engineGet(`/containers/${c.id}/json`)),
+        `container ${c.name}`,
+      );
     }
 
     const prefix = json!.runId.slice(0, 17);

@@ -1,29 +1,32 @@
 /**
  * A "live" run through the real SDKs: the CLI talks to a local fake model server (the
  * Anthropic and OpenAI wire formats, on 127.0.0.1), records the conversation with
- * `--record`, and the recording replays to the same outcome. The API key stays on the host.
+ * `--record`, and the recording replays to the same outcome. The API key stays on the host:
+ * one turn prints the sandbox's whole environment (its own and pid 1's) and home folder,
+ * and the transcript, the run record and the recorded cassette are searched, not only the
+ * event log (which redacts known secrets, so it alone would hide a leak).
  */
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { readFile, readdir } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { prepareExampleCopy } from '../../src/demo.js';
 import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { startFakeModelServer, type FakeModelServer } from '../fake-model-server/server.js';
-import { cleanEnv, runCli } from '../helpers/cli.js';
+import { runCli } from '../helpers/cli.js';
+import { canaryEnv, expectNoCanary, expectNoCanaryIn } from '../helpers/canary.js';
 import type { AssistantContent } from '../../src/llm/types.js';
 
-const CANARY = `sk-ant-canary-${Math.random().toString(36).slice(2)}-must-not-leak`;
-
-async function filesUnder(dir: string): Promise<string[]> {
-  const out: string[] = [];
-  for (const entry of await readdir(dir, { withFileTypes: true })) {
-    const full = join(dir, entry.name);
-    if (entry.isDirectory()) out.push(...(await filesUnder(full)));
-    else out.push(full);
-  }
-  return out;
-}
+/** A turn that shows the model everything of the sandbox's environment it can see. */
+const SHOW_ENV: AssistantContent[] = [
+  { type: 'text', text: 'First, what does this sandbox hold?' },
+  {
+    type: 'tool_use',
+    id: 'env1',
+    name: 'run_command',
+    input: { command: "env; echo '--- pid 1'; tr '\\0' '\\n' < /proc/1/environ; echo '--- home'; ls -la ~" },
+  },
+];
 
 describe('fix with a real SDK against the fake model server, recorded and replayed', () => {
   let server: FakeModelServer | undefined;
@@ -43,11 +46,15 @@ describe('fix with a real SDK against the fake model server, recorded and replay
       const demo = JSON.parse(await readFile(join(copy.cassettes, 'OPS-412.json'), 'utf8')) as {
         turns: { content: AssistantContent[] }[];
       };
-      server = await startFakeModelServer(demo.turns.map((t) => ({ reply: { content: t.content } })));
-      const env: Record<string, string> =
+      const turns = [demo.turns[0]!.content, SHOW_ENV, ...demo.turns.slice(1).map((t) => t.content)];
+      server = await startFakeModelServer(turns.map((content) => ({ reply: { content } })));
+      // Both keys are set (and other tokens); the provider uses its own, the sandbox sees none.
+      const { canary, variables, env } = canaryEnv(
         name === 'anthropic'
-          ? { ANTHROPIC_API_KEY: CANARY, ANTHROPIC_BASE_URL: server.anthropicBaseUrl }
-          : { OPENAI_API_KEY: CANARY, OPENAI_BASE_URL: server.openaiBaseUrl };
+          ? { ANTHROPIC_BASE_URL: server.anthropicBaseUrl }
+          : { OPENAI_BASE_URL: server.openaiBaseUrl },
+      );
+      const key = name === 'anthropic' ? variables.ANTHROPIC_API_KEY! : variables.OPENAI_API_KEY!;
       const recording = join(copy.root, 'recorded.json');
       const live = await runCli(
         [
@@ -63,7 +70,7 @@ describe('fix with a real SDK against the fake model server, recorded and replay
           recording,
           '--json',
         ],
-        { cwd: copy.root, env: cleanEnv(env) },
+        { cwd: copy.root, env },
       );
       const result = JSON.parse(live.stdout) as {
         outcome: string;
@@ -72,17 +79,28 @@ describe('fix with a real SDK against the fake model server, recorded and replay
       };
       expect(result.outcome, live.stderr).toBe('ready-for-review');
       expect(result.provider.name).toBe(name);
-      expect(server.modelRequests()).toHaveLength(demo.turns.length);
+      expect(server.modelRequests()).toHaveLength(turns.length);
 
-      // The key reached the model server, and nothing the harness wrote.
-      expect(JSON.stringify(server.requests.map((r) => r.headers))).toContain(CANARY);
-      for (const file of [...(await filesUnder(result.runDir)), recording]) {
-        expect(await readFile(file, 'utf8'), file).not.toContain(CANARY);
-      }
+      // The key reached the model server, in a header.
+      expect(JSON.stringify(server.requests.map((r) => r.headers))).toContain(key);
+      // The sandbox's environment really was printed and recorded: its own variables are in
+      // the transcript and went back to the model...
+      const transcript = await readFile(join(result.runDir, 'transcript.json'), 'utf8');
+      for (const seen of ['SANDBOX_HARNESS=1', 'SERVICE_CATALOG=', '--- pid 1', '--- home'])
+        expect(transcript).toContain(seen);
+      expect(JSON.stringify(server.modelRequests().map((r) => r.body))).toContain('SERVICE_CATALOG=');
+      // ...and no canary is in it, in the run record, the other files of the run, the
+      // recorded cassette, the CLI's output, or any request body the model server got.
+      expectNoCanaryIn(canary, transcript, 'transcript.json');
+      expectNoCanaryIn(canary, await readFile(join(result.runDir, 'run.json'), 'utf8'), 'run.json');
+      await expectNoCanary(canary, result.runDir, recording);
+      expectNoCanaryIn(canary, live.stdout + live.stderr, "the CLI's output");
+      for (const r of server.requests) expectNoCanaryIn(canary, r.rawBody, 'a request to the model server');
 
       const cassette = JSON.parse(await readFile(recording, 'utf8')) as { version: number; turns: unknown[] };
       expect(cassette.version).toBe(1);
-      expect(cassette.turns).toHaveLength(demo.turns.length);
+      expect(cassette.turns).toHaveLength(turns.length);
+      expect(JSON.stringify(cassette.turns)).toContain('/proc/1/environ');
 
       const again = await prepareExampleCopy();
       const replay = await runCli(
