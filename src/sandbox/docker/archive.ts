@@ -47,7 +47,15 @@ export async function packTar(entries: TarInput[]): Promise<Buffer> {
 export interface ReadLimits {
   maxFileBytes: number;
   maxTotalBytes: number;
+  /** Members read before the rest is refused unread; default DEFAULT_MAX_ENTRIES. */
+  maxEntries?: number;
 }
+
+/**
+ * Far more than one path of a workspace holds; every member costs a header and an object
+ * even when empty, so without a count an archive of millions of empty files is unbounded.
+ */
+export const DEFAULT_MAX_ENTRIES = 20_000;
 
 export interface SafeEntry {
   /** Archive name normalised: relative, posix, no `..`. */
@@ -80,10 +88,20 @@ export function safeMemberName(raw: string): string | undefined {
   return posix.join(...(parts.length > 0 ? parts : ['.']));
 }
 
+/** The first ancestor of `name` (a/b/c: a, then a/b) that is in `set`. */
+function ancestorIn(name: string, set: ReadonlySet<string>): string | undefined {
+  const parts = name.split('/');
+  for (let i = 1; i < parts.length; i++) {
+    const ancestor = parts.slice(0, i).join('/');
+    if (set.has(ancestor)) return ancestor;
+  }
+  return undefined;
+}
+
 /**
- * Reads a tar stream defensively. Entry data beyond the caps is drained, never kept.
- * Returns accepted entries and refusals; never throws for hostile content, only for a
- * broken stream.
+ * Reads a tar stream defensively. Entry data beyond the caps is drained, never kept; past
+ * `maxEntries` members nothing more is read. Returns accepted entries and refusals; never
+ * throws for hostile content, only for a broken stream (including a truncated archive).
  */
 export async function readTarSafely(
   stream: Readable,
@@ -92,66 +110,110 @@ export async function readTarSafely(
   const extract = tar.extract();
   const entries: SafeEntry[] = [];
   const refused: SafeRefusal[] = [];
+  const maxEntries = limits.maxEntries ?? DEFAULT_MAX_ENTRIES;
+  // Names seen so far, and those that are not accepted folders: nothing may sit inside one.
+  const seen = new Set<string>();
+  const notFolders = new Set<string>();
+  let count = 0;
   let total = 0;
   stream.pipe(extract);
   stream.on('error', (error) => extract.destroy(error));
-  for await (const entry of extract) {
-    const header = entry.header;
-    const name = safeMemberName(header.name);
-    const drain = async () => {
-      for await (const _chunk of entry) {
-        // discard
+  try {
+    for await (const entry of extract) {
+      const header = entry.header;
+      const drain = async () => {
+        for await (const _chunk of entry) {
+          // discard
+        }
+      };
+      if (++count > maxEntries) {
+        refused.push({
+          name: header.name,
+          reason: `the archive has more than ${maxEntries} entries; this one and the rest were not read`,
+        });
+        break;
       }
-    };
-    if (name === undefined) {
-      refused.push({
-        name: header.name,
-        reason: 'an absolute name or a name with `..` escapes the workspace',
+      const name = safeMemberName(header.name);
+      const refuse = async (shown: string, reason: string) => {
+        refused.push({ name: shown, reason });
+        await drain();
+      };
+      if (name === undefined) {
+        await refuse(header.name, 'an absolute name or a name with `..` escapes the workspace');
+        continue;
+      }
+      if (seen.has(name)) {
+        // Which copy is meant is anyone's guess (an extractor would keep the last): neither.
+        const earlier = entries.findIndex((e) => e.name === name);
+        if (earlier >= 0) {
+          total -= entries[earlier]!.content?.length ?? 0;
+          entries.splice(earlier, 1);
+        }
+        const known = refused.find((r) => r.name === name);
+        if (known) known.reason = 'the name appears more than once in the archive';
+        else refused.push({ name, reason: 'the name appears more than once in the archive' });
+        notFolders.add(name);
+        await drain();
+        continue;
+      }
+      seen.add(name);
+      const outside = ancestorIn(name, notFolders);
+      if (outside !== undefined) {
+        notFolders.add(name);
+        await refuse(name, `it is inside ${outside}, which is not a folder in the archive`);
+        continue;
+      }
+      if (header.type === 'directory') {
+        entries.push({ name, type: 'directory', mode: (header.mode ?? 0o755) & 0o7777 });
+        await drain();
+        continue;
+      }
+      notFolders.add(name);
+      if (header.type !== 'file') {
+        const what =
+          header.type === null || header.type === undefined
+            ? 'an entry of unknown type'
+            : (TYPE_NAMES[header.type] ?? `an entry of type ${header.type}`);
+        const target = header.linkname ? ` (pointing to ${header.linkname})` : '';
+        await refuse(name, `${what}${target} is not a regular file`);
+        continue;
+      }
+      if (name === '.') {
+        await refuse(header.name, 'a file with no name');
+        continue;
+      }
+      const size = header.size ?? 0;
+      if (size > limits.maxFileBytes) {
+        await refuse(name, `${size} bytes is over the ${limits.maxFileBytes}-byte per-file cap`);
+        continue;
+      }
+      if (total + size > limits.maxTotalBytes) {
+        await refuse(name, `reading it would pass the ${limits.maxTotalBytes}-byte total cap`);
+        continue;
+      }
+      const chunks: Buffer[] = [];
+      let got = 0;
+      for await (const chunk of entry) {
+        got += (chunk as Buffer).length;
+        // The header may lie about the size; the cap holds on what actually arrives.
+        if (got <= limits.maxFileBytes) chunks.push(chunk as Buffer);
+      }
+      if (got > limits.maxFileBytes) {
+        refused.push({ name, reason: `more data than its header declared, over the per-file cap` });
+        continue;
+      }
+      total += got;
+      entries.push({
+        name,
+        type: 'file',
+        mode: (header.mode ?? 0o644) & 0o7777,
+        content: Buffer.concat(chunks),
       });
-      await drain();
-      continue;
     }
-    if (header.type === 'directory') {
-      entries.push({ name, type: 'directory', mode: (header.mode ?? 0o755) & 0o7777 });
-      await drain();
-      continue;
-    }
-    if (header.type !== 'file') {
-      const what = TYPE_NAMES[header.type ?? ''] ?? `an entry of type ${header.type}`;
-      const target = header.linkname ? ` (pointing to ${header.linkname})` : '';
-      refused.push({ name, reason: `${what}${target} is not a regular file` });
-      await drain();
-      continue;
-    }
-    const size = header.size ?? 0;
-    if (size > limits.maxFileBytes) {
-      refused.push({ name, reason: `${size} bytes is over the ${limits.maxFileBytes}-byte per-file cap` });
-      await drain();
-      continue;
-    }
-    if (total + size > limits.maxTotalBytes) {
-      refused.push({ name, reason: `reading it would pass the ${limits.maxTotalBytes}-byte total cap` });
-      await drain();
-      continue;
-    }
-    const chunks: Buffer[] = [];
-    let got = 0;
-    for await (const chunk of entry) {
-      got += (chunk as Buffer).length;
-      // The header may lie about the size; the cap holds on what actually arrives.
-      if (got <= limits.maxFileBytes) chunks.push(chunk as Buffer);
-    }
-    if (got > limits.maxFileBytes) {
-      refused.push({ name, reason: `more data than its header declared, over the per-file cap` });
-      continue;
-    }
-    total += got;
-    entries.push({
-      name,
-      type: 'file',
-      mode: (header.mode ?? 0o644) & 0o7777,
-      content: Buffer.concat(chunks),
-    });
+  } finally {
+    // Leaving early (the entry cap, an error) must not leave the source streaming on.
+    stream.unpipe(extract);
+    if (count > maxEntries) stream.destroy();
   }
   return { entries, refused };
 }
