@@ -1,3 +1,4 @@
+import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   chmod,
@@ -13,6 +14,7 @@ import {
 } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   applyChangeSet,
@@ -23,6 +25,7 @@ import {
 } from '../../../src/changes/apply.js';
 import type { ChangeEntry } from '../../../src/changes/change-set.js';
 import { ApplyError } from '../../../src/errors.js';
+import { ROOT } from '../../helpers/cli.js';
 
 let root: string;
 let repo: string;
@@ -33,14 +36,20 @@ const hostFiles: Record<string, string> = {
   'README.md': '# Shipping\n',
 };
 
-beforeEach(async () => {
-  root = await mkdtemp(path.join(tmpdir(), 'apply-'));
-  repo = path.join(root, 'repo');
+/** The host repo as the tests start from it (again). */
+async function resetRepo(): Promise<void> {
+  await rm(repo, { recursive: true, force: true });
   for (const [file, content] of Object.entries(hostFiles)) {
     await mkdir(path.dirname(path.join(repo, file)), { recursive: true });
     await writeFile(path.join(repo, file), content);
     await chmod(path.join(repo, file), 0o644);
   }
+}
+
+beforeEach(async () => {
+  root = await mkdtemp(path.join(tmpdir(), 'apply-'));
+  repo = path.join(root, 'repo');
+  await resetRepo();
 });
 
 afterEach(async () => {
@@ -267,5 +276,135 @@ describe('applyChangeSet', () => {
       applyChangeSet(repo, { entries: [added('src/a.ts', 'a\n')] }, { expected: new Map() }),
     );
     expect(error.message).toContain('src/a.ts has no recorded pristine state to compare against');
+  });
+});
+
+/** Every operation `fs` is asked for, in order, each going to `onOp` first (which may throw). */
+function instrumented(onOp: (n: number, name: string) => void | Promise<void>): ApplyFs {
+  let n = 0;
+  const wrapped = {} as Record<string, unknown>;
+  for (const [name, op] of Object.entries(nodeApplyFs) as [
+    string,
+    (...args: unknown[]) => Promise<unknown>,
+  ][]) {
+    wrapped[name] = async (...args: unknown[]) => {
+      await onOp(++n, name);
+      return op(...args);
+    };
+  }
+  return wrapped as unknown as ApplyFs;
+}
+
+describe('applyChangeSet against a failure at any step', () => {
+  const entries = () => [
+    modified('src/pricing.ts', 'export const fee = 0;\n'),
+    added('src/zones/eu/rates.ts', 'export const eu = 1;\n'),
+    modified('README.md', '# Shipping, fixed\n', 0o755),
+    modified('src/rates.ts', 'export const rate = 2;\n'),
+  ];
+
+  /** The tree as it is before and after a complete apply, and how many fs operations that takes. */
+  async function endStates() {
+    const before = await tree(root);
+    const ops: string[] = [];
+    await applyChangeSet(
+      repo,
+      { entries: entries() },
+      {
+        expected: pristineHashes({ entries: entries() }),
+        fs: instrumented((_n, name) => void ops.push(name)),
+      },
+    );
+    const after = await tree(root);
+    await resetRepo();
+    expect(await tree(root)).toEqual(before);
+    return { before, after, ops };
+  }
+
+  it('an I/O error at any one operation leaves the repo as it was (or, at the final sync, fully applied)', async () => {
+    const { before, after, ops } = await endStates();
+    expect(ops.length).toBeGreaterThan(20);
+    for (let failAt = 1; failAt <= ops.length; failAt++) {
+      const fs = instrumented((n) => {
+        if (n === failAt) throw Object.assign(new Error(`EIO: injected at operation ${n}`), { code: 'EIO' });
+      });
+      const outcome = await applyChangeSet(
+        repo,
+        { entries: entries() },
+        { expected: pristineHashes({ entries: entries() }), fs },
+      ).then(
+        () => 'applied',
+        () => 'failed',
+      );
+      const now = JSON.stringify(await tree(root));
+      const state =
+        now === JSON.stringify(before) ? 'as it was' : now === JSON.stringify(after) ? 'applied' : 'HALF';
+      // Applied only when the call says so; after any failure, exactly as it was.
+      expect(`operation ${failAt} (${ops[failAt - 1]}): ${outcome}, repo ${state}`).toMatch(
+        outcome === 'applied' ? /: applied, repo applied$/ : /: failed, repo as it was$/,
+      );
+      if (state === 'applied') await resetRepo();
+    }
+  });
+  // BUG (src/changes/apply.ts, with the lead's change-path rewrite): the rollback lives in
+  // memory, so a process killed between two renames (kill -9, power loss, OOM) leaves the
+  // repo half applied, and a kill between a temp write and its rename leaves the temp file.
+  // Crash consistency needs a journal (backups fsynced before the first rename) and a
+  // recovery step the next run calls. Remove `.fails` once that exists and is called here.
+  it.fails('a process killed at any operation leaves the repo as it was or fully applied', async () => {
+    const { before, after, ops } = await endStates();
+    const scratch = await mkdtemp(path.join(tmpdir(), 'apply-kill-'));
+    const plan = path.join(scratch, 'entries.json');
+    await writeFile(
+      plan,
+      JSON.stringify(
+        entries().map((e) => ({
+          ...e,
+          content: e.content?.toString('base64'),
+          oldContent: e.oldContent?.toString('base64'),
+        })),
+      ),
+    );
+    const child = path.join(scratch, 'apply-and-die.mjs');
+    await writeFile(
+      child,
+      `import { readFileSync } from 'node:fs';
+import { applyChangeSet, nodeApplyFs, pristineHashes } from ${JSON.stringify(pathToFileURL(path.join(ROOT, 'dist', 'changes', 'apply.js')).href)};
+const [repo, plan, killAt] = process.argv.slice(2);
+const entries = JSON.parse(readFileSync(plan, 'utf8')).map((e) => ({
+  ...e,
+  content: e.content === undefined ? undefined : Buffer.from(e.content, 'base64'),
+  oldContent: e.oldContent === undefined ? undefined : Buffer.from(e.oldContent, 'base64'),
+}));
+let n = 0;
+const fs = Object.fromEntries(Object.entries(nodeApplyFs).map(([name, op]) => [name, async (...args) => {
+  if (++n === Number(killAt)) process.kill(process.pid, 'SIGKILL');
+  return op(...args);
+}]));
+await applyChangeSet(repo, { entries }, { expected: pristineHashes({ entries }), fs });
+`,
+    );
+    const states: string[] = [];
+    try {
+      // Killed right before each operation that changes the disk: every state a crash can leave.
+      const mutating = new Set(['writeNewFile', 'rename', 'unlink', 'mkdir', 'rmdir']);
+      const killPoints = ops.flatMap((name, i) => (mutating.has(name) ? [i + 1] : []));
+      for (const killAt of [...killPoints, ops.length + 1]) {
+        await new Promise<void>((resolve, reject) => {
+          execFile(process.execPath, [child, repo, plan, String(killAt)], (error) =>
+            error && (error as { signal?: string }).signal !== 'SIGKILL' ? reject(error) : resolve(),
+          );
+        });
+        const now = JSON.stringify(await tree(root));
+        states.push(
+          `${killAt} ${ops[killAt - 1] ?? 'none'}: ${now === JSON.stringify(before) ? 'as it was' : now === JSON.stringify(after) ? 'applied' : 'HALF'}`,
+        );
+        await resetRepo();
+      }
+    } finally {
+      await rm(scratch, { recursive: true, force: true });
+    }
+    expect(states.at(-1)).toMatch(/: applied$/);
+    expect(states.filter((line) => line.endsWith('HALF'))).toEqual([]);
   });
 });
