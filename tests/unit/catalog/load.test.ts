@@ -144,3 +144,14 @@ describe('catalog helpers', () => {
     }
   });
 });
+
+describe('the service catalog in catalog/', () => {
+  it('is the bundled example’s catalog, pointing at the example repo', async () => {
+    const top = await loadCatalog(path.resolve('catalog/shipping-service.yaml'));
+    const example = await loadCatalog(path.resolve('examples/shipping-service/shipping-service.yaml'));
+    expect(top.repoDir).toBe(path.resolve('examples/shipping-service/repo'));
+    expect(top.repoDir).toBe(example.repoDir);
+    // Same rules, same agent and sandbox settings: the two cannot drift apart.
+    expect(top.catalog).toEqual({ ...example.catalog, repo: top.catalog.repo });
+  });
+});
