@@ -15,6 +15,7 @@ import { doctorExitCode } from '../../src/cli/commands/doctor.js';
 import { runDoctor } from '../../src/sandbox/docker/doctor.js';
 import { DockerEngine, dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { buildRepoImage, ensureBaseImage, type RepoImage } from '../../src/sandbox/docker/images.js';
+import { until } from '../helpers/poll.js';
 
 const run = promisify(execFile);
 const FIXTURE = join(import.meta.dirname, '..', 'fixtures', 'repos', 'tiny-node');
@@ -201,13 +202,14 @@ describe('repo images', () => {
     expect(error).toMatchObject({ code: 'INTERRUPTED' });
     expect(Date.now() - started).toBeLessThan(60_000);
     // The daemon cancels the build when the request goes away; its container goes with it.
-    for (let i = 0; i < 20; i++) {
-      const { stdout } = await run('docker', ['ps', '-a', '--no-trunc', '--format', '{{.Command}}']);
-      if (!stdout.includes(marker)) break;
-      await new Promise((r) => setTimeout(r, 500));
-    }
-    const { stdout } = await run('docker', ['ps', '-a', '--no-trunc', '--format', '{{.Command}}']);
-    expect(stdout).not.toContain(marker);
+    await until(
+      async () =>
+        !(await run('docker', ['ps', '-a', '--no-trunc', '--format', '{{.Command}}'])).stdout.includes(
+          marker,
+        ),
+      "the build's container is gone",
+      { timeoutMs: 10_000, intervalMs: 200 },
+    );
   });
 
   it('gives a short ImageError for a base image that does not exist', async () => {

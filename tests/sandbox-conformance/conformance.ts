@@ -6,6 +6,7 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sandbox, SandboxBackend, SandboxSpec } from '../../src/sandbox/types.js';
+import { until } from '../helpers/poll.js';
 
 export interface ConformanceTarget {
   name: string;
@@ -50,12 +51,10 @@ async function processesMatching(sandbox: Sandbox, pattern: string): Promise<num
 }
 
 /** Polls until `pattern` runs in the sandbox, so a test acts on a command that really started. */
-async function waitForProcess(sandbox: Sandbox, pattern: string, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while ((await processesMatching(sandbox, pattern)) === 0) {
-    if (Date.now() > deadline) throw new Error(`no process matching ${pattern} after ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+async function waitForProcess(sandbox: Sandbox, pattern: string): Promise<void> {
+  await until(async () => (await processesMatching(sandbox, pattern)) > 0, `a process matches ${pattern}`, {
+    intervalMs: 50,
+  });
 }
 
 /** The exact bytes `seq first last` prints. */

@@ -9,6 +9,7 @@ import { createProvider } from '../../../src/llm/registry.js';
 import { loadCassette, ReplayProvider } from '../../../src/llm/replay.js';
 import type { ModelProvider } from '../../../src/llm/types.js';
 import { MemorySandbox } from '../../fakes/memory-sandbox.js';
+import { until } from '../../helpers/poll.js';
 import {
   startFakeModelServer,
   type FakeModelServer,
@@ -216,10 +217,13 @@ describe('limits', () => {
   it('ends with interrupted when the caller aborts', async () => {
     const provider = await sdkProvider('openai', [{ reply: { content: [text('late')] }, delayMs: 10_000 }]);
     const controller = new AbortController();
-    setTimeout(() => controller.abort(), 100);
-    const result = await runAgentLoop(
+    const pending = runAgentLoop(
       loopOptions({ provider, sandbox: new MemorySandbox(), signal: controller.signal }),
     );
+    // Abort while the model call is in flight, not at a guessed moment.
+    await until(() => (server?.modelRequests().length ?? 0) === 1, 'the model call arrived');
+    controller.abort();
+    const result = await pending;
     expect(result.status).toBe('interrupted');
   });
 });

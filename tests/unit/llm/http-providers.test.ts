@@ -4,6 +4,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { Interrupted, ModelError } from '../../../src/errors.js';
+import { until } from '../../helpers/poll.js';
 import { createProvider } from '../../../src/llm/registry.js';
 import type { CompletionRequest, ModelProvider } from '../../../src/llm/types.js';
 import {
@@ -194,14 +195,19 @@ describe('openai provider against the fake server', () => {
   });
 
   it('turns an abort during a slow answer into Interrupted, promptly', async () => {
-    const { provider } = await providerFor('openai', [{ ...done, delayMs: 10_000 }]);
+    const { provider, server: fake } = await providerFor('openai', [{ ...done, delayMs: 10_000 }]);
     const controller = new AbortController();
-    setTimeout(() => controller.abort(), 100);
-    const started = Date.now();
-    await expect(provider.complete({ ...request, signal: controller.signal })).rejects.toBeInstanceOf(
-      Interrupted,
+    const pending = provider.complete({ ...request, signal: controller.signal });
+    const outcome = pending.then(
+      () => 'answered',
+      (error: unknown) => error,
     );
-    expect(Date.now() - started).toBeLessThan(5_000);
+    // Abort once the server holds the request, so the abort hits a slow answer in flight.
+    await until(() => fake.modelRequests().length === 1, 'the request reached the server');
+    const aborted = Date.now();
+    controller.abort();
+    expect(await outcome).toBeInstanceOf(Interrupted);
+    expect(Date.now() - aborted).toBeLessThan(5_000);
   });
 
   it('reports an unreachable server as a retryable connection failure', async () => {

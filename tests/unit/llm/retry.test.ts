@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Interrupted, ModelError } from '../../../src/errors.js';
+import { until } from '../../helpers/poll.js';
 import {
   backoffDelayMs,
   DEFAULT_RETRY_POLICY,
@@ -127,8 +128,14 @@ describe('withRetry', () => {
       signal: controller.signal,
       policy: { baseDelayMs: 60_000, maxBackoffMs: 60_000 },
     });
-    setTimeout(() => controller.abort(), 20);
-    await expect(pending).rejects.toBeInstanceOf(Interrupted);
+    const outcome = pending.then(
+      () => 'finished',
+      (error: unknown) => error,
+    );
+    // The first call failed and the 60 s backoff is running: abort now.
+    await until(() => server.calls() === 1, 'the first call failed');
+    controller.abort();
+    expect(await outcome).toBeInstanceOf(Interrupted);
     expect(server.calls()).toBe(1);
   });
 });
