@@ -232,7 +232,8 @@ The harness never commits, pushes or deploys. Example:
       'after',
       `
 Without options, gc removes only orphans: unkept containers whose harness process on this
-host is gone. Containers of a harness process that still runs are never removed.`,
+host is gone. Unkept containers of a harness process that still runs are never removed;
+kept ones are (their run is over), when --run, --older-than or --all names them.`,
     )
     .action(
       run(async (ctx, options: Record<string, unknown>) =>

@@ -54,7 +54,9 @@ export interface GcReport {
 }
 
 /**
- * Removes this tool's containers, never one whose owner is known to be running:
+ * Removes this tool's containers, never an unkept one whose owner is known to be running (a
+ * kept container is stopped and done with: its run finished, even if its process goes on,
+ * as an eval does):
  * - no option: orphans only, i.e. unkept containers whose owning process on this host is
  *   gone. A container made from another host (a shared engine) cannot be checked, so it
  *   stays unless an option below names it.
@@ -77,7 +79,7 @@ export async function collectGarbage(engine: GcEngine, options: GcOptions = {}):
     const sameHost = c.labels[LABEL.ownerHost] === host;
     const pid = Number(c.labels[LABEL.ownerPid]);
     const ownerAlive = sameHost && pid !== process.pid && processAlive(pid);
-    const eligible = old && !ownerAlive && (sameHost || named) && (kept ? named : true);
+    const eligible = old && !(ownerAlive && !kept) && (sameHost || named) && (kept ? named : true);
     if (!eligible) {
       remaining.add(c.image);
       continue;

@@ -109,10 +109,10 @@ describe('gc', () => {
     expect(removed.images).toEqual([]);
   });
 
-  it('--older-than removes only what is older, kept containers included, never a live owner’s', async () => {
+  it('--older-than removes only what is older, kept containers included (a live owner’s too), never a live owner’s unkept one', async () => {
     const { engine, removed } = world();
     await collectGarbage(engine, { olderThanMs: 24 * HOUR });
-    expect(names(removed.containers)).toEqual(['old-kept', 'old-orphan', 'old-remote-kept']);
+    expect(names(removed.containers)).toEqual(['live-kept', 'old-kept', 'old-orphan', 'old-remote-kept']);
   });
 
   it('--run removes that run’s containers, kept ones included, and nothing else', async () => {
@@ -121,11 +121,13 @@ describe('gc', () => {
       container({ name: 'a-verify', run: 'run-a', kept: true }),
       container({ name: 'b-attempt', run: 'run-b', kept: true }),
       container({ name: 'a-live', run: 'run-a', owner: 'alive' }),
+      container({ name: 'a-live-kept', run: 'run-a', owner: 'alive', kept: true }),
     ]);
     const report = await collectGarbage(engine, { runId: 'run-a' });
-    expect(names(removed.containers)).toEqual(['a-attempt', 'a-verify']);
+    expect(names(removed.containers)).toEqual(['a-attempt', 'a-live-kept', 'a-verify']);
     expect(report.containers.map((c) => [c.run, c.kept])).toEqual([
       ['run-a', false],
+      ['run-a', true],
       ['run-a', true],
     ]);
   });
@@ -135,6 +137,7 @@ describe('gc', () => {
     const report = await collectGarbage(engine, { all: true });
     expect(names(removed.containers)).toEqual([
       'kept',
+      'live-kept',
       'mine',
       'old-kept',
       'old-orphan',
@@ -142,7 +145,7 @@ describe('gc', () => {
       'orphan',
       'remote',
     ]);
-    // repo-x is still used by the live containers; repo-y only by removed ones; repo-z by none.
+    // repo-x is still used by the live unkept container; repo-y only by removed ones; repo-z by none.
     expect(removed.images.sort()).toEqual([
       'sha256:sandbox-harness/repo-y:1',
       'sha256:sandbox-harness/repo-z:1',
