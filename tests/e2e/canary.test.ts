@@ -13,7 +13,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { prepareExampleCopy } from '../../src/demo.js';
+import { exampleCopy, liveFixArgs, removeExampleCopies } from '../helpers/example.js';
 import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
@@ -75,127 +75,118 @@ function expectLookedAround(text: string): void {
     expect(text).toContain(seen);
 }
 
-describe('no credential of the host reaches a sandbox, an image or a record (real Docker)', () => {
-  let server: FakeModelServer | undefined;
-  const runIds = new Set<string>();
+/** The model got the sandbox's look-around back, and no request it got holds the canary. */
+function expectModelSawNoCanary(server: FakeModelServer, canary: string): void {
+  expectLookedAround(
+    server
+      .modelRequests()
+      .map((r) => r.rawBody)
+      .join('\n'),
+  );
+  for (const r of server.requests) expectNoCanaryIn(canary, r.rawBody, 'a request to the model server');
+}
 
-  beforeAll(async () => {
-    await dockerEngine().ping(5000);
-    await ensureBaseImage('node', {});
-  }, 900_000);
+// A full fix and a full eval with every container kept for the checks: minutes when loaded.
+describe(
+  'no credential of the host reaches a sandbox, an image or a record (real Docker)',
+  { timeout: 600_000 },
+  () => {
+    let server: FakeModelServer | undefined;
+    const runIds = new Set<string>();
 
-  afterAll(async () => {
-    // The containers first: they were kept for the checks and must go even if one failed.
-    for (const runId of runIds) await runCli(['gc', '--run', runId]);
-    await server?.close();
-  });
+    beforeAll(async () => {
+      await dockerEngine().ping(5000);
+      await ensureBaseImage('node', {});
+    }, 900_000);
 
-  it('fix: through the agent, the baseline, verification and --record', async () => {
-    const copy = await prepareExampleCopy();
-    const demo = await demoTurns();
-    const turns = [demo[0]!, LOOK_TURN, ...demo.slice(1)];
-    server = await startFakeModelServer(turns.map((content) => ({ reply: { content } })));
-    const { canary, variables, env } = canaryEnv({ ANTHROPIC_BASE_URL: server.anthropicBaseUrl });
-    const recording = join(copy.root, 'recorded.json');
-    const live = await runCli(
-      [
-        'fix',
-        'OPS-412',
-        '--catalog',
-        copy.catalog,
-        '--provider',
-        'anthropic',
-        '--model',
-        'fake-model',
-        '--record',
-        recording,
-        '--keep',
-        'always',
-        '--json',
-      ],
-      { cwd: copy.root, env },
-    );
-    const result = JSON.parse(live.stdout) as { runId: string; runDir: string; outcome: string };
-    runIds.add(result.runId);
-    expect(result.outcome, live.stderr).toBe('ready-for-review');
-    // The key was used for real: the model server got it, in a header.
-    expect(JSON.stringify(server.modelRequests().map((r) => r.headers))).toContain(
-      variables.ANTHROPIC_API_KEY,
-    );
+    afterAll(async () => {
+      // The containers first: they were kept for the checks and must go even if one failed.
+      for (const runId of runIds) await runCli(['gc', '--run', runId]);
+      await server?.close();
+      await removeExampleCopies();
+    });
 
-    const transcript = await readFile(join(result.runDir, 'transcript.json'), 'utf8');
-    expectLookedAround(transcript);
-    expectLookedAround(
-      server
-        .modelRequests()
-        .map((r) => r.rawBody)
-        .join('\n'),
-    );
-    for (const r of server.requests) expectNoCanaryIn(canary, r.rawBody, 'a request to the model server');
+    it('fix: through the agent, the baseline, verification and --record', async () => {
+      const copy = await exampleCopy();
+      const demo = await demoTurns();
+      const turns = [demo[0]!, LOOK_TURN, ...demo.slice(1)];
+      server = await startFakeModelServer(turns.map((content) => ({ reply: { content } })));
+      const { canary, variables, env } = canaryEnv({ ANTHROPIC_BASE_URL: server.anthropicBaseUrl });
+      const recording = join(copy.root, 'recorded.json');
+      const live = await runCli(liveFixArgs(copy, 'anthropic', recording, '--keep', 'always'), {
+        cwd: copy.root,
+        env,
+      });
+      const result = JSON.parse(live.stdout) as { runId: string; runDir: string; outcome: string };
+      runIds.add(result.runId);
+      expect(result.outcome, live.stderr).toBe('ready-for-review');
+      // The key was used for real: the model server got it, in a header.
+      expect(JSON.stringify(server.modelRequests().map((r) => r.headers))).toContain(
+        variables.ANTHROPIC_API_KEY,
+      );
 
-    const engine = await engineViewOfRun(result.runId);
-    // Baseline, attempt and verification containers, all kept for this check.
-    expect(engine.containers).toBeGreaterThanOrEqual(3);
-    expect(engine.text).toContain('SERVICE_CATALOG=');
-    expectNoCanaryIn(canary, engine.text, "the daemon's view of the run's containers and image");
+      const transcript = await readFile(join(result.runDir, 'transcript.json'), 'utf8');
+      expectLookedAround(transcript);
+      expectModelSawNoCanary(server, canary);
 
-    // Transcript, run record, event log, test outputs, patch, image build log; the recording.
-    const files = await expectNoCanary(canary, result.runDir, recording);
-    expect(files).toBeGreaterThanOrEqual(6);
-    expect(await readFile(recording, 'utf8')).toContain('/proc/1/environ');
-    expectNoCanaryIn(canary, live.stdout + live.stderr, "the CLI's output");
-  });
-
-  it('eval: every trial, its containers, records and the reports', async () => {
-    const copy = await prepareExampleCopy();
-    const root = dirname(copy.root);
-    await cp(join(ROOT, 'examples', 'evals'), join(root, 'evals'), { recursive: true });
-    const suite = join(root, 'evals', 'canary-suite.yaml');
-    await writeFile(
-      suite,
-      [
-        'name: canary',
-        'defaults:',
-        '  n: 1',
-        '  provider: anthropic',
-        '  keep: always',
-        'tasks:',
-        '  - id: look-then-fix',
-        '    catalog: shipping-eval.yaml',
-        '    ticket: ../shipping-service/tickets/OPS-412.md',
-        '',
-      ].join('\n'),
-    );
-    const demo = await demoTurns();
-    await server?.close();
-    server = await startFakeModelServer([LOOK_TURN, ...demo].map((content) => ({ reply: { content } })));
-    const { canary, env } = canaryEnv({ ANTHROPIC_BASE_URL: server.anthropicBaseUrl });
-    const out = join(root, 'out');
-    const r = await runCli(['eval', suite, '--out', out, '--json'], { cwd: root, env });
-    expect(r.code, r.stderr).toBe(0);
-    const results = (await readFile(join(out, 'results.jsonl'), 'utf8'))
-      .split('\n')
-      .filter(Boolean)
-      .map((line) => JSON.parse(line) as { runId: string; outcome: string });
-    expect(results.map((x) => x.outcome)).toEqual(['passed']);
-    for (const x of results) runIds.add(x.runId);
-
-    expectLookedAround(
-      server
-        .modelRequests()
-        .map((q) => q.rawBody)
-        .join('\n'),
-    );
-    for (const q of server.requests) expectNoCanaryIn(canary, q.rawBody, 'a request to the model server');
-    for (const x of results) {
-      const engine = await engineViewOfRun(x.runId);
+      const engine = await engineViewOfRun(result.runId);
+      // Baseline, attempt and verification containers, all kept for this check.
       expect(engine.containers).toBeGreaterThanOrEqual(3);
-      expectNoCanaryIn(canary, engine.text, `the daemon's view of trial ${x.runId}`);
-    }
-    // results.jsonl, summary.json, report.md/html, the eval's events and every trial's run record.
-    const [trialDir] = await readdir(join(out, 'runs'));
-    expectLookedAround(await readFile(join(out, 'runs', trialDir!, 'transcript.json'), 'utf8'));
-    expect(await expectNoCanary(canary, out)).toBeGreaterThanOrEqual(8);
-    expectNoCanaryIn(canary, r.stdout + r.stderr, "the CLI's output");
-  });
-});
+      expect(engine.text).toContain('SERVICE_CATALOG=');
+      expectNoCanaryIn(canary, engine.text, "the daemon's view of the run's containers and image");
+
+      // Transcript, run record, event log, test outputs, patch, image build log; the recording.
+      const files = await expectNoCanary(canary, result.runDir, recording);
+      expect(files).toBeGreaterThanOrEqual(6);
+      expect(await readFile(recording, 'utf8')).toContain('/proc/1/environ');
+      expectNoCanaryIn(canary, live.stdout + live.stderr, "the CLI's output");
+    });
+
+    it('eval: every trial, its containers, records and the reports', async () => {
+      const copy = await exampleCopy();
+      const root = dirname(copy.root);
+      await cp(join(ROOT, 'examples', 'evals'), join(root, 'evals'), { recursive: true });
+      const suite = join(root, 'evals', 'canary-suite.yaml');
+      await writeFile(
+        suite,
+        [
+          'name: canary',
+          'defaults:',
+          '  n: 1',
+          '  provider: anthropic',
+          '  keep: always',
+          'tasks:',
+          '  - id: look-then-fix',
+          '    catalog: shipping-eval.yaml',
+          '    ticket: ../shipping-service/tickets/OPS-412.md',
+          '',
+        ].join('\n'),
+      );
+      const demo = await demoTurns();
+      await server?.close();
+      server = await startFakeModelServer([LOOK_TURN, ...demo].map((content) => ({ reply: { content } })));
+      const { canary, env } = canaryEnv({ ANTHROPIC_BASE_URL: server.anthropicBaseUrl });
+      const out = join(root, 'out');
+      const r = await runCli(['eval', suite, '--out', out, '--json'], { cwd: root, env });
+      expect(r.code, r.stderr).toBe(0);
+      const results = (await readFile(join(out, 'results.jsonl'), 'utf8'))
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as { runId: string; outcome: string });
+      expect(results.map((x) => x.outcome)).toEqual(['passed']);
+      for (const x of results) runIds.add(x.runId);
+
+      expectModelSawNoCanary(server, canary);
+      for (const x of results) {
+        const engine = await engineViewOfRun(x.runId);
+        expect(engine.containers).toBeGreaterThanOrEqual(3);
+        expectNoCanaryIn(canary, engine.text, `the daemon's view of trial ${x.runId}`);
+      }
+      // results.jsonl, summary.json, report.md/html, the eval's events and every trial's run record.
+      const [trialDir] = await readdir(join(out, 'runs'));
+      expectLookedAround(await readFile(join(out, 'runs', trialDir!, 'transcript.json'), 'utf8'));
+      expect(await expectNoCanary(canary, out)).toBeGreaterThanOrEqual(8);
+      expectNoCanaryIn(canary, r.stdout + r.stderr, "the CLI's output");
+    });
+  },
+);

@@ -4,7 +4,9 @@ import { writeFile, mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runCli, ROOT } from '../helpers/cli.js';
-import { FIXTURES } from '../helpers/docker.js';
+import { FIXTURES, fixtureImage } from '../helpers/docker.js';
+import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
+import { randomBytes } from 'node:crypto';
 import { dockerEngine } from '../../src/sandbox/docker/engine.js';
 
 describe('sandbox-harness CLI', () => {
@@ -78,9 +80,50 @@ describe('sandbox-harness CLI', () => {
     expect(gone.stderr).toMatch(/hint:/);
   });
 
-  it('gc refuses a malformed age (exit 2)', async () => {
+  it('gc on real Docker: --all and --older-than only say with --dry-run, --run removes one run', async () => {
+    // One kept container of a run of our own; every gc below either only reports, or is
+    // limited to this run, so nothing else on the engine is touched.
+    const runId = `cli-gc-${randomBytes(4).toString('hex')}`;
+    const sandbox = await dockerBackend().create({
+      image: await fixtureImage('conformance'),
+      runId,
+      role: 'gc',
+    });
+    await sandbox.dispose({ keep: true });
+    type Report = { containers: { id: string; run: string; kept: boolean }[] };
+    const planned = async (...args: string[]) => {
+      const r = await runCli(['gc', ...args, '--dry-run', '--json']);
+      expect(r.code, r.stderr).toBe(0);
+      return (JSON.parse(r.stdout) as Report).containers.filter((c) => c.run === runId);
+    };
+    try {
+      expect(await planned()).toEqual([]);
+      expect(await planned('--older-than', '1h')).toEqual([]);
+      expect(await planned('--all')).toEqual([
+        { id: sandbox.id, name: expect.any(String), run: runId, kept: true },
+      ]);
+      expect(await planned('--run', runId)).toHaveLength(1);
+      expect(await dockerEngine().inspectContainer(sandbox.id)).toBeDefined();
+
+      const removed = await runCli(['gc', '--run', runId]);
+      expect(removed.code, removed.stderr).toBe(0);
+      expect(removed.stdout).toMatch(
+        new RegExp(`removed 1 container\\(s\\) and 0 image\\(s\\) of run ${runId}`),
+      );
+      expect(await dockerEngine().inspectContainer(sandbox.id)).toBeUndefined();
+    } finally {
+      await dockerEngine().removeContainer(sandbox.id);
+    }
+  });
+
+  it('gc refuses a malformed age or run id (exit 2)', async () => {
     const r = await runCli(['gc', '--older-than', 'yesterday']);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/expected a duration such as 30m, 24h or 7d, got "yesterday"/);
+    const run = await runCli(['gc', '--run', 'a run; rm -rf /']);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(
+      /--run: expected a run id, a unique prefix of one, or "last", got "a run; rm -rf \/"/,
+    );
   });
 });

@@ -2,10 +2,11 @@
  * `sandbox-harness eval` end to end: the built CLI, real Docker, the offline example
  * suite (cassettes). Counts and pass@k are checked against numbers worked out by hand.
  */
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cp, readFile, readdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { prepareExampleCopy, type ExampleCopy } from '../../src/demo.js';
+import type { ExampleCopy } from '../../src/demo.js';
+import { exampleCopy, removeExampleCopies } from '../helpers/example.js';
 import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
@@ -40,7 +41,7 @@ interface Result {
 }
 
 async function exampleWithSuite(): Promise<{ copy: ExampleCopy; suite: string; root: string }> {
-  const copy = await prepareExampleCopy();
+  const copy = await exampleCopy();
   const root = dirname(copy.root);
   await cp(join(ROOT, 'examples', 'evals'), join(root, 'evals'), { recursive: true });
   return { copy, suite: join(root, 'evals', 'suite.yaml'), root };
@@ -56,11 +57,16 @@ async function readResults(outDir: string): Promise<Result[]> {
 
 const k = (values: KValue[]) => values.map((v) => (v.value === null ? null : Number(v.value.toFixed(4))));
 
-describe('eval end to end (real Docker, offline suite)', () => {
+// Nine trials of real containers take minutes on a loaded 2-core machine.
+describe('eval end to end (real Docker, offline suite)', { timeout: 600_000 }, () => {
   beforeAll(async () => {
     await dockerEngine().ping(5000);
     await ensureBaseImage('node', {});
   }, 900_000);
+
+  afterAll(async () => {
+    await removeExampleCopies();
+  });
 
   it('3 tasks x 3 trials: right counts and pass@k, own containers removed, host repo untouched, trials overlap', async () => {
     const { copy, suite, root } = await exampleWithSuite();
@@ -174,6 +180,15 @@ describe('eval end to end (real Docker, offline suite)', () => {
     const results = await readResults(out);
     expect(results).toHaveLength(6);
     expect(new Set(results.map((x) => `${x.taskId}#${x.trial}`)).size).toBe(6);
+    // Every finished trial removed its containers. The killed process's in-flight trials
+    // are orphans: the resumed eval's start-up reaper removes those it can see, but one whose
+    // create the daemon was still finishing can appear after that, so this test removes
+    // them itself, by their run ids.
+    for (const x of results)
+      expect(await dockerEngine().listContainers({ [LABEL.run]: x.runId }), x.runId).toEqual([]);
+    const finished = new Set(results.map((x) => x.runId));
+    for (const runDir of await readdir(join(out, 'runs')))
+      if (!finished.has(runDir)) await runCli(['gc', '--run', runDir]);
     // The trials finished before the kill kept their results and were not run again.
     for (const done of finishedBefore) {
       expect(results.filter((x) => x.taskId === done.taskId && x.trial === done.trial)).toEqual([done]);

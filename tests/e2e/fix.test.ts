@@ -6,7 +6,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readFile, writeFile, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { prepareExampleCopy, type ExampleCopy } from '../../src/demo.js';
+import type { ExampleCopy } from '../../src/demo.js';
+import { exampleCopy, removeExampleCopies } from '../helpers/example.js';
 import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
@@ -93,7 +94,8 @@ async function gcRun(runId: string) {
   return JSON.parse(r.stdout) as { run: string; containers: { id: string; kept: boolean }[] };
 }
 
-describe('fix end to end (real Docker, replayed model)', () => {
+// Each run builds or reuses an image and starts several containers: a minute or more when loaded.
+describe('fix end to end (real Docker, replayed model)', { timeout: 300_000 }, () => {
   beforeAll(async () => {
     await dockerEngine().ping(5000);
     await ensureBaseImage('node', {});
@@ -101,10 +103,11 @@ describe('fix end to end (real Docker, replayed model)', () => {
 
   afterAll(async () => {
     for (const runId of runIds) await gcRun(runId);
+    await removeExampleCopies();
   });
 
   it('(a) the demo cassette reaches ready-for-review and the host file uses 39', async () => {
-    const copy = await prepareExampleCopy();
+    const copy = await exampleCopy();
     const { code, json } = await fix(copy, join(copy.cassettes, 'OPS-412.json'));
     expect(json!.outcome).toBe('ready-for-review');
     expect(code).toBe(0);
@@ -131,7 +134,7 @@ describe('fix end to end (real Docker, replayed model)', () => {
   });
 
   it('(b) an edit to the test file is rejected, the reason reaches attempt 2, which fixes the code', async () => {
-    const copy = await prepareExampleCopy();
+    const copy = await exampleCopy();
     const testFile = join(copy.repo, 'test', 'shipping.test.ts');
     const before = await readFile(testFile, 'utf8');
     const { code, json } = await fix(copy, join(CASSETTES, 'edits-test-then-fixes.json'));
@@ -152,7 +155,7 @@ describe('fix end to end (real Docker, replayed model)', () => {
   });
 
   it('(c) a model that never fixes: failed after maxAttempts, container kept; inspect, rerun-tests and gc work', async () => {
-    const copy = await prepareExampleCopy();
+    const copy = await exampleCopy();
     const hash = treeHash(copy.repo);
     const { code, json } = await fix(copy, join(CASSETTES, 'never-fixes.json'), ['--max-attempts', '2']);
     expect(json!.outcome).toBe('failed');
@@ -207,7 +210,7 @@ describe('fix end to end (real Docker, replayed model)', () => {
   });
 
   it('(d) edits to node_modules that make the tests pass in the agent sandbox do not pass verification', async () => {
-    const copy = await prepareExampleCopy();
+    const copy = await exampleCopy();
     // This catalog ignores node_modules churn, so the hack is dropped from the change set
     // rather than rejected: only verification in a fresh sandbox can catch it.
     const catalogText = await readFile(copy.catalog, 'utf8');
@@ -236,7 +239,7 @@ describe('fix end to end (real Docker, replayed model)', () => {
   });
 
   it('(e) Ctrl-C during an attempt: interrupted, the host repo unchanged, nothing left running', async () => {
-    const copy = await prepareExampleCopy();
+    const copy = await exampleCopy();
     const hash = treeHash(copy.repo);
     const { child, done } = startCli(
       ['fix', 'OPS-412', '--catalog', copy.catalog, '--cassette', join(CASSETTES, 'sleeps.json'), '--json'],
@@ -258,7 +261,7 @@ describe('fix end to end (real Docker, replayed model)', () => {
   });
 
   it('(e) a second Ctrl-C exits at once, still without touching the repo', async () => {
-    const copy = await prepareExampleCopy();
+    const copy = await exampleCopy();
     const hash = treeHash(copy.repo);
     const { child, done } = startCli(
       ['fix', 'OPS-412', '--catalog', copy.catalog, '--cassette', join(CASSETTES, 'sleeps.json')],
@@ -287,7 +290,7 @@ describe('fix end to end (real Docker, replayed model)', () => {
     let copy: ExampleCopy;
     let hash: string;
     beforeAll(async () => {
-      copy = await prepareExampleCopy();
+      copy = await exampleCopy();
       hash = treeHash(copy.repo, /^$/);
     });
     const expectUntouched = () => expect(treeHash(copy.repo, /^$/)).toBe(hash);

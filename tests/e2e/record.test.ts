@@ -6,10 +6,10 @@
  * and the transcript, the run record and the recorded cassette are searched, not only the
  * event log (which redacts known secrets, so it alone would hide a leak).
  */
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { prepareExampleCopy } from '../../src/demo.js';
+import { exampleCopy, liveFixArgs, removeExampleCopies } from '../helpers/example.js';
 import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { startFakeModelServer, type FakeModelServer } from '../fake-model-server/server.js';
@@ -28,89 +28,92 @@ const SHOW_ENV: AssistantContent[] = [
   },
 ];
 
-describe('fix with a real SDK against the fake model server, recorded and replayed', () => {
-  let server: FakeModelServer | undefined;
-  beforeAll(async () => {
-    await dockerEngine().ping(5000);
-    await ensureBaseImage('node', {});
-  }, 900_000);
-  afterEach(async () => {
-    await server?.close();
-    server = undefined;
-  });
+// Two full fixes per test (live, then replayed): minutes on a loaded machine.
+describe(
+  'fix with a real SDK against the fake model server, recorded and replayed',
+  { timeout: 600_000 },
+  () => {
+    let server: FakeModelServer | undefined;
+    beforeAll(async () => {
+      await dockerEngine().ping(5000);
+      await ensureBaseImage('node', {});
+    }, 900_000);
+    const runIds: string[] = [];
+    afterEach(async () => {
+      await server?.close();
+      server = undefined;
+    });
+    afterAll(async () => {
+      // A failed run keeps its containers; only this file's runs are removed.
+      for (const runId of runIds) await runCli(['gc', '--run', runId]);
+      await removeExampleCopies();
+    });
 
-  it.each(['anthropic', 'openai'] as const)(
-    '%s: ready-for-review, the recording replays, the key stays on the host',
-    async (name) => {
-      const copy = await prepareExampleCopy();
-      const demo = JSON.parse(await readFile(join(copy.cassettes, 'OPS-412.json'), 'utf8')) as {
-        turns: { content: AssistantContent[] }[];
-      };
-      const turns = [demo.turns[0]!.content, SHOW_ENV, ...demo.turns.slice(1).map((t) => t.content)];
-      server = await startFakeModelServer(turns.map((content) => ({ reply: { content } })));
-      // Both keys are set (and other tokens); the provider uses its own, the sandbox sees none.
-      const { canary, variables, env } = canaryEnv(
-        name === 'anthropic'
-          ? { ANTHROPIC_BASE_URL: server.anthropicBaseUrl }
-          : { OPENAI_BASE_URL: server.openaiBaseUrl },
-      );
-      const key = name === 'anthropic' ? variables.ANTHROPIC_API_KEY! : variables.OPENAI_API_KEY!;
-      const recording = join(copy.root, 'recorded.json');
-      const live = await runCli(
-        [
-          'fix',
-          'OPS-412',
-          '--catalog',
-          copy.catalog,
-          '--provider',
-          name,
-          '--model',
-          'fake-model',
-          '--record',
-          recording,
-          '--json',
-        ],
-        { cwd: copy.root, env },
-      );
-      const result = JSON.parse(live.stdout) as {
-        outcome: string;
-        runDir: string;
-        provider: { name: string };
-      };
-      expect(result.outcome, live.stderr).toBe('ready-for-review');
-      expect(result.provider.name).toBe(name);
-      expect(server.modelRequests()).toHaveLength(turns.length);
+    it.each(['anthropic', 'openai'] as const)(
+      '%s: ready-for-review, the recording replays, the key stays on the host',
+      async (name) => {
+        const copy = await exampleCopy();
+        const demo = JSON.parse(await readFile(join(copy.cassettes, 'OPS-412.json'), 'utf8')) as {
+          turns: { content: AssistantContent[] }[];
+        };
+        const turns = [demo.turns[0]!.content, SHOW_ENV, ...demo.turns.slice(1).map((t) => t.content)];
+        server = await startFakeModelServer(turns.map((content) => ({ reply: { content } })));
+        // Both keys are set (and other tokens); the provider uses its own, the sandbox sees none.
+        const { canary, variables, env } = canaryEnv(
+          name === 'anthropic'
+            ? { ANTHROPIC_BASE_URL: server.anthropicBaseUrl }
+            : { OPENAI_BASE_URL: server.openaiBaseUrl },
+        );
+        const key = name === 'anthropic' ? variables.ANTHROPIC_API_KEY! : variables.OPENAI_API_KEY!;
+        const recording = join(copy.root, 'recorded.json');
+        const live = await runCli(liveFixArgs(copy, name, recording), { cwd: copy.root, env });
+        const result = JSON.parse(live.stdout) as {
+          runId: string;
+          outcome: string;
+          runDir: string;
+          provider: { name: string };
+        };
+        runIds.push(result.runId);
+        expect(result.outcome, live.stderr).toBe('ready-for-review');
+        expect(result.provider.name).toBe(name);
+        expect(server.modelRequests()).toHaveLength(turns.length);
 
-      // The key reached the model server, in a header.
-      expect(JSON.stringify(server.requests.map((r) => r.headers))).toContain(key);
-      // The sandbox's environment really was printed and recorded: its own variables are in
-      // the transcript and went back to the model...
-      const transcript = await readFile(join(result.runDir, 'transcript.json'), 'utf8');
-      for (const seen of ['SANDBOX_HARNESS=1', 'SERVICE_CATALOG=', '--- pid 1', '--- home'])
-        expect(transcript).toContain(seen);
-      expect(JSON.stringify(server.modelRequests().map((r) => r.body))).toContain('SERVICE_CATALOG=');
-      // ...and no canary is in it, in the run record, the other files of the run, the
-      // recorded cassette, the CLI's output, or any request body the model server got.
-      expectNoCanaryIn(canary, transcript, 'transcript.json');
-      expectNoCanaryIn(canary, await readFile(join(result.runDir, 'run.json'), 'utf8'), 'run.json');
-      await expectNoCanary(canary, result.runDir, recording);
-      expectNoCanaryIn(canary, live.stdout + live.stderr, "the CLI's output");
-      for (const r of server.requests) expectNoCanaryIn(canary, r.rawBody, 'a request to the model server');
+        // The key reached the model server, in a header.
+        expect(JSON.stringify(server.requests.map((r) => r.headers))).toContain(key);
+        // The sandbox's environment really was printed and recorded: its own variables are in
+        // the transcript and went back to the model...
+        const transcript = await readFile(join(result.runDir, 'transcript.json'), 'utf8');
+        for (const seen of ['SANDBOX_HARNESS=1', 'SERVICE_CATALOG=', '--- pid 1', '--- home'])
+          expect(transcript).toContain(seen);
+        expect(JSON.stringify(server.modelRequests().map((r) => r.body))).toContain('SERVICE_CATALOG=');
+        // ...and no canary is in it, in the run record, the other files of the run, the
+        // recorded cassette, the CLI's output, or any request body the model server got.
+        expectNoCanaryIn(canary, transcript, 'transcript.json');
+        expectNoCanaryIn(canary, await readFile(join(result.runDir, 'run.json'), 'utf8'), 'run.json');
+        await expectNoCanary(canary, result.runDir, recording);
+        expectNoCanaryIn(canary, live.stdout + live.stderr, "the CLI's output");
+        for (const r of server.requests) expectNoCanaryIn(canary, r.rawBody, 'a request to the model server');
 
-      const cassette = JSON.parse(await readFile(recording, 'utf8')) as { version: number; turns: unknown[] };
-      expect(cassette.version).toBe(1);
-      expect(cassette.turns).toHaveLength(turns.length);
-      expect(JSON.stringify(cassette.turns)).toContain('/proc/1/environ');
+        const cassette = JSON.parse(await readFile(recording, 'utf8')) as {
+          version: number;
+          turns: unknown[];
+        };
+        expect(cassette.version).toBe(1);
+        expect(cassette.turns).toHaveLength(turns.length);
+        expect(JSON.stringify(cassette.turns)).toContain('/proc/1/environ');
 
-      const again = await prepareExampleCopy();
-      const replay = await runCli(
-        ['fix', 'OPS-412', '--catalog', again.catalog, '--cassette', recording, '--json'],
-        {
-          cwd: again.root,
-        },
-      );
-      expect(JSON.parse(replay.stdout).outcome, replay.stderr).toBe('ready-for-review');
-      expect(await readFile(join(again.repo, 'src', 'shipping.ts'), 'utf8')).toMatch(/THRESHOLD = 39;/);
-    },
-  );
-});
+        const again = await exampleCopy();
+        const replay = await runCli(
+          ['fix', 'OPS-412', '--catalog', again.catalog, '--cassette', recording, '--json'],
+          {
+            cwd: again.root,
+          },
+        );
+        const replayed = JSON.parse(replay.stdout) as { runId: string; outcome: string };
+        runIds.push(replayed.runId);
+        expect(replayed.outcome, replay.stderr).toBe('ready-for-review');
+        expect(await readFile(join(again.repo, 'src', 'shipping.ts'), 'utf8')).toMatch(/THRESHOLD = 39;/);
+      },
+    );
+  },
+);
