@@ -4,7 +4,8 @@
  * nothing about Docker, tickets or catalogs; its whole world is a `Sandbox`, a
  * `ModelProvider` and a `ToolRegistry`.
  */
-import { Interrupted } from '../errors.js';
+import { DiskBudgetExceeded, Interrupted, SandboxDead } from '../errors.js';
+import type { LoopStop } from '../outcomes.js';
 import { estimateTokensForText } from '../llm/tokens.js';
 import type {
   AssistantMessage,
@@ -47,12 +48,15 @@ export interface AgentLoopOptions {
   maxTokens?: number;
   /** Attached to every event, for logs that span attempts. */
   attempt?: number;
+  /**
+   * The conversation is appended here as it happens, so a caller keeps it even when the
+   * loop ends with an error (a dead sandbox); the result carries the same array.
+   */
+  messages?: Message[];
 }
 
-export type LoopStatus = 'completed' | 'max_turns' | 'token_budget' | 'timeout' | 'interrupted';
-
 export interface AgentLoopResult {
-  status: LoopStatus;
+  status: LoopStop;
   /** Model calls made. */
   turns: number;
   usage: Usage;
@@ -60,6 +64,8 @@ export interface AgentLoopResult {
   messages: Message[];
   /** Text of the model's last message. */
   finalText: string;
+  /** What stopped the sandbox, for `disk-budget` and `sandbox-stopped`. */
+  sandboxError?: DiskBudgetExceeded | SandboxDead;
 }
 
 export const DEFAULT_MAX_OUTPUT_TOKENS = 8_192;
@@ -104,11 +110,13 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentLoop
   const { provider, tools, events, limits, sandbox } = options;
   const maxTokens = options.maxTokens ?? DEFAULT_MAX_OUTPUT_TOKENS;
   const definitions: ToolDefinition[] = tools.definitions();
-  const messages: Message[] = [{ role: 'user', content: [{ type: 'text', text: options.firstUserMessage }] }];
+  const messages: Message[] = options.messages ?? [];
+  messages.push({ role: 'user', content: [{ type: 'text', text: options.firstUserMessage }] });
   const usage: Usage = { inputTokens: 0, outputTokens: 0 };
   const base = options.attempt === undefined ? {} : { attempt: options.attempt };
   let turns = 0;
-  let status: LoopStatus | 'error' = 'error';
+  let status: LoopStop | 'error' = 'error';
+  let sandboxError: DiskBudgetExceeded | SandboxDead | undefined;
   let lastDropped = 0;
 
   const controller = new AbortController();
@@ -140,11 +148,11 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentLoop
     for (;;) {
       if (signal.aborted) throw new Interrupted('aborted');
       if (turns >= limits.maxTurns) {
-        status = 'max_turns';
+        status = 'max-turns';
         break;
       }
       if (limits.tokenBudget !== undefined && usage.inputTokens + usage.outputTokens >= limits.tokenBudget) {
-        status = 'token_budget';
+        status = 'token-budget';
         break;
       }
 
@@ -241,7 +249,13 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentLoop
   } catch (error) {
     if (deadlinePassed) status = 'timeout';
     else if (options.signal?.aborted || error instanceof Interrupted) status = 'interrupted';
-    else throw error;
+    else if (error instanceof DiskBudgetExceeded) {
+      status = 'disk-budget';
+      sandboxError = error;
+    } else if (error instanceof SandboxDead) {
+      status = 'sandbox-stopped';
+      sandboxError = error;
+    } else throw error;
   } finally {
     if (deadline !== undefined) clearTimeout(deadline);
     options.signal?.removeEventListener('abort', forwardAbort);
@@ -257,5 +271,12 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentLoop
   const lastAssistant = [...messages]
     .reverse()
     .find((message): message is AssistantMessage => message.role === 'assistant');
-  return { status, turns, usage, messages, finalText: textOf(lastAssistant) };
+  return {
+    status: status as LoopStop,
+    turns,
+    usage,
+    messages,
+    finalText: textOf(lastAssistant),
+    ...(sandboxError ? { sandboxError } : {}),
+  };
 }

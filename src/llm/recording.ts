@@ -2,9 +2,7 @@
  * Records a live conversation in the cassette format of `replay.ts` (for `fix --record`),
  * so that a real session can be replayed offline later.
  */
-import { randomBytes } from 'node:crypto';
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { writeFileAtomic } from '../atomic-write.js';
 import { CASSETTE_VERSION, type Cassette, type CassetteTurn } from './replay.js';
 import type { Completion, CompletionRequest, ModelProvider } from './types.js';
 
@@ -46,17 +44,6 @@ export class RecordingProvider implements ModelProvider {
 
   /** Writes the cassette atomically: a reader sees the old file or the whole new one. */
   async save(file: string): Promise<void> {
-    await mkdir(dirname(file), { recursive: true });
-    const temp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-    try {
-      await writeFile(temp, `${JSON.stringify(this.toCassette(), null, 2)}\n`, {
-        encoding: 'utf8',
-        flag: 'wx',
-      });
-      await rename(temp, file);
-    } catch (error) {
-      await rm(temp, { force: true });
-      throw error;
-    }
+    await writeFileAtomic(file, `${JSON.stringify(this.toCassette(), null, 2)}\n`);
   }
 }

@@ -23,7 +23,7 @@
  * ```
  *
  * - Each model call takes the next turn. The position lives in the provider object, so one
- *   cassette spans every attempt of a run; running out is a `ModelError` naming the file
+ *   cassette spans every attempt of a run; running out is a `ConfigError` naming the file
  *   and the turn that was asked for.
  * - `stopReason` is `tool_use` or `end_turn` (`max_tokens` and `other` are accepted too, so
  *   that a recorded session replays as it happened).
@@ -33,7 +33,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
-import { ConfigError, Interrupted, ModelError, errorMessage } from '../errors.js';
+import { ConfigError, Interrupted, errorMessage } from '../errors.js';
 import { estimateRequestTokens, estimateTokensForText } from './tokens.js';
 import type {
   AssistantContent,
@@ -169,9 +169,11 @@ export class ReplayProvider implements ModelProvider {
     const turnNumber = this.next + 1;
     const turn = this.cassette.turns[this.next];
     if (!turn) {
-      throw new ModelError(
+      // A replay is deterministic: running out is a fault of the cassette (an error, never
+      // retried), not an unavailable model API.
+      throw new ConfigError(
         `cassette ${this.file} ran out: turn ${turnNumber} was requested but it has only ${this.cassette.turns.length} turns`,
-        false,
+        [],
         {
           hint: 'record the conversation again, or lower maxTurns / maxAttempts',
           details: { file: this.file, turn: turnNumber },

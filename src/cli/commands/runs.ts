@@ -12,7 +12,8 @@ import {
   type StoredRun,
 } from '../../runs/record.js';
 import { loadCatalog } from '../../catalog/load.js';
-import { dockerBackend } from '../../sandbox/docker/index.js';
+import { sandboxProvider } from '../../sandbox/registry.js';
+import type { AttachRequest } from '../../sandbox/types.js';
 import { formatTestRun, runTestLayers } from '../../fix/test-layers.js';
 import { print, printJson, note, type CliContext } from '../context.js';
 import { formatDuration, table } from '../format.js';
@@ -21,6 +22,11 @@ export interface RunsLocation {
   repo?: string;
   catalog?: string;
   runsDir?: string;
+}
+
+export interface AttemptChoice {
+  /** Which attempt's kept sandbox; default the last one that kept one. */
+  attempt?: string;
 }
 
 /** Where run records are: `--runs-dir`, else the repo of `--catalog`, else `--repo` or the working directory. */
@@ -98,15 +104,18 @@ export async function inspectCommand(
 ): Promise<number> {
   const run = await resolveRun(await runsDirOf(ctx, options), ref);
   const record = run.record;
-  const backend = dockerBackend();
+  const { backend } = await sandboxProvider();
   const containers = await Promise.all(
     record.containers
       .filter((c) => c.kept)
       .map(async (c) => ({
         ...c,
-        ...(await backend
-          .state(c.id)
-          .catch(() => ({ exists: false, running: false, status: 'unknown (Docker not reachable)' }))),
+        ...(await backend.state({ id: c.id, runId: record.id }).catch((error: unknown) => ({
+          exists: false,
+          running: false,
+          status:
+            error instanceof UsageError ? `refused: ${error.message}` : 'unknown (engine not reachable)',
+        }))),
       })),
   );
   const patch = await readRunFile(run, 'patch.diff');
@@ -211,10 +220,24 @@ export async function logsCommand(
   return 0;
 }
 
-function keptAttemptContainer(run: StoredRun): string {
-  const kept = run.record.containers.filter((c) => c.kept);
-  const attempt = [...kept].reverse().find((c) => c.role.startsWith('attempt-')) ?? kept[kept.length - 1];
-  if (!attempt) {
+/** The kept attempt sandbox of a run: of attempt N when asked, else of the last attempt that kept one. */
+function keptAttemptSandbox(run: StoredRun, choice: AttemptChoice): AttachRequest {
+  const kept = run.record.containers.filter((c) => c.kept && /^attempt-\d+$/.test(c.role));
+  let container;
+  if (choice.attempt !== undefined) {
+    const n = Number(choice.attempt);
+    if (!Number.isInteger(n) || n < 1) {
+      throw new UsageError(`--attempt: expected an attempt number (1, 2, ...), got "${choice.attempt}"`);
+    }
+    container = kept.find((c) => c.role === `attempt-${n}`);
+    if (!container) {
+      const have = kept.map((c) => c.role.replace('attempt-', '')).join(', ') || 'none';
+      throw new UsageError(`run ${run.record.id} kept no sandbox of attempt ${n} (kept attempts: ${have})`);
+    }
+  } else {
+    container = kept[kept.length - 1];
+  }
+  if (!container) {
     throw new UsageError(
       `run ${run.record.id} kept no container (outcome ${run.record.outcome}, keep policy ${run.record.keep})`,
       {
@@ -222,18 +245,19 @@ function keptAttemptContainer(run: StoredRun): string {
       },
     );
   }
-  return attempt.id;
+  return { id: container.id, runId: run.record.id };
 }
 
 export async function rerunTestsCommand(
   ctx: CliContext,
   ref: string,
-  options: RunsLocation & { json?: boolean },
+  options: RunsLocation & AttemptChoice & { json?: boolean },
 ): Promise<number> {
   const run = await resolveRun(await runsDirOf(ctx, options), ref);
-  const id = keptAttemptContainer(run);
-  const backend = dockerBackend();
-  const sandbox = await backend.attach(id);
+  const request = keptAttemptSandbox(run, options);
+  const id = request.id;
+  const { backend } = await sandboxProvider();
+  const sandbox = await backend.attach(request);
   try {
     if (!options.json) note(ctx, `running the tests again in kept container ${id.slice(0, 12)} ...`);
     const result = await runTestLayers(sandbox, run.record.testCommand, {
@@ -253,23 +277,28 @@ export async function rerunTestsCommand(
     }
     return result.passed ? 0 : 1;
   } finally {
-    await backend.release(id);
+    await backend.release(request);
   }
 }
 
-export async function shellCommand(ctx: CliContext, ref: string, options: RunsLocation): Promise<number> {
+export async function shellCommand(
+  ctx: CliContext,
+  ref: string,
+  options: RunsLocation & AttemptChoice,
+): Promise<number> {
   const run = await resolveRun(await runsDirOf(ctx, options), ref);
-  const id = keptAttemptContainer(run);
+  const request = keptAttemptSandbox(run, options);
+  const id = request.id;
   if (!process.stdin.isTTY) {
     throw new UsageError('`shell` needs an interactive terminal', {
       hint: `Use \`docker exec -it -u 1000 ${id.slice(0, 12)} sh\` from a script, or run it in a terminal.`,
     });
   }
   note(ctx, `shell in kept container ${id.slice(0, 12)} (run ${run.record.id}); no network; exit to leave`);
-  const backend = dockerBackend();
+  const { backend } = await sandboxProvider();
   try {
-    return await backend.interactiveShell(id, { stdin: process.stdin, stdout: process.stdout });
+    return await backend.interactiveShell(request, { stdin: process.stdin, stdout: process.stdout });
   } finally {
-    await backend.release(id);
+    await backend.release(request);
   }
 }

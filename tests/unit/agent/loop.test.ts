@@ -4,7 +4,7 @@ import { MemoryEventSink } from '../../../src/agent/events.js';
 import { runAgentLoop, type AgentLoopOptions } from '../../../src/agent/loop.js';
 import { createDefaultToolRegistry, DEFAULT_TOOLS, ToolRegistry } from '../../../src/agent/tools/registry.js';
 import { defineTool } from '../../../src/agent/tools/types.js';
-import { ModelError, SandboxDead } from '../../../src/errors.js';
+import { ConfigError, SandboxDead } from '../../../src/errors.js';
 import { createProvider } from '../../../src/llm/registry.js';
 import { loadCassette, ReplayProvider } from '../../../src/llm/replay.js';
 import type { ModelProvider } from '../../../src/llm/types.js';
@@ -162,17 +162,17 @@ describe('tool failures are results, and the loop goes on', () => {
 });
 
 describe('limits', () => {
-  it('stops a model that never finishes with status max_turns', async () => {
+  it('stops a model that never finishes with status max-turns', async () => {
     const provider = new LoopingProvider();
     const sandbox = new MemorySandbox();
     const result = await runAgentLoop(loopOptions({ provider, sandbox, limits: { maxTurns: 3 } }));
-    expect(result.status).toBe('max_turns');
+    expect(result.status).toBe('max-turns');
     expect(result.turns).toBe(3);
     expect(provider.calls).toBe(3);
     expect(sandbox.commands).toEqual(['true', 'true', 'true']);
   });
 
-  it('stops with token_budget once the budget is spent', async () => {
+  it('stops with token-budget once the budget is spent', async () => {
     const provider = scripted(
       Array.from({ length: 5 }, (_, i) => ({
         content: [toolUse(`t${i}`, 'list_files', {})],
@@ -182,7 +182,7 @@ describe('limits', () => {
     const result = await runAgentLoop(
       loopOptions({ provider, sandbox: new MemorySandbox(), limits: { maxTurns: 10, tokenBudget: 1_000 } }),
     );
-    expect(result.status).toBe('token_budget');
+    expect(result.status).toBe('token-budget');
     expect(result.turns).toBe(2);
     expect(result.usage).toEqual({ inputTokens: 1_000, outputTokens: 200 });
   });
@@ -225,21 +225,25 @@ describe('limits', () => {
 });
 
 describe('errors that end the attempt', () => {
-  it('propagates SandboxDead from a tool instead of telling the model', async () => {
+  it('stops as sandbox-stopped when a tool meets a dead sandbox, instead of telling the model', async () => {
     const provider = scripted([
       { content: [toolUse('t1', 'read_file', { path: 'a.ts' })] },
       { content: [text('x')] },
     ]);
     const sandbox = new MemorySandbox({ 'a.ts': 'x' });
     sandbox.kill();
-    await expect(runAgentLoop(loopOptions({ provider, sandbox }))).rejects.toBeInstanceOf(SandboxDead);
+    const result = await runAgentLoop(loopOptions({ provider, sandbox }));
+    expect(result.status).toBe('sandbox-stopped');
+    expect(result.sandboxError).toBeInstanceOf(SandboxDead);
+    expect(result.turns).toBe(1);
+    expect(provider.requests).toHaveLength(1);
   });
 
-  it('propagates a ModelError (here: the cassette running out)', async () => {
+  it('propagates an error of the model provider (here: the cassette running out)', async () => {
     const provider = scripted([{ content: [toolUse('t1', 'list_files', {})] }]);
     await expect(
       runAgentLoop(loopOptions({ provider, sandbox: new MemorySandbox() })),
-    ).rejects.toBeInstanceOf(ModelError);
+    ).rejects.toBeInstanceOf(ConfigError);
   });
 });
 
@@ -326,8 +330,8 @@ describe('the checked-in cassette', () => {
     const error = await runAgentLoop(loopOptions({ provider, sandbox: new MemorySandbox() })).catch(
       (e: unknown) => e,
     );
-    expect(error).toBeInstanceOf(ModelError);
-    expect((error as ModelError).message).toContain(file);
-    expect((error as ModelError).message).toMatch(/turn 5 was requested/);
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).message).toContain(file);
+    expect((error as ConfigError).message).toMatch(/turn 5 was requested/);
   });
 });

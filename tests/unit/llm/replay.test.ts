@@ -2,7 +2,7 @@ import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, ModelError } from '../../../src/errors.js';
+import { ConfigError } from '../../../src/errors.js';
 import { createProvider } from '../../../src/llm/registry.js';
 import { RecordingProvider } from '../../../src/llm/recording.js';
 import { loadCassette, ReplayProvider, type Cassette } from '../../../src/llm/replay.js';
@@ -65,9 +65,11 @@ describe('ReplayProvider', () => {
     await provider.complete(request('1'));
     await provider.complete(request('2'));
     const error = await provider.complete(request('3')).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(ModelError);
-    expect((error as ModelError).message).toContain(file);
-    expect((error as ModelError).message).toMatch(/turn 3 was requested but it has only 2 turns/);
+    // A replay is deterministic: running out is the cassette's fault (an error), never infrastructure.
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).category).toBe('config');
+    expect((error as ConfigError).message).toContain(file);
+    expect((error as ConfigError).message).toMatch(/turn 3 was requested but it has only 2 turns/);
   });
 
   it('rejects an invalid cassette with a ConfigError naming the file and the field', async () => {
