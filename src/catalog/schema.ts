@@ -247,6 +247,10 @@ export const agentSchema = z.strictObject({
     .array(glob, { error: 'expected a list of glob patterns' })
     .default(DEFAULT_IGNORE_CHANGES)
     .meta({ description: 'Globs whose changes are dropped before the allowlist check (build caches).' }),
+  delegate: z.boolean({ error: 'expected true or false' }).default(false).meta({
+    description:
+      'Offer the `delegate` tool: the agent hands a sub-task to a sub-agent with an empty context (same sandbox and tools, shared maxTurns and tokenBudget) and gets back only its conclusion. Off by default because it changes the tool list every model call sees.',
+  }),
 });
 
 const MEMORY = /^(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)$/i;

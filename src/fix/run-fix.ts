@@ -29,8 +29,8 @@ import {
 } from '../changes/change-set.js';
 import { changeSetPatch } from '../changes/patch.js';
 import { applyChangeSet, sha256 } from '../changes/apply.js';
-import { chooseProvider, contextWindowTokens, createProvider } from '../llm/registry.js';
-import { RecordingProvider } from '../llm/recording.js';
+import { chooseProvider, contextWindowTokens, createProvider, ProviderSession } from '../llm/registry.js';
+import type { RetryInfo } from '../llm/retry.js';
 import type { Message, ModelProvider } from '../llm/types.js';
 import { runAgentLoop, type AgentLoopResult } from '../agent/loop.js';
 import { buildFirstUserMessage, buildSystemPrompt } from '../agent/prompt.js';
@@ -160,8 +160,11 @@ async function prepare(options: FixOptions, deps: FixDeps) {
   const make = deps.createProvider ?? createProvider;
   // The event log does not exist yet; retries are reported to it once it does.
   const retries: { sink?: EventSink } = {};
-  let provider: ModelProvider = await make({
-    onRetry: (info) =>
+  // One session for every role: they replay their own queues of one cassette and record into one.
+  const session = new ProviderSession({ record: options.record !== undefined });
+  const providerOptions = {
+    session,
+    onRetry: (info: RetryInfo) =>
       retries.sink?.emit({
         kind: 'model_retry',
         message: `try ${info.attempt} failed (${info.error.message}); retrying in ${info.delayMs} ms`,
@@ -171,19 +174,21 @@ async function prepare(options: FixOptions, deps: FixDeps) {
     ...(choice.model ? { model: choice.model } : {}),
     ...(options.cassette ? { cassette: resolve(options.cwd, options.cassette) } : {}),
     env: options.env,
-  });
-  let recorder: RecordingProvider | undefined;
-  if (options.record) {
-    recorder = new RecordingProvider(provider);
-    provider = recorder;
-  }
-  return { catalog, repoDir, ticket, provider, recorder, retries };
+  };
+  const provider: ModelProvider = await make({ ...providerOptions, role: 'main' });
+  const delegateProvider = catalog.catalog.agent.delegate
+    ? await make({ ...providerOptions, role: 'delegate' })
+    : undefined;
+  return { catalog, repoDir, ticket, provider, delegateProvider, recorder: session.recorder, retries };
 }
 
 export async function runFix(options: FixOptions, deps: FixDeps): Promise<FixResult> {
   const progress = options.progress ?? silentProgress;
   progress.phase('validate', 'checking catalog, ticket and model provider');
-  const { catalog, repoDir, ticket, provider, recorder, retries } = await prepare(options, deps);
+  const { catalog, repoDir, ticket, provider, delegateProvider, recorder, retries } = await prepare(
+    options,
+    deps,
+  );
   await deps.ping();
   progress.end(`${catalog.catalog.name}: ticket ${ticket.id}, ${provider.name} ${provider.model}`);
 
@@ -244,7 +249,12 @@ export async function runFix(options: FixOptions, deps: FixDeps): Promise<FixRes
   const signal = controller.signal;
 
   const live: { sandbox: Sandbox; role: string }[] = [];
-  const transcript: { attempt: number; system: string; messages: Message[] }[] = [];
+  const transcript: {
+    attempt: number;
+    system: string;
+    messages: Message[];
+    delegations?: AgentLoopResult['delegations'];
+  }[] = [];
   let finalChangeSet: ChangeSet | undefined;
   let error: HarnessError | undefined;
 
@@ -379,6 +389,7 @@ export async function runFix(options: FixOptions, deps: FixDeps): Promise<FixRes
     });
     const pristine = pristineSource(repoDir, image.snapshot);
     const tools = createDefaultToolRegistry({
+      delegate: agentConfig.delegate,
       isEditable: (path) => allowlist.check(path).allowed,
       editableGlobs: agentConfig.editableFiles,
       limits: {
@@ -428,8 +439,14 @@ export async function runFix(options: FixOptions, deps: FixDeps): Promise<FixRes
         signal,
         attempt: n,
         ...(contextWindow ? { contextWindowTokens: contextWindow } : {}),
+        ...(delegateProvider ? { subAgent: { provider: delegateProvider } } : {}),
       });
-      transcript.push({ attempt: n, system, messages: loop.messages });
+      transcript.push({
+        attempt: n,
+        system,
+        messages: loop.messages,
+        ...(loop.delegations.length > 0 ? { delegations: loop.delegations } : {}),
+      });
       attempt.turns = loop.turns;
       attempt.agentStatus = loop.status;
       attempt.inputTokens = loop.usage.inputTokens;

@@ -72,6 +72,7 @@ describe('loadCatalog on a valid catalog', () => {
         maxAttempts: 3,
         maxTurns: 30,
         ignoreChanges: DEFAULT_IGNORE_CHANGES,
+        delegate: false,
       });
       expect(resourcesFromCatalog(catalog)).toEqual({});
       expect(
