@@ -251,6 +251,10 @@ export const agentSchema = z.strictObject({
     description:
       'Globs of test files the agent never sees: absent from every attempt sandbox, present when the change is verified. A change to them is refused.',
   }),
+  delegate: z.boolean({ error: 'expected true or false' }).default(false).meta({
+    description:
+      'Offer the `delegate` tool: the agent hands a sub-task to a sub-agent with an empty context (same sandbox and tools, shared maxTurns and tokenBudget) and gets back only its conclusion. Off by default because it changes the tool list every model call sees.',
+  }),
 });
 
 const MEMORY = /^(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)$/i;

@@ -226,7 +226,8 @@ async function runAgent(
 ): Promise<AgentLoopResult> {
   const agent = run.catalog.catalog.agent;
   const messages: Message[] = [];
-  run.transcript.push({ attempt: n, role: 'maker', system: plan.system, messages });
+  const entry: Run['transcript'][number] = { attempt: n, role: 'maker', system: plan.system, messages };
+  run.transcript.push(entry);
   const used = run.record.tokens.input + run.record.tokens.output;
   const loop = await runAgentLoop({
     sandbox: box,
@@ -247,7 +248,9 @@ async function runAgent(
     attempt: n,
     messages,
     ...(plan.contextWindow ? { contextWindowTokens: plan.contextWindow } : {}),
+    ...(run.delegateProvider ? { subAgent: { provider: run.delegateProvider } } : {}),
   });
+  if (loop.delegations.length > 0) entry.delegations = loop.delegations;
   record.turns += loop.turns;
   record.inputTokens += loop.usage.inputTokens;
   record.outputTokens += loop.usage.outputTokens;

@@ -8,9 +8,10 @@ import type { LoadedCatalog } from '../catalog/load.js';
 import type { ChangeSet } from '../changes/change-set.js';
 import type { Ticket } from '../catalog/ticket.js';
 import type { EventSink } from '../agent/events.js';
+import type { AgentLoopResult } from '../agent/loop.js';
 import type { HarnessError } from '../errors.js';
 import type { createProvider } from '../llm/registry.js';
-import type { RecordingProvider } from '../llm/recording.js';
+import type { CassetteRecorder } from '../llm/recording.js';
 import type { Message, ModelProvider } from '../llm/types.js';
 import type { RunOutcome } from '../outcomes.js';
 import type { RunDir, RunRecord } from '../runs/record.js';
@@ -115,9 +116,12 @@ export interface Prepared {
   repoDir: string;
   ticket: Ticket;
   provider: ModelProvider;
+  /** The sub-agents' provider, when the catalog offers `delegate`. */
+  delegateProvider?: ModelProvider;
   /** The independent checker's provider, when review is on. */
   checker?: ModelProvider;
-  recorder?: RecordingProvider;
+  /** Records every role's answers, for `--record`. */
+  recorder?: CassetteRecorder;
   /** Where model retries are reported once the event log exists. */
   retries: { sink?: EventSink };
 }
@@ -133,6 +137,12 @@ export interface Run extends Prepared {
   /** Ctrl-C and the run time limit; its reason says which. */
   signal: AbortSignal;
   sandboxes: SandboxPool;
-  transcript: { attempt: number; role: string; system: string; messages: Message[] }[];
+  transcript: {
+    attempt: number;
+    role: string;
+    system: string;
+    messages: Message[];
+    delegations?: AgentLoopResult['delegations'];
+  }[];
   started: number;
 }

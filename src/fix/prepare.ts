@@ -6,8 +6,8 @@ import { resolve } from 'node:path';
 import { loadCatalog } from '../catalog/load.js';
 import { loadTicket } from '../catalog/ticket.js';
 import type { EventSink } from '../agent/events.js';
-import { chooseProvider, createProvider } from '../llm/registry.js';
-import { RecordingProvider } from '../llm/recording.js';
+import { chooseProvider, createProvider, ProviderSession } from '../llm/registry.js';
+import type { RetryInfo } from '../llm/retry.js';
 import type { ModelProvider } from '../llm/types.js';
 import type { FixDeps, FixOptions, Prepared } from './context.js';
 
@@ -30,8 +30,11 @@ export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepa
   const make = deps.createProvider ?? createProvider;
   // The event log does not exist yet; retries are reported to it once it does.
   const retries: { sink?: EventSink } = {};
-  let provider: ModelProvider = await make({
-    onRetry: (info) =>
+  // One session for every role: they replay their own queues of one cassette and record into one.
+  const session = new ProviderSession({ record: options.record !== undefined });
+  const providerOptions = {
+    session,
+    onRetry: (info: RetryInfo) =>
       retries.sink?.emit({
         kind: 'model_retry',
         message: `try ${info.attempt} failed (${info.error.message}); retrying in ${info.delayMs} ms`,
@@ -41,12 +44,19 @@ export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepa
     ...(choice.model ? { model: choice.model } : {}),
     ...(options.cassette ? { cassette: resolve(options.cwd, options.cassette) } : {}),
     env: options.env,
-  });
-  let recorder: RecordingProvider | undefined;
-  if (options.record) {
-    recorder = new RecordingProvider(provider);
-    provider = recorder;
-  }
+  };
+  const provider: ModelProvider = await make({ ...providerOptions, role: 'main' });
+  const delegateProvider = catalog.catalog.agent.delegate
+    ? await make({ ...providerOptions, role: 'delegate' })
+    : undefined;
   await deps.ping();
-  return { catalog, repoDir, ticket, provider, ...(recorder ? { recorder } : {}), retries };
+  return {
+    catalog,
+    repoDir,
+    ticket,
+    provider,
+    ...(delegateProvider ? { delegateProvider } : {}),
+    ...(session.recorder ? { recorder: session.recorder } : {}),
+    retries,
+  };
 }

@@ -223,6 +223,7 @@ async function planAttempts(run: Run, image: SandboxImage): Promise<AttemptPlan>
     ...(catalog.catalog.sandbox.dockerfile ? { protected: [catalog.catalog.sandbox.dockerfile] } : {}),
   });
   const tools = createDefaultToolRegistry({
+    delegate: agent.delegate,
     isEditable: (path) => allowlist.check(path).allowed,
     editableGlobs: agent.editableFiles,
     limits: { defaultCommandTimeoutSec: catalog.catalog.sandbox.timeouts.commandSec },

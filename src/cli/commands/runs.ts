@@ -164,18 +164,93 @@ export async function inspectCommand(
   return 0;
 }
 
-interface LoggedEvent {
+export interface LoggedEvent {
   time: string;
   kind: string;
   attempt?: number;
+  trial?: string;
   turn?: number;
   tool?: string;
+  toolUseId?: string;
   durationMs?: number;
   exitCode?: number;
   isError?: boolean;
   tokens?: { input: number; output: number };
   status?: string;
   message?: string;
+  agent?: string;
+  parent?: string;
+}
+
+/** A call's identity in a log: tool-use ids repeat across attempts and trials (cassettes reuse them). */
+function callKey(e: LoggedEvent, id: string | undefined): string {
+  return JSON.stringify([e.trial ?? null, e.attempt ?? null, id ?? null]);
+}
+
+/**
+ * The event log as text. A sub-agent's events (they carry `parent`, the id of the `delegate`
+ * call that started it) are shown indented under that call's line, although they were
+ * written before it (the call's line is written when it ends); those of a call that never
+ * ended stay where they are, indented under a note.
+ */
+export function formatEventLog(events: readonly LoggedEvent[]): string[] {
+  // A sub-agent's events belong to the next call with their key: ids can repeat in one log.
+  const owner = new Map<number, number>();
+  const pending = new Map<string, number[]>();
+  events.forEach((e, i) => {
+    if (e.kind === 'tool_call' && e.toolUseId !== undefined) {
+      const key = callKey(e, e.toolUseId);
+      for (const child of pending.get(key) ?? []) owner.set(child, i);
+      pending.delete(key);
+    }
+    if (e.parent !== undefined) {
+      const key = callKey(e, e.parent);
+      pending.set(key, [...(pending.get(key) ?? []), i]);
+    }
+  });
+  const children = new Map<number, number[]>();
+  for (const [child, parent] of owner) children.set(parent, [...(children.get(parent) ?? []), child]);
+
+  const start = events[0] ? Date.parse(events[0].time) : 0;
+  const lines: string[] = [];
+  const show = (i: number, depth: number): void => {
+    const e = events[i]!;
+    const offset = `+${((Date.parse(e.time) - start) / 1000).toFixed(1)}s`.padStart(8);
+    const where = [e.attempt !== undefined ? `a${e.attempt}` : '', e.turn !== undefined ? `t${e.turn}` : '']
+      .filter(Boolean)
+      .join(' ');
+    const facts = [
+      e.tool,
+      e.status,
+      e.exitCode !== undefined ? `exit ${e.exitCode}` : '',
+      e.isError ? 'error' : '',
+      e.durationMs !== undefined ? formatDuration(e.durationMs) : '',
+      e.tokens ? `${e.tokens.input}+${e.tokens.output} tok` : '',
+      e.message ?? '',
+    ]
+      .filter(Boolean)
+      .join('  ');
+    const indent = '  '.repeat(depth);
+    lines.push(`${offset}  ${indent}${e.kind.padEnd(14)} ${where.padEnd(7)} ${facts}`);
+    // Ownership only points forward, so this recursion ends.
+    for (const child of children.get(i) ?? []) show(child, depth + 1);
+  };
+  let unfinished: string | undefined;
+  events.forEach((e, i) => {
+    if (owner.has(i)) return;
+    if (e.parent === undefined) {
+      unfinished = undefined;
+      show(i, 0);
+      return;
+    }
+    const key = callKey(e, e.parent);
+    if (unfinished !== key) {
+      lines.push(`${' '.repeat(10)}${e.agent ?? 'sub-agent'} of call ${e.parent} (the call did not finish):`);
+      unfinished = key;
+    }
+    show(i, 1);
+  });
+  return lines;
 }
 
 export async function logsCommand(
@@ -198,25 +273,7 @@ export async function logsCommand(
     printJson(ctx, events);
     return 0;
   }
-  const start = events[0] ? Date.parse(events[0].time) : 0;
-  for (const e of events) {
-    const offset = `+${((Date.parse(e.time) - start) / 1000).toFixed(1)}s`.padStart(8);
-    const where = [e.attempt !== undefined ? `a${e.attempt}` : '', e.turn !== undefined ? `t${e.turn}` : '']
-      .filter(Boolean)
-      .join(' ');
-    const facts = [
-      e.tool,
-      e.status,
-      e.exitCode !== undefined ? `exit ${e.exitCode}` : '',
-      e.isError ? 'error' : '',
-      e.durationMs !== undefined ? formatDuration(e.durationMs) : '',
-      e.tokens ? `${e.tokens.input}+${e.tokens.output} tok` : '',
-      e.message ?? '',
-    ]
-      .filter(Boolean)
-      .join('  ');
-    print(ctx, `${offset}  ${e.kind.padEnd(14)} ${where.padEnd(7)} ${facts}`);
-  }
+  for (const line of formatEventLog(events)) print(ctx, line);
   return 0;
 }
 

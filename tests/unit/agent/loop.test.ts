@@ -10,6 +10,7 @@ import { loadCassette, ReplayProvider } from '../../../src/llm/replay.js';
 import type { ModelProvider } from '../../../src/llm/types.js';
 import { MemorySandbox } from '../../fakes/memory-sandbox.js';
 import {
+  ollamaTextReply,
   startFakeModelServer,
   type FakeModelServer,
   type ScriptStep,
@@ -83,6 +84,36 @@ describe.each(['anthropic', 'openai'] as const)('the %s SDK against the fake ser
     expect(sandbox.commands).toEqual(['make check']);
     expect(server?.modelRequests()).toHaveLength(5);
     expect(toolResults(result.messages)).toHaveLength(1);
+  });
+});
+
+describe('a tool call written as text (Ollama) through the OpenAI SDK', () => {
+  it('is executed as a tool call, and its result goes back as the answer to that call', async () => {
+    const provider = await sdkProvider('openai', [
+      ollamaTextReply(
+        'I will read the file first.\n```json\n{"name": "read_file", "arguments": {"path": "src/a.ts"}}\n```',
+      ),
+      ollamaTextReply('The constant is 50.'),
+    ]);
+    const sandbox = new MemorySandbox({ 'src/a.ts': 'export const LIMIT = 50;\n' });
+    const events = new MemoryEventSink();
+    const result = await runAgentLoop(loopOptions({ provider, sandbox, events }));
+    expect(result.status).toBe('completed');
+    expect(result.finalText).toBe('The constant is 50.');
+    expect(events.ofKind('tool_call')).toMatchObject([{ tool: 'read_file', isError: false }]);
+    const [read] = toolResults(result.messages);
+    expect(read).toMatchObject({ isError: false });
+    expect(read?.content).toContain('export const LIMIT = 50;');
+    // The server sees its own call back as a structured call, answered by a tool message.
+    const second = server?.modelRequests()[1]?.body as { messages: Record<string, unknown>[] };
+    expect(second.messages.slice(-2)).toMatchObject([
+      {
+        role: 'assistant',
+        content: 'I will read the file first.',
+        tool_calls: [{ id: 'call_recovered_1', function: { name: 'read_file' } }],
+      },
+      { role: 'tool', tool_call_id: 'call_recovered_1' },
+    ]);
   });
 });
 

@@ -73,6 +73,7 @@ describe('loadCatalog on a valid catalog', () => {
         maxTurns: 30,
         ignoreChanges: DEFAULT_IGNORE_CHANGES,
         heldOutTests: [],
+        delegate: false,
       });
       expect(resourcesFromCatalog(catalog)).toEqual({});
       expect(

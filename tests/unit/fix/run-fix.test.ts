@@ -538,4 +538,69 @@ describe('runFix with fakes', () => {
     expect(result.record.attempts[0]?.feedback).toMatch(/held-out tests/);
     expect(result.record.attempts[0]?.feedback).not.toMatch(/39/);
   });
+
+  it('with agent.delegate, a sub-agent plays its own cassette queue, and --record writes both roles', async () => {
+    const h = await harness();
+    await h.catalog((yaml) => yaml.replace('  maxTurns: 20\n', '  maxTurns: 20\n  delegate: true\n'));
+    const turn = (content: Turn['content']) => ({
+      content,
+      stopReason: content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn',
+    });
+    const cassette = join(h.root, 'delegating.json');
+    await writeFile(
+      cassette,
+      JSON.stringify({
+        version: 2,
+        model: 'scripted',
+        roles: {
+          main: {
+            turns: [
+              turn([toolUse('d1', 'delegate', { task: 'Where is the free-shipping threshold set?' })]),
+              turn([FIX_EDIT]),
+              turn([text('fixed')]),
+            ],
+          },
+          delegate: {
+            turns: [
+              turn([toolUse('s1', 'read_file', { path: 'src/shipping.ts' })]),
+              turn([text('src/shipping.ts sets FREE_SHIPPING_THRESHOLD = 50.')]),
+            ],
+          },
+        },
+      }),
+    );
+    const recording = join(h.root, 'recorded.json');
+    const { createProvider: _injected, ...deps } = h.deps(scripted([]));
+    const result = await runFix(h.options({ cassette, record: recording }), deps);
+
+    expect(result.outcome).toBe('ready-for-review');
+    expect(result.record.turns).toBe(5);
+    const saved = JSON.parse(await readFile(recording, 'utf8')) as {
+      version: number;
+      roles: Record<string, { turns: unknown[] }>;
+    };
+    expect(saved.version).toBe(2);
+    expect(
+      Object.fromEntries(Object.entries(saved.roles).map(([role, tape]) => [role, tape.turns.length])),
+    ).toEqual({
+      main: 3,
+      delegate: 2,
+    });
+    const transcript = JSON.parse(await readFile(join(result.runDir, 'transcript.json'), 'utf8')) as {
+      messages: unknown[];
+      delegations?: { toolUseId: string; messages: unknown[] }[];
+    }[];
+    expect(transcript[0]?.messages).toHaveLength(6);
+    expect(transcript[0]?.delegations).toMatchObject([{ toolUseId: 'd1' }]);
+    const events = (await readFile(join(result.runDir, 'events.jsonl'), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { kind: string; agent?: string; parent?: string });
+    expect(events.filter((e) => e.agent === 'delegate' && e.parent === 'd1').map((e) => e.kind)).toEqual([
+      'model_call',
+      'tool_call',
+      'model_call',
+      'loop_end',
+    ]);
+  });
 });
