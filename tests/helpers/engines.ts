@@ -358,9 +358,18 @@ export async function reapEngines(): Promise<string[]> {
       if (!(await ownerAlive(await readOwner(staging)))) await rm(staging, { recursive: true, force: true });
     }
   }
-  // Namespaces without a folder: a run that died while its folder was being removed.
+  // Namespaces and cgroups without a folder: a run that died while its folder was being removed.
+  const ours = new RegExp(`^${ENGINE_PREFIX}\\d+$`);
   for (const entry of await readdir('/run/netns').catch(() => [] as string[])) {
-    if (new RegExp(`^${ENGINE_PREFIX}\\d+$`).test(entry)) names.add(entry);
+    if (ours.test(entry)) names.add(entry);
+  }
+  for (const controller of await readdir('/sys/fs/cgroup').catch(() => [] as string[])) {
+    for (const entry of await readdir(`/sys/fs/cgroup/${controller}`).catch(() => [] as string[])) {
+      if (ours.test(entry)) names.add(entry);
+    }
+  }
+  for (const entry of await readdir('/sys/fs/cgroup').catch(() => [] as string[])) {
+    if (ours.test(entry)) names.add(entry);
   }
   for (const name of names) {
     const dir = join(ENGINES_ROOT, name);
