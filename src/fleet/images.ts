@@ -57,11 +57,29 @@ export interface ShipOptions {
  * id on the target as on the source: the id is the digest of the image's config, which
  * names every layer's digest, so a stream that was cut or altered cannot pass.
  */
-export async function shipImages(
+const shipping = new Map<string, Promise<{ bytes: number; durationMs: number }>>();
+
+export function shipImages(
   source: DockerEngine,
   target: DockerEngine,
   refs: string[],
   options: ShipOptions = {},
+): Promise<{ bytes: number; durationMs: number }> {
+  // Trials starting together on one engine need the same images: one stream, not one each.
+  const key = `${source.where ?? ''}|${target.where ?? ''}|${[...refs].sort().join(',')}`;
+  let pending = shipping.get(key);
+  if (!pending) {
+    pending = shipOnce(source, target, refs, options).finally(() => shipping.delete(key));
+    shipping.set(key, pending);
+  }
+  return pending;
+}
+
+async function shipOnce(
+  source: DockerEngine,
+  target: DockerEngine,
+  refs: string[],
+  options: ShipOptions,
 ): Promise<{ bytes: number; durationMs: number }> {
   const started = Date.now();
   const expected = new Map<string, string>();

@@ -14,7 +14,7 @@ import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ImageError, SandboxUnavailable } from '../../src/errors.js';
-import { ensureBaseImageOn, ensureRepoImageOn, shipImages } from '../../src/fleet/images.js';
+import { ensureBaseImageOn, ensureImagesOn, ensureRepoImageOn, shipImages } from '../../src/fleet/images.js';
 import { DockerEngine, dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { CONTENT_HASH_LABEL, DEFAULT_BASE_IMAGE, ensureBaseImage } from '../../src/sandbox/docker/images.js';
 import { cleanEnv, runCli } from '../helpers/cli.js';
@@ -145,6 +145,9 @@ describe('images on other engines', () => {
 
     const again = await ensureRepoImageOn(a.engine, { source: b.engine, repo: { repoDir }, method: 'ship' });
     expect(again.how).toBe('present');
+    // What a trial on A needs, with the default methods: all there already, nothing moves.
+    const both = await ensureImagesOn(a.engine, { source: dockerEngine(), repo: { repoDir } });
+    expect([both.base.how, both.repo.how, both.repo.tag]).toEqual(['present', 'present', shipped.tag]);
   }, 600_000);
 
   it('loads nothing under a tag from a stream that breaks off', async () => {
