@@ -15,7 +15,13 @@ import {
   wilsonInterval,
   type Interval,
 } from './stats.js';
-import { TRIAL_CATEGORIES, UNSCORED_CATEGORIES, type TrialCategory, type TrialResult } from './types.js';
+import {
+  PASSING_CATEGORY,
+  TRIAL_CATEGORIES,
+  UNSCORED_CATEGORIES,
+  type TrialCategory,
+  type TrialResult,
+} from './types.js';
 
 export interface Distribution {
   mean: number | null;
@@ -32,7 +38,7 @@ export interface KValue {
 export type CategoryCounts = Record<TrialCategory, number>;
 
 export interface RateSummary {
-  /** Trials in the denominator: everything except infrastructure failures and interruptions. */
+  /** Trials in the denominator: everything except infrastructure failures, errors and interruptions. */
   scored: number;
   passes: number;
   /** `null` when nothing was scored. */
@@ -49,6 +55,8 @@ interface TrialCounts extends RateSummary {
   recorded: number;
   failures: number;
   infrastructure: number;
+  /** Trials that ended with an error of the harness or the task's configuration. */
+  errors: number;
   interrupted: number;
   /** Trials whose first try hit an infrastructure failure and were run once more. */
   infraRetried: number;
@@ -57,6 +65,38 @@ interface TrialCounts extends RateSummary {
   outputTokens: Distribution;
   durationMs: Distribution;
   categories: CategoryCounts;
+  /** With review on: how often the checker approved, next to the tests' verdict. */
+  review?: ReviewSummary;
+}
+
+export interface ReviewSummary {
+  /** Scored trials a checker reviewed. */
+  reviewed: number;
+  approved: number;
+  /** `null` when nothing was reviewed. */
+  approvalRate: number | null;
+  /** Trials whose change passed the tests in verification. */
+  testsPassed: number;
+  /** Where the two verdicts disagree: tests passed, the checker did not approve. */
+  testsPassedNotApproved: number;
+}
+
+function withReview(results: readonly TrialResult[]): { review?: ReviewSummary } {
+  const review = reviewSummary(results);
+  return review ? { review } : {};
+}
+
+function reviewSummary(results: readonly TrialResult[]): ReviewSummary | undefined {
+  const reviewed = results.filter((r) => r.approved !== undefined);
+  if (reviewed.length === 0) return undefined;
+  const approved = reviewed.filter((r) => r.approved === true).length;
+  return {
+    reviewed: reviewed.length,
+    approved,
+    approvalRate: approved / reviewed.length,
+    testsPassed: results.filter((r) => r.verified === true).length,
+    testsPassedNotApproved: reviewed.filter((r) => r.verified === true && r.approved === false).length,
+  };
 }
 
 export interface TaskSummary extends TrialCounts {
@@ -143,7 +183,7 @@ function curve(
 function summarizeTask(taskId: string, n: number, results: TrialResult[]): TaskSummary {
   const scoredResults = results.filter((r) => !UNSCORED_CATEGORIES.has(r.category));
   const scored = scoredResults.length;
-  const passes = scoredResults.filter((r) => r.outcome === 'passed').length;
+  const passes = scoredResults.filter((r) => r.category === PASSING_CATEGORY).length;
   const categories = emptyCategories();
   for (const r of results) categories[r.category]++;
   return {
@@ -153,6 +193,7 @@ function summarizeTask(taskId: string, n: number, results: TrialResult[]): TaskS
     ...rate(scored, passes),
     failures: scored - passes,
     infrastructure: categories.infrastructure,
+    errors: categories.error,
     interrupted: categories.interrupted,
     infraRetried: results.filter((r) => r.infraRetried === true).length,
     passAtK: curve(n, scored, passes, passAtKOf),
@@ -164,6 +205,7 @@ function summarizeTask(taskId: string, n: number, results: TrialResult[]): TaskS
     durationMs: distribution(scoredResults.map((r) => r.durationMs)),
     categories,
     flaky: passes > 0 && passes < scored,
+    ...withReview(scoredResults),
     imageIds: distinct(results.map((r) => r.imageId)),
     catalogHashes: distinct(results.map((r) => r.catalogHash)),
   };
@@ -193,7 +235,7 @@ export function summarize(results: readonly TrialResult[], meta: SummaryMeta): E
   const categories = emptyCategories();
   for (const r of results) categories[r.category]++;
   const scored = scoredAll.length;
-  const passes = scoredAll.filter((r) => r.outcome === 'passed').length;
+  const passes = scoredAll.filter((r) => r.category === PASSING_CATEGORY).length;
 
   const overall: OverallSummary = {
     tasks: tasks.length,
@@ -202,6 +244,7 @@ export function summarize(results: readonly TrialResult[], meta: SummaryMeta): E
     ...rate(scored, passes),
     failures: scored - passes,
     infrastructure: categories.infrastructure,
+    errors: categories.error,
     interrupted: categories.interrupted,
     infraRetried: results.filter((r) => r.infraRetried === true).length,
     passAtK: averageCurve(tasks, meta.n, (t) => t.passAtK),
@@ -212,6 +255,7 @@ export function summarize(results: readonly TrialResult[], meta: SummaryMeta): E
     durationMs: distribution(scoredAll.map((r) => r.durationMs)),
     categories,
     flakyTasks: tasks.filter((t) => t.flaky).map((t) => t.taskId),
+    ...withReview(scoredAll),
   };
 
   return {

@@ -229,11 +229,9 @@ export function describeSandboxConformance(target: ConformanceTarget): void {
         expect(await processesMatching(sandbox, '^sleep 30[123]')).toBe(0);
       });
 
-      // BUG (src/sandbox/docker/docker-sandbox.ts, lead's rewrite): the kill on timeout goes
-      // to the process group of `timeout`; a child that calls setsid() leaves that group and
-      // survives (seen: `sleep 305` still running after the timeout). Remove `.fails` once
-      // the whole tree (e.g. every process of the exec, by session or cgroup) is killed.
-      it.fails('kills a child that left the process group (setsid) when the command times out', async () => {
+      // A child that calls setsid() leaves the command's process group; it is part of the
+      // tree all the same.
+      it('kills a child that left the process group (setsid) when the command times out', async () => {
         const r = await sandbox.exec('sh -c "sleep 304 & setsid sleep 305 & sleep 306"', { timeoutMs: 2000 });
         expect(r.timedOut).toBe(true);
         expect(await processesMatching(sandbox, '^sleep 30[456]')).toBe(0);
@@ -345,86 +343,6 @@ export function describeSandboxConformance(target: ConformanceTarget): void {
         expect(await outcome).toMatchObject({ code: 'INTERRUPTED' });
         expect(Date.now() - aborted).toBeLessThan(10_000);
         expect(await processesMatching(sandbox, '^sleep 303')).toBe(0);
-      });
-    });
-
-    describe('files', () => {
-      let sandbox: Sandbox;
-      beforeAll(async () => {
-        sandbox = await make();
-      });
-
-      it('reads a workspace file', async () => {
-        expect((await sandbox.readFile('src/greeting.txt')).toString()).toBe('hello\n');
-      });
-
-      it('reports a missing file clearly', async () => {
-        await expect(sandbox.readFile('src/nope.txt')).rejects.toThrow(/no such file/);
-      });
-
-      it('writes files owned by the sandbox user, creating folders', async () => {
-        await sandbox.writeFile('deep/new/file.txt', 'content\n');
-        const r = await sandbox.exec('stat -c "%u %a" deep/new/file.txt && cat deep/new/file.txt');
-        expect(r.stdout).toBe('1000 644\ncontent\n');
-      });
-
-      it('lists workspace files', async () => {
-        const files = await sandbox.listFiles();
-        expect(files).toEqual(expect.arrayContaining([{ path: 'src/greeting.txt', type: 'file', size: 6 }]));
-      });
-
-      it('injects read-only files before start', async () => {
-        const withFile = await make({
-          files: [{ path: '/etc/sandbox-harness/catalog.json', content: '{"rule": 39}' }],
-        });
-        expect((await withFile.exec('cat /etc/sandbox-harness/catalog.json')).stdout).toBe('{"rule": 39}');
-        const write = await withFile.exec(
-          'echo x > /etc/sandbox-harness/catalog.json || rm -f /etc/sandbox-harness/catalog.json',
-        );
-        expect(write.exitCode).not.toBe(0);
-        expect((await withFile.exec('cat /etc/sandbox-harness/catalog.json')).stdout).toBe('{"rule": 39}');
-      });
-    });
-
-    describe('changes and export', () => {
-      it('lists nothing for an untouched workspace', async () => {
-        const sandbox = await make();
-        await sandbox.exec('cat README.md > /dev/null; ls -R > /dev/null; echo tmp > /tmp/scratch');
-        expect(await sandbox.changes()).toEqual([]);
-      });
-
-      it('lists exactly what a command created, modified and deleted', async () => {
-        const sandbox = await make();
-        await sandbox.exec(
-          'echo more >> src/greeting.txt && rm src/obsolete.txt && mkdir -p lib && echo new > lib/new.txt',
-        );
-        expect(await sandbox.changes()).toEqual([
-          { path: 'lib/new.txt', kind: 'added' },
-          { path: 'src/greeting.txt', kind: 'modified' },
-          { path: 'src/obsolete.txt', kind: 'deleted' },
-        ]);
-        const exported = await sandbox.exportFiles(['src/greeting.txt', 'lib/new.txt']);
-        expect(exported.refused).toEqual([]);
-        expect(exported.files.map((f) => [f.path, f.content.toString(), f.mode])).toEqual([
-          ['src/greeting.txt', 'hello\nmore\n', 0o644],
-          ['lib/new.txt', 'new\n', 0o644],
-        ]);
-      });
-
-      it('refuses a symlink, a hard link, a fifo and a file over the cap, with reasons', async () => {
-        const sandbox = await make();
-        await sandbox.exec(
-          'ln -s /etc/passwd link && ln src/greeting.txt hard && mkfifo pipe && head -c 4096 /dev/zero > big.bin && echo ok > fine.txt',
-        );
-        const exported = await sandbox.exportFiles(['link', 'hard', 'pipe', 'big.bin', 'fine.txt'], {
-          maxFileBytes: 1024,
-        });
-        expect(exported.files.map((f) => f.path)).toEqual(['fine.txt']);
-        const reasons = Object.fromEntries(exported.refused.map((r) => [r.path, r.reason]));
-        expect(reasons.link).toMatch(/symbolic link/);
-        expect(reasons.hard).toMatch(/hard link/);
-        expect(reasons.pipe).toMatch(/fifo/);
-        expect(reasons['big.bin']).toMatch(/cap/);
       });
     });
 

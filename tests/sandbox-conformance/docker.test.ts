@@ -7,8 +7,11 @@ import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import { describeSandboxConformance } from './conformance.js';
+import { describeFileConformance } from './files.js';
 import { fixtureImage } from '../helpers/docker.js';
 import { cpuStats, engineGet } from '../helpers/engine-api.js';
+import { shellQuote } from '../../src/sandbox/shell.js';
+import type { Sandbox } from '../../src/sandbox/types.js';
 
 const run = promisify(execFile);
 
@@ -78,7 +81,8 @@ async function orphanContainer(name: string): Promise<string> {
   return dockerEngine().createContainer({
     name,
     image: await fixtureImage('conformance'),
-    cmd: ['sleep', 'infinity'],
+    entrypoint: ['sleep'],
+    cmd: ['infinity'],
     user: '1000:1000',
     workingDir: '/workspace',
     env: [],
@@ -91,6 +95,38 @@ async function orphanContainer(name: string): Promise<string> {
     nofile: 256,
   });
 }
+
+const made: Sandbox[] = [];
+describeFileConformance({
+  name: 'docker',
+  make: async (spec = {}) => {
+    const sandbox = await dockerBackend().create({
+      image: await fixtureImage('conformance'),
+      role: 'file-conformance',
+      ...spec,
+    });
+    made.push(sandbox);
+    return sandbox;
+  },
+  arrange: async (sandbox, steps) => {
+    const q = shellQuote;
+    const lines = steps.map((step) => {
+      if ('symlink' in step)
+        return `mkdir -p "$(dirname ${q(step.symlink.path)})" && ln -s ${q(step.symlink.target)} ${q(step.symlink.path)}`;
+      if ('hardlink' in step) return `ln ${q(step.hardlink.existing)} ${q(step.hardlink.path)}`;
+      if ('fifo' in step) return `mkfifo ${q(step.fifo)}`;
+      if ('mkdir' in step) return `mkdir -p ${q(step.mkdir)}`;
+      if ('remove' in step) return `rm -rf ${q(step.remove)}`;
+      if ('write' in step) return `printf %s ${q(step.write.content)} > ${q(step.write.path)}`;
+      return `chmod ${step.chmod.mode.toString(8)} ${q(step.chmod.path)}`;
+    });
+    const result = await sandbox.exec(lines.join(' && '));
+    if (result.exitCode !== 0) throw new Error(`arrange failed: ${result.stderr}`);
+  },
+  cleanup: async () => {
+    await Promise.all(made.splice(0).map((s) => s.dispose()));
+  },
+});
 
 describe('docker backend specifics', () => {
   it('applies the hardening baseline to every container', async () => {
@@ -182,12 +218,16 @@ describe('docker backend specifics', () => {
   });
 
   it('keeps a container when asked, stopped and renamed so the reaper leaves it', async () => {
-    const sandbox = await dockerBackend().create({ image: await fixtureImage('conformance'), role: 'kept' });
+    const sandbox = await dockerBackend().create({
+      image: await fixtureImage('conformance'),
+      role: 'kept',
+      runId: 'conformance-kept',
+    });
     await sandbox.dispose({ keep: true });
     const details = await dockerEngine().inspectContainer(sandbox.id);
     expect(details?.running).toBe(false);
     expect(details?.name).toMatch(/^sandbox-harness-kept-/);
-    const again = await dockerBackend().attach(sandbox.id);
+    const again = await dockerBackend().attach({ id: sandbox.id, runId: 'conformance-kept' });
     expect((await again.exec('cat src/greeting.txt')).stdout).toBe('hello\n');
     await again.dispose();
     expect(await dockerEngine().inspectContainer(sandbox.id)).toBeUndefined();

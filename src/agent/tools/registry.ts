@@ -2,15 +2,18 @@ import { HarnessError } from '../../errors.js';
 import type { ToolDefinition } from '../../llm/types.js';
 import type { Sandbox } from '../../sandbox/types.js';
 import { toolErrorResult } from '../tool-errors.js';
+import { delegateTool } from './delegate.js';
 import { editFileTool } from './edit-file.js';
 import { listFilesTool } from './list-files.js';
 import { readFileTool } from './read-file.js';
 import { runCommandTool } from './run-command.js';
 import { searchTool } from './search.js';
+import { submitReviewTool, type SubmittedReview } from './submit-review.js';
 import {
   DEFAULT_TOOL_LIMITS,
   toolDefinition,
   type AgentTool,
+  type DelegateCapability,
   type EditablePolicy,
   type ToolLimits,
   type ToolResult,
@@ -32,6 +35,7 @@ export const EVERYTHING_EDITABLE: EditablePolicy = { isEditable: () => true, glo
 export interface ToolRunContext {
   sandbox: Sandbox;
   signal?: AbortSignal;
+  delegate?: DelegateCapability;
 }
 
 /** A set of tools bound to an editable-path policy; the loop supplies sandbox and signal per call. */
@@ -60,6 +64,12 @@ export class ToolRegistry {
     return this.byName.has(name);
   }
 
+  /** The same registry without the named tools (a sub-agent's, without `delegate`). */
+  without(...names: string[]): ToolRegistry {
+    const tools = [...this.byName.values()].filter((tool) => !names.includes(tool.name));
+    return new ToolRegistry(tools, this.editable, this.limits);
+  }
+
   definitions(): ToolDefinition[] {
     return [...this.byName.values()].map(toolDefinition);
   }
@@ -82,6 +92,7 @@ export class ToolRegistry {
         ...(context.signal ? { signal: context.signal } : {}),
         editable: this.editable,
         limits: this.limits,
+        ...(context.delegate ? { delegate: context.delegate } : {}),
       });
     } catch (error) {
       return toolErrorResult(error);
@@ -93,11 +104,38 @@ export interface DefaultToolRegistryOptions {
   isEditable?: (path: string) => boolean;
   editableGlobs?: readonly string[];
   limits?: Partial<ToolLimits>;
+  /**
+   * Offer `delegate` (after the six stable tools). Off by default: the tool list is part of
+   * every request, so recorded conversations and evals stay comparable unless a catalog
+   * opts in with `agent.delegate: true`.
+   */
+  delegate?: boolean;
 }
 
 export function createDefaultToolRegistry(options: DefaultToolRegistryOptions = {}): ToolRegistry {
   const editable: EditablePolicy = options.isEditable
     ? { isEditable: options.isEditable, globs: options.editableGlobs ?? [] }
     : EVERYTHING_EDITABLE;
-  return new ToolRegistry(DEFAULT_TOOLS, editable, options.limits);
+  return new ToolRegistry(
+    options.delegate ? [...DEFAULT_TOOLS, delegateTool] : DEFAULT_TOOLS,
+    editable,
+    options.limits,
+  );
+}
+
+/**
+ * The checker's tools: it reads and runs commands (in a throwaway sandbox whose changes are
+ * discarded) but writes nothing, and answers with `submit_review`, whose verdict lands in
+ * `capture`.
+ */
+export function createReviewToolRegistry(
+  capture: { review?: SubmittedReview },
+  limits: Partial<ToolLimits> = {},
+): ToolRegistry {
+  const nothing: EditablePolicy = { isEditable: () => false, globs: [] };
+  return new ToolRegistry(
+    [readFileTool, listFilesTool, searchTool, runCommandTool, submitReviewTool(capture)],
+    nothing,
+    limits,
+  );
 }

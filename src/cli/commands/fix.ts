@@ -2,7 +2,9 @@ import { resolve } from 'node:path';
 import { findCatalog } from '../../catalog/discover.js';
 import { UsageError } from '../../errors.js';
 import { runFix, type FixResult, type KeepPolicy } from '../../fix/run-fix.js';
-import { dockerFixDeps } from '../../fix/docker-deps.js';
+import { fixDeps } from '../../fix/deps.js';
+import { sandboxProvider } from '../../sandbox/registry.js';
+import { exitCodeForRun } from '../exit-codes.js';
 import { silentProgress } from '../../fix/progress.js';
 import { terminalProgress } from '../progress-line.js';
 import { print, printJson, type CliContext } from '../context.js';
@@ -22,6 +24,7 @@ export interface FixCommandOptions {
   force?: boolean;
   rebuild?: boolean;
   runsDir?: string;
+  review?: boolean;
 }
 
 const KEEP_POLICIES: KeepPolicy[] = ['on-failure', 'always', 'never'];
@@ -35,13 +38,22 @@ function readStdin(): Promise<string> {
   });
 }
 
+/** The exit code a finished run stands for. */
+export function fixExitCode(result: FixResult): number {
+  return exitCodeForRun({
+    outcome: result.outcome,
+    ...(result.record.applyError ? { applyError: result.record.applyError } : {}),
+    ...(result.error ? { errorCategory: result.error.category } : {}),
+  });
+}
+
 export function fixSummaryJson(result: FixResult) {
   const r = result.record;
   return {
     runId: result.runId,
     runDir: result.runDir,
     outcome: result.outcome,
-    exitCode: result.exitCode,
+    exitCode: fixExitCode(result),
     message: r.message,
     ticket: r.ticket,
     catalog: r.catalog,
@@ -57,7 +69,10 @@ export function fixSummaryJson(result: FixResult) {
       durationMs: a.durationMs,
       changedFiles: a.changedFiles,
       failingLayer: a.failingLayer,
+      heldOut: a.heldOut,
+      reviews: a.reviews,
     })),
+    checker: r.checker,
     turns: r.turns,
     tokens: r.tokens,
     durationMs: r.durationMs,
@@ -66,6 +81,13 @@ export function fixSummaryJson(result: FixResult) {
       ? { code: result.error.code, message: result.error.message, hint: result.error.hint }
       : undefined,
   };
+}
+
+function changedList(a: { changedFiles: string[]; changedCount?: number }): string {
+  if (a.changedFiles.length === 0) return '';
+  const count = a.changedCount ?? a.changedFiles.length;
+  const shown = a.changedFiles.slice(0, 10);
+  return `, changed ${shown.join(', ')}${count > shown.length ? ` and ${count - shown.length} more` : ''}`;
 }
 
 export async function fixCommand(
@@ -101,17 +123,18 @@ export async function fixCommand(
       apply: options.apply !== false,
       force: options.force ?? false,
       rebuild: options.rebuild ?? false,
+      ...(options.review ? { review: true } : {}),
       cwd: ctx.cwd,
       env: ctx.env,
       signal: ctx.signal,
       progress,
       readStdin,
     },
-    dockerFixDeps(),
+    fixDeps(await sandboxProvider()),
   );
   if (options.json) {
     printJson(ctx, fixSummaryJson(result));
-    return result.exitCode;
+    return fixExitCode(result);
   }
   const r = result.record;
   print(ctx, '');
@@ -119,8 +142,17 @@ export async function fixCommand(
   for (const a of r.attempts) {
     print(
       ctx,
-      `  attempt ${a.n}: ${a.verdict}, ${a.turns} turns, ${formatDuration(a.durationMs)}${a.changedFiles.length ? `, changed ${a.changedFiles.join(', ')}` : ''}`,
+      `  attempt ${a.n}: ${a.verdict}, ${a.turns} turns, ${formatDuration(a.durationMs)}${changedList(a)}`,
     );
+    for (const review of a.reviews ?? []) {
+      print(ctx, `    review ${review.round}: ${review.verdict} — ${review.summary}`);
+      for (const reason of review.reasons) {
+        print(
+          ctx,
+          `      - ${[reason.file, reason.rule].filter(Boolean).join(', ')}${reason.file || reason.rule ? ': ' : ''}${reason.text}`,
+        );
+      }
+    }
   }
   if (result.error?.hint) print(ctx, `hint: ${result.error.hint}`);
   if (result.outcome === 'ready-for-review' && result.patch) print(ctx, `\n${result.patch}`);
@@ -144,5 +176,5 @@ export async function fixCommand(
       print(ctx, `  ${`${label}:`.padEnd(13)} sandbox-harness ${command} ${result.runId}${where}`);
     }
   }
-  return result.exitCode;
+  return fixExitCode(result);
 }

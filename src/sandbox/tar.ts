@@ -1,14 +1,16 @@
 /**
- * Tar archives to and from sandboxes. Writing: ownership and modes are set in the tar
- * headers, because with every capability dropped nothing inside the container may chown.
- * Reading: an archive produced from inside a sandbox is hostile data, so only regular
- * files and directories pass, names are confined to the requested path, sizes are capped
- * and every refusal carries a reason.
+ * Tar archives to and from sandboxes, for every backend. Writing: ownership and modes are
+ * set in the tar headers, because with every capability dropped nothing inside a sandbox
+ * may chown. Reading: an archive produced from inside a sandbox is hostile data, so only
+ * regular files and directories pass, names are confined to the requested path, sizes are
+ * capped, and every refusal carries a typed kind and a reason.
  */
+import { createHash } from 'node:crypto';
 import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import tar from 'tar-stream';
-import { SANDBOX_GID, SANDBOX_UID } from '../types.js';
+import { ImageError } from '../errors.js';
+import { SANDBOX_GID, SANDBOX_UID, type EntryType, type RefusalKind } from './types.js';
 
 export interface TarInput {
   /** Path inside the archive (relative, posix). */
@@ -67,16 +69,17 @@ export interface SafeEntry {
 
 export interface SafeRefusal {
   name: string;
+  kind: RefusalKind;
   reason: string;
 }
 
-const TYPE_NAMES: Record<string, string> = {
-  symlink: 'a symbolic link',
-  link: 'a hard link',
-  fifo: 'a named pipe (fifo)',
-  'character-device': 'a character device',
-  'block-device': 'a block device',
-  'contiguous-file': 'a contiguous file',
+const TYPE_NAMES: Record<string, { kind: RefusalKind; what: string }> = {
+  symlink: { kind: 'symlink', what: 'a symbolic link' },
+  link: { kind: 'hard-link', what: 'a hard link' },
+  fifo: { kind: 'special-file', what: 'a named pipe (fifo)' },
+  'character-device': { kind: 'special-file', what: 'a character device' },
+  'block-device': { kind: 'special-file', what: 'a block device' },
+  'contiguous-file': { kind: 'special-file', what: 'a contiguous file' },
 };
 
 /** Normalises an archive member name; undefined when it is absolute or escapes with `..`. */
@@ -126,20 +129,25 @@ export async function readTarSafely(
           // discard
         }
       };
+      const refuse = async (shown: string, kind: RefusalKind, reason: string) => {
+        refused.push({ name: shown, kind, reason });
+        await drain();
+      };
       if (++count > maxEntries) {
         refused.push({
           name: header.name,
+          kind: 'over-total',
           reason: `the archive has more than ${maxEntries} entries; this one and the rest were not read`,
         });
         break;
       }
       const name = safeMemberName(header.name);
-      const refuse = async (shown: string, reason: string) => {
-        refused.push({ name: shown, reason });
-        await drain();
-      };
       if (name === undefined) {
-        await refuse(header.name, 'an absolute name or a name with `..` escapes the workspace');
+        await refuse(
+          header.name,
+          'invalid-path',
+          'an absolute name or a name with `..` escapes the workspace',
+        );
         continue;
       }
       if (seen.has(name)) {
@@ -149,9 +157,10 @@ export async function readTarSafely(
           total -= entries[earlier]!.content?.length ?? 0;
           entries.splice(earlier, 1);
         }
+        const reason = 'the name appears more than once in the archive';
         const known = refused.find((r) => r.name === name);
-        if (known) known.reason = 'the name appears more than once in the archive';
-        else refused.push({ name, reason: 'the name appears more than once in the archive' });
+        if (known) Object.assign(known, { kind: 'invalid-path', reason });
+        else refused.push({ name, kind: 'invalid-path', reason });
         notFolders.add(name);
         await drain();
         continue;
@@ -160,7 +169,7 @@ export async function readTarSafely(
       const outside = ancestorIn(name, notFolders);
       if (outside !== undefined) {
         notFolders.add(name);
-        await refuse(name, `it is inside ${outside}, which is not a folder in the archive`);
+        await refuse(name, 'invalid-path', `it is inside ${outside}, which is not a folder in the archive`);
         continue;
       }
       if (header.type === 'directory') {
@@ -170,25 +179,24 @@ export async function readTarSafely(
       }
       notFolders.add(name);
       if (header.type !== 'file') {
+        const known = header.type ? TYPE_NAMES[header.type] : undefined;
         const what =
-          header.type === null || header.type === undefined
-            ? 'an entry of unknown type'
-            : (TYPE_NAMES[header.type] ?? `an entry of type ${header.type}`);
+          known?.what ?? (header.type ? `an entry of type ${header.type}` : 'an entry of unknown type');
         const target = header.linkname ? ` (pointing to ${header.linkname})` : '';
-        await refuse(name, `${what}${target} is not a regular file`);
+        await refuse(name, known?.kind ?? 'special-file', `${what}${target} is not a regular file`);
         continue;
       }
       if (name === '.') {
-        await refuse(header.name, 'a file with no name');
+        await refuse(header.name, 'invalid-path', 'a file with no name');
         continue;
       }
       const size = header.size ?? 0;
       if (size > limits.maxFileBytes) {
-        await refuse(name, `${size} bytes is over the ${limits.maxFileBytes}-byte per-file cap`);
+        await refuse(name, 'too-large', `${size} bytes is over the ${limits.maxFileBytes}-byte per-file cap`);
         continue;
       }
       if (total + size > limits.maxTotalBytes) {
-        await refuse(name, `reading it would pass the ${limits.maxTotalBytes}-byte total cap`);
+        await refuse(name, 'over-total', `reading it would pass the ${limits.maxTotalBytes}-byte total cap`);
         continue;
       }
       const chunks: Buffer[] = [];
@@ -199,7 +207,11 @@ export async function readTarSafely(
         if (got <= limits.maxFileBytes) chunks.push(chunk as Buffer);
       }
       if (got > limits.maxFileBytes) {
-        refused.push({ name, reason: `more data than its header declared, over the per-file cap` });
+        refused.push({
+          name,
+          kind: 'too-large',
+          reason: `more data than its header declared, over the per-file cap`,
+        });
         continue;
       }
       total += got;
@@ -216,4 +228,74 @@ export async function readTarSafely(
     if (count > maxEntries) stream.destroy();
   }
   return { entries, refused };
+}
+
+/**
+ * Reads a whole tree (the engine's archive of a pristine workspace) into entries with
+ * types, modes, sizes and sha256, keeping no content: the host's own record of what an
+ * image holds. Names are those of the archive relative to `root` (the archive's top folder).
+ */
+export async function readTarTree(
+  stream: Readable,
+  root: string,
+): Promise<
+  Map<string, { type: EntryType; mode: number; size: number; sha256?: string; linkTarget?: string }>
+> {
+  const extract = tar.extract();
+  const out = new Map<
+    string,
+    { type: EntryType; mode: number; size: number; sha256?: string; linkTarget?: string }
+  >();
+  stream.pipe(extract);
+  stream.on('error', (error) => extract.destroy(error));
+  const hashes = new Map<string, string>();
+  for await (const entry of extract) {
+    const header = entry.header;
+    const name = safeMemberName(header.name);
+    const rel =
+      name === undefined
+        ? undefined
+        : name === root
+          ? ''
+          : name.startsWith(`${root}/`)
+            ? name.slice(root.length + 1)
+            : undefined;
+    const hash = createHash('sha256');
+    let size = 0;
+    for await (const chunk of entry) {
+      hash.update(chunk as Buffer);
+      size += (chunk as Buffer).length;
+    }
+    if (rel === '' && header.type !== 'directory') {
+      throw new ImageError(`/${root} in the image is not a folder (a ${header.type ?? 'strange entry'})`);
+    }
+    if (rel === undefined || rel === '') continue;
+    const mode = (header.mode ?? 0) & 0o7777;
+    switch (header.type) {
+      case 'file':
+      case 'contiguous-file': {
+        const digest = hash.digest('hex');
+        hashes.set(name!, digest);
+        out.set(rel, { type: 'file', mode, size, sha256: digest });
+        break;
+      }
+      case 'link': {
+        // A hard link inside the image: the same data as the entry it names.
+        const target = header.linkname ? safeMemberName(header.linkname) : undefined;
+        const digest = target === undefined ? undefined : hashes.get(target);
+        const first = target === undefined ? undefined : out.get(target.slice(root.length + 1));
+        out.set(rel, { type: 'file', mode, size: first?.size ?? 0, ...(digest ? { sha256: digest } : {}) });
+        break;
+      }
+      case 'directory':
+        out.set(rel, { type: 'directory', mode, size: 0 });
+        break;
+      case 'symlink':
+        out.set(rel, { type: 'symlink', mode, size: 0, linkTarget: header.linkname ?? '' });
+        break;
+      default:
+        out.set(rel, { type: 'other', mode, size: 0 });
+    }
+  }
+  return out;
 }

@@ -7,12 +7,7 @@
  */
 import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import {
-  packTar,
-  readTarSafely,
-  safeMemberName,
-  type ReadLimits,
-} from '../../../src/sandbox/docker/archive.js';
+import { packTar, readTarSafely, safeMemberName, type ReadLimits } from '../../../src/sandbox/tar.js';
 import { archive, gnuLongName, header, member, pax } from '../../helpers/raw-tar.js';
 
 const LIMITS: ReadLimits = { maxFileBytes: 1024, maxTotalBytes: 4096 };
@@ -86,7 +81,10 @@ describe('readTarSafely', () => {
       '/root/.ssh/authorized_keys',
       `${'../'.repeat(40)}etc/shadow`,
     ]);
-    for (const refusal of result.refused) expect(refusal.reason).toMatch(/escapes the workspace/);
+    for (const refusal of result.refused) {
+      expect(refusal.kind).toBe('invalid-path');
+      expect(refusal.reason).toMatch(/escapes the workspace/);
+    }
   });
 
   it('takes a long name from a pax header or a GNU long-name member', async () => {
@@ -118,6 +116,14 @@ describe('readTarSafely', () => {
       ),
     );
     expect(accepted(result)).toEqual([['fine.txt', 'file', 0o644, 'ok']]);
+    expect(result.refused.map((r) => r.kind)).toEqual([
+      'symlink',
+      'hard-link',
+      'special-file',
+      'special-file',
+      'special-file',
+      'special-file',
+    ]);
     expect(reasons(result)).toEqual({
       sym: 'a symbolic link (pointing to /etc/passwd) is not a regular file',
       hard: 'a hard link (pointing to src/app.js) is not a regular file',
@@ -157,13 +163,15 @@ describe('readTarSafely', () => {
       ),
     );
     expect(accepted(result)).toEqual([['b.txt', 'file', 0o644, 'b']]);
-    expect(result.refused).toEqual([{ name: 'a.txt', reason: expect.stringMatching(/more than once/) }]);
+    expect(result.refused).toEqual([
+      { name: 'a.txt', kind: 'invalid-path', reason: expect.stringMatching(/more than once/) },
+    ]);
   });
 
   it.each(['', './'])('refuses a file without a name (%j)', async (name) => {
     const result = await read(archive(member({ name, data: 'x' }), member({ name: 'ok', data: 'y' })));
     expect(accepted(result)).toEqual([['ok', 'file', 0o644, 'y']]);
-    expect(result.refused).toEqual([{ name, reason: 'a file with no name' }]);
+    expect(result.refused).toEqual([{ name, kind: 'invalid-path', reason: 'a file with no name' }]);
   });
 
   it('holds the per-file and total caps on what arrives, skipping refused data', async () => {
@@ -247,6 +255,7 @@ describe('readTarSafely', () => {
     expect(result.refused).toEqual([
       {
         name: 'f1001',
+        kind: 'over-total',
         reason: 'the archive has more than 1000 entries; this one and the rest were not read',
       },
     ]);
