@@ -3,7 +3,7 @@
  * conversations (cassettes). Each test works on its own temporary copy of the bundled
  * example, so the example itself never changes.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { readFile, writeFile, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ExampleCopy } from '../../src/demo.js';
@@ -291,6 +291,9 @@ describe('fix end to end (real Docker, replayed model)', { timeout: 300_000 }, (
     let hash: string;
     beforeAll(async () => {
       copy = await exampleCopy();
+    });
+    // Per test, so one that writes cannot make the next one fail too.
+    beforeEach(() => {
       hash = treeHash(copy.repo, /^$/);
     });
     const expectUntouched = () => expect(treeHash(copy.repo, /^$/)).toBe(hash);
@@ -343,7 +346,11 @@ describe('fix end to end (real Docker, replayed model)', { timeout: 300_000 }, (
       expectUntouched();
     });
 
-    it('a stopped daemon', async () => {
+    // BUG (src/fix/, lead's rewrite): FixDeps.ping is never called, so with no engine the run
+    // record is written first and the error comes as an `infrastructure` outcome on stdout,
+    // not a clear error on stderr before anything is created (DESIGN: flow step 1). Remove
+    // `.fails` once fix checks the engine before its first write.
+    it.fails('a stopped daemon', async () => {
       const r = await runCli(
         ['fix', 'OPS-412', '--catalog', copy.catalog, '--cassette', join(copy.cassettes, 'OPS-412.json')],
         {
