@@ -19,6 +19,7 @@ import {
 import type { LoadedCatalog } from '../catalog/load.js';
 import { testLayers, type Catalog } from '../catalog/schema.js';
 import { loadTicket, type Ticket } from '../catalog/ticket.js';
+import { readRepoFile } from '../repo-files.js';
 import { createAllowlist } from '../changes/allowlist.js';
 import {
   collectChangeSet,
@@ -365,7 +366,9 @@ export async function runFix(options: FixOptions, deps: FixDeps): Promise<FixRes
     }
 
     // ---- attempts -----------------------------------------------------------------
-    const repoAgentsMd = await readFile(join(repoDir, 'AGENTS.md'), 'utf8').catch(() => undefined);
+    const repoAgentsMd = (
+      await readRepoFile(repoDir, 'AGENTS.md', 'AGENTS.md', { optional: true })
+    )?.toString('utf8');
     const system = buildSystemPrompt({
       ...(repoAgentsMd ? { repoAgentsMd } : {}),
       rules: Object.entries(catalog.catalog.rules).map(([name, rule]) => ({ name, ...rule })),
