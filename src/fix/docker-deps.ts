@@ -1,5 +1,4 @@
 /** The real dependencies of `fix`: the Docker backend and the repo image builder. */
-import { resolve } from 'node:path';
 import { dockerBackend, dockerEngine } from '../sandbox/docker/index.js';
 import { buildRepoImage, resolveDockerfile } from '../sandbox/docker/images.js';
 import { scanBuildContext } from '../sandbox/docker/build-context.js';
@@ -20,12 +19,16 @@ async function repoImage(request: ImageRequest): Promise<RepoImage> {
     const context = await scanBuildContext({
       contextDir: request.repoDir,
       dockerfile: await resolveDockerfile(request.repoDir),
+      // Nothing is built from this context: it is only the host's view of the repo.
+      secretScan: false,
     });
     return { tag: sandbox.image, imageId: details.id, reused: true, snapshot: context.snapshot };
   }
   const built = await buildRepoImage({
     repoDir: request.repoDir,
-    ...(sandbox.dockerfile ? { dockerfile: resolve(request.catalog.dir, sandbox.dockerfile) } : {}),
+    ...(sandbox.dockerfile ? { dockerfile: sandbox.dockerfile, dockerfileRoot: request.catalog.dir } : {}),
+    network: sandbox.build?.network === true,
+    ...(sandbox.build?.exclude.length ? { extraExcludes: sandbox.build.exclude } : {}),
     ...(sandbox.baseImage ? { baseImage: sandbox.baseImage } : {}),
     buildArgs: sandbox.buildArgs,
     rebuild: request.rebuild,

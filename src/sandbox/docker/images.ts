@@ -19,6 +19,8 @@ export const REPO_LABEL = 'sandbox-harness.repo';
 export const BASE_LABEL = 'sandbox-harness.base';
 export const ORIGIN_LABEL = 'sandbox-harness.origin';
 export const BUILT_FROM_LABEL = 'sandbox-harness.built-from';
+/** `none` or `default`: whether the build steps of a repo image had network. */
+export const BUILD_NETWORK_LABEL = 'sandbox-harness.build-network';
 
 export type BaseKind = 'node' | 'python';
 
@@ -129,6 +131,10 @@ interface RunBuildOptions {
   log: LogFile;
   /** For the hint: which recipe failed (`/repo/Dockerfile.sandbox`, `images/node/Dockerfile`). */
   recipe: string;
+  /** `none`: build steps have no network (resolving a name fails at once). Default: the daemon's. */
+  networkMode?: 'none';
+  /** Added to the hint of a failed build (what else could be wrong). */
+  failureNote?: string;
   signal?: AbortSignal;
 }
 
@@ -147,6 +153,7 @@ async function runBuild(
       buildArgs: options.buildArgs,
       labels: options.labels,
       noCache: options.noCache,
+      ...(options.networkMode ? { networkMode: options.networkMode } : {}),
       ...(options.signal ? { signal: options.signal } : {}),
       onLine: (line) => {
         tracker.push(line);
@@ -187,7 +194,7 @@ async function runBuild(
         `full log: ${options.log.path}`,
       ].join('\n'),
       {
-        hint: `Fix ${options.recipe} (or what that step needs), then run again; the full build log is ${options.log.path}.`,
+        hint: `Fix ${options.recipe} (or what that step needs), then run again; the full build log is ${options.log.path}.${options.failureNote ? ` ${options.failureNote}` : ''}`,
         cause: error,
         details: { step: tracker.step, lastLines: last, logFile: options.log.path },
       },
@@ -424,6 +431,9 @@ async function buildRecipe(
   });
   say(`building ${spec.tag} from ${spec.recipe}/Dockerfile on ${from}`);
   return runBuild(engine, context, {
+    // The bootstrapped root filesystem already holds every package the recipe checks for;
+    // only the registry image may need apt-get, from the harness's own trusted recipe.
+    ...(origin === 'bootstrapped' ? { networkMode: 'none' as const } : {}),
     tag: spec.tag,
     buildArgs,
     // The recipe labels itself (marker, kind, base); the legacy builder turns every label
@@ -482,8 +492,21 @@ async function withFileLock<T>(name: string, say: (line: string) => void, fn: ()
 
 export interface BuildRepoImageOptions {
   repoDir: string;
-  /** Default: the repo's Dockerfile.sandbox, else the harness's own. Relative paths are relative to the repo. */
+  /**
+   * Default: the repo's Dockerfile.sandbox, else the harness's own. Relative paths are
+   * relative to `dockerfileRoot`.
+   */
   dockerfile?: string;
+  /**
+   * The folder `dockerfile` must really be in (a regular file, not a link out of it);
+   * default: the repo. The catalog's `sandbox.dockerfile` gives the catalog's folder.
+   */
+  dockerfileRoot?: string;
+  /**
+   * Build steps may use the network (catalog `sandbox.build.network: true`). Default: no
+   * network, so a repo's recipe cannot download or send anything while it builds.
+   */
+  network?: boolean;
   /** Passed as the BASE_IMAGE build argument. Default: the node base image (made if missing). */
   baseImage?: string;
   buildArgs?: Record<string, string>;
@@ -495,7 +518,7 @@ export interface BuildRepoImageOptions {
   onWarning?: (message: string) => void;
   /** Default: `<cache>/logs/build-<repo>-<hash>.log`. */
   logFile?: string;
-  /** More build-context exclusions, `.dockerignore` syntax. */
+  /** More build-context exclusions, `.dockerignore` syntax (catalog `sandbox.build.exclude`). */
   extraExcludes?: string[];
   /** Ctrl-C: stops the build. */
   signal?: AbortSignal;
@@ -511,6 +534,8 @@ export interface RepoImage {
   snapshot: ContextSnapshot;
   dockerfile: string;
   baseImage: string;
+  /** Whether the build steps had network (for the run record); part of the content hash. */
+  network: boolean;
   /** Only when a build ran. */
   logFile?: string;
   warnings: string[];
@@ -531,12 +556,21 @@ export function repoImageTag(repoDir: string, contentHash: string): string {
   return `sandbox-harness/repo-${repoSlug(repoDir)}:${contentHash.slice(0, 16)}`;
 }
 
-export async function resolveDockerfile(repoDir: string, dockerfile?: string): Promise<string> {
-  if (dockerfile) return resolve(repoDir, dockerfile);
+/** The harness's own per-project recipe, used when a repo has no Dockerfile.sandbox. */
+export function defaultRecipe(): string {
+  return join(packageRoot(), 'Dockerfile.sandbox');
+}
+
+export async function resolveDockerfile(
+  repoDir: string,
+  dockerfile?: string,
+  root?: string,
+): Promise<string> {
+  if (dockerfile) return resolve(root ?? repoDir, dockerfile);
   const own = join(repoDir, 'Dockerfile.sandbox');
   const st = await lstat(own).catch(() => undefined);
   if (st && (st.isFile() || st.isSymbolicLink())) return own;
-  return join(packageRoot(), 'Dockerfile.sandbox');
+  return defaultRecipe();
 }
 
 const pendingRepo = new Map<string, Promise<RepoImage>>();
@@ -548,19 +582,28 @@ const pendingRepo = new Map<string, Promise<RepoImage>>();
 export async function buildRepoImage(options: BuildRepoImageOptions): Promise<RepoImage> {
   const engine = options.engine ?? dockerEngine();
   const repoDir = resolve(options.repoDir);
-  const dockerfile = await resolveDockerfile(repoDir, options.dockerfile);
+  const dockerfile = await resolveDockerfile(repoDir, options.dockerfile, options.dockerfileRoot);
+  const ours = dockerfile === defaultRecipe();
+  const network = options.network === true;
   const baseImage = options.baseImage ?? DEFAULT_BASE_IMAGE;
   const baseId = await ensureBase(engine, baseImage, options.onProgress);
+  // Only the catalog's arguments and the base: nothing of the host environment.
   const buildArgs = { BASE_IMAGE: baseImage, ...options.buildArgs };
   const context = await scanBuildContext({
     contextDir: repoDir,
     dockerfile,
+    dockerfileRoot: ours ? packageRoot() : resolve(options.dockerfileRoot ?? repoDir),
     buildArgs,
     extraExcludes: options.extraExcludes,
-    // A rebuilt base (same tag, new id) must not be hidden behind an old repo image.
-    hashInputs: { baseImageId: baseId },
+    hashInputs: {
+      // A rebuilt base (same tag, new id) must not be hidden behind an old repo image.
+      baseImageId: baseId,
+      // The same files built with network may have installed something else.
+      buildNetwork: network ? 'default' : 'none',
+    },
     onWarning: options.onWarning,
   });
+  if (ours && !network) assertOfflineRecipeCanWork(repoDir, baseImage, context);
   const tag = repoImageTag(repoDir, context.contentHash);
   const key = `${tag}|${options.rebuild === true}`;
   let pending = pendingRepo.get(key);
@@ -572,6 +615,7 @@ export async function buildRepoImage(options: BuildRepoImageOptions): Promise<Re
       baseImage,
       buildArgs,
       tag,
+      network,
     }).finally(() => pendingRepo.delete(key));
     pendingRepo.set(key, pending);
   }
@@ -587,6 +631,7 @@ async function buildOrReuse(
     baseImage: string;
     buildArgs: Record<string, string>;
     tag: string;
+    network: boolean;
   },
 ): Promise<RepoImage> {
   const common = {
@@ -595,6 +640,7 @@ async function buildOrReuse(
     snapshot: context.snapshot,
     dockerfile: options.dockerfile,
     baseImage: options.baseImage,
+    network: options.network,
     warnings: context.warnings,
   };
   if (!options.rebuild) {
@@ -608,7 +654,7 @@ async function buildOrReuse(
     join(await logsDir(), `build-${repoSlug(options.repoDir)}-${context.contentHash.slice(0, 16)}.log`);
   const log = new LogFile(logPath);
   log.line(
-    `# ${new Date().toISOString()} building ${options.tag} from ${options.repoDir} with ${options.dockerfile}`,
+    `# ${new Date().toISOString()} building ${options.tag} from ${options.repoDir} with ${options.dockerfile}, ${options.network ? 'with network (sandbox.build.network)' : 'without network'}`,
   );
   try {
     const imageId = await runBuild(engine, context, {
@@ -619,16 +665,52 @@ async function buildOrReuse(
         [LABEL.kind]: 'repo',
         [CONTENT_HASH_LABEL]: context.contentHash,
         [REPO_LABEL]: options.repoDir,
+        [BUILD_NETWORK_LABEL]: options.network ? 'default' : 'none',
       },
       noCache: options.rebuild === true,
       onLine: options.onProgress,
       log,
       recipe: options.dockerfile,
+      ...(options.network
+        ? {}
+        : {
+            networkMode: 'none' as const,
+            failureNote:
+              'The build had no network (the default): a step that downloads something fails. Bring what it needs with the repo, or let builds use the network with `sandbox.build: { network: true }` in the catalog.',
+          }),
       ...(options.signal ? { signal: options.signal } : {}),
     });
     return { ...common, imageId, reused: false, logFile: logPath };
   } finally {
     await log.close();
+  }
+}
+
+/**
+ * The default recipe installs dependencies only when the repo did not bring them. Without
+ * network that install cannot work, so say what to do before a build that must fail.
+ */
+function assertOfflineRecipeCanWork(repoDir: string, baseImage: string, context: BuildContext): void {
+  const has = (path: string) => context.snapshot.has(path);
+  const lockfile = ['package-lock.json', 'npm-shrinkwrap.json'].find(has);
+  const nodeModules = context.directories.includes('node_modules');
+  const optIn = 'or let image builds use the network with `sandbox.build: { network: true }` in the catalog';
+  if (lockfile && !nodeModules) {
+    throw new ImageError(
+      `the default sandbox recipe would run \`npm ci\` for ${repoDir} (it has ${lockfile} but no node_modules in the build context), and image builds have no network`,
+      {
+        hint: `Run \`npm ci\` in ${repoDir} on the host so node_modules is copied into the image (if it exists, .dockerignore or sandbox.build.exclude leaves it out), ${optIn}.`,
+      },
+    );
+  }
+  // Only the python base has pip; on any other the recipe skips requirements.txt.
+  if (baseImage === BASE_IMAGES.python.tag && has('requirements.txt')) {
+    throw new ImageError(
+      `the default sandbox recipe would run \`pip install -r requirements.txt\` for ${repoDir}, and image builds have no network`,
+      {
+        hint: `Write a Dockerfile.sandbox for the repo that brings the packages along (for example wheels in the repo and \`pip install --no-index --find-links\`), ${optIn}.`,
+      },
+    );
   }
 }
 

@@ -178,6 +178,16 @@ describe('ensureBaseImage', () => {
     ]);
   });
 
+  it('builds the recipe on a bootstrapped root filesystem without network; only the registry path may have it', async () => {
+    const fake = fakeEngine();
+    fake.failBuildOn = 'node:20-bookworm-slim';
+    await ensureBaseImage('node', { engine: fake.engine });
+    expect(fake.builds.map((b) => [b.buildArgs.BASE, b.networkMode])).toEqual([
+      ['node:20-bookworm-slim', undefined],
+      ['sandbox-harness/rootfs-node:trixie', 'none'],
+    ]);
+  });
+
   it('does not mistake an unreachable daemon for a missing registry', async () => {
     const fake = fakeEngine();
     fake.pull = async () => {

@@ -1,0 +1,165 @@
+/**
+ * What `buildRepoImage` asks the engine for, against a fake engine: no network unless the
+ * catalog opts in (and the setting names the image), build arguments from the catalog only,
+ * and a clear refusal before a default-recipe build that could only fail without network.
+ * The real daemon's side is in tests/integration/build-isolation.test.ts.
+ */
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import type { Readable } from 'node:stream';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ImageError } from '../../../src/errors.js';
+import type { BuildOptions, DockerEngine, ImageDetails } from '../../../src/sandbox/docker/engine.js';
+import {
+  BUILD_NETWORK_LABEL,
+  buildRepoImage,
+  DEFAULT_BASE_IMAGE,
+  type BuildRepoImageOptions,
+} from '../../../src/sandbox/docker/images.js';
+import { canaryToken } from '../../helpers/fake-secrets.js';
+
+interface FakeEngine {
+  builds: BuildOptions[];
+  engine: DockerEngine;
+}
+
+function fakeEngine(): FakeEngine {
+  const images = new Map<string, ImageDetails>([
+    [DEFAULT_BASE_IMAGE, { id: 'sha256:base', tags: [DEFAULT_BASE_IMAGE], labels: {}, user: '', env: [] }],
+  ]);
+  const fake: FakeEngine = { builds: [], engine: undefined as unknown as DockerEngine };
+  fake.engine = {
+    inspectImage: async (ref: string) => images.get(ref),
+    buildImage: async (context: Readable, options: BuildOptions) => {
+      for await (const _chunk of context) {
+        // drain, as the daemon does
+      }
+      fake.builds.push(options);
+      const id = `sha256:${String(fake.builds.length).padStart(64, '0')}`;
+      images.set(options.tag, { id, tags: [options.tag], labels: options.labels, user: '', env: [] });
+      return id;
+    },
+    removeImage: async () => true,
+  } as unknown as DockerEngine;
+  return fake;
+}
+
+let root: string;
+let repo: string;
+const savedXdg = process.env.XDG_CACHE_HOME;
+
+async function put(rel: string, content = `content of ${rel}\n`): Promise<void> {
+  await mkdir(dirname(join(repo, rel)), { recursive: true });
+  await writeFile(join(repo, rel), content);
+}
+
+async function build(fake: FakeEngine, extra: Partial<BuildRepoImageOptions> = {}) {
+  return buildRepoImage({ repoDir: repo, engine: fake.engine, ...extra });
+}
+
+beforeEach(async () => {
+  root = await mkdtemp(join(tmpdir(), 'sh-repo-image-'));
+  repo = join(root, 'repo');
+  await mkdir(repo);
+  process.env.XDG_CACHE_HOME = join(root, 'cache');
+  await put('package.json', '{"name":"x"}\n');
+  await put('src/index.js');
+});
+
+afterEach(async () => {
+  if (savedXdg === undefined) delete process.env.XDG_CACHE_HOME;
+  else process.env.XDG_CACHE_HOME = savedXdg;
+  await rm(root, { recursive: true, force: true });
+});
+
+describe('repo image builds: network', () => {
+  it('builds with network mode none by default and says so in the result and a label', async () => {
+    const fake = fakeEngine();
+    const image = await build(fake);
+    expect(fake.builds).toHaveLength(1);
+    expect(fake.builds[0]?.networkMode).toBe('none');
+    expect(fake.builds[0]?.labels[BUILD_NETWORK_LABEL]).toBe('none');
+    expect(image.network).toBe(false);
+  });
+
+  it('leaves the network to the daemon only when the catalog opts in, under another image name', async () => {
+    const fake = fakeEngine();
+    const offline = await build(fake);
+    const online = await build(fake, { network: true });
+    expect(fake.builds[1]?.networkMode).toBeUndefined();
+    expect(fake.builds[1]?.labels[BUILD_NETWORK_LABEL]).toBe('default');
+    expect(online).toMatchObject({ network: true, reused: false });
+    expect(online.contentHash).not.toBe(offline.contentHash);
+    // Reusing an image keeps saying how it was built.
+    expect(await build(fake, { network: true })).toMatchObject({ network: true, reused: true });
+    expect(fake.builds).toHaveLength(2);
+  });
+
+  it("a failed no-network build's hint says how to opt in", async () => {
+    const fake = fakeEngine();
+    fake.engine.buildImage = async (context: Readable) => {
+      for await (const _chunk of context) {
+        // drain
+      }
+      throw new ImageError("The command '/bin/sh -c apt-get update' returned a non-zero code: 100");
+    };
+    await put('Dockerfile.sandbox', 'ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nRUN apt-get update\n');
+    const error = await build(fake).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(ImageError);
+    expect((error as ImageError).hint).toMatch(/no network .*sandbox\.build: \{ network: true \}/);
+  });
+});
+
+describe('repo image builds: build arguments', () => {
+  it('passes the base image and the catalog arguments, nothing from the host environment', async () => {
+    const canary = canaryToken();
+    process.env.SANDBOX_HARNESS_TEST_CANARY = canary;
+    try {
+      const fake = fakeEngine();
+      await build(fake, { buildArgs: { NODE_ENV: 'test' } });
+      expect(fake.builds[0]?.buildArgs).toEqual({ BASE_IMAGE: DEFAULT_BASE_IMAGE, NODE_ENV: 'test' });
+      expect(JSON.stringify(fake.builds[0])).not.toContain(canary);
+    } finally {
+      delete process.env.SANDBOX_HARNESS_TEST_CANARY;
+    }
+  });
+});
+
+describe('repo image builds: the default recipe without network', () => {
+  it('refuses, before building, a repo with a lockfile but no node_modules, saying what to do', async () => {
+    await put('package-lock.json', '{"lockfileVersion":3}\n');
+    const fake = fakeEngine();
+    const error = await build(fake).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(ImageError);
+    const { message, hint } = error as ImageError;
+    expect(message).toMatch(/would run `npm ci` .* has package-lock\.json but no node_modules .*no network/);
+    expect(hint).toMatch(/Run `npm ci` in .* on the host/);
+    expect(hint).toMatch(/sandbox\.build: \{ network: true \}/);
+    expect(fake.builds).toEqual([]);
+  });
+
+  it('builds when the dependencies come with the repo, or there is no lockfile, or with the opt-in', async () => {
+    const fake = fakeEngine();
+    await build(fake); // no lockfile
+    await put('package-lock.json', '{"lockfileVersion":3}\n');
+    await build(fake, { network: true });
+    await put('node_modules/dep/index.js');
+    await build(fake);
+    expect(fake.builds.map((b) => b.networkMode)).toEqual(['none', undefined, 'none']);
+  });
+
+  it("does not second-guess a repo's own Dockerfile.sandbox", async () => {
+    await put('package-lock.json', '{"lockfileVersion":3}\n');
+    await put('Dockerfile.sandbox', 'ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nCOPY . /workspace\n');
+    const fake = fakeEngine();
+    await build(fake);
+    expect(fake.builds[0]?.networkMode).toBe('none');
+  });
+});
