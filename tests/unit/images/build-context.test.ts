@@ -414,28 +414,44 @@ describe('build context: in a git work tree', () => {
     expect([...context.snapshot.keys()].sort()).toEqual(['index.js', 'node_modules/dep/index.js']);
   });
 
-  it("never runs a program the repo's git config names, and ignores the caller's GIT_* variables", async () => {
+  it("never runs a program the repo's git config names (core.fsmonitor)", async () => {
     const marker = join(root, 'fsmonitor-ran');
     await writeFile(join(root, 'monitor.sh'), `#!/bin/sh\ntouch ${marker}\n`);
     await chmod(join(root, 'monitor.sh'), 0o755);
     git('config', 'core.fsmonitor', join(root, 'monitor.sh'));
-    const other = join(root, 'other');
-    await mkdir(other);
-    execFileSync('git', ['init', '-q'], { cwd: other });
-    const saved = process.env.GIT_DIR;
-    process.env.GIT_DIR = join(other, '.git');
-    try {
-      const context = await scanBuildContext({ contextDir: repo, dockerfile });
-      expect(context.snapshot.has('src/app.js')).toBe(true);
-      expect(context.snapshot.has('ignored/local-config.yaml')).toBe(false);
-    } finally {
-      if (saved === undefined) delete process.env.GIT_DIR;
-      else process.env.GIT_DIR = saved;
-    }
+    const context = await scanBuildContext({ contextDir: repo, dockerfile });
+    expect(context.snapshot.has('src/app.js')).toBe(true);
     await expect(stat(marker)).rejects.toThrow();
     // The same config does run the program for an ordinary git call: the test can fail.
     git('status', '--porcelain');
     await expect(stat(marker)).resolves.toBeTruthy();
+  });
+
+  it("ignores the caller's GIT_* variables (a git hook running the harness sets GIT_DIR)", async () => {
+    await put('ignored/forced.txt');
+    git('add', '-f', 'ignored/forced.txt');
+    const other = join(root, 'other');
+    await mkdir(other);
+    execFileSync('git', ['init', '-q'], { cwd: other });
+    await writeFile(join(root, 'excludes'), 'notes.md\n');
+    const injected = {
+      GIT_DIR: join(other, '.git'),
+      GIT_CONFIG_COUNT: '1',
+      GIT_CONFIG_KEY_0: 'core.excludesFile',
+      GIT_CONFIG_VALUE_0: join(root, 'excludes'),
+    };
+    const saved = Object.fromEntries(Object.keys(injected).map((k) => [k, process.env[k]]));
+    Object.assign(process.env, injected);
+    try {
+      const context = await scanBuildContext({ contextDir: repo, dockerfile });
+      expect(context.snapshot.has('notes.md')).toBe(true);
+      expect(context.snapshot.has('ignored/forced.txt')).toBe(true);
+    } finally {
+      for (const [k, v] of Object.entries(saved)) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+    }
   });
 
   it.runIf(process.getuid?.() === 0)(
