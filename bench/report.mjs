@@ -94,6 +94,23 @@ export function formatTables(results) {
       `(${s.reps} repetitions after ${s.warmup} warm-up(s) each; ratio > 1 means the harness is slower)`,
     );
   }
+  const cx = results.context;
+  if (cx) {
+    if (out.length) out.push('');
+    const size = `${cx.files.toLocaleString('en-US')} files, ${(cx.bytes / 1e6).toFixed(0)} MB`;
+    out.push(
+      ...table([
+        [`build context of this checkout (${size})`, 'median', 'p90', 'ratio (median)'],
+        row('walk + hash, no secret scan', cx.off, '1.00x'),
+        row(
+          'with the scan, unchanged repo (clean-digest cache warm)',
+          cx.cached,
+          times(cx.ratio.cached.median, 'no scan'),
+        ),
+        row('with the scan, first time (no cache)', cx.uncached, times(cx.ratio.uncached.median, 'no scan')),
+      ]),
+    );
+  }
   const ev = results.eval;
   if (ev) {
     if (out.length) out.push('');

@@ -35,6 +35,7 @@ import { stat } from 'node:fs/promises';
 import { BenchInterrupted, installSignalHandlers, run } from './process.mjs';
 import { benchSandbox } from './sandbox-bench.mjs';
 import { benchEval } from './eval-bench.mjs';
+import { benchContext } from './context-bench.mjs';
 import { formatTables, gitInfo, saveResults } from './report.mjs';
 
 const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -86,7 +87,8 @@ async function loadDist() {
     throw new Error('dist/ is missing: run `npm run build` (or use `npm run bench`, which builds first)');
   const docker = await import(pathToFileURL(file('sandbox/docker/index.js')).href);
   const images = await import(pathToFileURL(file('sandbox/docker/images.js')).href);
-  return { docker, images };
+  const buildContext = await import(pathToFileURL(file('sandbox/docker/build-context.js')).href);
+  return { docker, images, buildContext };
 }
 
 /**
@@ -131,7 +133,7 @@ async function checkDocker(engine) {
 async function main() {
   const options = parseArgs(process.argv.slice(2));
   installSignalHandlers();
-  const { docker, images } = await loadDist();
+  const { docker, images, buildContext } = await loadDist();
   const engine = docker.dockerEngine();
   const dockerInfo = await checkDocker(engine);
   const started = new Date();
@@ -153,6 +155,16 @@ async function main() {
     engine,
     buildRepoImage: images.buildRepoImage,
     baseImage: base.tag,
+    reps: options.reps,
+    warmup: options.warmup,
+    log,
+  });
+
+  log('build-context benchmark (walk, hash, secret scan) ...');
+  const context = await benchContext({
+    scanBuildContext: buildContext.scanBuildContext,
+    folder: PACKAGE_ROOT,
+    dockerfile: join(PACKAGE_ROOT, 'Dockerfile.sandbox'),
     reps: options.reps,
     warmup: options.warmup,
     log,
@@ -193,6 +205,7 @@ async function main() {
       atEnd: await load(),
     },
     sandbox,
+    context,
     ...(evalResult ? { eval: evalResult } : {}),
   };
   const tables = formatTables(results);
