@@ -6,58 +6,28 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
-import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ImageError } from '../../src/errors.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
-import {
-  buildRepoImage,
-  ensureBaseImage,
-  type BuildRepoImageOptions,
-} from '../../src/sandbox/docker/images.js';
+import { buildRepoImage } from '../../src/sandbox/docker/images.js';
+import { inImage, ScratchRepos } from '../helpers/docker.js';
 import { canaryToken, TOKENS } from '../helpers/fake-secrets.js';
+import { rejection } from '../helpers/rejection.js';
 
 const run = promisify(execFile);
-const FIXTURE = join(import.meta.dirname, '..', 'fixtures', 'repos', 'tiny-node');
-
-let scratch: string;
-const tags = new Set<string>();
-
-async function freshRepo(): Promise<string> {
-  const dir = join(scratch, `build-iso-${randomBytes(4).toString('hex')}`);
-  await cp(FIXTURE, dir, { recursive: true });
-  return dir;
-}
+const repos = new ScratchRepos('build-iso');
+const freshRepo = () => repos.fresh();
+const build = (repoDir: string, extra?: Parameters<ScratchRepos['build']>[1]) => repos.build(repoDir, extra);
 
 async function put(repo: string, rel: string, content: string): Promise<void> {
   await mkdir(dirname(join(repo, rel)), { recursive: true });
   await writeFile(join(repo, rel), content);
 }
 
-async function build(repoDir: string, extra: Partial<BuildRepoImageOptions> = {}) {
-  const lines: string[] = [];
-  const image = await buildRepoImage({ repoDir, onProgress: (l) => lines.push(l), ...extra });
-  tags.add(image.tag);
-  return { image, lines };
-}
-
-async function failure(promise: Promise<unknown>): Promise<ImageError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(ImageError);
-  return error as ImageError;
-}
-
-async function inImage(image: string, script: string): Promise<string> {
-  const { stdout } = await run('docker', ['run', '--rm', '--network', 'none', image, 'sh', '-c', script]);
-  return stdout;
-}
+const failure = (promise: Promise<unknown>) => rejection(promise, ImageError);
 
 /** Whether `needle` occurs anywhere in what `docker <args>` writes, without holding it all in memory. */
 function dockerOutputContains(args: string[], needles: string[]): Promise<boolean[]> {
@@ -94,16 +64,8 @@ async function bridgeAddress(): Promise<string> {
   return address;
 }
 
-beforeAll(async () => {
-  await dockerEngine().ping(5000);
-  scratch = await mkdtemp(join(tmpdir(), 'sh-build-iso-'));
-  await ensureBaseImage('node', { onLine: () => undefined });
-}, 600_000);
-
-afterAll(async () => {
-  for (const tag of tags) await dockerEngine().removeImage(tag);
-  if (scratch) await rm(scratch, { recursive: true, force: true });
-});
+beforeAll(() => repos.setUp(), 600_000);
+afterAll(() => repos.cleanUp());
 
 describe('build network', () => {
   let server: Server;
@@ -248,7 +210,7 @@ describe('secrets in the repo', () => {
     const fileCanary = canaryToken();
     const visible = `visible-${randomBytes(8).toString('hex')}`;
     const repo = await freshRepo();
-    execFileSyncGit(repo, 'init', '-q');
+    await git(repo, 'init', '-q');
     await put(repo, '.gitignore', 'local/\n');
     // Files a repo must not ship: secret names in any case, and a git-ignored folder.
     await put(repo, '.ENV', `API_KEY=${fileCanary}\n`);
@@ -307,6 +269,6 @@ describe('secrets in the repo', () => {
   }, 300_000);
 });
 
-function execFileSyncGit(cwd: string, ...args: string[]): Promise<unknown> {
+function git(cwd: string, ...args: string[]): Promise<unknown> {
   return run('git', args, { cwd });
 }

@@ -10,19 +10,13 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigError, ImageError } from '../../src/errors.js';
 import { readRepoFile } from '../../src/repo-files.js';
+import { rejection } from '../helpers/rejection.js';
 
 let root: string;
 let repo: string;
 let outside: string;
 
-async function refusal(promise: Promise<unknown>): Promise<ConfigError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(ConfigError);
-  return error as ConfigError;
-}
+const refusal = (promise: Promise<unknown>) => rejection(promise, ConfigError);
 
 beforeEach(async () => {
   root = await mkdtemp(join(tmpdir(), 'sh-repo-files-'));
@@ -124,14 +118,13 @@ describe('readRepoFile', () => {
 
   it('throws the error the caller asks for', async () => {
     await symlink(outside, join(repo, '.dockerignore'));
-    const error = await readRepoFile(repo, '.dockerignore', '.dockerignore', {
-      optional: true,
-      error: (message, hint) => new ImageError(message, { hint }),
-    }).then(
-      () => undefined,
-      (e: unknown) => e,
+    const error = await rejection(
+      readRepoFile(repo, '.dockerignore', '.dockerignore', {
+        optional: true,
+        error: (message, hint) => new ImageError(message, { hint }),
+      }),
+      ImageError,
     );
-    expect(error).toBeInstanceOf(ImageError);
-    expect((error as ImageError).message).toMatch(/^\.dockerignore is a symlink to .*, outside the repo/);
+    expect(error.message).toMatch(/^\.dockerignore is a symlink to .*, outside the repo/);
   });
 });

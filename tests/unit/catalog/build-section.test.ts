@@ -8,6 +8,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadCatalog } from '../../../src/catalog/load.js';
 import { ConfigError } from '../../../src/errors.js';
+import { rejection } from '../../helpers/rejection.js';
 
 let dir: string;
 
@@ -40,12 +41,7 @@ async function load(sandbox: string) {
 }
 
 async function problems(sandbox: string): Promise<string[]> {
-  const error = await load(sandbox).then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(ConfigError);
-  return (error as ConfigError).problems;
+  return (await rejection(load(sandbox), ConfigError)).problems;
 }
 
 describe('catalog sandbox.build', () => {

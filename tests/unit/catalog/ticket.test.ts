@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadTicket, type LoadTicketOptions } from '../../../src/catalog/ticket.js';
 import { ConfigError, UsageError } from '../../../src/errors.js';
+import { rejection } from '../../helpers/rejection.js';
 
 const fixtureDir = path.resolve('tests/fixtures/catalogs/valid');
 let work: string;
@@ -155,13 +156,9 @@ describe('loadTicket: tickets in the repo or the catalog folder stay there', () 
     cwd: repoDir,
   });
   async function refused(promise: Promise<unknown>): Promise<ConfigError> {
-    const error = await promise.then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(error).toBeInstanceOf(ConfigError);
-    expect((error as ConfigError).message).not.toContain('HOST-SECRET');
-    return error as ConfigError;
+    const error = await rejection(promise, ConfigError);
+    expect(error.message).not.toContain('HOST-SECRET');
+    return error;
   }
 
   beforeAll(async () => {

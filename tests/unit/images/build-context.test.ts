@@ -9,6 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ImageError } from '../../../src/errors.js';
 import { INJECTED_DOCKERFILE, scanBuildContext } from '../../../src/sandbox/docker/build-context.js';
 import { TOKENS } from '../../helpers/fake-secrets.js';
+import { rejection } from '../../helpers/rejection.js';
 
 interface TarItem {
   name: string;
@@ -483,14 +484,8 @@ describe('build context: secrets in file contents', () => {
   const scan = (extra: Partial<Parameters<typeof scanBuildContext>[0]> = {}) =>
     scanBuildContext({ contextDir: repo, dockerfile, secretScanCache: false, ...extra });
 
-  async function refusal(extra: Partial<Parameters<typeof scanBuildContext>[0]> = {}): Promise<ImageError> {
-    const error = await scan(extra).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(error).toBeInstanceOf(ImageError);
-    return error as ImageError;
-  }
+  const refusal = (extra: Partial<Parameters<typeof scanBuildContext>[0]> = {}) =>
+    rejection(scan(extra), ImageError);
 
   it('refuses a private key under an innocent name, listing file:line and how to exclude it, never the key', async () => {
     await put('src/app.js');
@@ -567,16 +562,11 @@ describe('build context: files the host reads', () => {
     );
     await rm(join(repo, '.dockerignore'));
     await symlink(outside, join(repo, 'Dockerfile.sandbox'));
-    const error = await scanBuildContext({
-      contextDir: repo,
-      dockerfile: 'Dockerfile.sandbox',
-      dockerfileRoot: repo,
-    }).then(
-      () => undefined,
-      (e: unknown) => e,
+    const error = await rejection(
+      scanBuildContext({ contextDir: repo, dockerfile: 'Dockerfile.sandbox', dockerfileRoot: repo }),
+      ImageError,
     );
-    expect(error).toBeInstanceOf(ImageError);
-    expect((error as ImageError).message).toMatch(
+    expect(error.message).toMatch(
       /^Dockerfile Dockerfile\.sandbox is a symlink to .*host-file, outside the repo/,
     );
   });

@@ -18,6 +18,7 @@ import {
   type BuildRepoImageOptions,
 } from '../../../src/sandbox/docker/images.js';
 import { canaryToken } from '../../helpers/fake-secrets.js';
+import { rejection } from '../../helpers/rejection.js';
 
 interface FakeEngine {
   builds: BuildOptions[];
@@ -105,12 +106,8 @@ describe('repo image builds: network', () => {
       throw new ImageError("The command '/bin/sh -c apt-get update' returned a non-zero code: 100");
     };
     await put('Dockerfile.sandbox', 'ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nRUN apt-get update\n');
-    const error = await build(fake).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(error).toBeInstanceOf(ImageError);
-    expect((error as ImageError).hint).toMatch(/no network .*sandbox\.build: \{ network: true \}/);
+    const error = await rejection(build(fake), ImageError);
+    expect(error.hint).toMatch(/no network .*sandbox\.build: \{ network: true \}/);
   });
 });
 
@@ -133,12 +130,7 @@ describe('repo image builds: the default recipe without network', () => {
   it('refuses, before building, a repo with a lockfile but no node_modules, saying what to do', async () => {
     await put('package-lock.json', '{"lockfileVersion":3}\n');
     const fake = fakeEngine();
-    const error = await build(fake).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(error).toBeInstanceOf(ImageError);
-    const { message, hint } = error as ImageError;
+    const { message, hint } = await rejection(build(fake), ImageError);
     expect(message).toMatch(/would run `npm ci` .* has package-lock\.json but no node_modules .*no network/);
     expect(hint).toMatch(/Run `npm ci` in .* on the host/);
     expect(hint).toMatch(/sandbox\.build: \{ network: true \}/);
