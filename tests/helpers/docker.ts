@@ -49,6 +49,8 @@ export function fixtureImage(name: string): Promise<string> {
 export class ScratchRepos {
   private dir: string | undefined;
   private readonly tags = new Set<string>();
+  /** A forced rebuild moves the tag; the image it leaves untagged is removed by id. */
+  private readonly ids = new Set<string>();
 
   constructor(
     private readonly prefix: string,
@@ -63,7 +65,7 @@ export class ScratchRepos {
   }
 
   async cleanUp(): Promise<void> {
-    for (const tag of this.tags) await dockerEngine().removeImage(tag);
+    for (const ref of [...this.tags, ...this.ids]) await dockerEngine().removeImage(ref);
     if (this.dir) await rm(this.dir, { recursive: true, force: true });
   }
 
@@ -83,6 +85,7 @@ export class ScratchRepos {
     const lines: string[] = [];
     const image = await buildRepoImage({ repoDir, onProgress: (l) => lines.push(l), ...extra });
     this.tags.add(image.tag);
+    this.ids.add(image.imageId);
     return { image, lines };
   }
 }
