@@ -80,11 +80,14 @@ export interface SkippedPath {
 export interface BuildContextOptions {
   /** The repo (context root). */
   contextDir: string;
-  /** The Dockerfile to build with (relative to `dockerfileRoot`); may live inside or outside the context. */
+  /**
+   * The Dockerfile to build with, absolute or relative to `dockerfileRoot` (else to the
+   * context); may live inside or outside the context.
+   */
   dockerfile: string;
   /**
-   * The folder the Dockerfile must really be in (default: the context): a regular file, not
-   * a link out of it.
+   * The folder the Dockerfile must really be in: a regular file there, not a link out of it.
+   * Default: the Dockerfile's own folder.
    */
   dockerfileRoot?: string;
   buildArgs?: Record<string, string>;
