@@ -71,11 +71,15 @@ describe('build network', () => {
   let server: Server;
   let address: string;
   let port: number;
+  let connections = 0;
   const greeting = `hello-${randomBytes(6).toString('hex')}`;
 
   beforeAll(async () => {
     address = await bridgeAddress();
-    server = createServer((socket) => socket.end(`${greeting}\n`));
+    server = createServer((socket) => {
+      connections++;
+      socket.end(`${greeting}\n`);
+    });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(0, address, () => resolve());
@@ -146,6 +150,19 @@ describe('build network', () => {
       '{{index .Config.Labels "sandbox-harness.build-network"}}',
     ]);
     expect(stdout.trim()).toBe('none');
+  });
+
+  it('an ADD of a URL (which the daemon, not a build step, would download) is refused before building', async () => {
+    const repo = await freshRepo();
+    await put(
+      repo,
+      'Dockerfile.sandbox',
+      `ARG BASE_IMAGE\nFROM \${BASE_IMAGE}\nADD http://${address}:${port}/payload /tmp/payload\n`,
+    );
+    const before = connections;
+    const error = await failure(buildRepoImage({ repoDir: repo }));
+    expect(error.message).toMatch(/Dockerfile\.sandbox:3: ADD http:.*downloaded by the Docker daemon/s);
+    expect(connections).toBe(before);
   });
 
   it('with sandbox.build.network a build step reaches a host listener, on a real interface', async () => {

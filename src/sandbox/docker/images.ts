@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { HarnessError, ImageError, Interrupted, SandboxUnavailable } from '../../errors.js';
 import { bootstrapRootfs, cacheDir, LogFile, logsDir, timestampForFile } from './bootstrap.js';
 import { scanBuildContext, type BuildContext, type ContextSnapshot } from './build-context.js';
+import { daemonFetches } from './dockerfile.js';
 import { dockerEngine, statusOf, type DockerEngine } from './engine.js';
 import { LABEL } from './labels.js';
 
@@ -603,7 +604,10 @@ export async function buildRepoImage(options: BuildRepoImageOptions): Promise<Re
     },
     onWarning: options.onWarning,
   });
-  if (ours && !network) assertOfflineRecipeCanWork(repoDir, baseImage, context);
+  if (!network) {
+    if (ours) assertOfflineRecipeCanWork(repoDir, baseImage, context);
+    else await assertNothingToFetch(engine, dockerfile, context, buildArgs);
+  }
   const tag = repoImageTag(repoDir, context.contentHash);
   const key = `${tag}|${options.rebuild === true}`;
   let pending = pendingRepo.get(key);
@@ -711,6 +715,37 @@ function assertOfflineRecipeCanWork(repoDir: string, baseImage: string, context:
         hint: `Write a Dockerfile.sandbox for the repo that brings the packages along (for example wheels in the repo and \`pip install --no-index --find-links\`), ${optIn}.`,
       },
     );
+  }
+}
+
+/**
+ * Network none only applies to the build steps' containers: the daemon itself downloads
+ * `ADD <url>` sources and pulls missing `FROM` / `COPY --from` images over the host's
+ * network. A build without network must need neither.
+ */
+async function assertNothingToFetch(
+  engine: DockerEngine,
+  dockerfile: string,
+  context: BuildContext,
+  buildArgs: Record<string, string>,
+): Promise<void> {
+  const optIn = 'or let image builds use the network with `sandbox.build: { network: true }` in the catalog';
+  for (const fetch of daemonFetches(context.dockerfileBytes.toString('utf8'), buildArgs)) {
+    const where = `${dockerfile}:${fetch.line}: ${fetch.instruction}`;
+    if (fetch.kind === 'add-url') {
+      throw new ImageError(
+        `${where}\n  ADD of ${fetch.ref} is downloaded by the Docker daemon over the host's network, and this build has no network`,
+        { hint: `Bring the file with the repo and COPY it, ${optIn}.` },
+      );
+    }
+    if (!(await engine.inspectImage(fetch.ref))) {
+      throw new ImageError(
+        `${where}\n  the image ${fetch.ref} is not on this engine, so the daemon would pull it over the host's network, and this build has no network`,
+        {
+          hint: `Pull it first (\`docker pull ${fetch.ref}\`), build on the harness's base image (the BASE_IMAGE build argument), ${optIn}.`,
+        },
+      );
+    }
   }
 }
 

@@ -155,3 +155,32 @@ describe('repo image builds: the default recipe without network', () => {
     expect(fake.builds[0]?.networkMode).toBe('none');
   });
 });
+
+describe('repo image builds: what the daemon would fetch', () => {
+  it('refuses, without network, an ADD of a URL and an image the engine does not have, naming the line', async () => {
+    const fake = fakeEngine();
+    await put('Dockerfile.sandbox', 'ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nADD https://example.test/x /x\n');
+    const add = await rejection(build(fake), ImageError);
+    expect(add.message).toMatch(
+      /Dockerfile\.sandbox:3: ADD https:\/\/example\.test\/x \/x\n {2}ADD of .* downloaded by the Docker daemon/,
+    );
+    expect(add.hint).toMatch(/COPY it, or let image builds use the network/);
+
+    await put('Dockerfile.sandbox', 'FROM node:22-not-here\nCOPY . /workspace\n');
+    const pull = await rejection(build(fake), ImageError);
+    expect(pull.message).toMatch(
+      /Dockerfile\.sandbox:1: FROM node:22-not-here\n {2}the image node:22-not-here is not on this engine/,
+    );
+    expect(pull.hint).toMatch(/docker pull node:22-not-here/);
+    expect(fake.builds).toEqual([]);
+  });
+
+  it('lets the daemon fetch with the opt-in, and builds on images it has without it', async () => {
+    const fake = fakeEngine();
+    await put('Dockerfile.sandbox', 'ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nADD https://example.test/x /x\n');
+    await build(fake, { network: true });
+    await put('Dockerfile.sandbox', 'ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nCOPY . /workspace\n');
+    await build(fake);
+    expect(fake.builds.map((b) => b.networkMode)).toEqual([undefined, 'none']);
+  });
+});
