@@ -1,3 +1,5 @@
+import { terminalSafe } from './terminal.js';
+
 /** What every command receives: where to write, whether it is a terminal, and how to be interrupted. */
 export interface CliContext {
   stdout: NodeJS.WritableStream;
@@ -9,8 +11,10 @@ export interface CliContext {
   signal: AbortSignal;
 }
 
+/** Human output on stdout, with control characters shown as escapes (see `terminal.ts`). */
 export function print(ctx: CliContext, text: string): void {
-  ctx.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+  const safe = terminalSafe(text);
+  ctx.stdout.write(safe.endsWith('\n') ? safe : `${safe}\n`);
 }
 
 export function printJson(ctx: CliContext, value: unknown): void {
@@ -19,5 +23,6 @@ export function printJson(ctx: CliContext, value: unknown): void {
 
 /** Progress and notes go to stderr so stdout stays clean for `--json` and pipes. */
 export function note(ctx: CliContext, text: string): void {
-  ctx.stderr.write(text.endsWith('\n') ? text : `${text}\n`);
+  const safe = terminalSafe(text);
+  ctx.stderr.write(safe.endsWith('\n') ? safe : `${safe}\n`);
 }

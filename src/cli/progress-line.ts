@@ -1,4 +1,5 @@
 import type { Phase, ProgressSink } from '../fix/progress.js';
+import { terminalSafe } from './terminal.js';
 
 const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
@@ -20,19 +21,23 @@ export function terminalProgress(stream: NodeJS.WritableStream, isTTY: boolean):
     stream.write(`\r\x1b[K${line.slice(0, columns() - 1)}`);
   };
   return {
-    phase(phase, text) {
+    phase(phase, raw) {
+      const text = terminalSafe(raw);
       if (current && isTTY) stream.write('\n');
       current = { phase, text, started: Date.now() };
       lastDetail = '';
       if (isTTY) render('');
       else stream.write(`[${phase}] ${text}\n`);
     },
-    detail(text) {
+    detail(raw) {
+      // Details quote build output and tool names: hostile text.
+      const text = terminalSafe(raw);
       if (isTTY) render(text);
       else if (text !== lastDetail) stream.write(`  ${text}\n`);
       lastDetail = text;
     },
-    end(text) {
+    end(raw) {
+      const text = terminalSafe(raw);
       if (!current) return;
       if (isTTY)
         stream.write(`\r\x1b[K${`✔ ${current.text}: ${text} (${elapsed()})`.slice(0, columns() - 1)}\n`);

@@ -26,7 +26,7 @@
  *
  * When the daemon does not answer, `checks` holds only the `daemon` check.
  */
-import { EXIT_CODES } from '../../errors.js';
+import { EXIT_CODES } from '../exit-codes.js';
 import { runDoctor, type DoctorReport } from '../../sandbox/docker/doctor.js';
 import { print, printJson, type CliContext } from '../context.js';
 

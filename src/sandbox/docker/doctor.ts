@@ -155,7 +155,8 @@ async function containerCheck(engine: DockerEngine, image: string, timeoutMs: nu
     id = await engine.createContainer({
       name: `sandbox-harness-doctor-${randomBytes(4).toString('hex')}`,
       image,
-      cmd: ['true'],
+      entrypoint: ['true'],
+      cmd: [],
       user: `${SANDBOX_UID}:${SANDBOX_GID}`,
       workingDir: WORKSPACE,
       env: ['LANG=C.UTF-8'],

@@ -14,6 +14,8 @@ export interface EngineInfo {
   cgroupVersion: string;
   operatingSystem: string;
   initBinary: string;
+  /** Where the engine keeps images and containers (on the engine's host). */
+  dockerRootDir: string;
   /** Kernel support the hardening relies on (false: the daemon silently ignores that limit). */
   memoryLimit: boolean;
   swapLimit: boolean;
@@ -23,6 +25,8 @@ export interface EngineInfo {
 export interface ContainerCreateOptions {
   name?: string;
   image: string;
+  /** Replaces the image's entrypoint: nothing of the image runs before the harness says so. */
+  entrypoint: string[];
   cmd: string[];
   user: string;
   workingDir: string;
@@ -34,6 +38,8 @@ export interface ContainerCreateOptions {
   maxFileBytes: number;
   tmpfsBytes: number;
   nofile: number;
+  /** Writable-layer quota; only where the storage driver supports it (see `storageQuota`). */
+  diskBytes?: number;
 }
 
 export interface ContainerSummary {
@@ -75,6 +81,8 @@ export interface ImageDetails {
   labels: Record<string, string>;
   user: string;
   env: string[];
+  /** Folders the image declares as volumes (they would escape the writable layer and its budget). */
+  volumes: string[];
 }
 
 export interface RawChange {
@@ -87,6 +95,8 @@ export interface ExecStartOptions {
   user: string;
   workingDir: string;
   env: string[];
+  /** Written to the process's stdin, then end of file. */
+  stdin?: Buffer;
   stdout: Writable;
   stderr: Writable;
 }
@@ -176,6 +186,12 @@ export class DockerEngine {
     this.docker = new Docker();
   }
 
+  /** Whether the engine runs on this machine (its data root can be measured from here). */
+  isLocal(): boolean {
+    const host = process.env.DOCKER_HOST;
+    return host === undefined || host.trim() === '' || host.startsWith('unix://');
+  }
+
   async ping(timeoutMs = 3000): Promise<void> {
     try {
       await Promise.race([
@@ -203,6 +219,7 @@ export class DockerEngine {
         cgroupVersion: String(i.CgroupVersion ?? ''),
         operatingSystem: String(i.OperatingSystem ?? ''),
         initBinary: String(i.InitBinary ?? ''),
+        dockerRootDir: String(i.DockerRootDir ?? ''),
         memoryLimit: i.MemoryLimit === true,
         swapLimit: i.SwapLimit === true,
         pidsLimit: i.PidsLimit === true,
@@ -219,6 +236,7 @@ export class DockerEngine {
       const container = await this.docker.createContainer({
         name: options.name,
         Image: options.image,
+        Entrypoint: options.entrypoint,
         Cmd: options.cmd,
         User: options.user,
         WorkingDir: options.workingDir,
@@ -229,6 +247,8 @@ export class DockerEngine {
         AttachStdout: false,
         AttachStderr: false,
         Tty: false,
+        // An image's HEALTHCHECK would run its own commands inside the sandbox.
+        Healthcheck: { Test: ['NONE'] },
         HostConfig: {
           NetworkMode: 'none',
           CapDrop: ['ALL'],
@@ -250,10 +270,16 @@ export class DockerEngine {
           PublishAllPorts: false,
           AutoRemove: false,
           RestartPolicy: { Name: 'no' },
+          // Nothing reads container logs, and pid 1's stdout is reachable from inside.
+          LogConfig: { Type: 'none', Config: {} },
+          ...(options.diskBytes ? { StorageOpt: { size: String(options.diskBytes) } } : {}),
         },
       });
       return container.id;
     } catch (error) {
+      if (options.diskBytes && /storage-?opt|quota|xfs/i.test(daemonMessage(error))) {
+        throw new StorageQuotaUnsupported(daemonMessage(error));
+      }
       if (statusOf(error) === 404) {
         throw new ImageError(`image ${options.image} does not exist`, {
           hint: "Build it first (`sandbox-harness images bootstrap` for the base image) or check the catalog's sandbox.image.",
@@ -292,6 +318,27 @@ export class DockerEngine {
       // 409: removal already in progress.
       if (status === 409 && /already in progress/i.test(daemonMessage(error))) return;
       throw translateDaemonError(error, `removing container ${id.slice(0, 12)}`);
+    }
+  }
+
+  /** Stops a container at once (SIGKILL to everything in it) and starts it again. */
+  async restartContainer(id: string): Promise<void> {
+    try {
+      await this.docker.getContainer(id).restart({ t: 0 });
+    } catch (error) {
+      throw this.containerError(error, id, 'restarting');
+    }
+  }
+
+  /** Bytes in the container's writable layer, as the engine counts them. */
+  async containerDiskUsage(id: string): Promise<number> {
+    try {
+      // The typings omit `size`; the Engine API takes it and then reports SizeRw.
+      const options = { size: true } as Docker.ContainerInspectOptions;
+      const c = (await this.docker.getContainer(id).inspect(options)) as { SizeRw?: number };
+      return c.SizeRw ?? 0;
+    } catch (error) {
+      throw this.containerError(error, id, 'measuring the disk use of');
     }
   }
 
@@ -405,15 +452,20 @@ export class DockerEngine {
         User: options.user,
         WorkingDir: options.workingDir,
         Env: options.env,
-        AttachStdin: false,
+        AttachStdin: options.stdin !== undefined,
         AttachStdout: true,
         AttachStderr: true,
         Tty: false,
       });
-      stream = (await exec.start({ hijack: true, stdin: false })) as NodeJS.ReadWriteStream;
+      stream = (await exec.start({
+        hijack: true,
+        stdin: options.stdin !== undefined,
+      })) as NodeJS.ReadWriteStream;
     } catch (error) {
       throw this.containerError(error, id, 'running a command in');
     }
+    // Half-closes the connection after the bytes: the process reads them, then end of file.
+    if (options.stdin !== undefined) stream.end(options.stdin);
     this.docker.modem.demuxStream(stream, options.stdout, options.stderr);
     const readable = stream as unknown as Readable;
     const streamEnded = new Promise<void>((resolve) => {
@@ -506,6 +558,7 @@ export class DockerEngine {
         labels: image.Config?.Labels ?? {},
         user: image.Config?.User ?? '',
         env: image.Config?.Env ?? [],
+        volumes: Object.keys((image.Config?.Volumes as Record<string, unknown> | null | undefined) ?? {}),
       };
     } catch (error) {
       if (statusOf(error) === 404) return undefined;
@@ -653,6 +706,13 @@ export class DockerEngine {
         },
       );
     });
+  }
+}
+
+/** The storage driver cannot enforce a writable-layer quota; the backend watches the size instead. */
+export class StorageQuotaUnsupported extends HarnessError {
+  constructor(message: string) {
+    super('STORAGE_QUOTA_UNSUPPORTED', 'infrastructure', message);
   }
 }
 

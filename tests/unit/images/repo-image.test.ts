@@ -27,7 +27,10 @@ interface FakeEngine {
 
 function fakeEngine(): FakeEngine {
   const images = new Map<string, ImageDetails>([
-    [DEFAULT_BASE_IMAGE, { id: 'sha256:base', tags: [DEFAULT_BASE_IMAGE], labels: {}, user: '', env: [] }],
+    [
+      DEFAULT_BASE_IMAGE,
+      { id: 'sha256:base', tags: [DEFAULT_BASE_IMAGE], labels: {}, user: '', env: [], volumes: [] },
+    ],
   ]);
   const fake: FakeEngine = { builds: [], engine: undefined as unknown as DockerEngine };
   fake.engine = {
@@ -38,7 +41,14 @@ function fakeEngine(): FakeEngine {
       }
       fake.builds.push(options);
       const id = `sha256:${String(fake.builds.length).padStart(64, '0')}`;
-      images.set(options.tag, { id, tags: [options.tag], labels: options.labels, user: '', env: [] });
+      images.set(options.tag, {
+        id,
+        tags: [options.tag],
+        labels: options.labels,
+        user: '',
+        env: [],
+        volumes: [],
+      });
       return id;
     },
     removeImage: async () => true,

@@ -12,6 +12,7 @@ const info = (serverVersion: string, apiVersion: string): EngineInfo => ({
   cgroupVersion: '1',
   operatingSystem: 'Debian GNU/Linux 12',
   initBinary: 'docker-init',
+  dockerRootDir: '/var/lib/docker',
   memoryLimit: true,
   swapLimit: true,
   pidsLimit: true,
