@@ -10,7 +10,6 @@ import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ImageError } from '../../../src/errors.js';
-import type { BuildOptions, DockerEngine, ImageDetails } from '../../../src/sandbox/docker/engine.js';
 import {
   BUILD_NETWORK_LABEL,
   buildRepoImage,
@@ -19,42 +18,9 @@ import {
 } from '../../../src/sandbox/docker/images.js';
 import { canaryToken } from '../../helpers/fake-secrets.js';
 import { rejection } from '../../helpers/rejection.js';
+import { fakeEngine as fakeEngineWith, type FakeEngine } from './fake-engine.js';
 
-interface FakeEngine {
-  builds: BuildOptions[];
-  engine: DockerEngine;
-}
-
-function fakeEngine(): FakeEngine {
-  const images = new Map<string, ImageDetails>([
-    [
-      DEFAULT_BASE_IMAGE,
-      { id: 'sha256:base', tags: [DEFAULT_BASE_IMAGE], labels: {}, user: '', env: [], volumes: [] },
-    ],
-  ]);
-  const fake: FakeEngine = { builds: [], engine: undefined as unknown as DockerEngine };
-  fake.engine = {
-    inspectImage: async (ref: string) => images.get(ref),
-    buildImage: async (context: Readable, options: BuildOptions) => {
-      for await (const _chunk of context) {
-        // drain, as the daemon does
-      }
-      fake.builds.push(options);
-      const id = `sha256:${String(fake.builds.length).padStart(64, '0')}`;
-      images.set(options.tag, {
-        id,
-        tags: [options.tag],
-        labels: options.labels,
-        user: '',
-        env: [],
-        volumes: [],
-      });
-      return id;
-    },
-    removeImage: async () => true,
-  } as unknown as DockerEngine;
-  return fake;
-}
+const fakeEngine = () => fakeEngineWith([DEFAULT_BASE_IMAGE]);
 
 let root: string;
 let repo: string;
