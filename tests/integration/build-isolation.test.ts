@@ -11,7 +11,7 @@ import { createServer, type Server } from 'node:net';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ImageError } from '../../src/errors.js';
+import { BuildRefused } from '../../src/errors.js';
 import { buildRepoImage } from '../../src/sandbox/docker/images.js';
 import { inImage, ScratchRepos } from '../helpers/docker.js';
 import { canaryToken, TOKENS } from '../helpers/fake-secrets.js';
@@ -27,7 +27,8 @@ async function put(repo: string, rel: string, content: string): Promise<void> {
   await writeFile(join(repo, rel), content);
 }
 
-const failure = (promise: Promise<unknown>) => rejection(promise, ImageError);
+// Refusals of the repo's configuration (exit 2), not failures of the engine.
+const failure = (promise: Promise<unknown>) => rejection(promise, BuildRefused);
 
 /** Whether `needle` occurs anywhere in what `docker <args>` writes, without holding it all in memory. */
 function dockerOutputContains(args: string[], needles: string[]): Promise<boolean[]> {

@@ -18,7 +18,7 @@ import { once } from 'node:events';
 import { PassThrough, type Readable } from 'node:stream';
 import dockerignore from '@balena/dockerignore';
 import tar from 'tar-stream';
-import { ImageError } from '../../errors.js';
+import { BuildRefused, ImageError } from '../../errors.js';
 import { readRepoFile } from '../../repo-files.js';
 import { cacheDir } from './bootstrap.js';
 import { gitListing } from './git-files.js';
@@ -264,7 +264,7 @@ export async function scanBuildContext(options: BuildContextOptions): Promise<Bu
   };
   const skipped: SkippedPath[] = [];
 
-  const imageError = (message: string, hint: string) => new ImageError(message, { hint });
+  const imageError = (message: string, hint: string) => new BuildRefused(message, { hint });
   const dockerignoreText = (
     await readRepoFile(contextDir, '.dockerignore', '.dockerignore', { optional: true, error: imageError })
   )?.toString('utf8');
@@ -503,11 +503,11 @@ async function scanLargeFile(file: FileRecord): Promise<SecretHit[]> {
   return scanner.hits;
 }
 
-function secretsError(contextDir: string, findings: SecretFinding[]): ImageError {
+function secretsError(contextDir: string, findings: SecretFinding[]): BuildRefused {
   findings.sort((a, b) => byteOrder(a.path, b.path) || a.line - b.line);
   const listed = findings.slice(0, MAX_LISTED_HITS).map((f) => `  ${f.path}:${f.line}: ${f.what}`);
   const more = findings.length - listed.length;
-  return new ImageError(
+  return new BuildRefused(
     [
       `refusing to build: ${findings.length === 1 ? 'a file' : 'files'} in ${contextDir} would put what looks like a credential in the image, where the agent (and so the model) can read it:`,
       ...listed,

@@ -8,7 +8,7 @@ import { processAlive } from './gc.js';
 import { lstat, mkdir, open, readFile, rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { HarnessError, ImageError, Interrupted, SandboxUnavailable } from '../../errors.js';
+import { HarnessError, BuildRefused, ImageError, Interrupted, SandboxUnavailable } from '../../errors.js';
 import { bootstrapRootfs, cacheDir, LogFile, logsDir, timestampForFile } from './bootstrap.js';
 import { scanBuildContext, type BuildContext, type ContextSnapshot } from './build-context.js';
 import { daemonFetches } from './dockerfile.js';
@@ -701,7 +701,7 @@ function assertOfflineRecipeCanWork(repoDir: string, baseImage: string, context:
   const nodeModules = context.directories.includes('node_modules');
   const optIn = 'or let image builds use the network with `sandbox.build: { network: true }` in the catalog';
   if (lockfile && !nodeModules) {
-    throw new ImageError(
+    throw new BuildRefused(
       `the default sandbox recipe would run \`npm ci\` for ${repoDir} (it has ${lockfile} but no node_modules in the build context), and image builds have no network`,
       {
         hint: `Run \`npm ci\` in ${repoDir} on the host so node_modules is copied into the image (if it exists, .dockerignore or sandbox.build.exclude leaves it out), ${optIn}.`,
@@ -710,7 +710,7 @@ function assertOfflineRecipeCanWork(repoDir: string, baseImage: string, context:
   }
   // Only the python base has pip; on any other the recipe skips requirements.txt.
   if (baseImage === BASE_IMAGES.python.tag && has('requirements.txt')) {
-    throw new ImageError(
+    throw new BuildRefused(
       `the default sandbox recipe would run \`pip install -r requirements.txt\` for ${repoDir}, and image builds have no network`,
       {
         hint: `Write a Dockerfile.sandbox for the repo that brings the packages along (for example wheels in the repo and \`pip install --no-index --find-links\`), ${optIn}.`,
@@ -734,13 +734,13 @@ async function assertNothingToFetch(
   for (const fetch of daemonFetches(context.dockerfileBytes.toString('utf8'), buildArgs)) {
     const where = `${dockerfile}:${fetch.line}: ${fetch.instruction}`;
     if (fetch.kind === 'add-url') {
-      throw new ImageError(
+      throw new BuildRefused(
         `${where}\n  ADD of ${fetch.ref} is downloaded by the Docker daemon over the host's network, and this build has no network`,
         { hint: `Bring the file with the repo and COPY it, ${optIn}.` },
       );
     }
     if (!(await engine.inspectImage(fetch.ref))) {
-      throw new ImageError(
+      throw new BuildRefused(
         `${where}\n  the image ${fetch.ref} is not on this engine, so the daemon would pull it over the host's network, and this build has no network`,
         {
           hint: `Pull it first (\`docker pull ${fetch.ref}\`), build on the harness's base image (the BASE_IMAGE build argument), ${optIn}.`,

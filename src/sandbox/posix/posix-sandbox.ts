@@ -178,6 +178,7 @@ export abstract class PosixSandbox implements Sandbox {
       this.script(SCAN_SCRIPT, [String(max + 1)], {
         // A record is a few dozen bytes plus its path; past this the scan is incomplete anyway.
         maxStdoutBytes: 64 * 1024 * 1024,
+        maxStderrBytes: 64 * 1024 * 1024,
         timeoutMs: 120_000,
         ...(limits.signal ? { signal: limits.signal } : {}),
       }),
@@ -186,12 +187,17 @@ export abstract class PosixSandbox implements Sandbox {
       throw new HarnessError(
         'SANDBOX_SCAN',
         'internal',
-        `the change scan failed in sandbox ${this.id.slice(0, 12)} (exit ${result.exitCode}): ${result.stderr.trim()}`,
+        `the change scan failed in sandbox ${this.id.slice(0, 12)} (exit ${result.exitCode}): ${result.stderr.trim().slice(0, 500)}`,
         { hint: 'The sandbox image needs GNU findutils, coreutils and tar.' },
       );
     }
-    const scan = changesFromScan(parseScan(result.stdout), tree, max, this.hidden);
-    return result.stdoutOverflowed ? { ...scan, complete: false } : scan;
+    const scan = changesFromScan(
+      parseScan(Buffer.concat([result.stdout, result.stderrBytes])),
+      tree,
+      max,
+      this.hidden,
+    );
+    return result.stdoutOverflowed || result.stderrOverflowed ? { ...scan, complete: false } : scan;
   }
 
   async exportFiles(paths: readonly string[], limits: ExportLimits = {}): Promise<ExportResult> {

@@ -91,18 +91,21 @@ find "$f" -mindepth 1 \\( -name .git -o -name node_modules \\) -prune -o -printf
 `;
 
 /**
- * $1 most entries + 1. Every workspace entry whose inode changed after the start marker's
- * (ctime: no user can set it back), then the children of each changed folder, so the host
- * can tell deletions from its own copy of the pristine tree:
- *   C \\t type \\t mode \\t links \\t size \\t path \\0   and   E \\t ./folder/child \\0
+ * $1 most entries + 1. One walk of the workspace lists every entry whose inode changed after
+ * the start marker's (ctime: no user can set it back) on stdout; the children of each changed
+ * folder follow on stderr, so the host can tell deletions from its own copy of the pristine
+ * tree (two streams, so the two kinds of record never interleave):
+ *   stdout: C \\t type \\t mode \\t links \\t size \\t path \\0     stderr: E \\t ./folder/child \\0
  * Nothing is written inside the sandbox: a full /tmp must not hide a change.
  */
 export const SCAN_SCRIPT = `
 m=${START_MARKER}
 [ -e "$m" ] || { printf '%s' "no start marker at $m" >&2; exit 47; }
-find . -newercc "$m" -printf 'C\\t%y\\t%m\\t%n\\t%s\\t%P\\0' 2>/dev/null | head -z -n "$1"
-find . -newercc "$m" -type d -printf './%P\\0' 2>/dev/null | head -z -n "$1" | sed -z 's|/$||' |
-  xargs -0r sh -c 'find "$@" -mindepth 1 -maxdepth 1 -printf "E\\t%p\\0" 2>/dev/null' sh
+folder=$(printf 'C\\td\\t')
+exec 3>&1
+find . -newercc "$m" -printf 'C\\t%y\\t%m\\t%n\\t%s\\t%P\\0' 2>/dev/null | head -z -n "$1" | tee /dev/fd/3 |
+  grep -z "^$folder" | cut -z -f6- | sed -z 's|^|./|; s|/$||' |
+  xargs -0r sh -c 'find "$@" -mindepth 1 -maxdepth 1 -printf "E\\t%p\\0" 2>/dev/null' sh 1>&2
 exit 0
 `;
 

@@ -6,7 +6,7 @@ import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import tar from 'tar-stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ImageError } from '../../../src/errors.js';
+import { BuildRefused, ImageError } from '../../../src/errors.js';
 import { INJECTED_DOCKERFILE, scanBuildContext } from '../../../src/sandbox/docker/build-context.js';
 import { TOKENS } from '../../helpers/fake-secrets.js';
 import { rejection } from '../../helpers/rejection.js';
@@ -485,7 +485,7 @@ describe('build context: secrets in file contents', () => {
     scanBuildContext({ contextDir: repo, dockerfile, secretScanCache: false, ...extra });
 
   const refusal = (extra: Partial<Parameters<typeof scanBuildContext>[0]> = {}) =>
-    rejection(scan(extra), ImageError);
+    rejection(scan(extra), BuildRefused);
 
   it('refuses a private key under an innocent name, listing file:line and how to exclude it, never the key', async () => {
     await put('src/app.js');
@@ -564,7 +564,7 @@ describe('build context: files the host reads', () => {
     await symlink(outside, join(repo, 'Dockerfile.sandbox'));
     const error = await rejection(
       scanBuildContext({ contextDir: repo, dockerfile: 'Dockerfile.sandbox', dockerfileRoot: repo }),
-      ImageError,
+      BuildRefused,
     );
     expect(error.message).toMatch(
       /^Dockerfile Dockerfile\.sandbox is a symlink to .*host-file, outside the repo/,

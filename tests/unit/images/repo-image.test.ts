@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ImageError } from '../../../src/errors.js';
+import { BuildRefused, ImageError } from '../../../src/errors.js';
 import {
   BUILD_NETWORK_LABEL,
   buildRepoImage,
@@ -106,7 +106,7 @@ describe('repo image builds: the default recipe without network', () => {
   it('refuses, before building, a repo with a lockfile but no node_modules, saying what to do', async () => {
     await put('package-lock.json', '{"lockfileVersion":3}\n');
     const fake = fakeEngine();
-    const { message, hint } = await rejection(build(fake), ImageError);
+    const { message, hint } = await rejection(build(fake), BuildRefused);
     expect(message).toMatch(/would run `npm ci` .* has package-lock\.json but no node_modules .*no network/);
     expect(hint).toMatch(/Run `npm ci` in .* on the host/);
     expect(hint).toMatch(/sandbox\.build: \{ network: true \}/);
@@ -136,14 +136,14 @@ describe('repo image builds: what the daemon would fetch', () => {
   it('refuses, without network, an ADD of a URL and an image the engine does not have, naming the line', async () => {
     const fake = fakeEngine();
     await put('Dockerfile.sandbox', 'ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nADD https://example.test/x /x\n');
-    const add = await rejection(build(fake), ImageError);
+    const add = await rejection(build(fake), BuildRefused);
     expect(add.message).toMatch(
       /Dockerfile\.sandbox:3: ADD https:\/\/example\.test\/x \/x\n {2}ADD of .* downloaded by the Docker daemon/,
     );
     expect(add.hint).toMatch(/COPY it, or let image builds use the network/);
 
     await put('Dockerfile.sandbox', 'FROM node:22-not-here\nCOPY . /workspace\n');
-    const pull = await rejection(build(fake), ImageError);
+    const pull = await rejection(build(fake), BuildRefused);
     expect(pull.message).toMatch(
       /Dockerfile\.sandbox:1: FROM node:22-not-here\n {2}the image node:22-not-here is not on this engine/,
     );
