@@ -1,3 +1,5 @@
+import { settleProgress } from './progress-line.js';
+
 /** What every command receives: where to write, whether it is a terminal, and how to be interrupted. */
 export interface CliContext {
   stdout: NodeJS.WritableStream;
@@ -9,15 +11,19 @@ export interface CliContext {
   signal: AbortSignal;
 }
 
+// Each helper first ends a live progress line, so its text is never drawn over.
 export function print(ctx: CliContext, text: string): void {
+  settleProgress();
   ctx.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
 }
 
 export function printJson(ctx: CliContext, value: unknown): void {
+  settleProgress();
   ctx.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 }
 
 /** Progress and notes go to stderr so stdout stays clean for `--json` and pipes. */
 export function note(ctx: CliContext, text: string): void {
+  settleProgress();
   ctx.stderr.write(text.endsWith('\n') ? text : `${text}\n`);
 }

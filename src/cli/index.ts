@@ -6,6 +6,7 @@
 import { Command, Option } from 'commander';
 import { harnessVersion } from '../version.js';
 import type { CliContext } from './context.js';
+import { settleProgress } from './progress-line.js';
 import { installInterruptHandler } from './signals.js';
 
 export interface Program {
@@ -42,7 +43,12 @@ export function buildProgram(): Program {
   const run =
     <A extends unknown[]>(action: (ctx: CliContext, ...args: A) => Promise<number>) =>
     async (...args: A) => {
-      exitCode = await action(context(), ...args);
+      try {
+        exitCode = await action(context(), ...args);
+      } finally {
+        // A phase a failed command left live must not redraw over the error message.
+        settleProgress();
+      }
     };
 
   const program = new Command('sandbox-harness')
