@@ -217,6 +217,36 @@ The harness never commits, pushes or deploys. Example:
     );
 
   program
+    .command('view')
+    .description(
+      'see what the agent did: a local, read-only web page of runs or eval trials (conversation, gate, diff, test output)',
+    )
+    .argument(
+      '[path]',
+      "a repo (its .sandbox-harness/runs/), a runs folder, one run folder, or an eval's output folder (default: the runs here)",
+    )
+    .option(
+      '--export <dir>',
+      'write the pages as static, self-contained HTML files into <dir> instead of serving them',
+    )
+    .option('--port <n>', 'port on 127.0.0.1 (default: any free port)')
+    .option('--json', 'print {url, port, token} (or, with --export, what was written) as JSON')
+    .addHelpText(
+      'after',
+      `
+The server binds 127.0.0.1 only, needs the random token in the printed URL, opens no
+browser and serves until Ctrl-C. Examples:
+  sandbox-harness view                                   # the runs of the repo here, after fix
+  sandbox-harness view .sandbox-harness/evals/<suite>-<time>     # an eval's trials and report
+  sandbox-harness view <eval-out> --export <eval-out>/view       # static pages (eval does this itself)`,
+    )
+    .action(
+      run(async (ctx, path: string | undefined, options: Record<string, unknown>) =>
+        (await import('./commands/view.js')).viewCommand(ctx, path, options),
+      ),
+    );
+
+  program
     .command('gc')
     .description(
       "remove this tool's leftover containers; kept ones with --older-than or --all; unused repo images with --all",

@@ -44,10 +44,20 @@ function taskCells(t: TaskSummary): string[] {
   ];
 }
 
+/** A trial in report.html, linked to its page in the exported viewer when it has one. */
+export interface TrialLink {
+  taskId: string;
+  trial: number;
+  category: string;
+  /** Relative to report.html. */
+  href?: string;
+}
+
 export async function writeReports(
   outDir: string,
   summary: EvalSummary,
   comparison?: SummaryComparison,
+  trials?: readonly TrialLink[],
 ): Promise<ReportFiles> {
   const files: ReportFiles = {
     summaryJson: path.join(outDir, 'summary.json'),
@@ -56,7 +66,7 @@ export async function writeReports(
   };
   await writeAtomic(files.summaryJson, `${JSON.stringify(summary, null, 2)}\n`);
   await writeAtomic(files.markdown, renderMarkdown(summary, comparison));
-  await writeAtomic(files.html, renderHtml(summary, comparison));
+  await writeAtomic(files.html, renderHtml(summary, comparison, trials));
   if (comparison) {
     files.comparisonJson = path.join(outDir, 'comparison.json');
     await writeAtomic(files.comparisonJson, `${JSON.stringify(comparison, null, 2)}\n`);
@@ -317,7 +327,7 @@ export function escapeHtml(text: string): string {
     .replace(/'/g, '&#39;');
 }
 
-const CSS = `
+export const REPORT_CSS = `
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:1100px;padding:0 1rem;color:#1b1f24;background:#fff}
 h1{font-size:1.5rem;margin-bottom:.25rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #d0d7de;padding-bottom:.25rem}
 .meta{color:#57606a}
@@ -454,7 +464,44 @@ export function renderComparisonChart(comparison: SummaryComparison): string {
   );
 }
 
-export function renderHtml(summary: EvalSummary, comparison?: SummaryComparison): string {
+export function renderHtml(
+  summary: EvalSummary,
+  comparison?: SummaryComparison,
+  trials?: readonly TrialLink[],
+): string {
+  const e = escapeHtml;
+  const sections = renderReportSections(summary, comparison);
+  if (trials && trials.length > 0) sections.push(...htmlTrials(trials));
+  return [
+    '<!doctype html>',
+    '<html lang="en">',
+    '<head>',
+    '<meta charset="utf-8">',
+    '<meta name="viewport" content="width=device-width, initial-scale=1">',
+    `<title>${e(`Eval report: ${summary.suite.name}`)}</title>`,
+    `<style>${REPORT_CSS}</style>`,
+    '</head>',
+    '<body>',
+    ...sections,
+    '</body>',
+    '</html>',
+    '',
+  ].join('\n');
+}
+
+function htmlTrials(trials: readonly TrialLink[]): string[] {
+  const rows = trials.map((t) => {
+    const link = t.href ? `<a href="${escapeHtml(t.href)}">conversation, diff, test output</a>` : '';
+    return `<tr><td>${escapeHtml(t.taskId)}</td><td>${t.trial}</td><td>${escapeHtml(t.category)}</td><td>${link}</td></tr>`;
+  });
+  return [
+    '<h2>Trials</h2>',
+    `<table>${th(['task', 'trial', 'category', 'run'])}<tbody>${rows.join('')}</tbody></table>`,
+  ];
+}
+
+/** The report's headings, charts and tables, without the page around them (the viewer reuses them). */
+export function renderReportSections(summary: EvalSummary, comparison?: SummaryComparison): string[] {
   const o = summary.overall;
   const e = escapeHtml;
   const sections: string[] = [];
@@ -579,21 +626,7 @@ export function renderHtml(summary: EvalSummary, comparison?: SummaryComparison)
     ),
   );
 
-  return [
-    '<!doctype html>',
-    '<html lang="en">',
-    '<head>',
-    '<meta charset="utf-8">',
-    '<meta name="viewport" content="width=device-width, initial-scale=1">',
-    `<title>${e(`Eval report: ${summary.suite.name}`)}</title>`,
-    `<style>${CSS}</style>`,
-    '</head>',
-    '<body>',
-    ...sections,
-    '</body>',
-    '</html>',
-    '',
-  ].join('\n');
+  return sections;
 }
 
 function htmlComparison(c: SummaryComparison): string[] {
