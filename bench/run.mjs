@@ -3,7 +3,7 @@
  * npm script builds first), saved as JSON under `bench/results/` and printed as a table.
  * Performance goals live here, never in timed tests.
  *
- * Usage: node bench/run.mjs [--quick] [--skip-eval] [--reps N] [--warmup N] [--eval-n N]
+ * Usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--reps N] [--warmup N] [--eval-n N]
  *        [--keep-temp]
  *
  * - `--quick`: 5 repetitions after 1 warm-up, and the eval with -n 1 (a smoke run; its
@@ -25,6 +25,10 @@
  * 2. Eval (`eval-bench.mjs`): the offline example suite at concurrency 1 and 2: trials per
  *    minute, and the harness's own overhead per trial (trial time minus model time minus
  *    test-command time minus the agent's own commands), with its share of the trial time.
+ * 3. Viewer (`view-bench.mjs`, on the concurrency-2 eval's output folder): size of the
+ *    exported pages and of the largest one, the server's GET of it, and its load time in
+ *    headless Chromium, served and exported (`--skip-view` leaves it out; `--skip-eval`
+ *    too, as it needs the eval's output).
  *
  * Exit codes: 0 done, 1 a benchmark failed, 3 Docker is not usable, 130 interrupted.
  */
@@ -35,15 +39,24 @@ import { stat } from 'node:fs/promises';
 import { BenchInterrupted, installSignalHandlers, run } from './process.mjs';
 import { benchSandbox } from './sandbox-bench.mjs';
 import { benchEval } from './eval-bench.mjs';
+import { benchView } from './view-bench.mjs';
 import { formatTables, gitInfo, saveResults } from './report.mjs';
 
 const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
-const USAGE = `usage: node bench/run.mjs [--quick] [--skip-eval] [--reps N] [--warmup N] [--eval-n N] [--keep-temp]`;
+const USAGE = `usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--reps N] [--warmup N] [--eval-n N] [--keep-temp]`;
 
 /** @param {string[]} argv */
 function parseArgs(argv) {
-  const options = { quick: false, skipEval: false, keepTemp: false, reps: 15, warmup: 2, evalN: 2 };
+  const options = {
+    quick: false,
+    skipEval: false,
+    skipView: false,
+    keepTemp: false,
+    reps: 15,
+    warmup: 2,
+    evalN: 2,
+  };
   /** @type {Record<string, number | undefined>} */
   const explicit = {};
   for (let i = 0; i < argv.length; i++) {
@@ -56,6 +69,7 @@ function parseArgs(argv) {
     };
     if (arg === '--quick') options.quick = true;
     else if (arg === '--skip-eval') options.skipEval = true;
+    else if (arg === '--skip-view') options.skipView = true;
     else if (arg === '--keep-temp') options.keepTemp = true;
     else if (arg === '--reps') explicit.reps = number();
     else if (arg === '--warmup') explicit.warmup = number();
@@ -159,6 +173,7 @@ async function main() {
   });
 
   let evalResult;
+  let viewResult;
   if (!options.skipEval) {
     log('eval benchmark on examples/evals/suite.yaml (a temp copy) ...');
     evalResult = await benchEval({
@@ -166,6 +181,17 @@ async function main() {
       n: options.evalN,
       log,
       keepTemp: options.keepTemp,
+      afterRun: async (outDir, concurrency) => {
+        if (options.skipView || concurrency !== 2) return;
+        log('viewer benchmark on that eval output ...');
+        viewResult = await benchView({
+          packageRoot: PACKAGE_ROOT,
+          outDir,
+          reps: options.reps,
+          warmup: options.warmup,
+          log,
+        });
+      },
     });
   }
 
@@ -181,6 +207,7 @@ async function main() {
       warmup: options.warmup,
       evalN: options.evalN,
       skipEval: options.skipEval,
+      skipView: options.skipView,
     },
     machine: {
       cpus: cpus().length,
@@ -194,6 +221,7 @@ async function main() {
     },
     sandbox,
     ...(evalResult ? { eval: evalResult } : {}),
+    ...(viewResult ? { view: viewResult } : {}),
   };
   const tables = formatTables(results);
   const file = await saveResults(PACKAGE_ROOT, { ...results, table: tables });
