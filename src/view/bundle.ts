@@ -15,6 +15,7 @@ import {
   asStrings,
   parseJson,
   parseJsonLines,
+  showJson,
   type JsonObject,
 } from './json.js';
 import { listFolders, readConfined } from './safe-fs.js';
@@ -151,15 +152,6 @@ function eventOf(e: JsonObject): ViewEvent {
     ...(tokens ? { tokens: { input: asNumber(tokens.input), output: asNumber(tokens.output) } } : {}),
     stopReason: asString(e.stopReason),
   };
-}
-
-function showJson(value: unknown): string {
-  if (typeof value === 'string') return value;
-  try {
-    return JSON.stringify(value, null, 2) ?? String(value);
-  } catch {
-    return String(value);
-  }
 }
 
 /** One attempt's messages as a flat list of what was said and done, turn by turn. */

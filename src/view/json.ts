@@ -52,3 +52,13 @@ export function parseJsonLines(text: string): { values: JsonObject[]; bad: numbe
   }
   return { values, bad };
 }
+
+/** A value as readable text: strings as they are, anything else as indented JSON. */
+export function showJson(value: unknown): string {
+  if (typeof value === 'string') return value;
+  try {
+    return JSON.stringify(value, null, 2) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}

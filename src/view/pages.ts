@@ -25,6 +25,7 @@ import {
   type Column,
   type Row,
 } from './html.js';
+import { showJson } from './json.js';
 import { page } from './layout.js';
 
 export interface PageContext {
@@ -180,15 +181,6 @@ function problemsBox(problems: string[]): string {
     .join('')}</ul></div>`;
 }
 
-function showInput(input: unknown): string {
-  if (typeof input === 'string') return input;
-  try {
-    return JSON.stringify(input, null, 2) ?? 'undefined';
-  } catch {
-    return String(input);
-  }
-}
-
 function inputField(input: unknown, name: string): string | undefined {
   if (input === null || typeof input !== 'object') return undefined;
   const value = (input as Record<string, unknown>)[name];
@@ -214,7 +206,7 @@ function conversationItem(item: ConversationItem): string {
       return (
         `<div class="msg tool-call"><div class="who">tool call · <b class="tool-name">${text(item.name)}</b>` +
         `${path !== undefined ? ` · ${text(path)}` : ''}${text(turn)}</div>${headline}` +
-        `${block(`input of ${item.name}`, showInput(item.input), { open: command === undefined })}</div>`
+        `${block(`input of ${item.name}`, showJson(item.input), { open: command === undefined })}</div>`
       );
     }
     case 'tool_result': {
