@@ -168,8 +168,8 @@ export function formatTables(results) {
         ...(browser.skipped
           ? [['Chromium load of the largest page', '-', '-', `skipped: ${browser.skipped}`]]
           : [
-              row('Chromium: largest page served, request to load event', browser.served),
-              row('Chromium: largest page exported (file://), to load event', browser.exported),
+              row('Chromium: index -> largest page, served, to load event', browser.served),
+              row('Chromium: index -> largest page, exported (file://), to load event', browser.exported),
             ]),
       ]),
     );

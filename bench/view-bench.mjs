@@ -11,8 +11,9 @@
  *   runs it) over the same folder: one HTTP GET of the largest page over loopback until the
  *   last byte, i.e. reading the run folder, rendering and sending. Also for `index.html`.
  * - `browserLoad`: Debian's Chromium (headless, driven by playwright-core) opening the
- *   largest page, served and exported (file://): the navigation's `loadEventEnd` from the
- *   page's own Performance API (request to load event, layout of the whole page included).
+ *   largest page from the viewer's index page, as a reader clicking into a trial does,
+ *   served and exported (file://): the navigation's `loadEventEnd` from the page's own
+ *   Performance API (request to load event, parsing and layout of the whole page included).
  *   Skipped, with a note, when /usr/bin/chromium is missing.
  *
  * Each is a distribution over `reps` repetitions after `warmup` discarded ones.
@@ -100,10 +101,11 @@ export async function benchView(o) {
       o.log(`  viewer: ${CHROMIUM} is missing; browser load times skipped`);
     } else {
       o.log('  viewer: timing the page load in headless Chromium ...');
+      const file = (/** @type {string} */ p) => pathToFileURL(join(o.outDir, 'view', p)).href;
       result.browserLoad = await browserLoads(
         o,
-        `${server.url}${largest.path}`,
-        join(o.outDir, 'view', largest.path),
+        { index: `${server.url}index.html`, page: `${server.url}${largest.path}` },
+        { index: file('index.html'), page: file(largest.path) },
       );
     }
   } finally {
@@ -115,10 +117,10 @@ export async function benchView(o) {
 
 /**
  * @param {{ reps: number, warmup: number }} o
- * @param {string} servedUrl
- * @param {string} exportedFile
+ * @param {{ index: string, page: string }} served URLs of the index page and the page to time
+ * @param {{ index: string, page: string }} exported the same, as file:// URLs
  */
-async function browserLoads(o, servedUrl, exportedFile) {
+async function browserLoads(o, served, exported) {
   const { chromium } = await import('playwright-core');
   const profile = await mkdtemp(join(tmpdir(), 'bench-view-chromium-'));
   const removeProfile = () => rm(profile, { recursive: true, force: true });
@@ -136,9 +138,9 @@ async function browserLoads(o, servedUrl, exportedFile) {
   });
   try {
     const page = await context.newPage();
-    const load = async (/** @type {string} */ url) => {
-      await page.goto('about:blank');
-      await page.goto(url, { waitUntil: 'load' });
+    const load = async (/** @type {{ index: string, page: string }} */ urls) => {
+      await page.goto(urls.index);
+      await page.goto(urls.page, { waitUntil: 'load' });
       return page.evaluate(() => {
         const [nav] = /** @type {PerformanceNavigationTiming[]} */ (
           performance.getEntriesByType('navigation')
@@ -147,8 +149,8 @@ async function browserLoads(o, servedUrl, exportedFile) {
       });
     };
     return {
-      served: await sample(o.reps, o.warmup, () => load(servedUrl)),
-      exported: await sample(o.reps, o.warmup, () => load(pathToFileURL(exportedFile).href)),
+      served: await sample(o.reps, o.warmup, () => load(served)),
+      exported: await sample(o.reps, o.warmup, () => load(exported)),
     };
   } finally {
     await context.close();
