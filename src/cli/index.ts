@@ -236,9 +236,9 @@ The harness never commits, pushes or deploys. Example:
       `
 The server binds 127.0.0.1 only, needs the random token in the printed URL, opens no
 browser and serves until Ctrl-C. Examples:
-  sandbox-harness view                                   # the runs of the repo here, after fix
-  sandbox-harness view .sandbox-harness/evals/<suite>-<time>     # an eval's trials and report
-  sandbox-harness view <eval-out> --export <eval-out>/view       # static pages (eval does this itself)`,
+  sandbox-harness view                                  # the runs of the repo here, after fix
+  sandbox-harness view .sandbox-harness/evals/<suite>-<time>   # an eval's trials and report
+  sandbox-harness view <out> --export <dir>             # static pages (eval writes <out>/view/ itself)`,
     )
     .action(
       run(async (ctx, path: string | undefined, options: Record<string, unknown>) =>

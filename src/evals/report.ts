@@ -327,7 +327,7 @@ export function escapeHtml(text: string): string {
     .replace(/'/g, '&#39;');
 }
 
-export const REPORT_CSS = `
+const CSS = `
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:1100px;padding:0 1rem;color:#1b1f24;background:#fff}
 h1{font-size:1.5rem;margin-bottom:.25rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #d0d7de;padding-bottom:.25rem}
 .meta{color:#57606a}
@@ -345,6 +345,9 @@ svg .bar{fill:#54aeff}svg .bar-previous{fill:#afb8c1}svg .bar-regression{fill:#f
 svg .err{stroke:#1b1f24;stroke-width:1.5}
 svg .row-regression{fill:#ffebe9}svg .row-improvement{fill:#dafbe1}
 `;
+
+/** The report's stylesheet, for pages that show its charts and tables (the viewer). */
+export const REPORT_CSS = CSS;
 
 function th(cells: string[]): string {
   return `<thead><tr>${cells.map((c) => `<th>${escapeHtml(c)}</th>`).join('')}</tr></thead>`;
@@ -479,7 +482,7 @@ export function renderHtml(
     '<meta charset="utf-8">',
     '<meta name="viewport" content="width=device-width, initial-scale=1">',
     `<title>${e(`Eval report: ${summary.suite.name}`)}</title>`,
-    `<style>${REPORT_CSS}</style>`,
+    `<style>${CSS}</style>`,
     '</head>',
     '<body>',
     ...sections,
