@@ -174,6 +174,26 @@ export function formatTables(results) {
       ]),
     );
   }
+  const fl = results.fleet;
+  if (fl) {
+    if (out.length) out.push('');
+    const gb = (/** @type {number} */ bytes) => `${(bytes / 1e9).toFixed(2)} GB`;
+    const faster = (/** @type {{ faster: string, shipToBuild: { median: number | null } }} */ m) =>
+      `${m.faster} (ship = ${times(m.shipToBuild.median, 'build')})`;
+    out.push(
+      ...table([
+        ['images on a fresh engine (source: the local engine)', 'median', 'p90', 'faster'],
+        row(`base image, ship: save/load stream (${gb(fl.base.shipBytes)})`, fl.base.ship, faster(fl.base)),
+        row('base image, build there (registry, else offline bootstrap)', fl.base.build, ''),
+        row(`repo image, ship with its base tag (${gb(fl.repo.shipBytes)})`, fl.repo.ship, faster(fl.repo)),
+        row('repo image, build there (engine has the base image)', fl.repo.build, ''),
+        ['fresh engine started and answering over TLS', ms(fl.engine.startMs), '', ''],
+      ]),
+    );
+    out.push(
+      `(${fl.reps} repetition(s) per method; defaults in src/fleet/images.ts: base ${fl.defaults.base}, repo ${fl.defaults.repo}${fl.defaultsMatchMeasurement ? ', as measured' : ' — NOT what was measured faster'})`,
+    );
+  }
   return out;
 }
 

@@ -3,12 +3,16 @@
  * npm script builds first), saved as JSON under `bench/results/` and printed as a table.
  * Performance goals live here, never in timed tests.
  *
- * Usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--reps N] [--warmup N] [--eval-n N]
- *        [--keep-temp]
+ * Usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--skip-fleet] [--reps N]
+ *        [--warmup N] [--eval-n N] [--fleet-reps N] [--keep-temp]
  *
  * - `--quick`: 5 repetitions after 1 warm-up, and the eval with -n 1 (a smoke run; its
  *   numbers are noisier). Default: 15 repetitions after 2 warm-ups, eval -n 2.
- * - `--skip-eval`: sandbox benchmarks only (the eval part takes a few minutes).
+ * - `--skip-eval`: no eval benchmark (it takes a few minutes), so no viewer benchmark either.
+ * - `--skip-view`: no viewer benchmark.
+ * - `--skip-fleet`: no fleet benchmark (it needs root, and takes several minutes: every
+ *   repetition moves a ~500 MB image, and building the base image bootstraps it offline).
+ *   `--fleet-reps N`: its repetitions per method (default 3; `--quick`: 1).
  * - `--keep-temp`: keep the eval's temp copy and out folders to look at (the path is saved).
  *
  * What is measured (details in the header of each module and in bench/README.md):
@@ -29,6 +33,10 @@
  *    exported pages and of the largest one, the server's GET of it, and its load time in
  *    headless Chromium, served and exported (`--skip-view` leaves it out; `--skip-eval`
  *    too, as it needs the eval's output).
+ * 4. Fleet (`fleet-bench.mjs`): on a fresh extra engine (own network namespace, TCP with
+ *    mutual TLS), the base image and a repo image made present by shipping (save/load
+ *    stream from the local engine) against building there; which is faster, and whether
+ *    that is what `src/fleet/images.ts` does by default.
  *
  * Exit codes: 0 done, 1 a benchmark failed, 3 Docker is not usable, 130 interrupted.
  */
@@ -40,11 +48,12 @@ import { BenchInterrupted, installSignalHandlers, run } from './process.mjs';
 import { benchSandbox } from './sandbox-bench.mjs';
 import { benchEval } from './eval-bench.mjs';
 import { benchView } from './view-bench.mjs';
+import { benchFleet } from './fleet-bench.mjs';
 import { formatTables, gitInfo, saveResults } from './report.mjs';
 
 const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
-const USAGE = `usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--reps N] [--warmup N] [--eval-n N] [--keep-temp]`;
+const USAGE = `usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--skip-fleet] [--reps N] [--warmup N] [--eval-n N] [--fleet-reps N] [--keep-temp]`;
 
 /** @param {string[]} argv */
 function parseArgs(argv) {
@@ -52,10 +61,12 @@ function parseArgs(argv) {
     quick: false,
     skipEval: false,
     skipView: false,
+    skipFleet: false,
     keepTemp: false,
     reps: 15,
     warmup: 2,
     evalN: 2,
+    fleetReps: 3,
   };
   /** @type {Record<string, number | undefined>} */
   const explicit = {};
@@ -70,6 +81,8 @@ function parseArgs(argv) {
     if (arg === '--quick') options.quick = true;
     else if (arg === '--skip-eval') options.skipEval = true;
     else if (arg === '--skip-view') options.skipView = true;
+    else if (arg === '--skip-fleet') options.skipFleet = true;
+    else if (arg === '--fleet-reps') explicit.fleetReps = number();
     else if (arg === '--keep-temp') options.keepTemp = true;
     else if (arg === '--reps') explicit.reps = number();
     else if (arg === '--warmup') explicit.warmup = number();
@@ -79,10 +92,11 @@ function parseArgs(argv) {
       process.exit(0);
     } else throw new Error(`unknown option ${arg}\n${USAGE}`);
   }
-  if (options.quick) Object.assign(options, { reps: 5, warmup: 1, evalN: 1 });
+  if (options.quick) Object.assign(options, { reps: 5, warmup: 1, evalN: 1, fleetReps: 1 });
   Object.assign(options, Object.fromEntries(Object.entries(explicit).filter(([, v]) => v !== undefined)));
   if (options.reps < 1) throw new Error('--reps: at least 1');
   if (options.evalN < 1) throw new Error('--eval-n: at least 1');
+  if (options.fleetReps < 1) throw new Error('--fleet-reps: at least 1');
   return options;
 }
 
@@ -195,6 +209,12 @@ async function main() {
     });
   }
 
+  let fleetResult;
+  if (!options.skipFleet) {
+    log('fleet benchmark: images on a fresh engine, shipped vs built ...');
+    fleetResult = await benchFleet({ packageRoot: PACKAGE_ROOT, reps: options.fleetReps, log });
+  }
+
   const results = {
     schemaVersion: 1,
     date: started.toISOString().slice(0, 10),
@@ -208,6 +228,8 @@ async function main() {
       evalN: options.evalN,
       skipEval: options.skipEval,
       skipView: options.skipView,
+      fleetReps: options.fleetReps,
+      skipFleet: options.skipFleet,
     },
     machine: {
       cpus: cpus().length,
@@ -222,6 +244,7 @@ async function main() {
     sandbox,
     ...(evalResult ? { eval: evalResult } : {}),
     ...(viewResult ? { view: viewResult } : {}),
+    ...(fleetResult ? { fleet: fleetResult } : {}),
   };
   const tables = formatTables(results);
   const file = await saveResults(PACKAGE_ROOT, { ...results, table: tables });

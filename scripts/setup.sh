@@ -13,6 +13,23 @@ fi
 
 bash scripts/ensure-docker.sh
 
+# The fleet tests run extra engines in network namespaces (ip, nsenter) behind TLS
+# certificates they make (openssl); installed from Debian packages only when missing.
+missing=()
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+command -v nsenter >/dev/null 2>&1 || missing+=(util-linux)
+if [ "${#missing[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
+    echo "setup: apt-get install ${missing[*]} (for the fleet tests)" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y --no-install-recommends "${missing[@]}" >&2 ||
+      { apt-get update >&2 && apt-get install -y --no-install-recommends "${missing[@]}" >&2; }
+  else
+    echo "setup: the fleet tests need ${missing[*]} (Debian: sudo apt-get install ${missing[*]})" >&2
+  fi
+fi
+
 # Rebuild the CLI only when a source file is newer than the last build.
 if [ ! -f dist/main.js ] || [ -n "$(find src package.json tsconfig.json tsconfig.build.json -newer dist/main.js -print -quit)" ]; then
   echo "setup: npm run build" >&2

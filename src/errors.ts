@@ -1,10 +1,10 @@
 /**
  * One error family for the whole harness. Every error a user can meet carries a stable
- * `code`, a category that decides the process exit code (see `exitCodeFor`), and an
- * optional `hint` saying what to do about it. Only `src/main.ts` turns these into exit
- * codes; only `src/agent/tool-errors.ts` turns them into tool results for the model.
+ * `code`, a category that decides the run outcome and the process exit code (see
+ * `src/cli/exit-codes.ts`, the only place that maps them), and an optional `hint` saying
+ * what to do about it. Only `src/agent/tool-errors.ts` turns them into tool results.
  */
-export type ErrorCategory = 'usage' | 'config' | 'infrastructure' | 'interrupted' | 'internal';
+export type ErrorCategory = 'usage' | 'config' | 'infrastructure' | 'interrupted' | 'limit' | 'internal';
 
 export interface HarnessErrorOptions {
   hint?: string;
@@ -65,10 +65,16 @@ export class ImageError extends HarnessError {
   }
 }
 
-/** A file inside the sandbox could not be read or written (missing, too large, not a file). */
+/** Why a sandbox file operation was refused; stable, so callers never parse messages. */
+export type SandboxFileProblem =
+  'missing' | 'not-a-file' | 'is-a-directory' | 'through-link' | 'too-large' | 'permission' | 'invalid-path';
+
+/** A file inside the sandbox could not be read or written (missing, too large, not a file, a link on the way). */
 export class SandboxFileError extends HarnessError {
-  constructor(message: string, options?: HarnessErrorOptions) {
+  readonly problem: SandboxFileProblem;
+  constructor(message: string, problem: SandboxFileProblem, options?: HarnessErrorOptions) {
     super('SANDBOX_FILE', 'usage', message, options);
+    this.problem = problem;
   }
 }
 
@@ -79,6 +85,53 @@ export class ModelError extends HarnessError {
     super('MODEL', 'infrastructure', message, options);
     this.retryable = retryable;
   }
+}
+
+/**
+ * A budget ran out. Each limit carries the word it ends with, so the outcome cannot be
+ * misnamed on the way up (a time limit is never mistaken for Ctrl-C).
+ */
+export abstract class LimitExceeded extends HarnessError {
+  abstract readonly verdict: 'timeout' | 'disk-budget';
+  constructor(code: string, message: string, options?: HarnessErrorOptions) {
+    super(code, 'limit', message, options);
+  }
+}
+
+/** The run's (or a trial's) wall-clock limit passed. */
+export class RunTimeout extends LimitExceeded {
+  readonly verdict = 'timeout' as const;
+  constructor(message = 'the run time limit passed', options?: HarnessErrorOptions) {
+    super('RUN_TIMEOUT', message, options);
+  }
+}
+
+/** A sandbox wrote more than its disk budget; it was stopped. */
+export class DiskBudgetExceeded extends LimitExceeded {
+  readonly verdict = 'disk-budget' as const;
+  constructor(usedBytes: number, budgetBytes: number, options?: HarnessErrorOptions) {
+    super(
+      'DISK_BUDGET',
+      `disk budget exceeded (${formatBytes(usedBytes)} of ${formatBytes(budgetBytes)}); the sandbox was stopped`,
+      options,
+    );
+  }
+}
+
+/**
+ * The verification sandbox's own change set differs from the allowed change set: what would
+ * be tested is not what would be applied. A harness failure, never a pass.
+ */
+export class VerificationMismatch extends HarnessError {
+  constructor(message: string, options?: HarnessErrorOptions) {
+    super('VERIFY_MISMATCH', 'internal', message, options);
+  }
+}
+
+function formatBytes(bytes: number): string {
+  if (bytes >= 1024 ** 3) return `${(bytes / 1024 ** 3).toFixed(2)} GiB`;
+  if (bytes >= 1024 ** 2) return `${(bytes / 1024 ** 2).toFixed(1)} MiB`;
+  return `${bytes} bytes`;
 }
 
 /** The user pressed Ctrl-C (or a signal arrived); work stopped on purpose. */
@@ -95,28 +148,13 @@ export class ApplyError extends HarnessError {
   }
 }
 
-export const EXIT_CODES = {
-  ok: 0,
-  taskFailed: 1,
-  usage: 2,
-  infrastructure: 3,
-  interrupted: 130,
-  internal: 70,
-} as const;
-
-export function exitCodeFor(error: unknown): number {
-  if (!(error instanceof HarnessError)) return EXIT_CODES.internal;
-  switch (error.category) {
-    case 'usage':
-    case 'config':
-      return EXIT_CODES.usage;
-    case 'infrastructure':
-      return EXIT_CODES.infrastructure;
-    case 'interrupted':
-      return EXIT_CODES.interrupted;
-    case 'internal':
-      return EXIT_CODES.internal;
-  }
+/**
+ * The error an aborted signal stands for: its own reason when that is one of ours (a
+ * `RunTimeout` stays a timeout), else `Interrupted`.
+ */
+export function abortError(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  return reason instanceof HarnessError ? reason : new Interrupted('interrupted');
 }
 
 export function errorMessage(error: unknown): string {

@@ -4,7 +4,9 @@
  * that calls `process.exit`; commands return an exit code or throw a HarnessError.
  */
 import { CommanderError } from 'commander';
-import { HarnessError, exitCodeFor, EXIT_CODES, ConfigError } from './errors.js';
+import { HarnessError, ConfigError } from './errors.js';
+import { EXIT_CODES, exitCodeForError } from './cli/exit-codes.js';
+import { terminalSafe } from './cli/terminal.js';
 import { buildProgram } from './cli/index.js';
 
 function printError(error: unknown, json: boolean): void {
@@ -25,20 +27,22 @@ function printError(error: unknown, json: boolean): void {
     return;
   }
   if (error instanceof HarnessError) {
-    process.stderr.write(`error: ${error.message}\n`);
+    // Messages quote file names, build lines and sandbox output: hostile text.
+    const say = (text: string) => process.stderr.write(`${terminalSafe(text)}\n`);
+    say(`error: ${error.message}`);
     if (
       error instanceof ConfigError &&
       error.problems.length > 0 &&
       !error.message.includes(error.problems[0]!)
     ) {
-      for (const problem of error.problems) process.stderr.write(`  ${problem}\n`);
+      for (const problem of error.problems) say(`  ${problem}`);
     }
-    if (error.hint) process.stderr.write(`hint: ${error.hint}\n`);
-    if (process.env.SANDBOX_HARNESS_DEBUG && error.cause) process.stderr.write(`${String(error.cause)}\n`);
+    if (error.hint) say(`hint: ${error.hint}`);
+    if (process.env.SANDBOX_HARNESS_DEBUG && error.cause) say(String(error.cause));
     return;
   }
   process.stderr.write(
-    `internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+    `${terminalSafe(`internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`)}\n`,
   );
   process.stderr.write('This is a bug in sandbox-harness; please report it with the command you ran.\n');
 }
@@ -61,7 +65,7 @@ async function main(argv: string[]): Promise<number> {
       return EXIT_CODES.usage;
     }
     printError(error, json);
-    return exitCodeFor(error);
+    return exitCodeForError(error);
   }
 }
 

@@ -38,6 +38,10 @@ export interface HarnessEvent {
   model?: string;
   droppedMessages?: number;
   message?: string;
+  /** Who emitted it below the main agent (`delegate` for a sub-agent); absent for the main agent. */
+  agent?: string;
+  /** For a sub-agent's events: the toolUseId of the `delegate` call that started it. */
+  parent?: string;
 }
 
 export type EventInput = Omit<HarnessEvent, 'time'> & { time?: string };
@@ -63,6 +67,11 @@ export class MemoryEventSink implements EventSink {
 }
 
 export const NULL_EVENT_SINK: EventSink = { emit: () => {} };
+
+/** A sink that files every event under a sub-agent: `agent` says which, `parent` under which call. */
+export function nestedSink(sink: EventSink, agent: string, parent: string): EventSink {
+  return { emit: (event) => sink.emit({ ...event, agent, parent }) };
+}
 
 const SECRET_NAME = /KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH/i;
 

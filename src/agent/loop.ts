@@ -3,8 +3,15 @@
  * results back, until it answers without a tool call or a limit is reached. The loop knows
  * nothing about Docker, tickets or catalogs; its whole world is a `Sandbox`, a
  * `ModelProvider` and a `ToolRegistry`.
+ *
+ * Sub-agents are this same loop run again from inside a `delegate` tool call: an empty
+ * conversation, the same sandbox, signal and system prompt, the tools minus `delegate`, and
+ * the parent's `LoopBudget`, so a sub-agent's turns and tokens count against the parent's
+ * limits. Only its final text goes back to the parent; its messages never enter the
+ * parent's history.
  */
-import { Interrupted } from '../errors.js';
+import { DiskBudgetExceeded, Interrupted, SandboxDead } from '../errors.js';
+import type { LoopStop } from '../outcomes.js';
 import { estimateTokensForText } from '../llm/tokens.js';
 import type {
   AssistantMessage,
@@ -17,9 +24,10 @@ import type {
   Usage,
 } from '../llm/types.js';
 import type { Sandbox } from '../sandbox/types.js';
-import type { EventSink } from './events.js';
+import { nestedSink, type EventSink } from './events.js';
 import { trimHistory } from './history.js';
 import type { ToolRegistry } from './tools/registry.js';
+import type { DelegateCapability } from './tools/types.js';
 
 export { trimHistory } from './history.js';
 
@@ -30,6 +38,14 @@ export interface LoopLimits {
   tokenBudget?: number;
   /** Wall clock for this attempt; in-flight model and tool calls are aborted when it passes. */
   attemptDeadlineMs?: number;
+}
+
+export interface SubAgentOptions {
+  /**
+   * The provider sub-agents call: the registry's provider for role `delegate`, so that a
+   * cassette replays their turns from their own queue and `--record` files them there.
+   */
+  provider: ModelProvider;
 }
 
 export interface AgentLoopOptions {
@@ -47,19 +63,62 @@ export interface AgentLoopOptions {
   maxTokens?: number;
   /** Attached to every event, for logs that span attempts. */
   attempt?: number;
+  /** Lets the `delegate` tool start sub-agents; without it, `delegate` answers that it is unavailable. */
+  subAgent?: SubAgentOptions;
+  /**
+   * The conversation is appended here as it happens, so a caller keeps it even when the
+   * loop ends with an error; the result carries the same array.
+   */
+  messages?: Message[];
 }
 
-export type LoopStatus = 'completed' | 'max_turns' | 'token_budget' | 'timeout' | 'interrupted';
-
 export interface AgentLoopResult {
-  status: LoopStatus;
-  /** Model calls made. */
+  status: LoopStop;
+  /** Model calls made, its sub-agents' included. */
   turns: number;
+  /** Tokens spent, its sub-agents' included. */
   usage: Usage;
   /** The full conversation, untrimmed, for the run record. */
   messages: Message[];
   /** Text of the model's last message. */
   finalText: string;
+  /** The sub-agents' conversations, kept out of `messages`, for the run record. */
+  delegations: Delegation[];
+  /** What stopped the sandbox, for `disk-budget` and `sandbox-stopped`. */
+  sandboxError?: DiskBudgetExceeded | SandboxDead;
+}
+
+export interface Delegation {
+  /** The `delegate` call that started it. */
+  toolUseId: string;
+  status: LoopStop;
+  turns: number;
+  messages: Message[];
+}
+
+/**
+ * The model calls and tokens a loop may spend, as one object that the loop and every
+ * sub-agent it starts draw from, so that delegating cannot multiply the limits.
+ */
+export class LoopBudget {
+  turns = 0;
+  readonly usage: Usage = { inputTokens: 0, outputTokens: 0 };
+
+  constructor(private readonly limits: Pick<LoopLimits, 'maxTurns' | 'tokenBudget'>) {}
+
+  /** The limit that forbids another model call, if one does. */
+  exhausted(): 'max-turns' | 'token-budget' | undefined {
+    if (this.turns >= this.limits.maxTurns) return 'max-turns';
+    const spent = this.usage.inputTokens + this.usage.outputTokens;
+    if (this.limits.tokenBudget !== undefined && spent >= this.limits.tokenBudget) return 'token-budget';
+    return undefined;
+  }
+
+  spend(usage: Usage): void {
+    this.turns++;
+    this.usage.inputTokens += usage.inputTokens;
+    this.usage.outputTokens += usage.outputTokens;
+  }
 }
 
 export const DEFAULT_MAX_OUTPUT_TOKENS = 8_192;
@@ -100,15 +159,23 @@ function textOf(message: AssistantMessage | undefined): string {
     .trim();
 }
 
-export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentLoopResult> {
+export function runAgentLoop(options: AgentLoopOptions): Promise<AgentLoopResult> {
+  return runLoop(options, new LoopBudget(options.limits));
+}
+
+async function runLoop(options: AgentLoopOptions, budget: LoopBudget): Promise<AgentLoopResult> {
   const { provider, tools, events, limits, sandbox } = options;
   const maxTokens = options.maxTokens ?? DEFAULT_MAX_OUTPUT_TOKENS;
   const definitions: ToolDefinition[] = tools.definitions();
-  const messages: Message[] = [{ role: 'user', content: [{ type: 'text', text: options.firstUserMessage }] }];
+  const messages: Message[] = options.messages ?? [];
+  messages.push({ role: 'user', content: [{ type: 'text', text: options.firstUserMessage }] });
   const usage: Usage = { inputTokens: 0, outputTokens: 0 };
   const base = options.attempt === undefined ? {} : { attempt: options.attempt };
   let turns = 0;
-  let status: LoopStatus | 'error' = 'error';
+  let delegatedTurns = 0;
+  const delegations: Delegation[] = [];
+  let status: LoopStop | 'error' = 'error';
+  let sandboxError: DiskBudgetExceeded | SandboxDead | undefined;
   let lastDropped = 0;
 
   const controller = new AbortController();
@@ -136,15 +203,47 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentLoop
             maxTokens,
         );
 
+  /** The `delegate` capability of one tool call; a sub-agent's failure is left in `failure`. */
+  const subAgent = options.subAgent;
+  const delegateFor = (callId: string, failure: { error?: unknown }): DelegateCapability | undefined =>
+    subAgent &&
+    (async (firstUserMessage) => {
+      try {
+        const sub = await runLoop(
+          {
+            ...options,
+            provider: subAgent.provider,
+            tools: tools.without('delegate'),
+            firstUserMessage,
+            events: nestedSink(events, 'delegate', callId),
+            // No deadline of its own: this loop's signal carries it and aborts the sub-agent too.
+            limits: { maxTurns: limits.maxTurns },
+            signal,
+            subAgent: undefined,
+            // Its own conversation: nothing of it enters the parent's.
+            messages: [],
+          },
+          budget,
+        );
+        // A sandbox that stopped under the sub-agent stops the parent the same way.
+        if (sub.sandboxError) throw sub.sandboxError;
+        delegatedTurns += sub.turns;
+        usage.inputTokens += sub.usage.inputTokens;
+        usage.outputTokens += sub.usage.outputTokens;
+        delegations.push({ toolUseId: callId, status: sub.status, turns: sub.turns, messages: sub.messages });
+        return { status: sub.status, finalText: sub.finalText, turns: sub.turns };
+      } catch (error) {
+        failure.error = error;
+        throw error;
+      }
+    });
+
   try {
     for (;;) {
       if (signal.aborted) throw new Interrupted('aborted');
-      if (turns >= limits.maxTurns) {
-        status = 'max_turns';
-        break;
-      }
-      if (limits.tokenBudget !== undefined && usage.inputTokens + usage.outputTokens >= limits.tokenBudget) {
-        status = 'token_budget';
+      const exhausted = budget.exhausted();
+      if (exhausted) {
+        status = exhausted;
         break;
       }
 
@@ -189,6 +288,7 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentLoop
         throw error;
       }
       turns++;
+      budget.spend(completion.usage);
       usage.inputTokens += completion.usage.inputTokens;
       usage.outputTokens += completion.usage.outputTokens;
       events.emit({
@@ -217,8 +317,16 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentLoop
       const results: ToolResultBlock[] = [];
       for (const call of toolUses) {
         const toolStarted = Date.now();
-        // Errors the model can act on come back as results; SandboxDead and Interrupted throw.
-        const result = await abortable(tools.run(call.name, call.input, { sandbox, signal }), signal);
+        const subAgentFailure: { error?: unknown } = {};
+        const delegate = delegateFor(call.id, subAgentFailure);
+        // Errors the model can act on come back as results; a dead sandbox, a spent budget and Ctrl-C throw.
+        const result = await abortable(
+          tools.run(call.name, call.input, { sandbox, signal, ...(delegate ? { delegate } : {}) }),
+          signal,
+        );
+        // What ends a sub-agent's loop by throwing (a dead sandbox, a failed model API) ends
+        // this one too, rather than becoming a tool result the model would try to work around.
+        if ('error' in subAgentFailure) throw subAgentFailure.error;
         events.emit({
           ...base,
           kind: 'tool_call',
@@ -241,7 +349,13 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentLoop
   } catch (error) {
     if (deadlinePassed) status = 'timeout';
     else if (options.signal?.aborted || error instanceof Interrupted) status = 'interrupted';
-    else throw error;
+    else if (error instanceof DiskBudgetExceeded) {
+      status = 'disk-budget';
+      sandboxError = error;
+    } else if (error instanceof SandboxDead) {
+      status = 'sandbox-stopped';
+      sandboxError = error;
+    } else throw error;
   } finally {
     if (deadline !== undefined) clearTimeout(deadline);
     options.signal?.removeEventListener('abort', forwardAbort);
@@ -257,5 +371,14 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentLoop
   const lastAssistant = [...messages]
     .reverse()
     .find((message): message is AssistantMessage => message.role === 'assistant');
-  return { status, turns, usage, messages, finalText: textOf(lastAssistant) };
+  return {
+    // Every path out of the try either set a stop or threw.
+    status: status as LoopStop,
+    turns: turns + delegatedTurns,
+    usage,
+    messages,
+    finalText: textOf(lastAssistant),
+    delegations,
+    ...(sandboxError ? { sandboxError } : {}),
+  };
 }

@@ -89,7 +89,7 @@ export function catalogForSandbox(loaded: Pick<LoadedCatalog, 'catalog'>): strin
 
 /** The catalog as a root-owned, read-only file for `SandboxSpec.files`. */
 export function catalogSandboxFile(loaded: Pick<LoadedCatalog, 'catalog'>): InjectedFile {
-  return { path: CATALOG_SANDBOX_PATH, content: catalogForSandbox(loaded), mode: 0o444, owner: 'root' };
+  return { path: CATALOG_SANDBOX_PATH, content: catalogForSandbox(loaded) };
 }
 
 /** The variables every sandbox gets so commands can find the catalog. */
@@ -104,6 +104,7 @@ export function resourcesFromCatalog(catalog: Pick<Catalog, 'sandbox'>): Sandbox
   if (resources?.memory !== undefined) out.memoryBytes = memoryBytes(resources.memory);
   if (resources?.cpus !== undefined) out.cpus = resources.cpus;
   if (resources?.pids !== undefined) out.pids = resources.pids;
+  if (resources?.diskBytes !== undefined) out.diskBytes = memoryBytes(resources.diskBytes);
   return out;
 }
 

@@ -247,6 +247,14 @@ export const agentSchema = z.strictObject({
     .array(glob, { error: 'expected a list of glob patterns' })
     .default(DEFAULT_IGNORE_CHANGES)
     .meta({ description: 'Globs whose changes are dropped before the allowlist check (build caches).' }),
+  heldOutTests: z.array(glob, { error: 'expected a list of glob patterns' }).default([]).meta({
+    description:
+      'Globs of test files the agent never sees: absent from every attempt sandbox, present when the change is verified. A change to them is refused.',
+  }),
+  delegate: z.boolean({ error: 'expected true or false' }).default(false).meta({
+    description:
+      'Offer the `delegate` tool: the agent hands a sub-task to a sub-agent with an empty context (same sandbox and tools, shared maxTurns and tokenBudget) and gets back only its conclusion. Off by default because it changes the tool list every model call sees.',
+  }),
 });
 
 const MEMORY = /^(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)$/i;
@@ -274,6 +282,12 @@ export const resourcesSchema = z.strictObject({
     .positive({ error: 'expected a number of CPUs greater than 0, such as 1 or 0.5' })
     .optional(),
   pids: int(16, 1_000_000).optional(),
+  diskBytes: memory
+    .meta({
+      description:
+        'Bytes a sandbox may write (workspace, home, caches); default 1g. Enforced by the engine where its storage supports quotas, else by a watchdog that stops the sandbox.',
+    })
+    .optional(),
 });
 
 export const sandboxSchema = z

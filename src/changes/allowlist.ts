@@ -10,10 +10,15 @@ export interface AllowlistOptions {
   editable: readonly string[];
   /** Paths or globs that are refused even when `editable` matches them (e.g. the catalog). */
   neverEditable?: readonly string[];
+  /** More protected paths (e.g. the catalog's sandbox Dockerfile); see `PROTECTED_PATHS`. */
+  protected?: readonly string[];
 }
+
+export type RefusedPathKind = 'invalid-path' | 'never-editable' | 'protected' | 'not-editable' | 'collision';
 
 export interface Classification {
   allowed: boolean;
+  kind?: RefusedPathKind;
   /** Why the path is refused, in words the model can act on. */
   reason?: string;
 }
@@ -33,6 +38,21 @@ export interface Allowlist {
  */
 export const ALWAYS_NEVER_EDITABLE = ['.git', '.git/**', '**/.git', '**/.git/**'];
 
+/**
+ * Paths that steer the harness, the build or the developer's machine: run records, the
+ * sandbox recipe and its ignore file, CI workflows, git hooks. A broad glob (`**`) never
+ * makes them editable; only an editable entry that names the path exactly does.
+ */
+export const PROTECTED_PATHS = [
+  '.sandbox-harness',
+  '.sandbox-harness/**',
+  'Dockerfile.sandbox',
+  '.dockerignore',
+  '.github/workflows/**',
+  '.husky/**',
+  '.githooks/**',
+];
+
 export function createAllowlist(options: AllowlistOptions): Allowlist {
   const editable = [...options.editable];
   const neverEditable = [...ALWAYS_NEVER_EDITABLE, ...(options.neverEditable ?? [])];
@@ -40,20 +60,35 @@ export function createAllowlist(options: AllowlistOptions): Allowlist {
     editable.length === 0 ? () => false : picomatch(editable, { dot: true, strictBrackets: true });
   // Case-insensitive on purpose: on macOS or Windows `.GIT/config` *is* `.git/config`.
   const isNever = picomatch(neverEditable, { dot: true, nocase: true });
+  const isProtected = picomatch([...PROTECTED_PATHS, ...(options.protected ?? [])], {
+    dot: true,
+    nocase: true,
+  });
+  const exact = new Set(editable);
 
   const check = (path: string): Classification => {
     const problem = pathProblem(path);
-    if (problem) return { allowed: false, reason: problem };
-    const forms = new Set([path, path.normalize('NFC'), path.normalize('NFD')]);
-    if ([...forms].some((form) => isNever(form))) {
+    if (problem) return { allowed: false, kind: 'invalid-path', reason: problem };
+    const forms = [...new Set([path, path.normalize('NFC'), path.normalize('NFD')])];
+    if (forms.some((form) => isNever(form))) {
       return {
         allowed: false,
+        kind: 'never-editable',
         reason: path.split('/').some((s) => s.toLowerCase() === '.git')
           ? 'is inside .git, which is never editable'
           : 'is never editable (the service catalog and its rules are read-only)',
       };
     }
-    if (!isEditable(path)) return { allowed: false, reason: 'is not in the editable files' };
+    if (forms.some((form) => isProtected(form)) && !exact.has(path)) {
+      return {
+        allowed: false,
+        kind: 'protected',
+        reason:
+          'is a protected path (run records, the sandbox recipe, CI workflows, git hooks): only an editable entry that names it exactly makes it editable',
+      };
+    }
+    if (!isEditable(path))
+      return { allowed: false, kind: 'not-editable', reason: 'is not in the editable files' };
     return { allowed: true };
   };
 
@@ -65,6 +100,7 @@ export function createAllowlist(options: AllowlistOptions): Allowlist {
       if (others) {
         out.set(path, {
           allowed: false,
+          kind: 'collision',
           reason: `collides with ${others.map((p) => JSON.stringify(p)).join(', ')} when letter case or Unicode normalisation is ignored (the same file on macOS and Windows)`,
         });
       } else {

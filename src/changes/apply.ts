@@ -5,7 +5,8 @@
  * its own folder, fsynced and renamed over the target; on any failure the files already
  * written are put back from in-memory backups and created folders are removed.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { sha256 } from './hash.js';
 import * as fsp from 'node:fs/promises';
 import path from 'node:path';
 import { ApplyError, errorMessage } from '../errors.js';
@@ -99,10 +100,6 @@ export function pristineHashes(changeSet: Pick<ChangeSet, 'entries'>): Map<strin
   return new Map(
     changeSet.entries.map((e) => [e.path, e.kind === 'added' || !e.oldContent ? null : sha256(e.oldContent)]),
   );
-}
-
-export function sha256(content: Buffer): string {
-  return createHash('sha256').update(content).digest('hex');
 }
 
 interface Planned {

@@ -1,4 +1,5 @@
 import { settleProgress } from './progress-line.js';
+import { terminalSafe } from './terminal.js';
 
 /** What every command receives: where to write, whether it is a terminal, and how to be interrupted. */
 export interface CliContext {
@@ -12,9 +13,12 @@ export interface CliContext {
 }
 
 // Each helper first ends a live progress line, so its text is never drawn over.
+
+/** Human output on stdout, with control characters shown as escapes (see `terminal.ts`). */
 export function print(ctx: CliContext, text: string): void {
   settleProgress();
-  ctx.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+  const safe = terminalSafe(text);
+  ctx.stdout.write(safe.endsWith('\n') ? safe : `${safe}\n`);
 }
 
 export function printJson(ctx: CliContext, value: unknown): void {
@@ -25,5 +29,6 @@ export function printJson(ctx: CliContext, value: unknown): void {
 /** Progress and notes go to stderr so stdout stays clean for `--json` and pipes. */
 export function note(ctx: CliContext, text: string): void {
   settleProgress();
-  ctx.stderr.write(text.endsWith('\n') ? text : `${text}\n`);
+  const safe = terminalSafe(text);
+  ctx.stderr.write(safe.endsWith('\n') ? safe : `${safe}\n`);
 }

@@ -285,7 +285,20 @@ browser and serves until Ctrl-C. Examples:
   program
     .command('doctor')
     .description(
-      'check the Docker engine: reachable, version, storage driver, network-less containers, base images',
+      'check the Docker engine: reachable, version, storage driver, network-less containers, free disk, base images',
+    )
+    .option(
+      '--engines <file>',
+      'check every engine of an engines file (YAML; see README "Running evals on several machines")',
+    )
+    .option(
+      '--engine <context-or-url>',
+      'check this engine: a docker context name or tcp://, ssh://, unix:// URL (repeatable)',
+      (value: string, previous: string[] = []) => [...previous, value],
+    )
+    .option(
+      '--prepare',
+      'with --engines/--engine: first ship the base image from the local engine where it is missing',
     )
     .option('--json', 'JSON output')
     .action(

@@ -1,4 +1,5 @@
 import type { Phase, ProgressSink } from '../fix/progress.js';
+import { terminalSafe } from './terminal.js';
 
 const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
@@ -56,7 +57,8 @@ export function terminalProgress(stream: NodeJS.WritableStream, isTTY: boolean):
     }
   };
   return {
-    phase(phase, text) {
+    phase(phase, raw) {
+      const text = terminalSafe(raw);
       if (drawn) stream.write('\n');
       drawn = false;
       current = { phase, text, started: Date.now() };
@@ -64,13 +66,16 @@ export function terminalProgress(stream: NodeJS.WritableStream, isTTY: boolean):
       if (isTTY) render();
       else stream.write(`[${phase}] ${text}\n`);
     },
-    detail(text) {
+    detail(raw) {
+      // Details quote build output and tool names: hostile text.
+      const text = terminalSafe(raw);
       const changed = text !== lastDetail;
       lastDetail = text;
       if (isTTY) render();
       else if (changed) stream.write(`  ${text}\n`);
     },
-    end(text) {
+    end(raw) {
+      const text = terminalSafe(raw);
       if (!current) return;
       stopTimer();
       live.delete(settle);

@@ -6,6 +6,7 @@ import { dirname, join } from 'node:path';
 import picomatch from 'picomatch';
 import { HarnessError } from '../errors.js';
 import { runFix, type FixDeps, type FixResult, type KeepPolicy } from '../fix/run-fix.js';
+import { categoryOf, PASSING_CATEGORY } from '../outcomes.js';
 import type { EventSink } from '../agent/events.js';
 import type { TrialCategory, TrialResult, TrialRunner, TrialSpec } from './types.js';
 
@@ -16,27 +17,6 @@ export interface FixTrialOptions {
   env: NodeJS.ProcessEnv;
   /** Every event of every trial, tagged with its task and trial (for timing and overlap checks). */
   events?: (spec: TrialSpec) => EventSink | undefined;
-}
-
-function categoryOf(result: FixResult): TrialCategory {
-  const last = result.record.attempts[result.record.attempts.length - 1];
-  switch (result.outcome) {
-    case 'ready-for-review':
-      return 'passed';
-    case 'nothing-to-fix':
-      return 'nothing_to_fix';
-    case 'interrupted':
-      return 'interrupted';
-    case 'rejected':
-      return 'rejected';
-    case 'error':
-      if (result.error?.code === 'RUN_TIMEOUT') return 'timeout';
-      return result.error?.category === 'infrastructure' ? 'infrastructure' : 'tests_failed';
-    default:
-      if (last?.verdict === 'max-turns' || last?.verdict === 'token-budget') return 'max_turns';
-      if (last?.verdict === 'timeout') return 'timeout';
-      return 'tests_failed';
-  }
 }
 
 export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
@@ -74,13 +54,19 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
         options.deps,
       );
     } catch (error) {
-      // Failures before the run starts: a bad catalog is the task's fault, Docker is not.
+      // Failures before the run starts: an unreachable engine is infrastructure; a bad
+      // catalog or ticket is an error of the task's configuration, never a scored failure.
       const finishedAt = new Date();
-      const infra = error instanceof HarnessError && error.category === 'infrastructure';
+      const category: TrialCategory =
+        error instanceof HarnessError && error.category === 'infrastructure'
+          ? 'infrastructure'
+          : error instanceof HarnessError && error.category === 'interrupted'
+            ? 'interrupted'
+            : 'error';
       return {
         ...base,
         outcome: 'failed',
-        category: infra ? 'infrastructure' : 'tests_failed',
+        category,
         turns: 0,
         inputTokens: 0,
         outputTokens: 0,
@@ -90,9 +76,12 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
       } satisfies TrialResult;
     }
     const record = result.record;
-    let category = categoryOf(result);
+    let category: TrialCategory = categoryOf(
+      result.outcome,
+      record.attempts[record.attempts.length - 1]?.verdict,
+    );
     let error = result.error?.message;
-    if (category === 'passed' && spec.mustNotTouch && spec.mustNotTouch.length > 0) {
+    if (category === PASSING_CATEGORY && spec.mustNotTouch && spec.mustNotTouch.length > 0) {
       const touched = record.attempts[record.attempts.length - 1]?.changedFiles ?? [];
       const forbidden = picomatch(spec.mustNotTouch, { dot: true });
       const bad = touched.filter((p) => forbidden(p));
@@ -104,7 +93,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
     const finishedAt = new Date();
     return {
       ...base,
-      outcome: category === 'passed' ? 'passed' : 'failed',
+      outcome: category === PASSING_CATEGORY ? 'passed' : 'failed',
       category,
       turns: record.turns,
       inputTokens: record.tokens.input,
@@ -117,6 +106,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
       provider: record.provider.name,
       model: record.provider.model,
       containerIds: record.containers.map((c) => c.id),
+      ...(record.engine ? { engine: record.engine } : {}),
       attemptsUsed: record.attempts.length,
       ...(error ? { error } : {}),
     } satisfies TrialResult;

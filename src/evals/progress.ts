@@ -9,9 +9,11 @@ export interface EvalProgress {
   done: number;
   total: number;
   passed: number;
-  /** Task failures: every finished trial that is neither a pass nor an infrastructure failure. */
+  /** Task failures: every scored trial that did not pass. */
   failed: number;
   infrastructure: number;
+  /** Trials that ended with an error of the harness or the task's configuration (not scored). */
+  errors: number;
   inFlight: number;
   /** Trials taken from an earlier run's results.jsonl. */
   resumed: number;
@@ -52,7 +54,8 @@ export function formatBar(done: number, total: number, width = 20): string {
 
 function counts(p: EvalProgress): string {
   const infra = p.infrastructure > 0 ? ` infra ${p.infrastructure}` : '';
-  return `pass ${p.passed} fail ${p.failed}${infra}`;
+  const errors = p.errors > 0 ? ` error ${p.errors}` : '';
+  return `pass ${p.passed} fail ${p.failed}${infra}${errors}`;
 }
 
 /** The single line redrawn on a terminal. */

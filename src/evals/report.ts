@@ -4,7 +4,7 @@
  * no scripts, nothing fetched) so it can be attached to a CI run or opened offline, and every
  * piece of text in it is escaped: task ids, model names and errors are data, not markup.
  */
-import { rename, writeFile } from 'node:fs/promises';
+import { writeFileAtomic } from '../atomic-write.js';
 import path from 'node:path';
 import { formatDuration } from './progress.js';
 import type { Interval } from './stats.js';
@@ -16,7 +16,7 @@ import type {
   SummaryComparison,
   TaskSummary,
 } from './summary.js';
-import { TRIAL_CATEGORIES, type TrialCategory } from './types.js';
+import { PASSING_CATEGORY, TRIAL_CATEGORIES } from './types.js';
 
 export interface ReportFiles {
   summaryJson: string;
@@ -64,38 +64,21 @@ export async function writeReports(
     markdown: path.join(outDir, 'report.md'),
     html: path.join(outDir, 'report.html'),
   };
-  await writeAtomic(files.summaryJson, `${JSON.stringify(summary, null, 2)}\n`);
-  await writeAtomic(files.markdown, renderMarkdown(summary, comparison));
-  await writeAtomic(files.html, renderHtml(summary, comparison, trials));
+  await writeFileAtomic(files.summaryJson, `${JSON.stringify(summary, null, 2)}\n`);
+  await writeFileAtomic(files.markdown, renderMarkdown(summary, comparison));
+  await writeFileAtomic(files.html, renderHtml(summary, comparison, trials));
   if (comparison) {
     files.comparisonJson = path.join(outDir, 'comparison.json');
-    await writeAtomic(files.comparisonJson, `${JSON.stringify(comparison, null, 2)}\n`);
+    await writeFileAtomic(files.comparisonJson, `${JSON.stringify(comparison, null, 2)}\n`);
   }
   return files;
-}
-
-// A reader of a half-written report.html would see a broken page with no hint why.
-async function writeAtomic(file: string, text: string): Promise<void> {
-  const temp = `${file}.${process.pid}.tmp`;
-  await writeFile(temp, text, 'utf8');
-  await rename(temp, file);
 }
 
 // ---------------------------------------------------------------------------------------
 // Shared formatting
 
-const CATEGORY_LABELS: Record<TrialCategory, string> = {
-  passed: 'passed',
-  tests_failed: 'tests failed',
-  rejected: 'rejected (allowlist)',
-  max_turns: 'max turns',
-  timeout: 'timeout',
-  infrastructure: 'infrastructure',
-  nothing_to_fix: 'nothing to fix',
-  interrupted: 'interrupted',
-};
-
-const FAILURE_CATEGORIES = TRIAL_CATEGORIES.filter((c) => c !== 'passed');
+// Reports use the categories' own words: the same spelling as the run record and the CLI.
+const FAILURE_CATEGORIES = TRIAL_CATEGORIES.filter((c) => c !== PASSING_CATEGORY);
 
 export function formatPercent(value: number | null, digits = 1): string {
   return value === null ? 'n/a' : `${(value * 100).toFixed(digits)}%`;
@@ -245,7 +228,7 @@ export function renderMarkdown(summary: EvalSummary, comparison?: SummaryCompari
   out.push('## Failure categories', '');
   out.push(
     mdTable(
-      ['task', ...FAILURE_CATEGORIES.map((c) => CATEGORY_LABELS[c])],
+      ['task', ...FAILURE_CATEGORIES.map((c) => c)],
       [
         ...summary.tasks.map((t) => [t.taskId, ...FAILURE_CATEGORIES.map((c) => String(t.categories[c]))]),
         ['**all**', ...FAILURE_CATEGORIES.map((c) => String(o.categories[c]))],
@@ -591,7 +574,7 @@ export function renderReportSections(summary: EvalSummary, comparison?: SummaryC
   sections.push(
     '<h2>Failure categories</h2>',
     htmlTable(
-      ['task', ...FAILURE_CATEGORIES.map((c) => CATEGORY_LABELS[c])],
+      ['task', ...FAILURE_CATEGORIES.map((c) => c)],
       [
         ...summary.tasks.map((t) => ({
           cells: [t.taskId, ...FAILURE_CATEGORIES.map((c) => String(t.categories[c]))],

@@ -2,10 +2,12 @@
  * The eval scheduler: every task n times, a bounded number at once, each result made durable
  * the moment it exists so a crash or Ctrl-C costs only the trials in flight.
  */
-import { mkdir, open, readFile, rename, truncate, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile, truncate } from 'node:fs/promises';
+import { writeFileAtomic } from '../atomic-write.js';
 import path from 'node:path';
 import pLimit from 'p-limit';
-import { ConfigError, HarnessError, UsageError, errorMessage } from '../errors.js';
+import { ConfigError, HarnessError, RunTimeout, UsageError, errorMessage } from '../errors.js';
+import { PASSING_CATEGORY } from '../outcomes.js';
 import { estimateEtaMs, type EvalProgress } from './progress.js';
 import { trialSpecs, type Suite } from './suite.js';
 import {
@@ -90,7 +92,7 @@ export async function runEval(options: RunEvalOptions): Promise<EvalRun> {
   const internal = new AbortController();
   const stop = AbortSignal.any([userSignal, internal.signal]);
 
-  const tally = { passed: 0, failed: 0, infrastructure: 0, inFlight: 0, finishedThisRun: 0 };
+  const tally = { passed: 0, failed: 0, infrastructure: 0, errors: 0, inFlight: 0, finishedThisRun: 0 };
   for (const r of finished.values()) count(tally, r);
   const interruptedResults: TrialResult[] = [];
 
@@ -104,6 +106,7 @@ export async function runEval(options: RunEvalOptions): Promise<EvalRun> {
       passed: tally.passed,
       failed: tally.failed,
       infrastructure: tally.infrastructure,
+      errors: tally.errors,
       inFlight: tally.inFlight,
       resumed,
       elapsedMs,
@@ -184,15 +187,20 @@ function key(taskId: string, trial: number): string {
   return `${taskId}\u0000${trial}`;
 }
 
-function count(tally: { passed: number; failed: number; infrastructure: number }, r: TrialResult): void {
-  if (r.category === 'passed') tally.passed++;
+function count(
+  tally: { passed: number; failed: number; infrastructure: number; errors: number },
+  r: TrialResult,
+): void {
+  if (r.category === PASSING_CATEGORY) tally.passed++;
   else if (r.category === 'infrastructure') tally.infrastructure++;
+  else if (r.category === 'error') tally.errors++;
   else tally.failed++;
 }
 
 /**
  * Infrastructure failures (Docker, model API) say nothing about the agent, so they get one
- * more chance; a second one is recorded as such and kept out of the pass rate later.
+ * more chance; a second one is recorded as such and kept out of the pass rate later. An
+ * `error` (a bad catalog, a cassette that ran out) is deterministic and never retried.
  */
 async function runWithRetry(
   runner: TrialRunner,
@@ -223,7 +231,7 @@ async function runOnce(
       ? undefined
       : setTimeout(() => {
           timedOut = true;
-          controller.abort(new Error(`trial exceeded its ${timeoutSec}s budget`));
+          controller.abort(new RunTimeout(`the trial exceeded its ${timeoutSec}s budget`));
         }, timeoutSec * 1000);
   const started = Date.now();
   let result: TrialResult;
@@ -231,7 +239,13 @@ async function runOnce(
     result = normalise(await runner(spec, { signal }), spec);
   } catch (error) {
     const category: TrialCategory =
-      error instanceof HarnessError && error.category === 'interrupted' ? 'interrupted' : 'infrastructure';
+      timedOut || error instanceof RunTimeout
+        ? 'timeout'
+        : error instanceof HarnessError && error.category === 'interrupted'
+          ? 'interrupted'
+          : error instanceof HarnessError && error.category === 'infrastructure'
+            ? 'infrastructure'
+            : 'error';
     result = failedResult(spec, category, started, describeError(error));
   } finally {
     if (timer !== undefined) clearTimeout(timer);
@@ -239,7 +253,8 @@ async function runOnce(
 
   // Once we pulled the plug, a runner's "infrastructure" is most likely its own reaction to
   // the abort (a killed exec, a cancelled request); name the real cause instead.
-  const abortLike = result.category === 'infrastructure' || result.category === 'interrupted';
+  const abortLike =
+    result.category === 'infrastructure' || result.category === 'interrupted' || result.category === 'error';
   if (abortLike && (userSignal.aborted || internalSignal.aborted)) {
     return { ...result, outcome: 'failed', category: 'interrupted' };
   }
@@ -260,7 +275,7 @@ function normalise(result: TrialResult, spec: TrialSpec): TrialResult {
     ...result,
     taskId: spec.taskId,
     trial: spec.trial,
-    outcome: result.category === 'passed' ? 'passed' : 'failed',
+    outcome: result.category === PASSING_CATEGORY ? 'passed' : 'failed',
   };
 }
 
@@ -328,9 +343,7 @@ async function claimOutDir(outDir: string, suite: Suite, n: number, resume: bool
     n,
     createdAt: new Date().toISOString(),
   };
-  const temp = `${lockFile}.${process.pid}.tmp`;
-  await writeFile(temp, `${JSON.stringify(fresh, null, 2)}\n`, 'utf8');
-  await rename(temp, lockFile);
+  await writeFileAtomic(lockFile, `${JSON.stringify(fresh, null, 2)}\n`);
 }
 
 async function readOptional(file: string): Promise<Buffer | undefined> {

@@ -15,7 +15,13 @@ import {
   wilsonInterval,
   type Interval,
 } from './stats.js';
-import { TRIAL_CATEGORIES, UNSCORED_CATEGORIES, type TrialCategory, type TrialResult } from './types.js';
+import {
+  PASSING_CATEGORY,
+  TRIAL_CATEGORIES,
+  UNSCORED_CATEGORIES,
+  type TrialCategory,
+  type TrialResult,
+} from './types.js';
 
 export interface Distribution {
   mean: number | null;
@@ -32,7 +38,7 @@ export interface KValue {
 export type CategoryCounts = Record<TrialCategory, number>;
 
 export interface RateSummary {
-  /** Trials in the denominator: everything except infrastructure failures and interruptions. */
+  /** Trials in the denominator: everything except infrastructure failures, errors and interruptions. */
   scored: number;
   passes: number;
   /** `null` when nothing was scored. */
@@ -49,6 +55,8 @@ interface TrialCounts extends RateSummary {
   recorded: number;
   failures: number;
   infrastructure: number;
+  /** Trials that ended with an error of the harness or the task's configuration. */
+  errors: number;
   interrupted: number;
   /** Trials whose first try hit an infrastructure failure and were run once more. */
   infraRetried: number;
@@ -143,7 +151,7 @@ function curve(
 function summarizeTask(taskId: string, n: number, results: TrialResult[]): TaskSummary {
   const scoredResults = results.filter((r) => !UNSCORED_CATEGORIES.has(r.category));
   const scored = scoredResults.length;
-  const passes = scoredResults.filter((r) => r.outcome === 'passed').length;
+  const passes = scoredResults.filter((r) => r.category === PASSING_CATEGORY).length;
   const categories = emptyCategories();
   for (const r of results) categories[r.category]++;
   return {
@@ -153,6 +161,7 @@ function summarizeTask(taskId: string, n: number, results: TrialResult[]): TaskS
     ...rate(scored, passes),
     failures: scored - passes,
     infrastructure: categories.infrastructure,
+    errors: categories.error,
     interrupted: categories.interrupted,
     infraRetried: results.filter((r) => r.infraRetried === true).length,
     passAtK: curve(n, scored, passes, passAtKOf),
@@ -193,7 +202,7 @@ export function summarize(results: readonly TrialResult[], meta: SummaryMeta): E
   const categories = emptyCategories();
   for (const r of results) categories[r.category]++;
   const scored = scoredAll.length;
-  const passes = scoredAll.filter((r) => r.outcome === 'passed').length;
+  const passes = scoredAll.filter((r) => r.category === PASSING_CATEGORY).length;
 
   const overall: OverallSummary = {
     tasks: tasks.length,
@@ -202,6 +211,7 @@ export function summarize(results: readonly TrialResult[], meta: SummaryMeta): E
     ...rate(scored, passes),
     failures: scored - passes,
     infrastructure: categories.infrastructure,
+    errors: categories.error,
     interrupted: categories.interrupted,
     infraRetried: results.filter((r) => r.infraRetried === true).length,
     passAtK: averageCurve(tasks, meta.n, (t) => t.passAtK),

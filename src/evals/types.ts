@@ -5,28 +5,9 @@
  * either.
  */
 import { z } from 'zod';
+import { TRIAL_CATEGORIES, type TrialCategory } from '../outcomes.js';
 
-export const TRIAL_CATEGORIES = [
-  'passed',
-  'tests_failed',
-  'rejected',
-  'max_turns',
-  'timeout',
-  'infrastructure',
-  'nothing_to_fix',
-  'interrupted',
-] as const;
-
-export type TrialCategory = (typeof TRIAL_CATEGORIES)[number];
-
-/**
- * Categories that say nothing about the agent: they are reported, but kept out of the
- * pass-rate denominator so a flaky Docker daemon or a Ctrl-C does not read as a regression.
- */
-export const UNSCORED_CATEGORIES: ReadonlySet<TrialCategory> = new Set<TrialCategory>([
-  'infrastructure',
-  'interrupted',
-]);
+export { TRIAL_CATEGORIES, UNSCORED_CATEGORIES, PASSING_CATEGORY, type TrialCategory } from '../outcomes.js';
 
 export interface TrialSpec {
   taskId: string;
@@ -68,6 +49,8 @@ export interface TrialResult {
   attemptsUsed?: number;
   /** The first try hit an infrastructure failure and this is the result of the one retry. */
   infraRetried?: boolean;
+  /** The engine the trial ran on (a fleet's engine name; `local` otherwise). */
+  engine?: string;
 }
 
 export interface TrialContext {
@@ -80,6 +63,17 @@ export type TrialRunner = (spec: TrialSpec, context: TrialContext) => Promise<Tr
 const count = z.number().int().nonnegative();
 
 /**
+ * Results files written before the vocabulary was unified spelled some categories
+ * differently; `--resume` of such an eval reads them as the words of today.
+ */
+const LEGACY_CATEGORIES: Record<string, TrialCategory> = {
+  passed: 'ready-for-review',
+  tests_failed: 'tests-failed',
+  max_turns: 'max-turns',
+  nothing_to_fix: 'nothing-to-fix',
+};
+
+/**
  * What a `results.jsonl` line must look like. Unknown keys are kept out (strip) rather than
  * refused so a newer harness can add fields without breaking `--resume` of an older run.
  */
@@ -87,7 +81,7 @@ export const trialResultSchema: z.ZodType<TrialResult> = z.object({
   taskId: z.string().min(1),
   trial: count,
   outcome: z.enum(['passed', 'failed']),
-  category: z.enum(TRIAL_CATEGORIES),
+  category: z.preprocess((value) => LEGACY_CATEGORIES[String(value)] ?? value, z.enum(TRIAL_CATEGORIES)),
   turns: count,
   inputTokens: count,
   outputTokens: count,
@@ -103,4 +97,5 @@ export const trialResultSchema: z.ZodType<TrialResult> = z.object({
   error: z.string().optional(),
   attemptsUsed: count.optional(),
   infraRetried: z.boolean().optional(),
+  engine: z.string().optional(),
 });

@@ -3,9 +3,12 @@
  * credentials come only from the `env` passed in, which defaults to the host process's
  * environment — never from files, never from the sandbox.
  */
+import { resolve } from 'node:path';
 import { ConfigError, UsageError } from '../errors.js';
+import { CassetteRecorder } from './recording.js';
+import type { CassettePlayer } from './replay.js';
 import type { RetryInfo, RetryPolicy } from './retry.js';
-import type { ModelProvider } from './types.js';
+import type { ModelProvider, ModelRole } from './types.js';
 
 export const PROVIDER_NAMES = ['anthropic', 'openai', 'replay'] as const;
 export type ProviderName = (typeof PROVIDER_NAMES)[number];
@@ -104,9 +107,51 @@ export function chooseProvider(input: ChooseProviderInput): ProviderChoice {
   return model === undefined ? { name, source } : { name, model, source };
 }
 
+export interface ProviderSessionOptions {
+  /** Record every role's answers (for `fix --record`); save them with `recorder.save(file)`. */
+  record?: boolean;
+}
+
+/**
+ * What the providers of one run share, whatever their role: the cassettes they replay (one
+ * player per file, so each role takes its own queue of the same file) and the recorder they
+ * all add to. One session per run: concurrent runs (eval trials) must not share positions.
+ */
+export class ProviderSession {
+  private readonly players = new Map<string, Promise<CassettePlayer>>();
+  readonly recorder: CassetteRecorder | undefined;
+
+  constructor(options: ProviderSessionOptions = {}) {
+    this.recorder = options.record ? new CassetteRecorder() : undefined;
+  }
+
+  /** The run's player of a cassette file, loaded once. */
+  player(file: string): Promise<CassettePlayer> {
+    const key = resolve(file);
+    let player = this.players.get(key);
+    if (!player) {
+      player = import('./replay.js').then(({ CassettePlayer }) => CassettePlayer.fromFile(file));
+      // A file that failed to load is tried again by the next role, and fails the same way.
+      player.catch(() => this.players.delete(key));
+      this.players.set(key, player);
+    }
+    return player;
+  }
+}
+
 export interface CreateProviderOptions {
   name: string;
   model?: string;
+  /**
+   * Who will call this provider (default `main`). A replay plays this role's queue of the
+   * cassette; a recording files this role's answers under it.
+   */
+  role?: ModelRole;
+  /**
+   * Shared by all providers of one run: one cassette position per role, one recording.
+   * Without it the provider stands alone (its own player, nothing recorded).
+   */
+  session?: ProviderSession;
   /** Required for `replay`. */
   cassette?: string;
   /** Where credentials and base URLs are read from; the host's environment by default. */
@@ -119,7 +164,17 @@ export interface CreateProviderOptions {
   onRetry?: (info: RetryInfo) => void;
 }
 
+/**
+ * A provider for one role of a run. With a recording session, the provider is wrapped so
+ * that its answers land in that role's queue of the run's cassette.
+ */
 export async function createProvider(options: CreateProviderOptions): Promise<ModelProvider> {
+  const provider = await createBareProvider(options);
+  const recorder = options.session?.recorder;
+  return recorder ? recorder.wrap(provider, options.role ?? 'main') : provider;
+}
+
+async function createBareProvider(options: CreateProviderOptions): Promise<ModelProvider> {
   const env = options.env ?? process.env;
   const common = {
     ...(options.retry ? { retry: options.retry } : {}),
@@ -171,8 +226,11 @@ export async function createProvider(options: CreateProviderOptions): Promise<Mo
       if (options.cassette === undefined || options.cassette === '') {
         throw new UsageError('the replay provider needs a cassette file', { hint: 'pass --cassette <file>' });
       }
-      const { ReplayProvider } = await import('./replay.js');
-      return ReplayProvider.fromFile(options.cassette);
+      const { CassettePlayer, ReplayProvider } = await import('./replay.js');
+      const player = options.session
+        ? await options.session.player(options.cassette)
+        : await CassettePlayer.fromFile(options.cassette);
+      return new ReplayProvider(player, undefined, options.role ?? 'main');
     }
     default:
       throw new UsageError(`unknown provider "${options.name}"`, { hint: `use one of: ${NAMES_TEXT}` });

@@ -83,3 +83,12 @@ export interface ModelProvider {
   /** Input tokens the request would use; an estimate where the API has no counting endpoint. */
   countTokens(request: CompletionRequest): Promise<number>;
 }
+
+/**
+ * Who is calling the model within one run: the main agent, a sub-agent it delegated to, or
+ * an independent checker. A cassette keeps one queue of turns per role, and `--record`
+ * writes each role's calls to its own queue, so a replay does not depend on how the roles'
+ * calls interleaved.
+ */
+export const MODEL_ROLES = ['main', 'delegate', 'checker'] as const;
+export type ModelRole = (typeof MODEL_ROLES)[number];

@@ -1,70 +1,124 @@
 /**
  * Run records: everything a person needs to understand a `fix` run after the fact, under
- * `.sandbox-harness/runs/<run-id>/`. Ids sort by time. Files are written atomically
- * (temp + rename) so a crash or a second Ctrl-C never leaves half a `run.json`.
+ * `.sandbox-harness/runs/<run-id>/`. Ids sort by time. Files are written atomically, and a
+ * `run.json` is validated when it is read back: a record is data that a hostile agent (or
+ * anyone with access to the repo) may have edited, and commands act on what it names.
  */
-import { mkdir, readdir, readFile, rename, appendFile, open, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, appendFile, writeFile, lstat } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
+import { z } from 'zod';
 import { UsageError } from '../errors.js';
+import { ATTEMPT_VERDICTS, LOOP_STOPS, RUN_OUTCOMES } from '../outcomes.js';
+import { writeFileAtomic } from '../atomic-write.js';
 
 export const HARNESS_DIR = '.sandbox-harness';
 
-export type Outcome =
-  'ready-for-review' | 'nothing-to-fix' | 'failed' | 'rejected' | 'error' | 'interrupted' | 'running';
+/** A run id: a time stamp plus random hex, or an eval's `<task>-t<n>-<stamp>`; never a path. */
+const RUN_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+const CONTAINER_ID = /^[0-9a-f]{12,64}$/;
 
-export type AttemptVerdict =
-  | 'passed'
-  | 'tests-failed'
-  | 'rejected'
-  | 'no-changes'
-  | 'max-turns'
-  | 'token-budget'
-  | 'timeout'
-  | 'interrupted'
-  | 'error';
+const containerSchema = z.object({
+  role: z.string().max(64),
+  id: z.string().regex(CONTAINER_ID),
+  kept: z.boolean(),
+  /** Which engine holds it ('local' unless an eval ran on a fleet). */
+  engine: z.string().max(200).optional(),
+});
 
-export interface AttemptRecord {
-  n: number;
-  verdict: AttemptVerdict;
-  agentStatus?: string;
-  turns: number;
-  inputTokens: number;
-  outputTokens: number;
-  durationMs: number;
-  changedFiles: string[];
-  failingLayer?: string;
-  containers: { role: string; id: string; kept: boolean }[];
-  feedback?: string;
-}
+const gateSchema = z.object({
+  ok: z.boolean(),
+  offences: z.array(z.object({ path: z.string(), kind: z.string(), why: z.string() })),
+});
 
-export interface RunRecord {
-  id: string;
-  version: 1;
-  harnessVersion: string;
-  startedAt: string;
-  finishedAt?: string;
-  durationMs?: number;
-  outcome: Outcome;
-  exitCode?: number;
-  message?: string;
-  ticket: { id?: string; title?: string; source: string; file?: string };
-  catalog: { name: string; file: string; hash: string };
-  repoDir: string;
-  image?: { tag: string; id: string; reused: boolean };
-  provider: { name: string; model: string };
-  keep: 'on-failure' | 'always' | 'never';
-  apply: boolean;
-  applied?: boolean;
-  applyError?: string;
-  baseline?: { failing: boolean; failingLayer?: string; durationMs: number };
-  attempts: AttemptRecord[];
-  tokens: { input: number; output: number };
-  turns: number;
-  containers: { role: string; id: string; kept: boolean }[];
-  testCommand: { name: string; command: string }[];
-  patchFile?: string;
-}
+const reviewSchema = z.object({
+  round: z.number().int().nonnegative(),
+  verdict: z.enum(['approve', 'request-changes']),
+  summary: z.string(),
+  reasons: z.array(z.object({ file: z.string().optional(), rule: z.string().optional(), text: z.string() })),
+  turns: z.number().int().nonnegative(),
+  inputTokens: z.number().int().nonnegative(),
+  outputTokens: z.number().int().nonnegative(),
+  durationMs: z.number().nonnegative(),
+});
+
+export const attemptRecordSchema = z.object({
+  n: z.number().int().positive(),
+  verdict: z.enum(ATTEMPT_VERDICTS),
+  agentStop: z.enum(LOOP_STOPS).optional(),
+  turns: z.number().int().nonnegative(),
+  inputTokens: z.number().int().nonnegative(),
+  outputTokens: z.number().int().nonnegative(),
+  durationMs: z.number().nonnegative(),
+  /** Paths of the change set (cut to the first 200; `changedCount` has the number). */
+  changedFiles: z.array(z.string()),
+  changedCount: z.number().int().nonnegative().optional(),
+  gate: gateSchema.optional(),
+  failingLayer: z.string().optional(),
+  /** Which verdict came from the held-out tests (when the catalog has them). */
+  heldOut: z.enum(['passed', 'failed']).optional(),
+  containers: z.array(containerSchema),
+  feedback: z.string().optional(),
+  message: z.string().optional(),
+  reviews: z.array(reviewSchema).optional(),
+});
+
+export const runRecordSchema = z.object({
+  id: z.string().regex(RUN_ID),
+  version: z.literal(2),
+  harnessVersion: z.string(),
+  startedAt: z.string(),
+  finishedAt: z.string().optional(),
+  durationMs: z.number().nonnegative().optional(),
+  outcome: z.enum([...RUN_OUTCOMES, 'running']),
+  message: z.string().optional(),
+  error: z.object({ code: z.string(), category: z.string(), message: z.string() }).optional(),
+  ticket: z.object({
+    id: z.string().optional(),
+    title: z.string().optional(),
+    source: z.string(),
+    file: z.string().optional(),
+  }),
+  catalog: z.object({ name: z.string(), file: z.string(), hash: z.string() }),
+  repoDir: z.string(),
+  image: z
+    .object({
+      tag: z.string(),
+      id: z.string(),
+      reused: z.boolean(),
+      /** True when the image build had network (catalog `sandbox.build.network`). */
+      buildNetwork: z.boolean().optional(),
+    })
+    .optional(),
+  engine: z.string().optional(),
+  provider: z.object({ name: z.string(), model: z.string() }),
+  checker: z.object({ name: z.string(), model: z.string() }).optional(),
+  keep: z.enum(['on-failure', 'always', 'never']),
+  apply: z.boolean(),
+  applied: z.boolean().optional(),
+  applyError: z.string().optional(),
+  baseline: z
+    .object({
+      failing: z.boolean(),
+      failingLayer: z.string().optional(),
+      durationMs: z.number().nonnegative(),
+      /** Set when an eval reused the baseline of an earlier trial with the same image and catalog. */
+      reusedFrom: z.string().optional(),
+    })
+    .optional(),
+  attempts: z.array(attemptRecordSchema),
+  tokens: z.object({ input: z.number().int().nonnegative(), output: z.number().int().nonnegative() }),
+  turns: z.number().int().nonnegative(),
+  containers: z.array(containerSchema),
+  testCommand: z.array(z.object({ name: z.string(), command: z.string() })),
+  heldOutTests: z.array(z.string()).optional(),
+  patchFile: z.string().optional(),
+});
+
+export type RunRecord = z.infer<typeof runRecordSchema>;
+export type AttemptRecord = z.infer<typeof attemptRecordSchema>;
+export type ContainerRecord = z.infer<typeof containerSchema>;
+export type ReviewRecord = z.infer<typeof reviewSchema>;
 
 export function newRunId(now = new Date()): string {
   const stamp = now.toISOString().replace(/[-:]/g, '').replace('T', '-').replace(/\..*$/, '');
@@ -75,18 +129,6 @@ export function runsDirFor(repoDir: string): string {
   return join(repoDir, HARNESS_DIR, 'runs');
 }
 
-async function writeAtomic(file: string, content: string | Buffer): Promise<void> {
-  const temp = `${file}.${process.pid}.${randomBytes(3).toString('hex')}.tmp`;
-  const handle = await open(temp, 'w');
-  try {
-    await handle.writeFile(content);
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  await rename(temp, file);
-}
-
 /** A run's folder and the files in it. */
 export class RunDir {
   constructor(
@@ -95,6 +137,7 @@ export class RunDir {
   ) {}
 
   static async create(runsDir: string, id = newRunId()): Promise<RunDir> {
+    if (!RUN_ID.test(id)) throw new UsageError(`run id ${JSON.stringify(id)} is not a plain name`);
     const dir = join(runsDir, id);
     await mkdir(join(dir, 'attempts'), { recursive: true });
     // Run records live in the user's repo; a `*` .gitignore at the top of our folder keeps
@@ -110,13 +153,13 @@ export class RunDir {
   }
 
   async writeRecord(record: RunRecord): Promise<void> {
-    await writeAtomic(this.path('run.json'), `${JSON.stringify(record, null, 2)}\n`);
+    await writeFileAtomic(this.path('run.json'), `${JSON.stringify(record, null, 2)}\n`);
   }
 
   async writeFile(relative: string, content: string | Buffer): Promise<string> {
     const file = this.path(relative);
-    await mkdir(join(file, '..'), { recursive: true });
-    await writeAtomic(file, content);
+    await mkdir(dirname(file), { recursive: true });
+    await writeFileAtomic(file, content);
     return file;
   }
 
@@ -130,28 +173,72 @@ export interface StoredRun {
   record: RunRecord;
 }
 
-export async function listRuns(runsDir: string): Promise<StoredRun[]> {
+/** Why a stored `run.json` is not a record this harness wrote, or undefined. */
+export function recordProblem(value: unknown, folderName: string): string | undefined {
+  const parsed = runRecordSchema.safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    return `${issue ? `${issue.path.join('.') || '(record)'}: ${issue.message}` : 'invalid'}`;
+  }
+  if (parsed.data.id !== folderName) return `id ${parsed.data.id} does not match its folder ${folderName}`;
+  return undefined;
+}
+
+export interface ListedRuns {
+  runs: StoredRun[];
+  /** Folders whose run.json is missing, not a regular file, or not a valid record. */
+  invalid: { dir: string; problem: string }[];
+}
+
+export async function listRunsWithProblems(runsDir: string): Promise<ListedRuns> {
   let names: string[];
   try {
     names = await readdir(runsDir);
   } catch {
-    return [];
+    return { runs: [], invalid: [] };
   }
-  const runs: StoredRun[] = [];
+  const out: ListedRuns = { runs: [], invalid: [] };
   for (const name of names.sort()) {
-    try {
-      const record = JSON.parse(await readFile(join(runsDir, name, 'run.json'), 'utf8')) as RunRecord;
-      runs.push({ dir: join(runsDir, name), record });
-    } catch {
+    const dir = join(runsDir, name);
+    const file = join(dir, 'run.json');
+    // A record is read only from a real folder and a regular file: never through a link.
+    const [dirStat, fileStat] = await Promise.all([
+      lstat(dir).catch(() => undefined),
+      lstat(file).catch(() => undefined),
+    ]);
+    if (!dirStat?.isDirectory()) continue;
+    if (!fileStat?.isFile()) {
       // A folder without a readable run.json is not a run (or one still being created).
+      if (fileStat) out.invalid.push({ dir, problem: 'run.json is not a regular file' });
+      continue;
     }
+    let value: unknown;
+    try {
+      value = JSON.parse(await readFile(file, 'utf8'));
+    } catch {
+      out.invalid.push({ dir, problem: 'run.json is not JSON' });
+      continue;
+    }
+    const problem = recordProblem(value, name);
+    if (problem) out.invalid.push({ dir, problem });
+    else out.runs.push({ dir, record: runRecordSchema.parse(value) });
   }
-  return runs;
+  return out;
+}
+
+export async function listRuns(runsDir: string): Promise<StoredRun[]> {
+  return (await listRunsWithProblems(runsDir)).runs;
 }
 
 /** Finds a run by full id, unique prefix, or `last`. */
 export async function resolveRun(runsDir: string, ref: string): Promise<StoredRun> {
-  const runs = await listRuns(runsDir);
+  const { runs, invalid } = await listRunsWithProblems(runsDir);
+  const broken = invalid.find((i) => basename(i.dir) === ref);
+  if (broken) {
+    throw new UsageError(`run ${ref} has an invalid record: ${broken.problem}`, {
+      hint: 'A run.json is checked before anything acts on it; this one was not written by sandbox-harness as it is now.',
+    });
+  }
   if (runs.length === 0) {
     throw new UsageError(`no runs recorded in ${runsDir}`, {
       hint: 'Run `sandbox-harness fix <ticket>` first, or pass --repo to point at the repo whose runs you mean.',
@@ -172,14 +259,19 @@ export async function resolveRun(runsDir: string, ref: string): Promise<StoredRu
   });
 }
 
+/** A file of a run's folder, read only when it is a regular file (never through a link). */
 export async function readRunFile(run: StoredRun, relative: string): Promise<string | undefined> {
+  const file = join(run.dir, relative);
   try {
-    return await readFile(join(run.dir, relative), 'utf8');
+    let dir = run.dir;
+    for (const part of relative.split('/')) {
+      dir = join(dir, part);
+      const stat = await lstat(dir);
+      if (stat.isSymbolicLink()) return undefined;
+    }
+    if (!(await lstat(file)).isFile()) return undefined;
+    return await readFile(file, 'utf8');
   } catch {
     return undefined;
   }
-}
-
-export async function writeFileAtomic(file: string, content: string | Buffer): Promise<void> {
-  await writeAtomic(file, content);
 }

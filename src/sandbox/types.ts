@@ -1,7 +1,15 @@
 /**
- * The sandbox contract. Everything above this folder (agent tools, the change gate, the
- * fix loop, evals) talks to a `Sandbox`; only `sandbox/docker/` knows what implements it.
+ * The sandbox contract. Everything above this folder (agent tools, the change path, the fix
+ * loop, evals, the CLI) talks to a `Sandbox` and a `SandboxBackend`; only a backend folder
+ * (`docker/`) knows what implements them, and a second backend implements exactly this.
  * Nothing here knows about tickets, catalogs or evals.
+ *
+ * Errors, for every method (each method names what else it throws):
+ * - `SandboxDead`: the sandbox is gone or stopped answering (killed, OOM, engine restarted).
+ * - `DiskBudgetExceeded`: the sandbox passed its disk budget and was stopped.
+ * - `SandboxUnavailable`: the engine cannot be reached.
+ * - `Interrupted` (or the signal's own reason, e.g. `RunTimeout`): the signal aborted.
+ * A command's non-zero exit is data (`ExecResult.exitCode`), never an error.
  */
 
 /** Where the target repo lives inside every sandbox. Tool paths are relative to it. */
@@ -10,6 +18,8 @@ export const WORKSPACE = '/workspace';
 export const SANDBOX_UID = 1000;
 export const SANDBOX_GID = 1000;
 export const SANDBOX_USER = 'sandbox';
+/** Root-owned folder for what the harness injects (catalog, start marker). */
+export const HARNESS_DIR_IN_SANDBOX = '/etc/sandbox-harness';
 
 export interface ExecOptions {
   /** Host-side deadline; the command also runs under an in-container `timeout -k`. */
@@ -20,7 +30,7 @@ export interface ExecOptions {
   cwd?: string;
   /** Extra variables for this command only. Never copied from the host environment. */
   env?: Record<string, string>;
-  /** Cancels the command (Ctrl-C): the host stops waiting and the process tree is killed. */
+  /** Cancels the command: the host stops waiting and the process tree is killed. */
   signal?: AbortSignal;
 }
 
@@ -34,19 +44,45 @@ export interface ExecResult {
   durationMs: number;
 }
 
+export type EntryType = 'file' | 'directory' | 'symlink' | 'other';
+
 export interface FileEntry {
   /** Relative to the workspace, posix separators. */
   path: string;
-  type: 'file' | 'directory' | 'symlink' | 'other';
+  type: EntryType;
   size: number;
 }
 
 export type ChangeKind = 'added' | 'modified' | 'deleted';
 
+/**
+ * One changed workspace path, as the sandbox reports it. A hint only: the host re-reads and
+ * re-hashes every byte it uses, so a sandbox that lies can only lose its own change.
+ */
 export interface PathChange {
   /** Relative to the workspace, posix separators, never starting with `/`. */
   path: string;
   kind: ChangeKind;
+  /** What is at the path now (absent for deletions). */
+  type?: EntryType;
+  /** Permission bits now (absent for deletions). */
+  mode?: number;
+  /** Bytes now, for regular files. */
+  size?: number;
+  /** Hard links to the same data, for regular files. */
+  links?: number;
+}
+
+export interface ChangeScanLimits {
+  /** Most changed paths to list; past it the scan stops and says so (`complete: false`). */
+  maxEntries?: number;
+  signal?: AbortSignal;
+}
+
+export interface ChangeScan {
+  changes: PathChange[];
+  /** False when the sandbox changed more paths than the scan would list. */
+  complete: boolean;
 }
 
 export interface ExportedFile {
@@ -56,48 +92,93 @@ export interface ExportedFile {
   mode: number;
 }
 
+/** Why an exported path was refused; stable words, so nobody parses messages. */
+export type RefusalKind =
+  | 'symlink'
+  | 'hard-link'
+  | 'special-file'
+  | 'directory'
+  | 'too-large'
+  | 'over-total'
+  | 'missing'
+  | 'invalid-path';
+
 export interface ExportRefusal {
   path: string;
+  kind: RefusalKind;
+  /** The same, in words a model or a person can act on. */
   reason: string;
 }
 
 export interface ExportResult {
   files: ExportedFile[];
-  directories: string[];
   refused: ExportRefusal[];
 }
 
 export interface ExportLimits {
   maxFileBytes?: number;
   maxTotalBytes?: number;
+  signal?: AbortSignal;
 }
 
-export interface WriteOptions {
+export interface WriteFile {
+  /** Workspace-relative path. */
+  path: string;
+  content: Buffer | string;
   /** Permission bits; default 0o644. */
   mode?: number;
-  /** Owner of the written file; default the sandbox user. `root` makes it read-only to commands. */
-  owner?: 'sandbox' | 'root';
 }
-
-export type KeepPolicy = boolean;
 
 export interface Sandbox {
   readonly id: string;
   readonly image: string;
   readonly labels: Readonly<Record<string, string>>;
+
+  /** Runs `sh -c command` as the sandbox user in the workspace, under limits. */
   exec(command: string, options?: ExecOptions): Promise<ExecResult>;
-  /** Reads a file (workspace-relative or absolute); refuses directories, links and files over `maxBytes`. */
-  readFile(path: string, options?: { maxBytes?: number }): Promise<Buffer>;
-  writeFile(path: string, content: Buffer | string, options?: WriteOptions): Promise<void>;
-  /** Files below a workspace folder, recursively, without descending into `.git` or `node_modules`. */
-  listFiles(path?: string, options?: { maxEntries?: number }): Promise<FileEntry[]>;
-  /** What changed under the workspace since the sandbox was created, as the daemon sees it. */
-  changes(): Promise<PathChange[]>;
-  /** Reads workspace files back through the archive API, refusing anything that is not plain data. */
-  exportFiles(paths: string[], limits?: ExportLimits): Promise<ExportResult>;
-  /** Whether the container still runs. */
+
+  /**
+   * Reads a workspace file as the sandbox user. Throws `SandboxFileError` (`missing`,
+   * `not-a-file`, `is-a-directory`, `through-link` when any folder on the way or the file
+   * itself is a symlink, `too-large`, `permission`, `invalid-path`).
+   */
+  readFile(path: string, options?: { maxBytes?: number; signal?: AbortSignal }): Promise<Buffer>;
+
+  /**
+   * Writes workspace files as the sandbox user, creating folders, never following a symlink
+   * in any component: a link on the way is `SandboxFileError` `through-link`, not a
+   * redirect. Each file is replaced whole (temp file + rename). Also throws
+   * `is-a-directory`, `permission`, `invalid-path`.
+   */
+  writeFiles(files: readonly WriteFile[], options?: { signal?: AbortSignal }): Promise<void>;
+
+  /** Entries below a workspace folder, without descending into `.git` or `node_modules`. */
+  listFiles(path?: string, options?: { maxEntries?: number; signal?: AbortSignal }): Promise<FileEntry[]>;
+
+  /**
+   * What changed under the workspace since the sandbox was created, by a scan whose cost
+   * grows with the change, not the workspace: files, folders, links, deletions and type
+   * changes. A hint (see `PathChange`).
+   */
+  changes(limits?: ChangeScanLimits): Promise<ChangeScan>;
+
+  /** Reads workspace files back in one stream, refusing anything that is not plain data. */
+  exportFiles(paths: readonly string[], limits?: ExportLimits): Promise<ExportResult>;
+
+  /**
+   * Stops every process the sandbox ran since it was created (background ones included), so
+   * what is read afterwards comes from one frozen moment. The sandbox still serves the
+   * harness's own reads and commands afterwards.
+   */
+  freeze(options?: { signal?: AbortSignal }): Promise<void>;
+
+  /** Whether the sandbox still runs. Never throws `SandboxDead`. */
   isAlive(): Promise<boolean>;
-  /** Stops the sandbox; removes it unless `keep` is true (then it is labelled as kept). */
+
+  /**
+   * Stops the sandbox and removes it, or keeps it (stopped, marked kept) for `inspect`,
+   * `shell` and `rerun-tests`. Idempotent; never throws `SandboxDead`.
+   */
   dispose(options?: { keep?: boolean }): Promise<void>;
 }
 
@@ -109,32 +190,96 @@ export interface SandboxResources {
   /** Largest single file a command may write, bytes. */
   maxFileBytes?: number;
   tmpfsBytes?: number;
+  /** Bytes the sandbox may add to its writable layer (workspace, home, ...). */
+  diskBytes?: number;
 }
 
 export interface InjectedFile {
-  /** Absolute path inside the sandbox. */
+  /** Absolute path inside the sandbox, outside the workspace; root-owned and read-only. */
   path: string;
   content: Buffer | string;
-  mode?: number;
-  owner?: 'sandbox' | 'root';
 }
+
+/** What happens to a sandbox of a run that did not succeed. */
+export type KeepPolicy = 'on-failure' | 'always' | 'never';
 
 export interface SandboxSpec {
   image: string;
-  /** Run id, session and role end up as labels so `gc`, `inspect` and `shell` can find containers. */
+  /** The run this sandbox belongs to; `attach` only finds sandboxes by their run id. */
   runId?: string;
+  /** What it is for, e.g. `attempt-2`, `verify-2`, `baseline`. */
   role?: string;
   /** Variables visible to every command. Built explicitly; never from `process.env`. */
   env?: Record<string, string>;
   resources?: SandboxResources;
-  /** Files placed before the container starts (e.g. the read-only service catalog). */
+  /** Root-owned, read-only files placed before anything runs (e.g. the service catalog). */
   files?: InjectedFile[];
-  extraLabels?: Record<string, string>;
+  /** The run's keep policy, recorded on the sandbox so `gc` can tell kept ones apart. */
+  keep?: KeepPolicy;
+  /** Workspace paths removed before anything runs (held-out tests); the scan treats them as never there. */
+  hidden?: readonly string[];
 }
 
+/** A kept sandbox as the backend sees it now. */
+export interface SandboxState {
+  exists: boolean;
+  running: boolean;
+  /** The backend's word for it (`exited`, `running`, `removed`, ...). */
+  status: string;
+  name?: string;
+}
+
+export interface AttachRequest {
+  id: string;
+  /** The run the record says it belongs to; a sandbox of any other run is refused. */
+  runId: string;
+}
+
+/** The pristine workspace of an image, as the engine (not the image's own programs) sees it. */
+export interface TreeEntry {
+  type: EntryType;
+  mode: number;
+  size: number;
+  /** sha256 (hex) of a regular file's bytes. */
+  sha256?: string;
+  /** A symlink's target, as stored. */
+  linkTarget?: string;
+}
+
+/** Workspace-relative path -> entry, for every path under the workspace (folders included). */
+export type WorkspaceTree = ReadonlyMap<string, TreeEntry>;
+
 export interface SandboxBackend {
+  /** The backend's name (`docker`), and for a fleet the engine's, for records and reports. */
   readonly name: string;
+  readonly engine: string;
+
+  /** Throws `ImageError` for a missing image; never leaves a half-made sandbox behind. */
   create(spec: SandboxSpec): Promise<Sandbox>;
+
+  /**
+   * The image's pristine workspace, read by the engine without running anything of the
+   * image. Cached per image id. Throws `ImageError` when the image has no workspace folder.
+   */
+  workspaceTree(image: string, options?: { signal?: AbortSignal }): Promise<WorkspaceTree>;
+
+  /**
+   * Re-attaches to a kept sandbox, starting it if it was stopped. Refuses (`UsageError`)
+   * anything that does not carry this tool's marks and the given run id.
+   */
+  attach(request: AttachRequest): Promise<Sandbox>;
+
+  /** Stops a kept sandbox again after `attach`. */
+  release(request: AttachRequest): Promise<void>;
+
+  /** State of a kept sandbox; `exists: false` when it is gone. Checks the marks like `attach`. */
+  state(request: AttachRequest): Promise<SandboxState>;
+
+  /** An interactive shell as the sandbox user in a kept sandbox; resolves with its exit code. */
+  interactiveShell(
+    request: AttachRequest,
+    io: { stdin: NodeJS.ReadStream; stdout: NodeJS.WriteStream },
+  ): Promise<number>;
 }
 
 export const DEFAULT_RESOURCES: Required<SandboxResources> = {
@@ -143,6 +288,7 @@ export const DEFAULT_RESOURCES: Required<SandboxResources> = {
   pids: 256,
   maxFileBytes: 64 * 1024 * 1024,
   tmpfsBytes: 256 * 1024 * 1024,
+  diskBytes: 1024 * 1024 * 1024,
 };
 
 export const DEFAULT_EXEC_TIMEOUT_MS = 120_000;

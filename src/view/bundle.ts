@@ -1,8 +1,10 @@
 /**
  * The run bundle: everything one run folder says, read defensively and put in the shape the
- * run page shows (per attempt: conversation, gate, diff, verification output, timings,
- * containers). Files that are missing, links, or unreadable become a note in `problems`,
- * never an exception: a page over a damaged run still shows what is left.
+ * run page shows (per attempt: conversations, gate, reviews, diff, verification output,
+ * timings, containers). Files that are missing, links, or unreadable become a note in
+ * `problems`, never an exception: a page over a damaged run still shows what is left.
+ * Records are read field by field (not with the harness's own schema), so a record of an
+ * older or newer harness still shows whatever it has.
  */
 import { join } from 'node:path';
 import type { HarnessEvent } from '../agent/events.js';
@@ -47,6 +49,8 @@ export interface ContainerView {
   role?: string;
   id?: string;
   kept?: boolean;
+  /** Which Docker engine holds it, when the run says (a fleet). */
+  engine?: string;
 }
 
 export type ConversationItem =
@@ -67,6 +71,35 @@ export type ConversationItem =
     }
   | { kind: 'other'; role: string; turn: number; raw: string };
 
+/** A sub-agent's conversation, started by a `delegate` call of the conversation it sits in. */
+export interface DelegationView {
+  toolUseId: string;
+  status?: string;
+  turns?: number;
+  items: ConversationItem[];
+}
+
+/** One agent's conversation in an attempt (the maker, a checker, ...). */
+export interface ConversationView {
+  /** `maker`, `checker`, ... as recorded; absent in older transcripts. */
+  role?: string;
+  system?: string;
+  items: ConversationItem[];
+  delegations: DelegationView[];
+}
+
+export interface ReviewView {
+  round?: number;
+  verdict?: string;
+  summary?: string;
+  reasons: { file?: string; rule?: string; text?: string }[];
+}
+
+export interface GateView {
+  ok?: boolean;
+  offences: { path?: string; kind?: string; why?: string }[];
+}
+
 export interface AttemptView {
   n: number;
   verdict?: string;
@@ -76,13 +109,20 @@ export interface AttemptView {
   outputTokens?: number;
   durationMs?: number;
   changedFiles: string[];
+  /** How many files changed when `changedFiles` was cut short. */
+  changedCount?: number;
   failingLayer?: string;
   feedback?: string;
+  /** The attempt's own one-line account, when recorded. */
+  message?: string;
   containers: ContainerView[];
-  system?: string;
-  /** `undefined` when the transcript has no entry for this attempt. */
-  conversation?: ConversationItem[];
+  /** Empty when the transcript has no entry for this attempt. */
+  conversations: ConversationView[];
+  /** The gate's decision as recorded on the attempt (offending paths and why). */
+  gateRecord?: GateView;
+  /** The gate's event (status and message), for records without `gateRecord`. */
   gate?: ViewEvent;
+  reviews: ReviewView[];
   verify?: ViewEvent;
   rejection?: FileText;
   patch?: FileText;
@@ -97,8 +137,12 @@ export interface RunBundle {
   /** Absolute folder of runs, for `sandbox-harness shell <id> --runs-dir <dir>`. */
   runsDir: string;
   message?: string;
+  /** What went wrong when the harness itself failed. */
+  error?: { code?: string; category?: string; message?: string };
   provider?: string;
   model?: string;
+  checker?: string;
+  engine?: string;
   image?: string;
   catalog?: string;
   catalogHash?: string;
@@ -109,7 +153,7 @@ export interface RunBundle {
   finishedAt?: string;
   exitCode?: number;
   harnessVersion?: string;
-  baseline?: { failing?: boolean; failingLayer?: string; durationMs?: number };
+  baseline?: { failing?: boolean; failingLayer?: string; durationMs?: number; reusedFrom?: string };
   testCommand: { name?: string; command?: string }[];
   containers: ContainerView[];
   ticket?: FileText;
@@ -123,16 +167,19 @@ export interface RunBundle {
 /** Attempt folders beyond this are not shown: no real run has them. */
 const MAX_ATTEMPTS = 200;
 
-function containerOf(value: unknown): ContainerView | undefined {
-  const c = asObject(value);
-  if (!c) return undefined;
-  return { role: asString(c.role), id: asString(c.id), kept: asBoolean(c.kept) };
+function objects(value: unknown): JsonObject[] {
+  return asArray(value)
+    .map(asObject)
+    .filter((o): o is JsonObject => o !== undefined);
 }
 
 function containersOf(value: unknown): ContainerView[] {
-  return asArray(value)
-    .map(containerOf)
-    .filter((c): c is ContainerView => c !== undefined);
+  return objects(value).map((c) => ({
+    role: asString(c.role),
+    id: asString(c.id),
+    kept: asBoolean(c.kept),
+    engine: asString(c.engine),
+  }));
 }
 
 function eventOf(e: JsonObject): ViewEvent {
@@ -151,10 +198,15 @@ function eventOf(e: JsonObject): ViewEvent {
     message: asString(e.message),
     ...(tokens ? { tokens: { input: asNumber(tokens.input), output: asNumber(tokens.output) } } : {}),
     stopReason: asString(e.stopReason),
+    agent: asString(e.agent),
+    parent: asString(e.parent),
   };
 }
 
-/** One attempt's messages as a flat list of what was said and done, turn by turn. */
+/**
+ * One agent's messages as a flat list of what was said and done, turn by turn. `events`
+ * are that agent's own: a sub-agent's tool ids repeat the main agent's (t1, t2, ...).
+ */
 function conversationOf(messages: unknown, events: ViewEvent[]): ConversationItem[] {
   const items: ConversationItem[] = [];
   const toolNames = new Map<string, string>();
@@ -201,6 +253,55 @@ function conversationOf(messages: unknown, events: ViewEvent[]): ConversationIte
   return items;
 }
 
+function conversationViewOf(entry: JsonObject, attemptEvents: ViewEvent[]): ConversationView {
+  return {
+    role: asString(entry.role),
+    system: asString(entry.system),
+    items: conversationOf(
+      entry.messages,
+      attemptEvents.filter((e) => e.parent === undefined),
+    ),
+    delegations: objects(entry.delegations).map((d) => {
+      const toolUseId = asString(d.toolUseId) ?? '';
+      return {
+        toolUseId,
+        status: asString(d.status),
+        turns: asNumber(d.turns),
+        items: conversationOf(
+          d.messages,
+          attemptEvents.filter((e) => e.parent === toolUseId),
+        ),
+      };
+    }),
+  };
+}
+
+function gateOf(value: unknown): GateView | undefined {
+  const gate = asObject(value);
+  if (!gate) return undefined;
+  return {
+    ok: asBoolean(gate.ok),
+    offences: objects(gate.offences).map((o) => ({
+      path: asString(o.path),
+      kind: asString(o.kind),
+      why: asString(o.why),
+    })),
+  };
+}
+
+function reviewsOf(value: unknown): ReviewView[] {
+  return objects(value).map((r) => ({
+    round: asNumber(r.round),
+    verdict: asString(r.verdict),
+    summary: asString(r.summary),
+    reasons: objects(r.reasons).map((x) => ({
+      file: asString(x.file),
+      rule: asString(x.rule),
+      text: asString(x.text),
+    })),
+  }));
+}
+
 export async function loadRunBundle(source: ViewSource, folder: string): Promise<RunBundle> {
   const base = runParts(source, folder);
   const problems: string[] = [];
@@ -232,15 +333,10 @@ export async function loadRunBundle(source: ViewSource, folder: string): Promise
   } else if (transcriptText) {
     const parsed = parseJson(transcriptText.text);
     if (!parsed.ok) problems.push(`transcript.json is not valid JSON: ${parsed.error}`);
-    else
-      transcript = asArray(parsed.value)
-        .map(asObject)
-        .filter((t): t is JsonObject => t !== undefined);
+    else transcript = objects(parsed.value);
   }
 
-  const recordAttempts = asArray(record.attempts)
-    .map(asObject)
-    .filter((a): a is JsonObject => a !== undefined);
+  const recordAttempts = objects(record.attempts);
   const numbers = new Set<number>();
   for (const a of recordAttempts) {
     const n = asNumber(a.n);
@@ -260,24 +356,29 @@ export async function loadRunBundle(source: ViewSource, folder: string): Promise
   const attempts: AttemptView[] = [];
   for (const n of sorted.slice(0, MAX_ATTEMPTS)) {
     const a = recordAttempts.find((r) => asNumber(r.n) === n) ?? {};
-    const t = transcript.find((entry) => asNumber(entry.attempt) === n);
     const attemptEvents = events.filter((e) => e.attempt === n);
     const dir = ['attempts', String(n)];
+    const gateRecord = gateOf(a.gate);
     attempts.push({
       n,
       verdict: asString(a.verdict),
-      agentStatus: asString(a.agentStatus),
+      agentStatus: asString(a.agentStop) ?? asString(a.agentStatus),
       turns: asNumber(a.turns),
       inputTokens: asNumber(a.inputTokens),
       outputTokens: asNumber(a.outputTokens),
       durationMs: asNumber(a.durationMs),
       changedFiles: asStrings(a.changedFiles),
+      changedCount: asNumber(a.changedCount),
       failingLayer: asString(a.failingLayer),
       feedback: asString(a.feedback),
+      message: asString(a.message),
       containers: containersOf(a.containers),
-      system: asString(t?.system),
-      conversation: t ? conversationOf(t.messages, attemptEvents) : undefined,
-      gate: attemptEvents.find((e) => e.kind === 'gate'),
+      conversations: transcript
+        .filter((entry) => asNumber(entry.attempt) === n)
+        .map((entry) => conversationViewOf(entry, attemptEvents)),
+      ...(gateRecord ? { gateRecord } : {}),
+      gate: attemptEvents.find((e) => e.kind === 'gate' && e.parent === undefined),
+      reviews: reviewsOf(a.reviews),
       verify: attemptEvents.find((e) => e.kind === 'verify'),
       rejection: await readText([...dir, 'rejection.txt']),
       patch: await readText([...dir, 'patch.diff']),
@@ -289,14 +390,29 @@ export async function loadRunBundle(source: ViewSource, folder: string): Promise
   const image = asObject(record.image);
   const catalog = asObject(record.catalog);
   const provider = asObject(record.provider);
+  const checker = asObject(record.checker);
   const baseline = asObject(record.baseline);
+  const error = asObject(record.error);
   return {
     summary,
     dir: join(source.root, ...base),
     runsDir: runsDirOf(source),
     message: asString(record.message),
+    ...(error
+      ? {
+          error: {
+            code: asString(error.code),
+            category: asString(error.category),
+            message: asString(error.message),
+          },
+        }
+      : {}),
     provider: asString(provider?.name),
     model: asString(provider?.model),
+    checker: checker
+      ? [asString(checker.name), asString(checker.model)].filter(Boolean).join(' ')
+      : undefined,
+    engine: asString(record.engine),
     image: asString(image?.tag),
     catalog: asString(catalog?.name),
     catalogHash: asString(catalog?.hash),
@@ -313,13 +429,14 @@ export async function loadRunBundle(source: ViewSource, folder: string): Promise
             failing: asBoolean(baseline.failing),
             failingLayer: asString(baseline.failingLayer),
             durationMs: asNumber(baseline.durationMs),
+            reusedFrom: asString(baseline.reusedFrom),
           },
         }
       : {}),
-    testCommand: asArray(record.testCommand)
-      .map(asObject)
-      .filter((c): c is JsonObject => c !== undefined)
-      .map((c) => ({ name: asString(c.name), command: asString(c.command) })),
+    testCommand: objects(record.testCommand).map((c) => ({
+      name: asString(c.name),
+      command: asString(c.command),
+    })),
     containers: containersOf(record.containers),
     ticket: await readText(['ticket.md']),
     baselineOutput: await readText(['baseline-test-output.txt']),

@@ -40,6 +40,8 @@ section.attempt{border-top:2px solid #d0d7de;margin-top:2rem}
 form.filters{display:flex;gap:1rem;align-items:end;flex-wrap:wrap;margin:.5rem 0}
 form.filters label{display:flex;flex-direction:column;font-size:.85rem;color:#57606a}
 .muted{color:#57606a}
+details.delegation{margin-left:1.5rem}details.delegation .nested{padding:0 .5rem}
+ul.offences li,.review li{overflow-wrap:anywhere}
 `;
 
 export const PAGE_CSS = `${REPORT_CSS}${VIEW_CSS}`;

@@ -8,7 +8,15 @@
 import { renderReportSections } from '../evals/report.js';
 import type { EvalSummary, SummaryComparison } from '../evals/summary.js';
 import { shellJoin } from '../sandbox/shell.js';
-import type { AttemptView, ConversationItem, FileText, RunBundle, ViewEvent } from './bundle.js';
+import type {
+  AttemptView,
+  ConversationItem,
+  ConversationView,
+  FileText,
+  ReviewView,
+  RunBundle,
+  ViewEvent,
+} from './bundle.js';
 import {
   attr,
   badge,
@@ -264,7 +272,7 @@ function eventTable(events: ViewEvent[]): string {
 }
 
 function containersTable(bundle: RunBundle): string {
-  const seen = new Map<string, { role?: string; id: string; kept?: boolean }>();
+  const seen = new Map<string, { role?: string; id: string; kept?: boolean; engine?: string }>();
   for (const c of [...bundle.containers, ...bundle.attempts.flatMap((a) => a.containers)]) {
     if (c.id === undefined) continue;
     const known = seen.get(c.id);
@@ -272,6 +280,7 @@ function containersTable(bundle: RunBundle): string {
       id: c.id,
       role: c.role ?? known?.role,
       kept: (known?.kept ?? false) || c.kept === true,
+      engine: c.engine ?? known?.engine,
     });
   }
   const all = [...seen.values()];
@@ -280,6 +289,7 @@ function containersTable(bundle: RunBundle): string {
     text(dash(c.role)),
     `<code title="${attr(c.id)}">${text(c.id.slice(0, 12))}</code>`,
     c.kept ? '<span class="badge tone-warn">kept</span>' : 'removed',
+    text(dash(c.engine)),
   ]);
   const kept = all.filter((c) => c.kept);
   const id = bundle.summary.id;
@@ -289,7 +299,65 @@ function containersTable(bundle: RunBundle): string {
         `<pre class="cmd">${text(shellJoin(['sandbox-harness', 'shell', id, '--runs-dir', bundle.runsDir]))}</pre>` +
         `<p class="muted">Kept as recorded; <code>sandbox-harness inspect ${text(id)}</code> says whether it still exists (<code>gc</code> removes old ones).</p>`
       : '';
-  return table([{ label: 'role' }, { label: 'container' }, { label: 'state' }], rows) + shell;
+  return (
+    table([{ label: 'role' }, { label: 'container' }, { label: 'state' }, { label: 'engine' }], rows) + shell
+  );
+}
+
+function changedFiles(a: AttemptView): string {
+  if (a.changedFiles.length === 0) return a.changedCount ? text(`${a.changedCount} (not listed)`) : 'none';
+  const more =
+    a.changedCount !== undefined && a.changedCount > a.changedFiles.length
+      ? text(`, and ${a.changedCount - a.changedFiles.length} more`)
+      : '';
+  return a.changedFiles.map((f) => `<code>${text(f)}</code>`).join(', ') + more;
+}
+
+/** One agent's conversation, with the sub-agents it delegated to right after their call. */
+function conversationSection(c: ConversationView, named: boolean): string {
+  const out = [
+    `<h3>Conversation${named || (c.role && c.role !== 'maker') ? ` (${text(dash(c.role))})` : ''}</h3>`,
+  ];
+  if (c.system !== undefined) out.push(block('system prompt', c.system, { open: false }));
+  if (c.items.length === 0) out.push('<p class="muted">No messages.</p>');
+  for (const item of c.items) {
+    out.push(conversationItem(item));
+    if (item.kind !== 'tool_use') continue;
+    for (const d of c.delegations.filter((x) => x.toolUseId === item.id)) {
+      out.push(
+        `<details class="block delegation"><summary>${text(`sub-agent conversation: ${dash(d.status)}, ${dash(d.turns)} turns`)}</summary>` +
+          `<div class="nested">${d.items.map(conversationItem).join('\n')}</div></details>`,
+      );
+    }
+  }
+  return out.join('\n');
+}
+
+function gateHtml(a: AttemptView): string {
+  const g = a.gateRecord;
+  if (g) {
+    const head = badge(g.ok === undefined ? undefined : g.ok ? 'allowed' : 'rejected');
+    const why = a.gate?.message ? ` ${text(a.gate.message)}` : '';
+    const offences = g.offences.map(
+      (o) =>
+        `<li><code>${text(dash(o.path))}</code> ${text(o.kind ? `(${o.kind})` : '')}: ${text(dash(o.why))}</li>`,
+    );
+    return `<p>${head}${why}</p>${offences.length ? `<ul class="offences">${offences.join('')}</ul>` : ''}`;
+  }
+  return a.gate
+    ? `<p>${badge(a.gate.status)} ${text(dash(a.gate.message))}</p>`
+    : '<p class="muted">No gate decision recorded (the attempt ended before its change was checked).</p>';
+}
+
+function reviewHtml(r: ReviewView): string {
+  const reasons = r.reasons.map((x) => {
+    const where = [x.file, x.rule].filter((v): v is string => v !== undefined).join(', ');
+    return `<li>${where ? `<code>${text(where)}</code>: ` : ''}${text(dash(x.text))}</li>`;
+  });
+  return (
+    `<div class="review"><p>round ${text(dash(r.round))}: ${badge(r.verdict)} ${text(dash(r.summary))}</p>` +
+    `${reasons.length ? `<ul>${reasons.join('')}</ul>` : ''}</div>`
+  );
 }
 
 function attemptSection(a: AttemptView): string {
@@ -305,30 +373,20 @@ function attemptSection(a: AttemptView): string {
       ['turns', text(dash(a.turns))],
       ['tokens', text(tokens)],
       ['duration', text(formatMs(a.durationMs))],
-      [
-        'changed files',
-        a.changedFiles.length ? a.changedFiles.map((f) => `<code>${text(f)}</code>`).join(', ') : 'none',
-      ],
+      ['changed files', changedFiles(a)],
       ['failing test layer', text(dash(a.failingLayer))],
+      ...(a.message !== undefined ? ([['note', text(a.message)]] as [string, string][]) : []),
     ]),
   );
 
-  out.push('<h3>Conversation</h3>');
-  if (a.conversation === undefined)
-    out.push('<p class="muted">The transcript has no entry for this attempt.</p>');
-  else {
-    if (a.system !== undefined) out.push(block('system prompt', a.system, { open: false }));
-    if (a.conversation.length === 0) out.push('<p class="muted">No messages.</p>');
-    out.push(...a.conversation.map(conversationItem));
+  if (a.conversations.length === 0) {
+    out.push('<h3>Conversation</h3>', '<p class="muted">The transcript has no entry for this attempt.</p>');
   }
+  for (const c of a.conversations) out.push(conversationSection(c, a.conversations.length > 1));
 
-  out.push('<h3>Gate</h3>');
-  out.push(
-    a.gate
-      ? `<p>${badge(a.gate.status)} ${text(dash(a.gate.message))}</p>`
-      : '<p class="muted">No gate decision recorded (the attempt ended before its change was checked).</p>',
-  );
+  out.push('<h3>Gate</h3>', gateHtml(a));
   out.push(fileBlock('why the change was rejected', a.rejection));
+  if (a.reviews.length > 0) out.push('<h3>Review</h3>', ...a.reviews.map(reviewHtml));
 
   out.push('<h3>Diff</h3>');
   out.push(
@@ -371,10 +429,20 @@ export function renderRunPage(bundle: RunBundle, ctx: PageContext): string {
   }
   out.push(problemsBox(bundle.problems));
   if (bundle.message !== undefined) out.push(`<p>${text(bundle.message)}</p>`);
+  if (bundle.error) {
+    const e = bundle.error;
+    out.push(
+      `<p class="problems">${text(`harness error ${dash(e.code)} (${dash(e.category)}): ${dash(e.message)}`)}</p>`,
+    );
+  }
+  const optional: [string, string][] = [];
+  if (bundle.checker !== undefined) optional.push(['checker', text(bundle.checker)]);
+  if (bundle.engine !== undefined) optional.push(['engine', text(bundle.engine)]);
   out.push(
     facts([
       ['ticket', text(`${dash(s.task)}${s.title ? `: ${s.title}` : ''}`)],
       ['model', text(`${dash(bundle.provider)} ${bundle.model ?? ''}`)],
+      ...optional,
       [
         'catalog',
         text(`${dash(bundle.catalog)}${bundle.catalogHash ? ` (${bundle.catalogHash.slice(0, 12)})` : ''}`),
@@ -419,7 +487,8 @@ export function renderRunPage(bundle: RunBundle, ctx: PageContext): string {
   out.push('<h2>Baseline</h2>');
   out.push(
     bundle.baseline
-      ? `<p>${bundle.baseline.failing === undefined ? '-' : bundle.baseline.failing ? `tests fail before any change${bundle.baseline.failingLayer ? ` (layer ${text(bundle.baseline.failingLayer)})` : ''}` : 'tests pass before any change'}, ${text(formatMs(bundle.baseline.durationMs))}</p>`
+      ? `<p>${bundle.baseline.failing === undefined ? '-' : bundle.baseline.failing ? `tests fail before any change${bundle.baseline.failingLayer ? ` (layer ${text(bundle.baseline.failingLayer)})` : ''}` : 'tests pass before any change'}, ${text(formatMs(bundle.baseline.durationMs))}` +
+          `${bundle.baseline.reusedFrom ? text(` (reused from run ${bundle.baseline.reusedFrom})`) : ''}</p>`
       : '<p class="muted">No baseline recorded.</p>',
   );
   out.push(fileBlock('baseline test output', bundle.baselineOutput, undefined));

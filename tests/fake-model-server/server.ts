@@ -139,6 +139,25 @@ export function toOpenAIWire(reply: ScriptedReply, index: number): unknown {
   };
 }
 
+/**
+ * A step answering the way Ollama's OpenAI-compatible endpoint does when a small model writes
+ * its tool call as text: the call is in `content`, there are no `tool_calls`, and
+ * `finish_reason` is "stop".
+ */
+export function ollamaTextReply(content: string, model = 'llama3.2:3b'): ScriptStep {
+  return {
+    raw: {
+      id: 'chatcmpl-523',
+      object: 'chat.completion',
+      created: 1_741_570_042,
+      model,
+      system_fingerprint: 'fp_ollama',
+      choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+      usage: { prompt_tokens: 1200, completion_tokens: 31, total_tokens: 1231 },
+    },
+  };
+}
+
 function errorBody(api: WireApi, status: number, message: string): unknown {
   if (api === 'openai')
     return { error: { message, type: status === 429 ? 'rate_limit_exceeded' : 'server_error', code: null } };

@@ -32,6 +32,10 @@ function pristineFrom(repo: string, image: RepoImage): PristineSource {
   };
 }
 
+async function treeOf(tag: string) {
+  return dockerBackend().workspaceTree(tag);
+}
+
 describe('allowlist gate and copy-back with real Docker', () => {
   beforeAll(async () => {
     await ensureBaseImage('node', {});
@@ -39,6 +43,7 @@ describe('allowlist gate and copy-back with real Docker', () => {
 
   async function afterCommand(command: string) {
     const repo = await copyRepo();
+    const before = treeHash(repo);
     const image = await buildRepoImage({ repoDir: repo });
     const sandbox = await dockerBackend().create({ image: image.tag, role: 'gate-it' });
     try {
@@ -47,17 +52,17 @@ describe('allowlist gate and copy-back with real Docker', () => {
       const changeSet = await collectChangeSet(sandbox, {
         allowlist: createAllowlist({ editable: ['src/**'] }),
         ignore: DEFAULT_IGNORE_CHANGES,
+        tree: await treeOf(image.tag),
         pristine: pristineFrom(repo, image),
       });
-      return { repo, image, changeSet, gate: gateChangeSet(changeSet) };
+      return { repo, before, image, changeSet, gate: gateChangeSet(changeSet) };
     } finally {
       await sandbox.dispose();
     }
   }
 
   it('rejects an edit of an allowed and a non-allowed file, and the host repo stays as it was', async () => {
-    const { repo, gate } = await afterCommand("sed -i 's/10/12/' src/app.js test/app.test.js");
-    const before = treeHash(repo);
+    const { repo, before, gate } = await afterCommand("sed -i 's/10/12/' src/app.js test/app.test.js");
     expect(gate.ok).toBe(false);
     if (!gate.ok) {
       expect(gate.offending.map((o) => o.path)).toEqual(['test/app.test.js']);
@@ -89,7 +94,8 @@ describe('allowlist gate and copy-back with real Docker', () => {
     if (!gate.ok)
       expect(gate.offending[0]).toMatchObject({
         path: 'src/app.js',
-        why: expect.stringMatching(/symbolic link/),
+        kind: 'type-changed',
+        why: expect.stringMatching(/from a file to a symlink/),
       });
   });
 

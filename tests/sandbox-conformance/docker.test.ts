@@ -6,7 +6,10 @@ import { KEPT_NAME_PREFIX, LABEL, containerLabels } from '../../src/sandbox/dock
 import { reapOrphans } from '../../src/sandbox/docker/gc.js';
 import { spawn } from 'node:child_process';
 import { describeSandboxConformance } from './conformance.js';
+import { describeFileConformance } from './files.js';
 import { fixtureImage } from '../helpers/docker.js';
+import { shellQuote } from '../../src/sandbox/shell.js';
+import type { Sandbox } from '../../src/sandbox/types.js';
 
 /** The docker0 bridge address: reachable from a networked container, so a real test of `none`. */
 function bridgeAddress(): string {
@@ -20,6 +23,38 @@ describeSandboxConformance({
   image: () => fixtureImage('conformance'),
   reportedEnv: async (sandbox) => (await dockerEngine().inspectContainer(sandbox.id))?.env ?? [],
   outsideAddress: bridgeAddress,
+});
+
+const made: Sandbox[] = [];
+describeFileConformance({
+  name: 'docker',
+  make: async (spec = {}) => {
+    const sandbox = await dockerBackend().create({
+      image: await fixtureImage('conformance'),
+      role: 'file-conformance',
+      ...spec,
+    });
+    made.push(sandbox);
+    return sandbox;
+  },
+  arrange: async (sandbox, steps) => {
+    const q = shellQuote;
+    const lines = steps.map((step) => {
+      if ('symlink' in step)
+        return `mkdir -p "$(dirname ${q(step.symlink.path)})" && ln -s ${q(step.symlink.target)} ${q(step.symlink.path)}`;
+      if ('hardlink' in step) return `ln ${q(step.hardlink.existing)} ${q(step.hardlink.path)}`;
+      if ('fifo' in step) return `mkfifo ${q(step.fifo)}`;
+      if ('mkdir' in step) return `mkdir -p ${q(step.mkdir)}`;
+      if ('remove' in step) return `rm -rf ${q(step.remove)}`;
+      if ('write' in step) return `printf %s ${q(step.write.content)} > ${q(step.write.path)}`;
+      return `chmod ${step.chmod.mode.toString(8)} ${q(step.chmod.path)}`;
+    });
+    const result = await sandbox.exec(lines.join(' && '));
+    if (result.exitCode !== 0) throw new Error(`arrange failed: ${result.stderr}`);
+  },
+  cleanup: async () => {
+    await Promise.all(made.splice(0).map((s) => s.dispose()));
+  },
 });
 
 describe('docker backend specifics', () => {
@@ -60,12 +95,16 @@ describe('docker backend specifics', () => {
   });
 
   it('keeps a container when asked, stopped and renamed so the reaper leaves it', async () => {
-    const sandbox = await dockerBackend().create({ image: await fixtureImage('conformance'), role: 'kept' });
+    const sandbox = await dockerBackend().create({
+      image: await fixtureImage('conformance'),
+      role: 'kept',
+      runId: 'conformance-kept',
+    });
     await sandbox.dispose({ keep: true });
     const details = await dockerEngine().inspectContainer(sandbox.id);
     expect(details?.running).toBe(false);
     expect(details?.name).toMatch(/^sandbox-harness-kept-/);
-    const again = await dockerBackend().attach(sandbox.id);
+    const again = await dockerBackend().attach({ id: sandbox.id, runId: 'conformance-kept' });
     expect((await again.exec('cat src/greeting.txt')).stdout).toBe('hello\n');
     await again.dispose();
     expect(await dockerEngine().inspectContainer(sandbox.id)).toBeUndefined();
@@ -81,7 +120,8 @@ describe('docker backend specifics', () => {
       dockerEngine().createContainer({
         name,
         image,
-        cmd: ['sleep', 'infinity'],
+        entrypoint: ['sleep'],
+        cmd: ['infinity'],
         user: '1000:1000',
         workingDir: '/workspace',
         env: [],

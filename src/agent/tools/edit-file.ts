@@ -81,7 +81,7 @@ export const editFileTool = defineTool({
     search: z.string().min(1).describe('Exact text to find; must occur exactly once'),
     replacement: z.string().describe('Text to put in its place'),
   }),
-  async run({ path: raw, search, replacement }, { sandbox, editable, limits }) {
+  async run({ path: raw, search, replacement }, { sandbox, editable, limits, signal }) {
     const path = resolveFilePath(raw);
     assertEditable(path, editable);
     let original: string;
@@ -117,7 +117,7 @@ export const editFileTool = defineTool({
         `the edited file would be ${bytes} bytes, over the ${limits.maxWriteBytes}-byte limit`,
       );
     }
-    await sandbox.writeFile(path, updated);
+    await sandbox.writeFiles([{ path, content: updated }], signal ? { signal } : {});
     return { content: `edited ${path} at line ${lineNumberAt(original, at)}`, isError: false };
   },
 });

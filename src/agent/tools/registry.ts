@@ -2,6 +2,7 @@ import { HarnessError } from '../../errors.js';
 import type { ToolDefinition } from '../../llm/types.js';
 import type { Sandbox } from '../../sandbox/types.js';
 import { toolErrorResult } from '../tool-errors.js';
+import { delegateTool } from './delegate.js';
 import { editFileTool } from './edit-file.js';
 import { listFilesTool } from './list-files.js';
 import { readFileTool } from './read-file.js';
@@ -11,6 +12,7 @@ import {
   DEFAULT_TOOL_LIMITS,
   toolDefinition,
   type AgentTool,
+  type DelegateCapability,
   type EditablePolicy,
   type ToolLimits,
   type ToolResult,
@@ -32,6 +34,7 @@ export const EVERYTHING_EDITABLE: EditablePolicy = { isEditable: () => true, glo
 export interface ToolRunContext {
   sandbox: Sandbox;
   signal?: AbortSignal;
+  delegate?: DelegateCapability;
 }
 
 /** A set of tools bound to an editable-path policy; the loop supplies sandbox and signal per call. */
@@ -60,6 +63,12 @@ export class ToolRegistry {
     return this.byName.has(name);
   }
 
+  /** The same registry without the named tools (a sub-agent's, without `delegate`). */
+  without(...names: string[]): ToolRegistry {
+    const tools = [...this.byName.values()].filter((tool) => !names.includes(tool.name));
+    return new ToolRegistry(tools, this.editable, this.limits);
+  }
+
   definitions(): ToolDefinition[] {
     return [...this.byName.values()].map(toolDefinition);
   }
@@ -82,6 +91,7 @@ export class ToolRegistry {
         ...(context.signal ? { signal: context.signal } : {}),
         editable: this.editable,
         limits: this.limits,
+        ...(context.delegate ? { delegate: context.delegate } : {}),
       });
     } catch (error) {
       return toolErrorResult(error);
@@ -93,11 +103,21 @@ export interface DefaultToolRegistryOptions {
   isEditable?: (path: string) => boolean;
   editableGlobs?: readonly string[];
   limits?: Partial<ToolLimits>;
+  /**
+   * Offer `delegate` (after the six stable tools). Off by default: the tool list is part of
+   * every request, so recorded conversations and evals stay comparable unless a catalog
+   * opts in with `agent.delegate: true`.
+   */
+  delegate?: boolean;
 }
 
 export function createDefaultToolRegistry(options: DefaultToolRegistryOptions = {}): ToolRegistry {
   const editable: EditablePolicy = options.isEditable
     ? { isEditable: options.isEditable, globs: options.editableGlobs ?? [] }
     : EVERYTHING_EDITABLE;
-  return new ToolRegistry(DEFAULT_TOOLS, editable, options.limits);
+  return new ToolRegistry(
+    options.delegate ? [...DEFAULT_TOOLS, delegateTool] : DEFAULT_TOOLS,
+    editable,
+    options.limits,
+  );
 }

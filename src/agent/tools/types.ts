@@ -42,11 +42,29 @@ export const DEFAULT_TOOL_LIMITS: ToolLimits = {
   maxCommandOutputBytes: 256 * 1024,
 };
 
+/** What a sub-agent came back with. */
+export interface SubAgentOutcome {
+  /** How its loop ended: `completed`, or the limit that stopped it (`max-turns`, ...). */
+  status: string;
+  /** Its last message's text: its conclusion. */
+  finalText: string;
+  /** Model calls it made. */
+  turns: number;
+}
+
+/**
+ * Runs a sub-agent on a first user message: an empty conversation, the same sandbox, the
+ * same tools but `delegate`, and the run's budgets. The loop provides it, per call.
+ */
+export type DelegateCapability = (firstUserMessage: string) => Promise<SubAgentOutcome>;
+
 export interface ToolContext {
   sandbox: Sandbox;
   signal?: AbortSignal;
   editable: EditablePolicy;
   limits: ToolLimits;
+  /** Present where the loop can start sub-agents (never inside a sub-agent). */
+  delegate?: DelegateCapability;
 }
 
 /** A tool as the registry holds it: validation included, input type erased. */

@@ -11,7 +11,7 @@ export const writeFileTool = defineTool({
     path: z.string().describe('File path relative to /workspace'),
     content: z.string().describe('The complete new content of the file'),
   }),
-  async run({ path: raw, content }, { sandbox, editable, limits }) {
+  async run({ path: raw, content }, { sandbox, editable, limits, signal }) {
     const path = resolveFilePath(raw);
     assertEditable(path, editable);
     const bytes = Buffer.byteLength(content, 'utf8');
@@ -20,7 +20,7 @@ export const writeFileTool = defineTool({
         `content is ${bytes} bytes, over the ${limits.maxWriteBytes}-byte limit for write_file`,
       );
     }
-    await sandbox.writeFile(path, content);
+    await sandbox.writeFiles([{ path, content }], signal ? { signal } : {});
     return { content: `wrote ${bytes} bytes to ${path}`, isError: false };
   },
 });

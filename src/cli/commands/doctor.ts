@@ -1,9 +1,13 @@
 /**
  * `sandbox-harness doctor`: is the Docker engine fit to run sandboxes, and what fixes it.
+ * With `--engines FILE` and/or `--engine NAME|URL` (repeatable): every engine of that fleet,
+ * in parallel, each with the same checks (API >= 1.41 there) and the capacity an eval
+ * would give it; `--prepare` first ships the base image from the local engine to those
+ * that lack it.
  *
- * Exit code: 0 when every check passes, 3 when the engine is unusable (unreachable, too
- * old, or a hardened `--network none` container does not start), 1 for other problems
- * (for example no base image yet).
+ * Exit code: 0 when every check passes, 3 when the engine (any engine of the fleet) is
+ * unusable (unreachable, too old, or a hardened `--network none` container does not start),
+ * 1 for other problems (for example no base image yet, or low disk).
  *
  * `--json` prints one object on stdout:
  *
@@ -15,30 +19,64 @@
  *       "checks": [
  *         {
  *           "name": "daemon" | "server-version" | "storage-driver" | "cgroups" | "kernel-limits"
- *                 | "sandbox-container" | "base-images" | "offline-bootstrap",
+ *                 | "sandbox-container" | "disk" | "base-images" | "offline-bootstrap",
  *           "ok": boolean,
  *           "detail": string,   // what was found, one line
  *           "fix"?: string,     // only when ok is false: the command that fixes it
  *           "fatal"?: true      // this problem alone makes sandboxes impossible
  *         }
+ *       ],
+ *       "engine"?: {            // what the engine said about itself (absent if it did not answer)
+ *         "name", "serverVersion", "apiVersion", "cpus", "memoryBytes", "dockerRootDir",
+ *         "freeBytes"?, "totalBytes"?,   // file system under the data root, via df in a container
+ *         "usage"?: { "layersBytes", "images", "containers", "containersBytes", "volumes", "buildCacheBytes" }
+ *       }
+ *     }
+ *
+ * With `--engines`/`--engine` instead:
+ *
+ *     {
+ *       "ok": boolean, "usable": boolean, "exitCode": 0 | 1 | 3,
+ *       "engines": [
+ *         {
+ *           "name": string, "origin": string,   // "engines.yaml:4:5" or "--engine NAME"
+ *           "endpoint": string,                 // "tcp://10.0.0.5:2376 (TLS)", no secrets
+ *           "capacity": number | null,          // trials at once an eval gives it (null: unknown)
+ *           "capacityFrom": "engines file" | "cpus",
+ *           "prepared"?: { "how": "present" | "shipped", "durationMs", "bytes"? } | { "error": string },
+ *           "ok", "usable", "checks", "engine"?  // as above; no offline-bootstrap check
+ *         }
  *       ]
  *     }
  *
- * When the daemon does not answer, `checks` holds only the `daemon` check.
+ * When a daemon does not answer, its `checks` hold only the `daemon` check.
  */
-import { EXIT_CODES } from '../../errors.js';
-import { runDoctor, type DoctorReport } from '../../sandbox/docker/doctor.js';
-import { print, printJson, type CliContext } from '../context.js';
+import { errorMessage, UsageError } from '../../errors.js';
+import { EXIT_CODES } from '../exit-codes.js';
+import { resolveEngines, type EngineSpec } from '../../fleet/engines-file.js';
+import { ensureBaseImageOn } from '../../fleet/images.js';
+import { defaultCapacity } from '../../fleet/placement.js';
+import { runDoctor, type DoctorCheck, type DoctorReport } from '../../sandbox/docker/doctor.js';
+import { describeEndpoint } from '../../sandbox/docker/endpoint.js';
+import { dockerEngine, DockerEngine } from '../../sandbox/docker/engine.js';
+import { DEFAULT_RESOURCES } from '../../sandbox/types.js';
+import { note, print, printJson, type CliContext } from '../context.js';
 
 export interface DoctorCommandOptions {
   json?: boolean;
+  /** An engines file (`--engines`). */
+  engines?: string;
+  /** `--engine` values, in order. */
+  engine?: string[];
+  /** Ship the base image to engines that lack it before checking. */
+  prepare?: boolean;
 }
 
 export interface DoctorResult extends DoctorReport {
   exitCode: number;
 }
 
-export function doctorExitCode(report: DoctorReport): number {
+export function doctorExitCode(report: Pick<DoctorReport, 'ok' | 'usable'>): number {
   if (!report.usable) return EXIT_CODES.infrastructure;
   return report.ok ? EXIT_CODES.ok : EXIT_CODES.taskFailed;
 }
@@ -49,12 +87,7 @@ export async function doctor(): Promise<DoctorResult> {
 }
 
 export function formatDoctor(result: DoctorResult): string {
-  const width = Math.max(...result.checks.map((c) => c.name.length));
-  const lines = [`Docker engine at ${result.endpoint}`];
-  for (const check of result.checks) {
-    lines.push(`  ${check.ok ? '✓' : '✗'} ${check.name.padEnd(width)}  ${check.detail}`);
-    if (!check.ok && check.fix) lines.push(`    ${' '.repeat(width)}  fix: ${check.fix}`);
-  }
+  const lines = [`Docker engine at ${result.endpoint}`, ...formatChecks(result.checks, '  ')];
   const problems = result.checks.filter((c) => !c.ok).length;
   lines.push(
     result.ok
@@ -66,7 +99,152 @@ export function formatDoctor(result: DoctorResult): string {
   return lines.join('\n');
 }
 
+export interface FleetEngineReport extends DoctorReport {
+  name: string;
+  origin: string;
+  capacity: number | null;
+  capacityFrom: 'engines file' | 'cpus';
+  prepared?: { how: 'present' | 'shipped' | 'built'; durationMs: number; bytes?: number } | { error: string };
+}
+
+export interface FleetDoctorResult {
+  ok: boolean;
+  usable: boolean;
+  exitCode: number;
+  engines: FleetEngineReport[];
+}
+
+/** Every engine of the fleet, checked in parallel; a broken one does not hide the others. */
+export async function doctorFleet(
+  specs: EngineSpec[],
+  options: { prepare?: boolean; prepareHint: string; source?: DockerEngine; onLine?: (line: string) => void },
+): Promise<FleetDoctorResult> {
+  const engines = await Promise.all(
+    specs.map(async (spec): Promise<FleetEngineReport> => {
+      const engine = new DockerEngine(spec.endpoint);
+      const endpoint = describeEndpoint(spec.endpoint);
+      let prepared: FleetEngineReport['prepared'];
+      if (options.prepare) {
+        try {
+          const base = await ensureBaseImageOn(engine, {
+            source: options.source ?? dockerEngine(),
+            method: 'ship',
+            ...(options.onLine
+              ? { onLine: (line: string) => options.onLine?.(`${spec.name}: ${line}`) }
+              : {}),
+          });
+          prepared = {
+            how: base.how,
+            durationMs: base.durationMs,
+            ...(base.bytes === undefined ? {} : { bytes: base.bytes }),
+          };
+        } catch (error) {
+          prepared = { error: errorMessage(error).split('\n')[0] ?? '' };
+        }
+      }
+      const report = await runDoctor({ engine, fleet: { endpoint, prepareHint: options.prepareHint } });
+      const cpus = report.engine?.cpus;
+      return {
+        name: spec.name,
+        origin: spec.origin,
+        ...report,
+        capacity: spec.capacity ?? (cpus ? defaultCapacity(cpus, DEFAULT_RESOURCES.cpus) : null),
+        capacityFrom: spec.capacity === undefined ? 'cpus' : 'engines file',
+        ...(prepared ? { prepared } : {}),
+      };
+    }),
+  );
+  const usable = engines.every((e) => e.usable);
+  const ok = engines.every((e) => e.ok);
+  return { ok, usable, exitCode: doctorExitCode({ ok, usable }), engines };
+}
+
+function formatChecks(checks: DoctorCheck[], indent: string): string[] {
+  const width = Math.max(...checks.map((c) => c.name.length));
+  const lines: string[] = [];
+  for (const check of checks) {
+    lines.push(`${indent}${check.ok ? '✓' : '✗'} ${check.name.padEnd(width)}  ${check.detail}`);
+    if (!check.ok && check.fix) lines.push(`${indent}  ${' '.repeat(width)}  fix: ${check.fix}`);
+  }
+  return lines;
+}
+
+function formatGigabytes(bytes: number): string {
+  return `${(bytes / 1e9).toFixed(1)} GB`;
+}
+
+export function formatFleetDoctor(result: FleetDoctorResult): string {
+  const lines: string[] = [];
+  for (const e of result.engines) {
+    lines.push(`${e.name}: ${e.endpoint}  (${e.origin})`);
+    const facts = e.engine
+      ? [
+          `${e.engine.cpus} CPUs`,
+          `${formatGigabytes(e.engine.memoryBytes)} memory`,
+          e.capacity === null
+            ? undefined
+            : `capacity ${e.capacity} trial${e.capacity === 1 ? '' : 's'} at once (${e.capacityFrom === 'cpus' ? `${e.engine.cpus} CPUs / ${DEFAULT_RESOURCES.cpus} per trial` : 'engines file'})`,
+        ].filter(Boolean)
+      : [];
+    if (facts.length) lines.push(`  ${facts.join(', ')}`);
+    if (e.prepared) {
+      lines.push(
+        'error' in e.prepared
+          ? `  ✗ prepare: shipping the base image failed: ${e.prepared.error}`
+          : `  ${e.prepared.how === 'present' ? '✓ prepare: the base image was already there' : `✓ prepare: base image shipped${e.prepared.bytes ? ` (${formatGigabytes(e.prepared.bytes)})` : ''} in ${(e.prepared.durationMs / 1000).toFixed(1)} s`}`,
+      );
+    }
+    lines.push(...formatChecks(e.checks, '  '));
+    lines.push('');
+  }
+  const broken = result.engines.filter((e) => !e.usable).map((e) => e.name);
+  const imperfect = result.engines.filter((e) => e.usable && !e.ok).map((e) => e.name);
+  const total = result.engines.length;
+  if (result.ok) lines.push(`all ${total} engine${total === 1 ? '' : 's'} passed every check`);
+  else {
+    lines.push(
+      [
+        broken.length ? `cannot run sandboxes: ${broken.join(', ')}` : undefined,
+        imperfect.length ? `usable with problems: ${imperfect.join(', ')}` : undefined,
+      ]
+        .filter(Boolean)
+        .join('; '),
+    );
+  }
+  return lines.join('\n');
+}
+
+/** How to run this same check again with --prepare, for the fix lines. */
+function prepareHint(options: DoctorCommandOptions): string {
+  const flags = [
+    ...(options.engines ? [`--engines ${options.engines}`] : []),
+    ...(options.engine ?? []).map((e) => `--engine ${e}`),
+  ];
+  return `\`sandbox-harness doctor ${flags.join(' ')} --prepare\` ships the base image from the local engine`;
+}
+
 export async function doctorCommand(ctx: CliContext, options: DoctorCommandOptions = {}): Promise<number> {
+  if (options.engines !== undefined || (options.engine ?? []).length > 0) {
+    const specs = await resolveEngines({
+      ...(options.engines !== undefined ? { file: options.engines } : {}),
+      refs: options.engine ?? [],
+      cwd: ctx.cwd,
+      env: ctx.env,
+    });
+    const fleet = await doctorFleet(specs, {
+      prepare: options.prepare === true,
+      prepareHint: prepareHint(options),
+      ...(options.json ? {} : { onLine: (line: string) => note(ctx, line) }),
+    });
+    if (options.json) printJson(ctx, fleet);
+    else print(ctx, formatFleetDoctor(fleet));
+    return fleet.exitCode;
+  }
+  if (options.prepare) {
+    throw new UsageError(
+      '--prepare ships the base image to other engines: name them with --engines or --engine',
+    );
+  }
   const result = await doctor();
   if (options.json) printJson(ctx, result);
   else print(ctx, formatDoctor(result));

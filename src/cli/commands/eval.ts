@@ -1,14 +1,17 @@
 import { readFile, mkdir } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { relative, resolve, join } from 'node:path';
-import { UsageError, ConfigError, EXIT_CODES } from '../../errors.js';
+import { UsageError, ConfigError } from '../../errors.js';
 import { loadSuite } from '../../evals/suite.js';
 import { runEval } from '../../evals/runner.js';
 import { summarize, compareSummaries, readHarnessVersion, type EvalSummary } from '../../evals/summary.js';
 import { writeReports } from '../../evals/report.js';
 import { createProgressReporter } from '../../evals/progress.js';
 import { fixTrialRunner } from '../../evals/fix-trial.js';
-import { dockerFixDeps } from '../../fix/docker-deps.js';
+import { fixDeps } from '../../fix/deps.js';
+import { memoryBaselineCache } from '../../fix/baseline.js';
+import { sandboxProvider } from '../../sandbox/registry.js';
+import { exitCodeForEval } from '../exit-codes.js';
 import { loadCatalog } from '../../catalog/load.js';
 import { JsonlEventSink } from '../../agent/events.js';
 import type { KeepPolicy } from '../../fix/run-fix.js';
@@ -74,7 +77,8 @@ export async function evalCommand(
       ),
   );
   await mkdir(outDir, { recursive: true });
-  const deps = dockerFixDeps();
+  // One baseline per (image, catalog, test command) for the whole eval, not one per trial.
+  const deps = fixDeps(await sandboxProvider(), { baselines: memoryBaselineCache() });
   await deps.ping();
 
   // Build (or find) each task's image once, before trials race to build the same one.
@@ -146,10 +150,7 @@ export async function evalCommand(
   if (options.json) {
     printJson(ctx, { outDir, interrupted: run.interrupted, files, view: view?.index, summary, comparison });
   } else {
-    print(
-      ctx,
-      `\n${suite.name}: ${summary.overall.passes}/${summary.overall.scored} passed (${percent(summary.overall.passRate)}), ${run.results.length}/${run.total} trials${run.resumed ? ` (${run.resumed} resumed)` : ''}${run.interrupted ? ', INTERRUPTED' : ''}`,
-    );
+    print(ctx, `\n${headline(suite.name, summary, run)}`);
     for (const t of summary.tasks) {
       print(
         ctx,
@@ -179,7 +180,29 @@ export async function evalCommand(
       `results: ${shortPath(ctx.cwd, join(outDir, 'results.jsonl'))}${run.interrupted ? `  (resume with: sandbox-harness eval ${suiteFile} --out ${shortPath(ctx.cwd, outDir)} --resume)` : ''}`,
     );
   }
-  if (run.interrupted) return EXIT_CODES.interrupted;
-  const regression = comparison?.tasks.some((t) => t.regression) ?? false;
-  return regression ? EXIT_CODES.taskFailed : EXIT_CODES.ok;
+  return exitCodeForEval({
+    interrupted: run.interrupted,
+    unscored: { infrastructure: summary.overall.infrastructure, error: summary.overall.errors },
+    regression: comparison?.tasks.some((t) => t.regression) ?? false,
+  });
+}
+
+/**
+ * The one line a person reads first. When not every trial could be scored it says so before
+ * the rate, so "100%" over half the trials never reads as a clean pass.
+ */
+export function headline(
+  name: string,
+  summary: EvalSummary,
+  run: { results: unknown[]; total: number; resumed: number; interrupted: boolean },
+): string {
+  const o = summary.overall;
+  const unscored = [
+    o.infrastructure ? `${o.infrastructure} infrastructure` : '',
+    o.errors ? `${o.errors} error` : '',
+    o.interrupted ? `${o.interrupted} interrupted` : '',
+    run.total > run.results.length ? `${run.total - run.results.length} not run` : '',
+  ].filter(Boolean);
+  const scored = unscored.length > 0 ? `${o.scored}/${run.total} scored, ${unscored.join(', ')}; ` : '';
+  return `${name}: ${scored}${o.passes}/${o.scored} passed (${percent(o.passRate)})${run.resumed ? `, ${run.resumed} resumed` : ''}${run.interrupted ? ', INTERRUPTED' : ''}`;
 }

@@ -3,6 +3,7 @@ import { dockerBackend } from '../../sandbox/docker/index.js';
 import { buildRepoImage } from '../../sandbox/docker/images.js';
 import { terminalProgress } from '../progress-line.js';
 import { printJson, type CliContext } from '../context.js';
+import { terminalSafe } from '../terminal.js';
 import { UsageError } from '../../errors.js';
 import { shellJoin } from '../../sandbox/shell.js';
 
@@ -54,8 +55,8 @@ export async function execCommand(
     if (options.json) {
       printJson(ctx, { image, container: sandbox.id, ...result });
     } else {
-      if (result.stdout) ctx.stdout.write(result.stdout);
-      if (result.stderr) ctx.stderr.write(result.stderr);
+      if (result.stdout) ctx.stdout.write(terminalSafe(result.stdout));
+      if (result.stderr) ctx.stderr.write(terminalSafe(result.stderr));
     }
     return result.exitCode === 0 ? 0 : 1;
   } finally {

@@ -2,7 +2,9 @@ import { resolve } from 'node:path';
 import { findCatalog } from '../../catalog/discover.js';
 import { UsageError } from '../../errors.js';
 import { runFix, type FixResult, type KeepPolicy } from '../../fix/run-fix.js';
-import { dockerFixDeps } from '../../fix/docker-deps.js';
+import { fixDeps } from '../../fix/deps.js';
+import { sandboxProvider } from '../../sandbox/registry.js';
+import { exitCodeForRun } from '../exit-codes.js';
 import { silentProgress } from '../../fix/progress.js';
 import { terminalProgress } from '../progress-line.js';
 import { print, printJson, type CliContext } from '../context.js';
@@ -35,13 +37,22 @@ function readStdin(): Promise<string> {
   });
 }
 
+/** The exit code a finished run stands for. */
+export function fixExitCode(result: FixResult): number {
+  return exitCodeForRun({
+    outcome: result.outcome,
+    ...(result.record.applyError ? { applyError: result.record.applyError } : {}),
+    ...(result.error ? { errorCategory: result.error.category } : {}),
+  });
+}
+
 export function fixSummaryJson(result: FixResult) {
   const r = result.record;
   return {
     runId: result.runId,
     runDir: result.runDir,
     outcome: result.outcome,
-    exitCode: result.exitCode,
+    exitCode: fixExitCode(result),
     message: r.message,
     ticket: r.ticket,
     catalog: r.catalog,
@@ -57,6 +68,7 @@ export function fixSummaryJson(result: FixResult) {
       durationMs: a.durationMs,
       changedFiles: a.changedFiles,
       failingLayer: a.failingLayer,
+      heldOut: a.heldOut,
     })),
     turns: r.turns,
     tokens: r.tokens,
@@ -66,6 +78,13 @@ export function fixSummaryJson(result: FixResult) {
       ? { code: result.error.code, message: result.error.message, hint: result.error.hint }
       : undefined,
   };
+}
+
+function changedList(a: { changedFiles: string[]; changedCount?: number }): string {
+  if (a.changedFiles.length === 0) return '';
+  const count = a.changedCount ?? a.changedFiles.length;
+  const shown = a.changedFiles.slice(0, 10);
+  return `, changed ${shown.join(', ')}${count > shown.length ? ` and ${count - shown.length} more` : ''}`;
 }
 
 export async function fixCommand(
@@ -107,11 +126,11 @@ export async function fixCommand(
       progress,
       readStdin,
     },
-    dockerFixDeps(),
+    fixDeps(await sandboxProvider()),
   );
   if (options.json) {
     printJson(ctx, fixSummaryJson(result));
-    return result.exitCode;
+    return fixExitCode(result);
   }
   const r = result.record;
   print(ctx, '');
@@ -119,7 +138,7 @@ export async function fixCommand(
   for (const a of r.attempts) {
     print(
       ctx,
-      `  attempt ${a.n}: ${a.verdict}, ${a.turns} turns, ${formatDuration(a.durationMs)}${a.changedFiles.length ? `, changed ${a.changedFiles.join(', ')}` : ''}`,
+      `  attempt ${a.n}: ${a.verdict}, ${a.turns} turns, ${formatDuration(a.durationMs)}${changedList(a)}`,
     );
   }
   if (result.error?.hint) print(ctx, `hint: ${result.error.hint}`);
@@ -144,5 +163,5 @@ export async function fixCommand(
       print(ctx, `  ${`${label}:`.padEnd(13)} sandbox-harness ${command} ${result.runId}${where}`);
     }
   }
-  return result.exitCode;
+  return fixExitCode(result);
 }

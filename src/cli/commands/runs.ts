@@ -12,7 +12,8 @@ import {
   type StoredRun,
 } from '../../runs/record.js';
 import { loadCatalog } from '../../catalog/load.js';
-import { dockerBackend } from '../../sandbox/docker/index.js';
+import { sandboxProvider } from '../../sandbox/registry.js';
+import type { AttachRequest } from '../../sandbox/types.js';
 import { formatTestRun, runTestLayers } from '../../fix/test-layers.js';
 import { print, printJson, note, type CliContext } from '../context.js';
 import { formatDuration, table } from '../format.js';
@@ -21,6 +22,11 @@ export interface RunsLocation {
   repo?: string;
   catalog?: string;
   runsDir?: string;
+}
+
+export interface AttemptChoice {
+  /** Which attempt's kept sandbox; default the last one that kept one. */
+  attempt?: string;
 }
 
 /** Where run records are: `--runs-dir`, else the repo of `--catalog`, else `--repo` or the working directory. */
@@ -98,15 +104,18 @@ export async function inspectCommand(
 ): Promise<number> {
   const run = await resolveRun(await runsDirOf(ctx, options), ref);
   const record = run.record;
-  const backend = dockerBackend();
+  const { backend } = await sandboxProvider();
   const containers = await Promise.all(
     record.containers
       .filter((c) => c.kept)
       .map(async (c) => ({
         ...c,
-        ...(await backend
-          .state(c.id)
-          .catch(() => ({ exists: false, running: false, status: 'unknown (Docker not reachable)' }))),
+        ...(await backend.state({ id: c.id, runId: record.id }).catch((error: unknown) => ({
+          exists: false,
+          running: false,
+          status:
+            error instanceof UsageError ? `refused: ${error.message}` : 'unknown (engine not reachable)',
+        }))),
       })),
   );
   const patch = await readRunFile(run, 'patch.diff');
@@ -155,18 +164,93 @@ export async function inspectCommand(
   return 0;
 }
 
-interface LoggedEvent {
+export interface LoggedEvent {
   time: string;
   kind: string;
   attempt?: number;
+  trial?: string;
   turn?: number;
   tool?: string;
+  toolUseId?: string;
   durationMs?: number;
   exitCode?: number;
   isError?: boolean;
   tokens?: { input: number; output: number };
   status?: string;
   message?: string;
+  agent?: string;
+  parent?: string;
+}
+
+/** A call's identity in a log: tool-use ids repeat across attempts and trials (cassettes reuse them). */
+function callKey(e: LoggedEvent, id: string | undefined): string {
+  return JSON.stringify([e.trial ?? null, e.attempt ?? null, id ?? null]);
+}
+
+/**
+ * The event log as text. A sub-agent's events (they carry `parent`, the id of the `delegate`
+ * call that started it) are shown indented under that call's line, although they were
+ * written before it (the call's line is written when it ends); those of a call that never
+ * ended stay where they are, indented under a note.
+ */
+export function formatEventLog(events: readonly LoggedEvent[]): string[] {
+  // A sub-agent's events belong to the next call with their key: ids can repeat in one log.
+  const owner = new Map<number, number>();
+  const pending = new Map<string, number[]>();
+  events.forEach((e, i) => {
+    if (e.kind === 'tool_call' && e.toolUseId !== undefined) {
+      const key = callKey(e, e.toolUseId);
+      for (const child of pending.get(key) ?? []) owner.set(child, i);
+      pending.delete(key);
+    }
+    if (e.parent !== undefined) {
+      const key = callKey(e, e.parent);
+      pending.set(key, [...(pending.get(key) ?? []), i]);
+    }
+  });
+  const children = new Map<number, number[]>();
+  for (const [child, parent] of owner) children.set(parent, [...(children.get(parent) ?? []), child]);
+
+  const start = events[0] ? Date.parse(events[0].time) : 0;
+  const lines: string[] = [];
+  const show = (i: number, depth: number): void => {
+    const e = events[i]!;
+    const offset = `+${((Date.parse(e.time) - start) / 1000).toFixed(1)}s`.padStart(8);
+    const where = [e.attempt !== undefined ? `a${e.attempt}` : '', e.turn !== undefined ? `t${e.turn}` : '']
+      .filter(Boolean)
+      .join(' ');
+    const facts = [
+      e.tool,
+      e.status,
+      e.exitCode !== undefined ? `exit ${e.exitCode}` : '',
+      e.isError ? 'error' : '',
+      e.durationMs !== undefined ? formatDuration(e.durationMs) : '',
+      e.tokens ? `${e.tokens.input}+${e.tokens.output} tok` : '',
+      e.message ?? '',
+    ]
+      .filter(Boolean)
+      .join('  ');
+    const indent = '  '.repeat(depth);
+    lines.push(`${offset}  ${indent}${e.kind.padEnd(14)} ${where.padEnd(7)} ${facts}`);
+    // Ownership only points forward, so this recursion ends.
+    for (const child of children.get(i) ?? []) show(child, depth + 1);
+  };
+  let unfinished: string | undefined;
+  events.forEach((e, i) => {
+    if (owner.has(i)) return;
+    if (e.parent === undefined) {
+      unfinished = undefined;
+      show(i, 0);
+      return;
+    }
+    const key = callKey(e, e.parent);
+    if (unfinished !== key) {
+      lines.push(`${' '.repeat(10)}${e.agent ?? 'sub-agent'} of call ${e.parent} (the call did not finish):`);
+      unfinished = key;
+    }
+    show(i, 1);
+  });
+  return lines;
 }
 
 export async function logsCommand(
@@ -189,32 +273,28 @@ export async function logsCommand(
     printJson(ctx, events);
     return 0;
   }
-  const start = events[0] ? Date.parse(events[0].time) : 0;
-  for (const e of events) {
-    const offset = `+${((Date.parse(e.time) - start) / 1000).toFixed(1)}s`.padStart(8);
-    const where = [e.attempt !== undefined ? `a${e.attempt}` : '', e.turn !== undefined ? `t${e.turn}` : '']
-      .filter(Boolean)
-      .join(' ');
-    const facts = [
-      e.tool,
-      e.status,
-      e.exitCode !== undefined ? `exit ${e.exitCode}` : '',
-      e.isError ? 'error' : '',
-      e.durationMs !== undefined ? formatDuration(e.durationMs) : '',
-      e.tokens ? `${e.tokens.input}+${e.tokens.output} tok` : '',
-      e.message ?? '',
-    ]
-      .filter(Boolean)
-      .join('  ');
-    print(ctx, `${offset}  ${e.kind.padEnd(14)} ${where.padEnd(7)} ${facts}`);
-  }
+  for (const line of formatEventLog(events)) print(ctx, line);
   return 0;
 }
 
-function keptAttemptContainer(run: StoredRun): string {
-  const kept = run.record.containers.filter((c) => c.kept);
-  const attempt = [...kept].reverse().find((c) => c.role.startsWith('attempt-')) ?? kept[kept.length - 1];
-  if (!attempt) {
+/** The kept attempt sandbox of a run: of attempt N when asked, else of the last attempt that kept one. */
+function keptAttemptSandbox(run: StoredRun, choice: AttemptChoice): AttachRequest {
+  const kept = run.record.containers.filter((c) => c.kept && /^attempt-\d+$/.test(c.role));
+  let container;
+  if (choice.attempt !== undefined) {
+    const n = Number(choice.attempt);
+    if (!Number.isInteger(n) || n < 1) {
+      throw new UsageError(`--attempt: expected an attempt number (1, 2, ...), got "${choice.attempt}"`);
+    }
+    container = kept.find((c) => c.role === `attempt-${n}`);
+    if (!container) {
+      const have = kept.map((c) => c.role.replace('attempt-', '')).join(', ') || 'none';
+      throw new UsageError(`run ${run.record.id} kept no sandbox of attempt ${n} (kept attempts: ${have})`);
+    }
+  } else {
+    container = kept[kept.length - 1];
+  }
+  if (!container) {
     throw new UsageError(
       `run ${run.record.id} kept no container (outcome ${run.record.outcome}, keep policy ${run.record.keep})`,
       {
@@ -222,18 +302,19 @@ function keptAttemptContainer(run: StoredRun): string {
       },
     );
   }
-  return attempt.id;
+  return { id: container.id, runId: run.record.id };
 }
 
 export async function rerunTestsCommand(
   ctx: CliContext,
   ref: string,
-  options: RunsLocation & { json?: boolean },
+  options: RunsLocation & AttemptChoice & { json?: boolean },
 ): Promise<number> {
   const run = await resolveRun(await runsDirOf(ctx, options), ref);
-  const id = keptAttemptContainer(run);
-  const backend = dockerBackend();
-  const sandbox = await backend.attach(id);
+  const request = keptAttemptSandbox(run, options);
+  const id = request.id;
+  const { backend } = await sandboxProvider();
+  const sandbox = await backend.attach(request);
   try {
     if (!options.json) note(ctx, `running the tests again in kept container ${id.slice(0, 12)} ...`);
     const result = await runTestLayers(sandbox, run.record.testCommand, {
@@ -253,23 +334,28 @@ export async function rerunTestsCommand(
     }
     return result.passed ? 0 : 1;
   } finally {
-    await backend.release(id);
+    await backend.release(request);
   }
 }
 
-export async function shellCommand(ctx: CliContext, ref: string, options: RunsLocation): Promise<number> {
+export async function shellCommand(
+  ctx: CliContext,
+  ref: string,
+  options: RunsLocation & AttemptChoice,
+): Promise<number> {
   const run = await resolveRun(await runsDirOf(ctx, options), ref);
-  const id = keptAttemptContainer(run);
+  const request = keptAttemptSandbox(run, options);
+  const id = request.id;
   if (!process.stdin.isTTY) {
     throw new UsageError('`shell` needs an interactive terminal', {
       hint: `Use \`docker exec -it -u 1000 ${id.slice(0, 12)} sh\` from a script, or run it in a terminal.`,
     });
   }
   note(ctx, `shell in kept container ${id.slice(0, 12)} (run ${run.record.id}); no network; exit to leave`);
-  const backend = dockerBackend();
+  const { backend } = await sandboxProvider();
   try {
-    return await backend.interactiveShell(id, { stdin: process.stdin, stdout: process.stdout });
+    return await backend.interactiveShell(request, { stdin: process.stdin, stdout: process.stdout });
   } finally {
-    await backend.release(id);
+    await backend.release(request);
   }
 }

@@ -131,9 +131,20 @@ export interface RecoveredCall {
 
 export interface Recovery {
   calls: RecoveredCall[];
-  /** The text with the recovered JSON removed. */
+  /** The text with the recovered calls removed (the lead-in), or the whole text when none was recovered. */
   remainingText: string;
 }
+
+/**
+ * Prose allowed before a call written as text ("I will read the file first."). A longer text
+ * is an answer that happens to end with JSON, not a call with a preamble.
+ */
+export const MAX_LEAD_IN_CHARS = 400;
+
+const NAME_KEYS = ['name', 'tool', 'tool_name'] as const;
+const ARGUMENT_KEYS = ['arguments', 'parameters', 'input', 'args'] as const;
+/** Keys a call may carry besides its name and arguments; any other key means it is some other JSON. */
+const EXTRA_KEYS = new Set(['id', 'type']);
 
 function asRecord(value: unknown): Record<string, any> | undefined {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
@@ -141,15 +152,28 @@ function asRecord(value: unknown): Record<string, any> | undefined {
     : undefined;
 }
 
+/**
+ * One call, strictly: exactly one name key naming an offered tool, exactly one arguments key
+ * holding an object (or a JSON string of one), and nothing else but `id` and `type`. The
+ * strictness is what keeps a package.json whose `name` happens to be "search" a text.
+ */
 function callFromObject(value: unknown, knownTools: ReadonlySet<string>): RecoveredCall | undefined {
-  const object = asRecord(value);
-  if (!object) return undefined;
-  const fn = asRecord(object['function']);
-  const name = object['name'] ?? fn?.['name'] ?? object['tool'] ?? object['tool_name'];
+  const outer = asRecord(value);
+  if (!outer) return undefined;
+  // The OpenAI wire shape written out as text: {"type": "function", "function": {"name", "arguments"}}.
+  const fn = asRecord(outer['function']);
+  const object =
+    fn && Object.keys(outer).every((key) => key === 'function' || EXTRA_KEYS.has(key)) ? fn : outer;
+  if (object['type'] !== undefined && object['type'] !== 'function' && object['type'] !== 'tool_use')
+    return undefined;
+  const keys = Object.keys(object);
+  const nameKeys = keys.filter((key) => (NAME_KEYS as readonly string[]).includes(key));
+  const argumentKeys = keys.filter((key) => (ARGUMENT_KEYS as readonly string[]).includes(key));
+  if (nameKeys.length !== 1 || argumentKeys.length !== 1) return undefined;
+  if (keys.length !== 2 + keys.filter((key) => EXTRA_KEYS.has(key)).length) return undefined;
+  const name = object[nameKeys[0]!];
   if (typeof name !== 'string' || !knownTools.has(name)) return undefined;
-  const args =
-    object['arguments'] ?? object['parameters'] ?? object['input'] ?? object['args'] ?? fn?.['arguments'];
-  const input = parseToolArguments(args);
+  const input = parseToolArguments(object[argumentKeys[0]!]);
   if (!asRecord(input)) return undefined;
   return { name, input };
 }
@@ -173,31 +197,84 @@ function callsFromJson(text: string, knownTools: ReadonlySet<string>): Recovered
   return calls;
 }
 
+const FENCE = '```';
+const OPEN_TAG = '<tool_call>';
+const CLOSE_TAG = '</tool_call>';
+
 /**
- * Small local models often write the tool call as JSON in the message text instead of using
- * `tool_calls`: bare, inside ```json fences, or inside <tool_call> tags. When the JSON names a
- * tool we offered, it is taken as that call; anything else stays text.
+ * The calls in the ```fenced``` or <tool_call> block that ends `text`: undefined when the text
+ * does not end with such a block, `calls` undefined when it does but the block is not calls.
+ */
+function trailingBlock(
+  text: string,
+  knownTools: ReadonlySet<string>,
+): { before: string; calls?: RecoveredCall[] } | undefined {
+  if (text.endsWith(CLOSE_TAG)) {
+    const open = text.lastIndexOf(OPEN_TAG);
+    if (open < 0) return undefined;
+    const calls = callsFromJson(text.slice(open + OPEN_TAG.length, -CLOSE_TAG.length).trim(), knownTools);
+    return { before: text.slice(0, open), ...(calls ? { calls } : {}) };
+  }
+  if (!text.endsWith(FENCE) || text.length < 2 * FENCE.length) return undefined;
+  // Arguments may themselves hold a fence (write_file of a README): the nearest opening
+  // fence is not necessarily the one that pairs with the closing fence, so try each.
+  let open = text.lastIndexOf(FENCE, text.length - FENCE.length - 1);
+  if (open < 0) return undefined;
+  const outermost = open;
+  for (; open >= 0; open = open === 0 ? -1 : text.lastIndexOf(FENCE, open - 1)) {
+    // The info string ("json", "tool_code") is not part of the JSON.
+    const body = text.slice(open + FENCE.length, -FENCE.length).replace(/^[A-Za-z0-9_-]*\s*(?=[[{])/, '');
+    const calls = callsFromJson(body.trim(), knownTools);
+    if (calls) return { before: text.slice(0, open), calls };
+  }
+  return { before: text.slice(0, outermost) };
+}
+
+/** A bare JSON call ending the text and starting on a line of its own, after a short lead-in at most. */
+function trailingJson(
+  text: string,
+  knownTools: ReadonlySet<string>,
+): { before: string; calls: RecoveredCall[] } | undefined {
+  if (!/[\]}]$/.test(text)) return undefined;
+  for (const match of text.matchAll(/(^|\n)[ \t]*(?=[[{])/g)) {
+    const start = match.index + match[0].length;
+    const before = text.slice(0, start);
+    if (before.trim().length > MAX_LEAD_IN_CHARS) break;
+    const calls = callsFromJson(text.slice(start), knownTools);
+    if (calls) return { before, calls };
+  }
+  return undefined;
+}
+
+/**
+ * Small local models (Ollama, vLLM without a tool parser) often write the tool call as JSON
+ * in the message text instead of using `tool_calls`: bare, inside ```json fences, or inside
+ * <tool_call> tags, as `{"name", "arguments"}` or `{"name", "parameters"}`, the arguments an
+ * object or a JSON string. Such text is taken as calls only when it is essentially just the
+ * calls: they end the message (several blocks may follow each other), every one names a tool
+ * that was offered, and at most a short lead-in of prose precedes them. Anything else, such
+ * as an answer that quotes a call in the middle, explains one at length, or shows some other
+ * JSON, stays text.
  */
 export function recoverToolCallsFromText(text: string, knownTools: ReadonlySet<string>): Recovery {
-  const wrapped = /```[a-zA-Z_]*[ \t]*\r?\n?([\s\S]*?)```|<tool_call>([\s\S]*?)<\/tool_call>/g;
-  const calls: RecoveredCall[] = [];
-  let remaining = text;
-  for (const match of text.matchAll(wrapped)) {
-    const inner = (match[1] ?? match[2] ?? '').trim();
-    const found = callsFromJson(inner, knownTools);
-    if (found) {
-      calls.push(...found);
-      remaining = remaining.replace(match[0], '');
-    }
+  const none: Recovery = { calls: [], remainingText: text };
+  if (knownTools.size === 0) return none;
+  let rest = text.trim();
+  const blocks: RecoveredCall[][] = [];
+  for (let block = trailingBlock(rest, knownTools); block; block = trailingBlock(rest, knownTools)) {
+    if (!block.calls) return none;
+    blocks.unshift(block.calls);
+    rest = block.before.trimEnd();
   }
-  if (calls.length === 0) {
-    const trimmed = text.trim();
-    if (trimmed.startsWith('{') || trimmed.startsWith('[')) {
-      const found = callsFromJson(trimmed, knownTools);
-      if (found) return { calls: found, remainingText: '' };
-    }
+  if (blocks.length === 0) {
+    const bare = trailingJson(rest, knownTools);
+    if (!bare) return none;
+    blocks.push(bare.calls);
+    rest = bare.before;
   }
-  return { calls, remainingText: calls.length > 0 ? remaining.trim() : text };
+  const leadIn = rest.trim();
+  if (leadIn.length > MAX_LEAD_IN_CHARS || leadIn.includes(FENCE) || leadIn.includes(OPEN_TAG)) return none;
+  return { calls: blocks.flat(), remainingText: leadIn };
 }
 
 export interface FromOpenAIOptions {

@@ -6,12 +6,13 @@ import { randomBytes } from 'node:crypto';
 import { HarnessError, errorMessage } from '../../errors.js';
 import { DEFAULT_RESOURCES, SANDBOX_GID, SANDBOX_UID, WORKSPACE } from '../types.js';
 import { findOnPath, isDebianRoot } from './bootstrap.js';
-import { dockerEngine, type DockerEngine, type EngineInfo } from './engine.js';
+import { dockerEngine, type DockerEngine, type EngineDiskUsage, type EngineInfo } from './engine.js';
 import { BASE_IMAGES, baseImageStatus, DEFAULT_BASE_IMAGE } from './images.js';
 import { containerLabels } from './labels.js';
+import { BoundedBuffer } from '../posix/sinks.js';
 
 export interface DoctorCheck {
-  /** Stable identifier: `daemon`, `server-version`, `storage-driver`, `cgroups`, `kernel-limits`, `sandbox-container`, `base-images`, `offline-bootstrap`. */
+  /** Stable identifier: `daemon`, `server-version`, `storage-driver`, `cgroups`, `kernel-limits`, `sandbox-container`, `disk`, `base-images`, `offline-bootstrap`. */
   name: string;
   ok: boolean;
   /** What was found, one line. */
@@ -30,16 +31,43 @@ export interface DoctorReport {
   /** Where the daemon was looked for: DOCKER_HOST, else the default socket. */
   endpoint: string;
   checks: DoctorCheck[];
+  /** What the engine said about itself; absent when it did not answer. */
+  engine?: EngineFacts;
+}
+
+export interface EngineFacts {
+  name: string;
+  serverVersion: string;
+  apiVersion: string;
+  cpus: number;
+  memoryBytes: number;
+  dockerRootDir: string;
+  /** Free and total bytes of the file system under the data root, seen from inside a container. */
+  freeBytes?: number;
+  totalBytes?: number;
+  /** What the engine stores (`/system/df`). */
+  usage?: EngineDiskUsage;
 }
 
 export interface DoctorOptions {
   engine?: DockerEngine;
-  /** How long the test container may take to start and run `true`. */
+  /** How long the test container may take to start and run. */
   containerTimeoutMs?: number;
+  /**
+   * An engine of a fleet (named by `--engines`/`--engine`): `endpoint` names it; it needs the
+   * API this code is tested on (1.41); a missing base image is fixed by shipping it, which
+   * `prepareHint` says how; the offline bootstrap (this machine's tools) is not its concern.
+   */
+  fleet?: { endpoint: string; prepareHint: string };
 }
+
+/** Below this much free disk under the data root, images and trial containers may not fit. */
+export const LOW_DISK_BYTES = 5 * 1024 ** 3;
 
 /** Minimum Engine API the harness relies on (Docker 19.03 = 1.40; this code is tested on 1.41). */
 const MIN_API: [number, number] = [1, 40];
+/** Engines of a fleet run unattended and exchange images by save/load: the API this code is tested on. */
+const MIN_FLEET_API: [number, number] = [1, 41];
 
 export function dockerEndpoint(env: NodeJS.ProcessEnv = process.env): string {
   return env.DOCKER_HOST && env.DOCKER_HOST.trim() !== '' ? env.DOCKER_HOST : 'unix:///var/run/docker.sock';
@@ -75,9 +103,9 @@ function apiAtLeast(version: string, [major, minor]: [number, number]): boolean 
   return a > major || (a === major && b >= minor);
 }
 
-function versionChecks(info: EngineInfo): DoctorCheck[] {
+function versionChecks(info: EngineInfo, minApi: [number, number]): DoctorCheck[] {
   const checks: DoctorCheck[] = [];
-  const apiOk = apiAtLeast(info.apiVersion, MIN_API);
+  const apiOk = apiAtLeast(info.apiVersion, minApi);
   checks.push({
     name: 'server-version',
     ok: apiOk,
@@ -85,7 +113,7 @@ function versionChecks(info: EngineInfo): DoctorCheck[] {
     ...(apiOk
       ? {}
       : {
-          fix: 'Upgrade the Docker engine to 20.10 or newer (Debian: `apt-get install -y docker.io`).',
+          fix: `Upgrade the Docker engine to 20.10 or newer (API ${minApi.join('.')}; Debian: \`apt-get install -y docker.io\`).`,
           fatal: true,
         }),
   });
@@ -132,14 +160,35 @@ function versionChecks(info: EngineInfo): DoctorCheck[] {
   return checks;
 }
 
-async function containerCheck(engine: DockerEngine, image: string, timeoutMs: number): Promise<DoctorCheck> {
+interface ContainerResult {
+  check: DoctorCheck;
+  /** From `df` inside the container: the file system of the engine's data root. */
+  disk?: { freeBytes: number; totalBytes: number };
+}
+
+/** `df -Pk /` output: the overlay root reports the file system its writable layers live on. */
+export function parseDf(output: string): { freeBytes: number; totalBytes: number } | undefined {
+  const last = output.trim().split('\n').pop() ?? '';
+  const fields = last.trim().split(/\s+/);
+  const total = Number(fields[1]);
+  const free = Number(fields[3]);
+  if (fields.length < 6 || !Number.isFinite(total) || !Number.isFinite(free) || total <= 0) return undefined;
+  return { freeBytes: free * 1024, totalBytes: total * 1024 };
+}
+
+async function containerCheck(
+  engine: DockerEngine,
+  image: string,
+  timeoutMs: number,
+): Promise<ContainerResult> {
   const started = Date.now();
   let id: string | undefined;
   try {
     id = await engine.createContainer({
       name: `sandbox-harness-doctor-${randomBytes(4).toString('hex')}`,
       image,
-      cmd: ['true'],
+      entrypoint: ['sleep'],
+      cmd: ['60'],
       user: `${SANDBOX_UID}:${SANDBOX_GID}`,
       workingDir: WORKSPACE,
       env: ['LANG=C.UTF-8'],
@@ -152,50 +201,111 @@ async function containerCheck(engine: DockerEngine, image: string, timeoutMs: nu
       nofile: 1024,
     });
     await engine.startContainer(id);
+    const state = await engine.inspectContainer(id);
+    if (!state?.running) throw new Error(`the container did not start (${state?.status ?? 'gone'})`);
+    const network = String(state.hostConfig.NetworkMode ?? '');
+    if (network !== 'none') throw new Error(`the container got network mode "${network}", not "none"`);
+    // Its logs are off like every sandbox's, so the command runs as an exec, as tool calls do.
+    // df is a hint about free disk, never a reason for the check to fail.
+    const out = new BoundedBuffer(4096);
+    const running = await engine.startExec(id, {
+      cmd: ['sh', '-c', 'df -Pk / 2>/dev/null; true'],
+      user: `${SANDBOX_UID}:${SANDBOX_GID}`,
+      workingDir: WORKSPACE,
+      env: [],
+      stdout: out,
+      stderr: new BoundedBuffer(1024),
+    });
     for (;;) {
-      const state = await engine.inspectContainer(id);
-      if (!state) throw new Error('the container vanished while it ran');
-      if (!state.running && state.status !== 'created') {
-        const network = String(state.hostConfig.NetworkMode ?? '');
-        if (state.exitCode !== 0) throw new Error(`\`true\` exited with ${state.exitCode} (${state.status})`);
-        if (network !== 'none') throw new Error(`the container got network mode "${network}", not "none"`);
+      const exec = await running.inspect();
+      if (!exec.running && exec.exitCode !== null) {
+        if (exec.exitCode !== 0) throw new Error(`a command in it exited with ${exec.exitCode}`);
         break;
       }
       if (Date.now() - started > timeoutMs)
-        throw new Error(`the container did not finish within ${timeoutMs / 1000} s`);
+        throw new Error(`a command in it did not finish within ${timeoutMs / 1000} s`);
       await new Promise((r) => setTimeout(r, 50));
     }
+    await Promise.race([running.streamEnded, new Promise((r) => setTimeout(r, 1000))]);
+    running.detach();
+    const elapsed = Date.now() - started;
+    const disk = parseDf(out.bytes().toString('utf8'));
     return {
-      name: 'sandbox-container',
-      ok: true,
-      detail: `a hardened --network none container of ${image} started and ran \`true\` in ${Date.now() - started} ms`,
+      check: {
+        name: 'sandbox-container',
+        ok: true,
+        detail: `a hardened --network none container of ${image} started and ran in ${elapsed} ms`,
+      },
+      ...(disk ? { disk } : {}),
     };
   } catch (error) {
     return {
-      name: 'sandbox-container',
-      ok: false,
-      fatal: true,
-      detail: `a hardened --network none container of ${image} failed: ${errorMessage(error).split('\n')[0]}`,
-      fix:
-        error instanceof HarnessError && error.hint
-          ? error.hint
-          : 'Read the engine log (`/var/log/sandbox-harness-dockerd.log` when `sandbox-harness setup` started it); the engine must support --init, cap-drop, pids and memory limits.',
+      check: {
+        name: 'sandbox-container',
+        ok: false,
+        fatal: true,
+        detail: `a hardened --network none container of ${image} failed: ${errorMessage(error).split('\n')[0]}`,
+        fix:
+          error instanceof HarnessError && error.hint
+            ? error.hint
+            : 'Read the engine log (`/var/log/sandbox-harness-dockerd.log` when `sandbox-harness setup` started it); the engine must support --init, cap-drop, pids and memory limits.',
+      },
     };
   } finally {
     if (id) await engine.removeContainer(id).catch(() => undefined);
   }
 }
 
+function formatBytes(bytes: number): string {
+  const units = ['B', 'KB', 'MB', 'GB', 'TB'];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1000 && unit < units.length - 1) {
+    value /= 1000;
+    unit++;
+  }
+  return `${value >= 100 || unit === 0 ? Math.round(value) : value.toFixed(1)} ${units[unit]}`;
+}
+
+function diskCheck(facts: EngineFacts): DoctorCheck {
+  const stored = facts.usage
+    ? `; the engine holds ${facts.usage.images} images (${formatBytes(facts.usage.layersBytes)}), ${facts.usage.containers} containers (${formatBytes(facts.usage.containersBytes)}), build cache ${formatBytes(facts.usage.buildCacheBytes)}`
+    : '';
+  const root = facts.dockerRootDir || 'the data root';
+  if (facts.freeBytes === undefined || facts.totalBytes === undefined) {
+    return { name: 'disk', ok: true, detail: `free space under ${root} unknown (no container ran)${stored}` };
+  }
+  const low = facts.freeBytes < LOW_DISK_BYTES;
+  return {
+    name: 'disk',
+    ok: !low,
+    detail: `${formatBytes(facts.freeBytes)} free of ${formatBytes(facts.totalBytes)} under ${root}${stored}`,
+    ...(low
+      ? {
+          fix: `Free disk space on that machine (images and trial containers need several GB): \`docker system prune\` there removes what no container uses, \`sandbox-harness gc\` removes kept sandboxes.`,
+        }
+      : {}),
+  };
+}
+
 export async function runDoctor(options: DoctorOptions = {}): Promise<DoctorReport> {
   const engine = options.engine ?? dockerEngine();
-  const endpoint = dockerEndpoint();
+  const fleet = options.fleet;
+  const endpoint = fleet?.endpoint ?? dockerEndpoint();
   const checks: DoctorCheck[] = [];
+  // Filled in once the engine has said what it is; a report before that has none.
+  const known: { facts?: EngineFacts } = {};
   const report = (): DoctorReport => ({
     ok: checks.every((c) => c.ok),
     usable: !checks.some((c) => !c.ok && c.fatal),
     endpoint,
     checks,
+    ...(known.facts ? { engine: known.facts } : {}),
   });
+  const unreachableFix = async (error: unknown) =>
+    fleet
+      ? `Check that the engine at ${fleet.endpoint} runs and that this machine reaches it (address, port, firewall, TLS files or ssh key).`
+      : daemonFix(error);
 
   try {
     await engine.ping(5000);
@@ -206,38 +316,54 @@ export async function runDoctor(options: DoctorOptions = {}): Promise<DoctorRepo
       ok: false,
       fatal: true,
       detail: `no answer at ${endpoint}: ${errorMessage(error)}`,
-      fix: await daemonFix(error),
+      fix: await unreachableFix(error),
     });
     return report();
   }
 
+  let info: EngineInfo;
   try {
-    checks.push(...versionChecks(await engine.info()));
+    info = await engine.info();
+    checks.push(...versionChecks(info, fleet ? MIN_FLEET_API : MIN_API));
   } catch (error) {
     checks.push({
       name: 'server-version',
       ok: false,
       fatal: true,
       detail: errorMessage(error),
-      fix: await daemonFix(error),
+      fix: await unreachableFix(error),
     });
     return report();
   }
+  const facts: EngineFacts = {
+    name: info.name,
+    serverVersion: info.serverVersion,
+    apiVersion: info.apiVersion,
+    cpus: info.cpus,
+    memoryBytes: info.memoryBytes,
+    dockerRootDir: info.dockerRootDir,
+  };
+  known.facts = facts;
+  const usage = await engine.diskUsage().catch(() => undefined);
+  if (usage) facts.usage = usage;
 
   const bases = await baseImageStatus(engine);
   const present = bases.filter((b) => b.present);
   const defaultBase = bases.find((b) => b.tag === DEFAULT_BASE_IMAGE);
   const probeImage = defaultBase?.present ? defaultBase.tag : present[0]?.tag;
   if (probeImage) {
-    checks.push(await containerCheck(engine, probeImage, options.containerTimeoutMs ?? 30_000));
+    const container = await containerCheck(engine, probeImage, options.containerTimeoutMs ?? 30_000);
+    checks.push(container.check);
+    if (container.disk) Object.assign(facts, container.disk);
   } else {
     checks.push({
       name: 'sandbox-container',
       ok: false,
       detail: 'not tried: there is no base image to start a container from',
-      fix: 'sandbox-harness images ensure node',
+      fix: fleet?.prepareHint ?? 'sandbox-harness images ensure node',
     });
   }
+  checks.push(diskCheck(facts));
 
   const describe = (b: (typeof bases)[number]) =>
     b.present ? `${b.kind}: ${b.tag} (${b.origin ?? 'present'})` : `${b.kind}: missing`;
@@ -248,9 +374,13 @@ export async function runDoctor(options: DoctorOptions = {}): Promise<DoctorRepo
     ...(defaultBase?.present
       ? {}
       : {
-          fix: `sandbox-harness images ensure node (pulls ${BASE_IMAGES.node.registryImage}, or bootstraps offline)`,
+          fix:
+            fleet?.prepareHint ??
+            `sandbox-harness images ensure node (pulls ${BASE_IMAGES.node.registryImage}, or bootstraps offline)`,
         }),
   });
+  // The offline bootstrap runs on this machine; an engine of a fleet gets its base image shipped.
+  if (fleet) return report();
 
   const mmdebstrap = await findOnPath('mmdebstrap');
   const needed = !defaultBase?.present;

@@ -6,6 +6,8 @@
 import Docker from 'dockerode';
 import type { Readable, Writable } from 'node:stream';
 import { ImageError, Interrupted, SandboxDead, SandboxUnavailable, HarnessError } from '../../errors.js';
+import { describeEndpoint, type EngineEndpoint } from './endpoint.js';
+import { hostKeyAccepted } from './known-hosts.js';
 
 export interface EngineInfo {
   serverVersion: string;
@@ -18,11 +20,32 @@ export interface EngineInfo {
   memoryLimit: boolean;
   swapLimit: boolean;
   pidsLimit: boolean;
+  /** CPUs and memory the engine's machine has (default trial capacity is derived from them). */
+  cpus: number;
+  memoryBytes: number;
+  /** The engine's data root, where images and writable layers live. */
+  dockerRootDir: string;
+  /** The engine's host name and its unique id. */
+  name: string;
+  id: string;
+}
+
+/** What the engine stores (`GET /system/df`); sizes in bytes. It does not say how much disk is free. */
+export interface EngineDiskUsage {
+  layersBytes: number;
+  images: number;
+  containers: number;
+  /** Writable layers of all containers. */
+  containersBytes: number;
+  volumes: number;
+  buildCacheBytes: number;
 }
 
 export interface ContainerCreateOptions {
   name?: string;
   image: string;
+  /** Replaces the image's entrypoint: nothing of the image runs before the harness says so. */
+  entrypoint: string[];
   cmd: string[];
   user: string;
   workingDir: string;
@@ -34,6 +57,8 @@ export interface ContainerCreateOptions {
   maxFileBytes: number;
   tmpfsBytes: number;
   nofile: number;
+  /** Writable-layer quota; only where the storage driver supports it (see `storageQuota`). */
+  diskBytes?: number;
 }
 
 export interface ContainerSummary {
@@ -75,6 +100,8 @@ export interface ImageDetails {
   labels: Record<string, string>;
   user: string;
   env: string[];
+  /** Folders the image declares as volumes (they would escape the writable layer and its budget). */
+  volumes: string[];
 }
 
 export interface RawChange {
@@ -87,6 +114,8 @@ export interface ExecStartOptions {
   user: string;
   workingDir: string;
   env: string[];
+  /** Written to the process's stdin, then end of file. */
+  stdin?: Buffer;
   stdout: Writable;
   stderr: Writable;
 }
@@ -143,20 +172,26 @@ function isConnectionError(error: unknown): boolean {
   );
 }
 
-function describeDaemon(): string {
+function describeDaemon(where?: string): string {
+  if (where) return `the Docker engine at ${where}`;
   return process.env.DOCKER_HOST
     ? `the Docker daemon at DOCKER_HOST=${process.env.DOCKER_HOST}`
     : 'the Docker daemon at /var/run/docker.sock';
 }
 
-/** Translates a daemon failure into our error family; `context` says what we were doing. */
-export function translateDaemonError(error: unknown, context: string): HarnessError {
+/**
+ * Translates a daemon failure into our error family; `context` says what we were doing,
+ * `where` names an engine given by endpoint (default: the local one from the environment).
+ */
+export function translateDaemonError(error: unknown, context: string, where?: string): HarnessError {
   if (error instanceof HarnessError) return error;
   if (isConnectionError(error)) {
     return new SandboxUnavailable(
-      `${context}: cannot reach ${describeDaemon()} (${(error as DaemonError).code})`,
+      `${context}: cannot reach ${describeDaemon(where)} (${(error as DaemonError).code})`,
       {
-        hint: 'Start the engine with `sandbox-harness setup` (Debian, root) or check DOCKER_HOST; `sandbox-harness doctor` shows what is wrong.',
+        hint: where
+          ? `Check that the engine at ${where} runs and that this machine reaches it; \`sandbox-harness doctor --engine ...\` shows what is wrong.`
+          : 'Start the engine with `sandbox-harness setup` (Debian, root) or check DOCKER_HOST; `sandbox-harness doctor` shows what is wrong.',
         cause: error,
       },
     );
@@ -170,10 +205,30 @@ function labelFilter(labels: Record<string, string | true>): string[] {
 
 export class DockerEngine {
   private readonly docker: Docker;
+  /** Names the engine in messages; undefined for the local default (the environment decides). */
+  readonly where: string | undefined;
 
-  constructor() {
-    // docker-modem reads DOCKER_HOST / DOCKER_TLS_VERIFY / DOCKER_CERT_PATH itself.
-    this.docker = new Docker();
+  /**
+   * Without an endpoint: the local engine, as DOCKER_HOST / DOCKER_TLS_VERIFY /
+   * DOCKER_CERT_PATH say (docker-modem reads them). With one: exactly that engine, whatever
+   * the environment says.
+   */
+  private readonly local: boolean;
+
+  constructor(endpoint?: EngineEndpoint) {
+    this.docker = endpoint
+      ? withoutDockerEnvironment(() => new Docker(modemOptions(endpoint)))
+      : new Docker();
+    this.where = endpoint ? describeEndpoint(endpoint) : undefined;
+    const host = process.env.DOCKER_HOST;
+    this.local = endpoint
+      ? endpoint.transport === 'unix'
+      : host === undefined || host.trim() === '' || host.startsWith('unix://');
+  }
+
+  /** Whether the engine runs on this machine (its data root can be measured from here). */
+  isLocal(): boolean {
+    return this.local;
   }
 
   async ping(timeoutMs = 3000): Promise<void> {
@@ -188,7 +243,7 @@ export class DockerEngine {
         ),
       ]);
     } catch (error) {
-      throw translateDaemonError(error, 'Docker engine check');
+      throw translateDaemonError(error, 'Docker engine check', this.where);
     }
   }
 
@@ -206,9 +261,14 @@ export class DockerEngine {
         memoryLimit: i.MemoryLimit === true,
         swapLimit: i.SwapLimit === true,
         pidsLimit: i.PidsLimit === true,
+        cpus: Number(i.NCPU ?? 0),
+        memoryBytes: Number(i.MemTotal ?? 0),
+        dockerRootDir: String(i.DockerRootDir ?? ''),
+        name: String(i.Name ?? ''),
+        id: String(i.ID ?? ''),
       };
     } catch (error) {
-      throw translateDaemonError(error, 'reading Docker engine info');
+      throw translateDaemonError(error, 'reading Docker engine info', this.where);
     }
   }
 
@@ -219,6 +279,7 @@ export class DockerEngine {
       const container = await this.docker.createContainer({
         name: options.name,
         Image: options.image,
+        Entrypoint: options.entrypoint,
         Cmd: options.cmd,
         User: options.user,
         WorkingDir: options.workingDir,
@@ -229,6 +290,8 @@ export class DockerEngine {
         AttachStdout: false,
         AttachStderr: false,
         Tty: false,
+        // An image's HEALTHCHECK would run its own commands inside the sandbox.
+        Healthcheck: { Test: ['NONE'] },
         HostConfig: {
           NetworkMode: 'none',
           CapDrop: ['ALL'],
@@ -250,17 +313,23 @@ export class DockerEngine {
           PublishAllPorts: false,
           AutoRemove: false,
           RestartPolicy: { Name: 'no' },
+          // Nothing reads container logs, and pid 1's stdout is reachable from inside.
+          LogConfig: { Type: 'none', Config: {} },
+          ...(options.diskBytes ? { StorageOpt: { size: String(options.diskBytes) } } : {}),
         },
       });
       return container.id;
     } catch (error) {
+      if (options.diskBytes && /storage-?opt|quota|xfs/i.test(daemonMessage(error))) {
+        throw new StorageQuotaUnsupported(daemonMessage(error));
+      }
       if (statusOf(error) === 404) {
         throw new ImageError(`image ${options.image} does not exist`, {
           hint: "Build it first (`sandbox-harness images bootstrap` for the base image) or check the catalog's sandbox.image.",
           cause: error,
         });
       }
-      throw translateDaemonError(error, `creating a container from ${options.image}`);
+      throw translateDaemonError(error, `creating a container from ${options.image}`, this.where);
     }
   }
 
@@ -279,7 +348,7 @@ export class DockerEngine {
     } catch (error) {
       const status = statusOf(error);
       if (status === 304 || status === 404) return;
-      throw translateDaemonError(error, `stopping container ${id.slice(0, 12)}`);
+      throw translateDaemonError(error, `stopping container ${id.slice(0, 12)}`, this.where);
     }
   }
 
@@ -291,7 +360,28 @@ export class DockerEngine {
       if (status === 404) return;
       // 409: removal already in progress.
       if (status === 409 && /already in progress/i.test(daemonMessage(error))) return;
-      throw translateDaemonError(error, `removing container ${id.slice(0, 12)}`);
+      throw translateDaemonError(error, `removing container ${id.slice(0, 12)}`, this.where);
+    }
+  }
+
+  /** Stops a container at once (SIGKILL to everything in it) and starts it again. */
+  async restartContainer(id: string): Promise<void> {
+    try {
+      await this.docker.getContainer(id).restart({ t: 0 });
+    } catch (error) {
+      throw this.containerError(error, id, 'restarting');
+    }
+  }
+
+  /** Bytes in the container's writable layer, as the engine counts them. */
+  async containerDiskUsage(id: string): Promise<number> {
+    try {
+      // The typings omit `size`; the Engine API takes it and then reports SizeRw.
+      const options = { size: true } as Docker.ContainerInspectOptions;
+      const c = (await this.docker.getContainer(id).inspect(options)) as { SizeRw?: number };
+      return c.SizeRw ?? 0;
+    } catch (error) {
+      throw this.containerError(error, id, 'measuring the disk use of');
     }
   }
 
@@ -323,7 +413,7 @@ export class DockerEngine {
       };
     } catch (error) {
       if (statusOf(error) === 404) return undefined;
-      throw translateDaemonError(error, `inspecting container ${id.slice(0, 12)}`);
+      throw translateDaemonError(error, `inspecting container ${id.slice(0, 12)}`, this.where);
     }
   }
 
@@ -339,7 +429,7 @@ export class DockerEngine {
         createdAt: new Date(c.Created * 1000),
       }));
     } catch (error) {
-      throw translateDaemonError(error, 'listing containers');
+      throw translateDaemonError(error, 'listing containers', this.where);
     }
   }
 
@@ -405,15 +495,20 @@ export class DockerEngine {
         User: options.user,
         WorkingDir: options.workingDir,
         Env: options.env,
-        AttachStdin: false,
+        AttachStdin: options.stdin !== undefined,
         AttachStdout: true,
         AttachStderr: true,
         Tty: false,
       });
-      stream = (await exec.start({ hijack: true, stdin: false })) as NodeJS.ReadWriteStream;
+      stream = (await exec.start({
+        hijack: true,
+        stdin: options.stdin !== undefined,
+      })) as NodeJS.ReadWriteStream;
     } catch (error) {
       throw this.containerError(error, id, 'running a command in');
     }
+    // Half-closes the connection after the bytes: the process reads them, then end of file.
+    if (options.stdin !== undefined) stream.end(options.stdin);
     this.docker.modem.demuxStream(stream, options.stdout, options.stderr);
     const readable = stream as unknown as Readable;
     const streamEnded = new Promise<void>((resolve) => {
@@ -492,7 +587,7 @@ export class DockerEngine {
         cause: error,
       });
     }
-    return translateDaemonError(error, `${doing} sandbox ${id.slice(0, 12)}`);
+    return translateDaemonError(error, `${doing} sandbox ${id.slice(0, 12)}`, this.where);
   }
 
   // ---- images -----------------------------------------------------------------------
@@ -506,10 +601,11 @@ export class DockerEngine {
         labels: image.Config?.Labels ?? {},
         user: image.Config?.User ?? '',
         env: image.Config?.Env ?? [],
+        volumes: Object.keys((image.Config?.Volumes as Record<string, unknown> | null | undefined) ?? {}),
       };
     } catch (error) {
       if (statusOf(error) === 404) return undefined;
-      throw translateDaemonError(error, `inspecting image ${ref}`);
+      throw translateDaemonError(error, `inspecting image ${ref}`, this.where);
     }
   }
 
@@ -524,7 +620,7 @@ export class DockerEngine {
         sizeBytes: i.Size,
       }));
     } catch (error) {
-      throw translateDaemonError(error, 'listing images');
+      throw translateDaemonError(error, 'listing images', this.where);
     }
   }
 
@@ -536,7 +632,7 @@ export class DockerEngine {
       const status = statusOf(error);
       // 409: still used by a (kept) container; leave it for a later gc.
       if (status === 404 || status === 409) return false;
-      throw translateDaemonError(error, `removing image ${ref}`);
+      throw translateDaemonError(error, `removing image ${ref}`, this.where);
     }
   }
 
@@ -544,8 +640,115 @@ export class DockerEngine {
     try {
       await this.docker.getImage(ref).tag({ repo, tag });
     } catch (error) {
-      throw translateDaemonError(error, `tagging ${ref} as ${repo}:${tag}`);
+      throw translateDaemonError(error, `tagging ${ref} as ${repo}:${tag}`, this.where);
     }
+  }
+
+  /**
+   * `docker save` of one or more images as one tar stream (shared layers once). The caller
+   * must consume or destroy it. 404 (an image is missing) is an ImageError.
+   */
+  async saveImages(refs: string[], options: { signal?: AbortSignal } = {}): Promise<Readable> {
+    try {
+      // dockerode has `getImages` (GET /images/get?names=...); its type definitions do not.
+      const docker = this.docker as unknown as {
+        getImages(options: { names: string[]; abortSignal?: AbortSignal }): Promise<unknown>;
+      };
+      return (await docker.getImages({
+        names: refs,
+        ...(options.signal ? { abortSignal: options.signal } : {}),
+      })) as unknown as Readable;
+    } catch (error) {
+      if (options.signal?.aborted) throw new Interrupted(`saving ${refs.join(', ')}: interrupted`);
+      if (statusOf(error) === 404) {
+        throw new ImageError(
+          `cannot save ${refs.join(', ')} from ${this.where ?? 'the local engine'}: ${daemonMessage(error)}`,
+          {
+            cause: error,
+          },
+        );
+      }
+      throw translateDaemonError(error, `saving ${refs.join(', ')}`, this.where);
+    }
+  }
+
+  /**
+   * `docker load` from a tar stream (as `saveImages` makes it); resolves with the references
+   * the engine reports loaded. A stream that breaks off fails the load: the engine keeps no
+   * half-loaded image under a tag.
+   */
+  async loadImages(tar: Readable, options: { signal?: AbortSignal } = {}): Promise<string[]> {
+    const loaded: string[] = [];
+    let response: Readable | undefined;
+    try {
+      response = (await this.docker.loadImage(tar, {
+        quiet: true,
+        ...(options.signal ? { abortSignal: options.signal } : {}),
+      })) as unknown as Readable;
+      await this.followJson(response, (line) => {
+        const match = /^Loaded image(?: ID)?: (\S+)/.exec(line.trim());
+        if (match?.[1]) loaded.push(match[1]);
+      });
+    } catch (error) {
+      if (options.signal?.aborted) throw new Interrupted('loading images: interrupted', { cause: error });
+      if (response && error instanceof ImageError) {
+        throw new ImageError(
+          `loading images into ${this.where ?? 'the local engine'} failed: ${error.message}`,
+          {
+            cause: error,
+          },
+        );
+      }
+      throw translateDaemonError(error, 'loading images', this.where);
+    }
+    return loaded;
+  }
+
+  async diskUsage(): Promise<EngineDiskUsage> {
+    try {
+      const df = (await this.docker.df()) as {
+        LayersSize?: number;
+        Images?: unknown[] | null;
+        Containers?: Array<{ SizeRw?: number }> | null;
+        Volumes?: unknown[] | null;
+        BuildCache?: Array<{ Size?: number }> | null;
+      };
+      return {
+        layersBytes: Number(df.LayersSize ?? 0),
+        images: (df.Images ?? []).length,
+        containers: (df.Containers ?? []).length,
+        containersBytes: (df.Containers ?? []).reduce((sum, c) => sum + Number(c.SizeRw ?? 0), 0),
+        volumes: (df.Volumes ?? []).length,
+        buildCacheBytes: (df.BuildCache ?? []).reduce((sum, b) => sum + Number(b.Size ?? 0), 0),
+      };
+    } catch (error) {
+      throw translateDaemonError(error, 'reading disk usage', this.where);
+    }
+  }
+
+  /** What a (finished) container wrote to stdout, at most `maxBytes`. Hostile data, like all output. */
+  async containerOutput(id: string, maxBytes = 64 * 1024): Promise<string> {
+    let raw: Buffer;
+    try {
+      raw = (await this.docker
+        .getContainer(id)
+        .logs({ stdout: true, stderr: false, follow: false })) as unknown as Buffer;
+    } catch (error) {
+      throw this.containerError(error, id, 'reading the output of');
+    }
+    // Without a TTY the log is framed: 8-byte headers (stream, 3 zero bytes, length).
+    const parts: Buffer[] = [];
+    let size = 0;
+    for (let offset = 0; offset + 8 <= raw.length && size < maxBytes;) {
+      const length = raw.readUInt32BE(offset + 4);
+      const chunk = raw.subarray(offset + 8, Math.min(offset + 8 + length, raw.length));
+      if (raw[offset] === 1) {
+        parts.push(chunk.subarray(0, maxBytes - size));
+        size += chunk.length;
+      }
+      offset += 8 + length;
+    }
+    return Buffer.concat(parts).toString('utf8');
   }
 
   /** Pulls an image; rejects quickly with ImageError when no registry answers. */
@@ -559,7 +762,7 @@ export class DockerEngine {
       await this.followJson(stream as unknown as Readable, onLine);
     } catch (error) {
       if (error instanceof HarnessError) throw error;
-      if (isConnectionError(error)) throw translateDaemonError(error, `pulling ${ref}`);
+      if (isConnectionError(error)) throw translateDaemonError(error, `pulling ${ref}`, this.where);
       throw new ImageError(`cannot pull ${ref}: ${daemonMessage(error)}`, { cause: error });
     }
   }
@@ -599,7 +802,7 @@ export class DockerEngine {
     } catch (error) {
       if (options.signal?.aborted) throw interrupted(error);
       // Before a stream, the daemon refused the request; after, followJson already said why.
-      throw stream ? error : translateDaemonError(error, `building ${options.tag}`);
+      throw stream ? error : translateDaemonError(error, `building ${options.tag}`, this.where);
     } finally {
       options.signal?.removeEventListener('abort', stop);
     }
@@ -656,10 +859,93 @@ export class DockerEngine {
   }
 }
 
+const DOCKER_ENV = [
+  'DOCKER_HOST',
+  'DOCKER_TLS_VERIFY',
+  'DOCKER_CERT_PATH',
+  'DOCKER_CLIENT_TIMEOUT',
+  'DOCKER_PATH_PREFIX',
+];
+
+/**
+ * docker-modem reads (and validates, and reads the certificates of) the DOCKER_* variables
+ * in its constructor even when given an endpoint; a broken local setting must not break a
+ * remote engine. The constructor is synchronous, so nothing else sees the variables gone.
+ */
+function withoutDockerEnvironment<T>(make: () => T): T {
+  const saved = DOCKER_ENV.map((name) => [name, process.env[name]] as const);
+  for (const name of DOCKER_ENV) delete process.env[name];
+  try {
+    return make();
+  } finally {
+    for (const [name, value] of saved) if (value !== undefined) process.env[name] = value;
+  }
+}
+
+/**
+ * dockerode options for exactly this endpoint. docker-modem merges its options over what it
+ * reads from DOCKER_HOST and DOCKER_CERT_PATH, so every field the environment could set is
+ * given here, if only as undefined: a remote engine must never get the local TLS files.
+ */
+function modemOptions(endpoint: EngineEndpoint): Docker.DockerOptions {
+  const none = {
+    socketPath: undefined,
+    host: undefined,
+    port: undefined,
+    protocol: undefined,
+    ca: undefined,
+    cert: undefined,
+    key: undefined,
+    username: undefined,
+    timeout: undefined,
+    pathPrefix: '/',
+  };
+  switch (endpoint.transport) {
+    case 'unix':
+      return { ...none, socketPath: endpoint.socketPath, protocol: 'http' };
+    case 'tcp':
+      return endpoint.tls
+        ? {
+            ...none,
+            host: endpoint.host,
+            port: endpoint.port,
+            protocol: 'https',
+            ca: endpoint.tls.ca,
+            cert: endpoint.tls.cert,
+            key: endpoint.tls.key,
+          }
+        : { ...none, host: endpoint.host, port: endpoint.port, protocol: 'http' };
+    case 'ssh': {
+      const keys = endpoint.ssh.hostKeys;
+      return {
+        ...none,
+        host: endpoint.host,
+        port: endpoint.port,
+        protocol: 'ssh',
+        username: endpoint.username,
+        sshOptions: {
+          ...(endpoint.ssh.agent ? { agent: endpoint.ssh.agent } : {}),
+          ...(endpoint.ssh.privateKey ? { privateKey: endpoint.ssh.privateKey } : {}),
+          // Only a key known_hosts lists for this host: the ssh library accepts any otherwise.
+          hostVerifier: (key: Buffer) => hostKeyAccepted(keys, key),
+          readyTimeout: 10_000,
+        },
+      };
+    }
+  }
+}
+
 let shared: DockerEngine | undefined;
 
 /** One engine per process: dockerode keeps an HTTP agent, so reuse it. */
 export function dockerEngine(): DockerEngine {
   shared ??= new DockerEngine();
   return shared;
+}
+
+/** The storage driver cannot enforce a writable-layer quota; the backend watches the size instead. */
+export class StorageQuotaUnsupported extends HarnessError {
+  constructor(message: string) {
+    super('STORAGE_QUOTA_UNSUPPORTED', 'infrastructure', message);
+  }
 }

@@ -241,7 +241,8 @@ export function ensureBaseImage(
   kind: BaseKind,
   options: EnsureBaseImageOptions = {},
 ): Promise<EnsureBaseImageResult> {
-  const key = `${kind}|${options.force === true}|${options.offline === true}`;
+  // Per engine: the same base image on two engines of a fleet is two jobs, not one.
+  const key = `${(options.engine ?? dockerEngine()).where ?? ''}|${kind}|${options.force === true}|${options.offline === true}`;
   let pending = pendingBase.get(key);
   if (!pending) {
     pending = ensureBaseImageOnce(kind, options).finally(() => pendingBase.delete(key));
@@ -562,7 +563,7 @@ export async function buildRepoImage(options: BuildRepoImageOptions): Promise<Re
     onWarning: options.onWarning,
   });
   const tag = repoImageTag(repoDir, context.contentHash);
-  const key = `${tag}|${options.rebuild === true}`;
+  const key = `${engine.where ?? ''}|${tag}|${options.rebuild === true}`;
   let pending = pendingRepo.get(key);
   if (!pending) {
     pending = buildOrReuse(engine, context, {

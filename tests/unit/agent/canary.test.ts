@@ -83,8 +83,7 @@ describe.each(['anthropic', 'openai'] as const)('a canary %s key', (name) => {
       expect(exec.command).not.toContain(canary.value);
       expect(JSON.stringify(exec.options.env ?? {})).not.toContain(canary.value);
     }
-    for (const file of sandbox.files.values())
-      expect(file.content.toString('utf8')).not.toContain(canary.value);
+    for (const path of sandbox.filePaths()) expect(sandbox.text(path)).not.toContain(canary.value);
     const log = await readFile(logFile, 'utf8');
     expect(log.trim().split('\n').length).toBeGreaterThanOrEqual(7);
     expect(log).not.toContain(canary.value);

@@ -4,12 +4,13 @@ import { MemoryEventSink } from '../../../src/agent/events.js';
 import { runAgentLoop, type AgentLoopOptions } from '../../../src/agent/loop.js';
 import { createDefaultToolRegistry, DEFAULT_TOOLS, ToolRegistry } from '../../../src/agent/tools/registry.js';
 import { defineTool } from '../../../src/agent/tools/types.js';
-import { ModelError, SandboxDead } from '../../../src/errors.js';
+import { ConfigError, SandboxDead } from '../../../src/errors.js';
 import { createProvider } from '../../../src/llm/registry.js';
 import { loadCassette, ReplayProvider } from '../../../src/llm/replay.js';
 import type { ModelProvider } from '../../../src/llm/types.js';
 import { MemorySandbox } from '../../fakes/memory-sandbox.js';
 import {
+  ollamaTextReply,
   startFakeModelServer,
   type FakeModelServer,
   type ScriptStep,
@@ -83,6 +84,36 @@ describe.each(['anthropic', 'openai'] as const)('the %s SDK against the fake ser
     expect(sandbox.commands).toEqual(['make check']);
     expect(server?.modelRequests()).toHaveLength(5);
     expect(toolResults(result.messages)).toHaveLength(1);
+  });
+});
+
+describe('a tool call written as text (Ollama) through the OpenAI SDK', () => {
+  it('is executed as a tool call, and its result goes back as the answer to that call', async () => {
+    const provider = await sdkProvider('openai', [
+      ollamaTextReply(
+        'I will read the file first.\n```json\n{"name": "read_file", "arguments": {"path": "src/a.ts"}}\n```',
+      ),
+      ollamaTextReply('The constant is 50.'),
+    ]);
+    const sandbox = new MemorySandbox({ 'src/a.ts': 'export const LIMIT = 50;\n' });
+    const events = new MemoryEventSink();
+    const result = await runAgentLoop(loopOptions({ provider, sandbox, events }));
+    expect(result.status).toBe('completed');
+    expect(result.finalText).toBe('The constant is 50.');
+    expect(events.ofKind('tool_call')).toMatchObject([{ tool: 'read_file', isError: false }]);
+    const [read] = toolResults(result.messages);
+    expect(read).toMatchObject({ isError: false });
+    expect(read?.content).toContain('export const LIMIT = 50;');
+    // The server sees its own call back as a structured call, answered by a tool message.
+    const second = server?.modelRequests()[1]?.body as { messages: Record<string, unknown>[] };
+    expect(second.messages.slice(-2)).toMatchObject([
+      {
+        role: 'assistant',
+        content: 'I will read the file first.',
+        tool_calls: [{ id: 'call_recovered_1', function: { name: 'read_file' } }],
+      },
+      { role: 'tool', tool_call_id: 'call_recovered_1' },
+    ]);
   });
 });
 
@@ -162,17 +193,17 @@ describe('tool failures are results, and the loop goes on', () => {
 });
 
 describe('limits', () => {
-  it('stops a model that never finishes with status max_turns', async () => {
+  it('stops a model that never finishes with status max-turns', async () => {
     const provider = new LoopingProvider();
     const sandbox = new MemorySandbox();
     const result = await runAgentLoop(loopOptions({ provider, sandbox, limits: { maxTurns: 3 } }));
-    expect(result.status).toBe('max_turns');
+    expect(result.status).toBe('max-turns');
     expect(result.turns).toBe(3);
     expect(provider.calls).toBe(3);
     expect(sandbox.commands).toEqual(['true', 'true', 'true']);
   });
 
-  it('stops with token_budget once the budget is spent', async () => {
+  it('stops with token-budget once the budget is spent', async () => {
     const provider = scripted(
       Array.from({ length: 5 }, (_, i) => ({
         content: [toolUse(`t${i}`, 'list_files', {})],
@@ -182,7 +213,7 @@ describe('limits', () => {
     const result = await runAgentLoop(
       loopOptions({ provider, sandbox: new MemorySandbox(), limits: { maxTurns: 10, tokenBudget: 1_000 } }),
     );
-    expect(result.status).toBe('token_budget');
+    expect(result.status).toBe('token-budget');
     expect(result.turns).toBe(2);
     expect(result.usage).toEqual({ inputTokens: 1_000, outputTokens: 200 });
   });
@@ -225,21 +256,25 @@ describe('limits', () => {
 });
 
 describe('errors that end the attempt', () => {
-  it('propagates SandboxDead from a tool instead of telling the model', async () => {
+  it('stops as sandbox-stopped when a tool meets a dead sandbox, instead of telling the model', async () => {
     const provider = scripted([
       { content: [toolUse('t1', 'read_file', { path: 'a.ts' })] },
       { content: [text('x')] },
     ]);
     const sandbox = new MemorySandbox({ 'a.ts': 'x' });
     sandbox.kill();
-    await expect(runAgentLoop(loopOptions({ provider, sandbox }))).rejects.toBeInstanceOf(SandboxDead);
+    const result = await runAgentLoop(loopOptions({ provider, sandbox }));
+    expect(result.status).toBe('sandbox-stopped');
+    expect(result.sandboxError).toBeInstanceOf(SandboxDead);
+    expect(result.turns).toBe(1);
+    expect(provider.requests).toHaveLength(1);
   });
 
-  it('propagates a ModelError (here: the cassette running out)', async () => {
+  it('propagates an error of the model provider (here: the cassette running out)', async () => {
     const provider = scripted([{ content: [toolUse('t1', 'list_files', {})] }]);
     await expect(
       runAgentLoop(loopOptions({ provider, sandbox: new MemorySandbox() })),
-    ).rejects.toBeInstanceOf(ModelError);
+    ).rejects.toBeInstanceOf(ConfigError);
   });
 });
 
@@ -326,8 +361,8 @@ describe('the checked-in cassette', () => {
     const error = await runAgentLoop(loopOptions({ provider, sandbox: new MemorySandbox() })).catch(
       (e: unknown) => e,
     );
-    expect(error).toBeInstanceOf(ModelError);
-    expect((error as ModelError).message).toContain(file);
-    expect((error as ModelError).message).toMatch(/turn 5 was requested/);
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).message).toContain(file);
+    expect((error as ConfigError).message).toMatch(/turn 5 was requested/);
   });
 });

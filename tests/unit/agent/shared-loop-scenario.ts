@@ -67,7 +67,7 @@ export function scenarioCassette(): Cassette {
 export const scenarioExecHandler: ExecHandler = (command, _options, sandbox): Partial<ExecResult> => {
   if (command !== SCENARIO_CHECK)
     return { exitCode: 127, stderr: `unexpected command in scenario: ${command}\n` };
-  const text = sandbox.files.get(SCENARIO_FILE)?.content.toString('utf8') ?? '';
+  const text = sandbox.text(SCENARIO_FILE) ?? '';
   const count = text.split('\n').filter((line) => line.includes('Hello, world!')).length;
   return { exitCode: count > 0 ? 0 : 1, stdout: `${count}\n` };
 };
@@ -88,7 +88,7 @@ export interface SharedScenarioOptions {
 
 export async function runSharedLoopScenario(options: SharedScenarioOptions): Promise<AgentLoopResult> {
   const { sandbox, provider } = options;
-  await sandbox.writeFile(SCENARIO_FILE, SCENARIO_BEFORE);
+  await sandbox.writeFiles([{ path: SCENARIO_FILE, content: SCENARIO_BEFORE }]);
   const result = await runAgentLoop({
     sandbox,
     provider,

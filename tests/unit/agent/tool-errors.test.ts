@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { ToolError, toolErrorResult } from '../../../src/agent/tool-errors.js';
-import { Interrupted, SandboxDead, SandboxFileError } from '../../../src/errors.js';
+import {
+  DiskBudgetExceeded,
+  Interrupted,
+  RunTimeout,
+  SandboxDead,
+  SandboxFileError,
+  SandboxUnavailable,
+} from '../../../src/errors.js';
 
 describe('toolErrorResult', () => {
   it('gives a harness error its message and hint', () => {
@@ -8,7 +15,7 @@ describe('toolErrorResult', () => {
       content: 'no match\nHint: add context',
       isError: true,
     });
-    expect(toolErrorResult(new SandboxFileError('a.ts: no such file'))).toEqual({
+    expect(toolErrorResult(new SandboxFileError('a.ts: no such file', 'missing'))).toEqual({
       content: 'a.ts: no such file',
       isError: true,
     });
@@ -20,11 +27,16 @@ describe('toolErrorResult', () => {
     expect(result.content).not.toContain('/home/me');
   });
 
-  it('rethrows SandboxDead and Interrupted: they end the attempt', () => {
-    const dead = new SandboxDead('gone');
-    expect(() => toolErrorResult(dead)).toThrow(dead);
-    const interrupted = new Interrupted();
-    expect(() => toolErrorResult(interrupted)).toThrow(interrupted);
+  it('rethrows what the model cannot fix: a dead sandbox, a spent budget, an unreachable engine, Ctrl-C', () => {
+    for (const error of [
+      new SandboxDead('gone'),
+      new Interrupted(),
+      new RunTimeout(),
+      new DiskBudgetExceeded(2, 1),
+      new SandboxUnavailable('no daemon'),
+    ]) {
+      expect(() => toolErrorResult(error)).toThrow(error);
+    }
   });
 
   it('treats an AbortError as an interruption', () => {

@@ -84,7 +84,7 @@ describe('write_file', () => {
     const sandbox = new MemorySandbox();
     const result = await run(sandbox, 'write_file', { path: '/workspace/src/new.ts', content: 'x' });
     expect(result).toEqual({ content: 'wrote 1 bytes to src/new.ts', isError: false });
-    expect(sandbox.files.get('src/new.ts')?.content.toString()).toBe('x');
+    expect(sandbox.text('src/new.ts')).toBe('x');
   });
 
   it('refuses a path that is not editable, listing the editable globs', async () => {
@@ -92,7 +92,7 @@ describe('write_file', () => {
     const result = await run(sandbox, 'write_file', { path: 'package.json', content: '{}' });
     expect(result.isError).toBe(true);
     expect(result.content).toMatch(/package.json is not editable: .*src\/\*\*, lib\/\*\.ts/);
-    expect(sandbox.files.size).toBe(0);
+    expect(sandbox.filePaths()).toEqual([]);
   });
 
   it('refuses paths outside the workspace', async () => {
@@ -107,7 +107,7 @@ describe('write_file', () => {
       expect(result.isError).toBe(true);
       expect(result.content).toMatch(/outside \/workspace/);
     }
-    expect(sandbox.files.size).toBe(0);
+    expect(sandbox.filePaths()).toEqual([]);
   });
 });
 
@@ -136,13 +136,13 @@ describe('edit_file', () => {
       replacement: 'const rate = 0.2;',
     });
     expect(result).toEqual({ content: 'edited src/p.ts at line 2', isError: false });
-    expect(sandbox.files.get('src/p.ts')?.content.toString()).toContain('const rate = 0.2;');
+    expect(sandbox.text('src/p.ts')).toContain('const rate = 0.2;');
   });
 
   it('keeps $ patterns in the replacement literal', async () => {
     const sandbox = new MemorySandbox({ 'src/p.ts': 'A\n' });
     await run(sandbox, 'edit_file', { path: 'src/p.ts', search: 'A', replacement: "$& and $1 and $'" });
-    expect(sandbox.files.get('src/p.ts')?.content.toString()).toBe("$& and $1 and $'\n");
+    expect(sandbox.text('src/p.ts')).toBe("$& and $1 and $'\n");
   });
 
   it('says "found 0 times" and shows the closest line', async () => {
@@ -175,7 +175,7 @@ describe('edit_file', () => {
     });
     expect(result.isError).toBe(true);
     expect(result.content).toMatch(/found 2 times in src\/p.ts, at lines 4 and 9; add context/);
-    expect(sandbox.files.get('src/p.ts')?.content.toString()).toBe(file);
+    expect(sandbox.text('src/p.ts')).toBe(file);
   });
 
   it('refuses a non-editable file before reading it', async () => {
@@ -207,7 +207,7 @@ describe('list_files', () => {
 
   it('lists below a path', async () => {
     expect((await run(sandbox, 'list_files', { path: 'src' })).content).toBe(
-      'src/a.ts\nsrc/b.test.ts\nsrc/deep/c.ts',
+      'src/a.ts\nsrc/b.test.ts\nsrc/deep/\nsrc/deep/c.ts',
     );
   });
 
@@ -298,7 +298,11 @@ describe('run_command', () => {
   });
 
   it('says when the command timed out or its output was truncated', async () => {
-    const sandbox = new MemorySandbox({}, () => ({ exitCode: 124, timedOut: true, truncated: true }));
+    const sandbox = new MemorySandbox({}, () => ({
+      exitCode: 124,
+      timedOut: true,
+      stdout: 'y\n'.repeat(200_000),
+    }));
     const result = await run(sandbox, 'run_command', { command: 'sleep 999' });
     expect(result.isError).toBe(true);
     expect(result.content).toMatch(/timed out: yes, killed after 120s/);

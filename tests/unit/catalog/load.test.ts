@@ -72,6 +72,8 @@ describe('loadCatalog on a valid catalog', () => {
         maxAttempts: 3,
         maxTurns: 30,
         ignoreChanges: DEFAULT_IGNORE_CHANGES,
+        heldOutTests: [],
+        delegate: false,
       });
       expect(resourcesFromCatalog(catalog)).toEqual({});
       expect(
@@ -122,11 +124,10 @@ describe('catalog helpers', () => {
     expect(json).not.toHaveProperty('repo');
     expect(json.rules).toEqual(loaded.catalog.rules);
     expect(json.agent).toEqual(loaded.catalog.agent);
+    // Injected files are always root-owned and read-only (see the Docker backend).
     expect(catalogSandboxFile(loaded)).toEqual({
       path: '/etc/sandbox-harness/catalog.json',
       content: catalogForSandbox(loaded),
-      mode: 0o444,
-      owner: 'root',
     });
     expect(catalogSandboxEnv()).toEqual({ SERVICE_CATALOG: CATALOG_SANDBOX_PATH });
     expect(CATALOG_ENV_VAR).toBe('SERVICE_CATALOG');

@@ -56,6 +56,7 @@ describe('allowlist.check', () => {
   it('allows nothing when there are no editable globs', () => {
     expect(createAllowlist({ editable: [] }).check('src/a.ts')).toEqual({
       allowed: false,
+      kind: 'not-editable',
       reason: 'is not in the editable files',
     });
   });
@@ -66,6 +67,7 @@ describe('allowlist.classify', () => {
     const result = allowlist.classify(['src/Rate.ts', 'src/rate.ts', 'src/other.ts']);
     expect(result.get('src/Rate.ts')).toEqual({
       allowed: false,
+      kind: 'collision',
       reason: expect.stringMatching(
         /^collides with "src\/rate\.ts" when letter case or Unicode normalisation is ignored/,
       ),
@@ -100,5 +102,45 @@ describe('path helpers', () => {
 
   it('accepts plain relative posix paths', () => {
     expect(pathProblem('src/a b/ü.ts')).toBeUndefined();
+  });
+});
+
+describe('protected paths', () => {
+  const everything = createAllowlist({
+    editable: ['**', 'Dockerfile.sandbox'],
+    protected: ['build/sandbox.Dockerfile'],
+  });
+
+  it.each([
+    '.sandbox-harness/runs/x/run.json',
+    '.sandbox-harness',
+    '.dockerignore',
+    '.github/workflows/ci.yml',
+    '.GitHub/Workflows/ci.yml',
+    '.husky/pre-commit',
+    '.githooks/pre-push',
+    'build/sandbox.Dockerfile',
+  ])('a broad glob never makes %j editable', (path) => {
+    expect(everything.check(path)).toMatchObject({ allowed: false, kind: 'protected' });
+  });
+
+  it('an editable entry naming the path exactly does', () => {
+    expect(everything.check('Dockerfile.sandbox')).toEqual({ allowed: true });
+    expect(
+      createAllowlist({ editable: ['.github/workflows/ci.yml'] }).check('.github/workflows/ci.yml'),
+    ).toEqual({
+      allowed: true,
+    });
+    expect(
+      createAllowlist({ editable: ['.github/workflows/*.yml'] }).check('.github/workflows/ci.yml'),
+    ).toMatchObject({
+      allowed: false,
+      kind: 'protected',
+    });
+  });
+
+  it('ordinary files under a broad glob stay editable', () => {
+    expect(everything.check('src/a.ts')).toEqual({ allowed: true });
+    expect(everything.check('docs/.github.md')).toEqual({ allowed: true });
   });
 });

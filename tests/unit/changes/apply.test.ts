@@ -14,13 +14,8 @@ import {
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import {
-  applyChangeSet,
-  nodeApplyFs,
-  pristineHashes,
-  sha256,
-  type ApplyFs,
-} from '../../../src/changes/apply.js';
+import { applyChangeSet, nodeApplyFs, pristineHashes, type ApplyFs } from '../../../src/changes/apply.js';
+import { sha256 } from '../../../src/changes/hash.js';
 import type { ChangeEntry } from '../../../src/changes/change-set.js';
 import { ApplyError } from '../../../src/errors.js';
 
@@ -75,6 +70,7 @@ function modified(file: string, content: string, mode = 0o644): ChangeEntry {
   return {
     path: file,
     kind: 'modified',
+    type: 'file',
     content: Buffer.from(content),
     mode,
     oldContent: Buffer.from(hostFiles[file] ?? ''),
@@ -89,6 +85,7 @@ function added(file: string, content: string, mode = 0o644): ChangeEntry {
   return {
     path: file,
     kind: 'added',
+    type: 'file',
     content: Buffer.from(content),
     mode,
     binary: false,
@@ -240,6 +237,7 @@ describe('applyChangeSet', () => {
     const deletion: ChangeEntry = {
       path: 'README.md',
       kind: 'deleted',
+      type: 'file',
       binary: false,
       modeChanged: false,
       allowed: true,

@@ -54,14 +54,15 @@ describe('changeSetPatch', () => {
     const edited = (pristineFiles['src/pricing.ts'] ?? '')
       .replace('line3 = 3', 'line3 = 33')
       .replace('line17 = 17', 'line17 = 0');
-    await sandbox.writeFile('src/pricing.ts', edited);
-    await sandbox.writeFile('src/no-newline.ts', 'export const a = 2;');
-    await sandbox.writeFile('src/name with spaces.ts', 'export const s = "y";\n');
-    await sandbox.writeFile('src/zones/eu/rates.ts', 'export const eu = 1;\n');
-    await sandbox.writeFile('src/empty.ts', '');
+    await sandbox.writeFiles([{ path: 'src/pricing.ts', content: edited }]);
+    await sandbox.writeFiles([{ path: 'src/no-newline.ts', content: 'export const a = 2;' }]);
+    await sandbox.writeFiles([{ path: 'src/name with spaces.ts', content: 'export const s = "y";\n' }]);
+    await sandbox.writeFiles([{ path: 'src/zones/eu/rates.ts', content: 'export const eu = 1;\n' }]);
+    await sandbox.writeFiles([{ path: 'src/empty.ts', content: '' }]);
     const set = await collectChangeSet(sandbox, {
       allowlist: createAllowlist({ editable: ['src/**'] }),
       ignore: [],
+      tree: sandbox.pristineTree(),
       pristine,
     });
 
@@ -89,6 +90,7 @@ describe('changeSetPatch', () => {
       {
         path: 'README.md',
         kind: 'deleted',
+        type: 'file',
         oldContent: Buffer.from('# Shipping\n'),
         oldMode: 0o644,
         binary: false,
@@ -98,6 +100,7 @@ describe('changeSetPatch', () => {
       {
         path: 'src/no-newline.ts',
         kind: 'modified',
+        type: 'file',
         content: Buffer.from('export const a = 1;'),
         mode: 0o755,
         oldContent: Buffer.from('export const a = 1;'),
@@ -122,6 +125,7 @@ describe('changeSetPatch', () => {
       {
         path: 'assets/logo.png',
         kind: 'added',
+        type: 'file',
         content: Buffer.from([0x89, 0x50, 0x00, 0x01]),
         mode: 0o644,
         binary: true,
@@ -131,6 +135,7 @@ describe('changeSetPatch', () => {
       {
         path: 'src/latin1.txt',
         kind: 'modified',
+        type: 'file',
         content: Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x0a]),
         mode: 0o644,
         oldContent: Buffer.from('cafe\n'),
@@ -160,7 +165,8 @@ describe('changeSetPatch', () => {
           {
             path: 'src/link.ts',
             kind: 'modified',
-            refused: 'a symlink',
+            type: 'file',
+            refused: { kind: 'symlink', reason: 'a symlink' },
             binary: false,
             modeChanged: false,
             allowed: false,

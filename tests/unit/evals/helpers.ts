@@ -26,7 +26,7 @@ export function result(
   return {
     taskId: spec.taskId,
     trial: spec.trial,
-    outcome: category === 'passed' ? 'passed' : 'failed',
+    outcome: category === 'ready-for-review' ? 'passed' : 'failed',
     category,
     turns: 4,
     inputTokens: 1000,

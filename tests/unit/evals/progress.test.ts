@@ -17,6 +17,7 @@ function progress(extra: Partial<EvalProgress> = {}): EvalProgress {
     passed: 2,
     failed: 1,
     infrastructure: 0,
+    errors: 0,
     inFlight: 2,
     resumed: 0,
     elapsedMs: 60_000,
@@ -80,14 +81,14 @@ describe('formatProgressLine', () => {
 
 describe('formatProgressEvent', () => {
   it('names the trial that finished, its category and cost', () => {
-    const last = result({ taskId: 'fix-add', trial: 2 }, 'tests_failed', { turns: 7, durationMs: 42_000 });
+    const last = result({ taskId: 'fix-add', trial: 2 }, 'tests-failed', { turns: 7, durationMs: 42_000 });
     expect(formatProgressEvent(progress({ last }))).toBe(
-      '[3/10] fix-add#2 tests_failed (7 turns, 42s) pass 2 fail 1 eta 2m20s',
+      '[3/10] fix-add#2 tests-failed (7 turns, 42s) pass 2 fail 1 eta 2m20s',
     );
   });
 
   it('says when a trial was retried after an infrastructure failure', () => {
-    const last = result({ taskId: 't', trial: 0 }, 'passed', { infraRetried: true });
+    const last = result({ taskId: 't', trial: 0 }, 'ready-for-review', { infraRetried: true });
     expect(formatProgressEvent(progress({ last }))).toContain('retried after infrastructure failure');
   });
 

@@ -5,7 +5,7 @@ import { summarize } from '../../../src/evals/summary.js';
 import { fakeSuite, result, withTempDir } from './helpers.js';
 
 const summary = summarize(
-  [result({ taskId: 'a', trial: 0 }, 'passed'), result({ taskId: 'a', trial: 1 }, 'tests_failed')],
+  [result({ taskId: 'a', trial: 0 }, 'ready-for-review'), result({ taskId: 'a', trial: 1 }, 'tests-failed')],
   {
     suite: fakeSuite(['a']),
     n: 2,

@@ -24,24 +24,24 @@ function summaryFor(
   });
 }
 
-const tenPass: TrialCategory[] = Array.from({ length: 10 }, () => 'passed');
-const tenFail: TrialCategory[] = Array.from({ length: 10 }, () => 'tests_failed');
+const tenPass: TrialCategory[] = Array.from({ length: 10 }, () => 'ready-for-review');
+const tenFail: TrialCategory[] = Array.from({ length: 10 }, () => 'tests-failed');
 
 const current = summaryFor(
   {
     always: tenPass,
     never: tenFail,
     flaky: [
-      'passed',
-      'max_turns',
-      'passed',
+      'ready-for-review',
+      'max-turns',
+      'ready-for-review',
       'infrastructure',
-      'passed',
-      'passed',
+      'ready-for-review',
+      'ready-for-review',
       'rejected',
-      'passed',
+      'ready-for-review',
       'timeout',
-      'passed',
+      'ready-for-review',
     ],
   },
   { provider: 'replay', model: 'recorded', imageId: 'sha256:abc', catalogHash: 'cafe' },
@@ -89,7 +89,7 @@ describe('renderHtml', () => {
 
   it('escapes task ids, suite names and model names', () => {
     const hostile = summaryFor(
-      { a: ['passed'] },
+      { a: ['ready-for-review'] },
       { model: '<img onerror=alert(1)>' },
       '</title><script>alert("x")</script>',
     );
@@ -166,7 +166,7 @@ describe('renderMarkdown', () => {
   });
 
   it('escapes pipes so a name cannot break a table', () => {
-    const md = renderMarkdown(summaryFor({ a: ['passed'] }, { model: 'x|y' }));
+    const md = renderMarkdown(summaryFor({ a: ['ready-for-review'] }, { model: 'x|y' }));
     expect(md).toContain('x\\|y');
   });
 });

@@ -19,7 +19,7 @@ function pairs(specs: Array<Pick<TrialSpec, 'taskId' | 'trial'>>): string[] {
   return specs.map((s) => `${s.taskId}#${s.trial}`).sort();
 }
 
-const passEverything: TrialRunner = async (spec) => result(spec, 'passed');
+const passEverything: TrialRunner = async (spec) => result(spec, 'ready-for-review');
 
 describe('runEval streaming', () => {
   it('appends each trial to results.jsonl before the next one starts', async () => {
@@ -29,7 +29,7 @@ describe('runEval streaming', () => {
         seenOnDisk.push(
           (await readFile(path.join(dir, RESULTS_FILE), 'utf8').catch(() => '')).split('\n').length - 1,
         );
-        return result(spec, 'passed');
+        return result(spec, 'ready-for-review');
       };
       await runEval({ suite: fakeSuite(['a', 'b']), n: 2, concurrency: 1, outDir: dir, runner });
       expect(seenOnDisk).toEqual([0, 1, 2, 3]);
@@ -54,7 +54,7 @@ describe('runEval streaming', () => {
     await withTempDir(async (dir) => {
       const runner: TrialRunner = async (spec) => {
         await delay(spec.taskId === 'a' ? 30 - spec.trial * 10 : 1);
-        return result(spec, 'passed');
+        return result(spec, 'ready-for-review');
       };
       const run = await runEval({ suite: fakeSuite(['a', 'b']), n: 3, concurrency: 6, outDir: dir, runner });
       expect(run.results.map((r) => `${r.taskId}#${r.trial}`)).toEqual([
@@ -74,7 +74,7 @@ describe('runEval streaming', () => {
       let calls = 0;
       const runner: TrialRunner = async (spec) => {
         calls++;
-        return result(spec, 'passed');
+        return result(spec, 'ready-for-review');
       };
       const run = await runEval({ suite: fakeSuite(['a', 'b'], { n: 2 }), outDir: dir, runner });
       expect(calls).toBe(4);
@@ -96,7 +96,7 @@ describe('runEval concurrency', () => {
         await delay(25);
         spans.push({ start, end: performance.now() });
         inFlight--;
-        return result(spec, 'passed');
+        return result(spec, 'ready-for-review');
       };
       await runEval({ suite: fakeSuite(['a', 'b', 'c']), n: 2, concurrency: 2, outDir: dir, runner });
       expect(maxInFlight).toBe(2);
@@ -116,7 +116,7 @@ describe('runEval concurrency', () => {
         maxInFlight = Math.max(maxInFlight, inFlight);
         await delay(5);
         inFlight--;
-        return result(spec, 'passed');
+        return result(spec, 'ready-for-review');
       };
       await runEval({ suite: fakeSuite(['a', 'b']), n: 2, concurrency: 1, outDir: dir, runner });
       expect(maxInFlight).toBe(1);
@@ -131,11 +131,11 @@ describe('runEval infrastructure failures', () => {
       const runner: TrialRunner = async (spec) => {
         calls.push(`${spec.taskId}#${spec.trial}`);
         const first = calls.filter((c) => c === `${spec.taskId}#${spec.trial}`).length === 1;
-        return result(spec, spec.taskId === 'a' && first ? 'infrastructure' : 'passed');
+        return result(spec, spec.taskId === 'a' && first ? 'infrastructure' : 'ready-for-review');
       };
       const run = await runEval({ suite: fakeSuite(['a', 'b']), n: 1, outDir: dir, runner });
       expect(calls).toEqual(['a#0', 'a#0', 'b#0']);
-      expect(run.results[0]).toMatchObject({ taskId: 'a', category: 'passed', infraRetried: true });
+      expect(run.results[0]).toMatchObject({ taskId: 'a', category: 'ready-for-review', infraRetried: true });
       expect(run.results[1]?.infraRetried).toBeUndefined();
     });
   });
@@ -181,7 +181,7 @@ describe('runEval infrastructure failures', () => {
       let calls = 0;
       const runner: TrialRunner = async (spec) => {
         calls++;
-        return result(spec, 'tests_failed');
+        return result(spec, 'tests-failed');
       };
       await runEval({ suite: fakeSuite(['a']), n: 2, outDir: dir, runner });
       expect(calls).toBe(2);
@@ -197,7 +197,7 @@ describe('runEval interruption and time budget', () => {
       const sawAbort: string[] = [];
       const runner: TrialRunner = async (spec, { signal }) => {
         started.push(`${spec.taskId}#${spec.trial}`);
-        if (started.length === 1) return result(spec, 'passed');
+        if (started.length === 1) return result(spec, 'ready-for-review');
         if (started.length === 3) setTimeout(() => controller.abort(), 5);
         try {
           await delay(5000, signal);
@@ -205,7 +205,7 @@ describe('runEval interruption and time budget', () => {
           sawAbort.push(`${spec.taskId}#${spec.trial}`);
           throw new Interrupted();
         }
-        return result(spec, 'passed');
+        return result(spec, 'ready-for-review');
       };
       const run = await runEval({
         suite: fakeSuite(['a', 'b']),
@@ -249,7 +249,7 @@ describe('runEval interruption and time budget', () => {
     await withTempDir(async (dir) => {
       const runner: TrialRunner = async (spec, { signal }) => {
         await delay(5000, signal);
-        return result(spec, 'passed');
+        return result(spec, 'ready-for-review');
       };
       const run = await runEval({
         suite: fakeSuite(['a']),
@@ -276,7 +276,7 @@ describe('runEval --resume', () => {
           controller.abort();
           throw new Interrupted();
         }
-        return result(spec, 'passed');
+        return result(spec, 'ready-for-review');
       };
       await runEval({
         suite,
@@ -292,7 +292,7 @@ describe('runEval --resume', () => {
       const resumedSpecs: TrialSpec[] = [];
       const counting: TrialRunner = async (spec) => {
         resumedSpecs.push(spec);
-        return result(spec, 'passed');
+        return result(spec, 'ready-for-review');
       };
       const run = await runEval({ suite, n: 3, concurrency: 1, outDir: dir, resume: true, runner: counting });
       expect(resumedSpecs).toHaveLength(5);
@@ -317,7 +317,7 @@ describe('runEval --resume', () => {
       const rerun: TrialSpec[] = [];
       const runner: TrialRunner = async (spec) => {
         rerun.push(spec);
-        return result(spec, 'passed');
+        return result(spec, 'ready-for-review');
       };
       const run = await runEval({ suite, n: 2, outDir: dir, resume: true, runner });
       expect(rerun).toHaveLength(1);
@@ -345,7 +345,7 @@ describe('runEval --resume', () => {
         resume: true,
         runner: async (spec) => {
           calls++;
-          return result(spec, 'passed');
+          return result(spec, 'ready-for-review');
         },
       });
       expect(calls).toBe(0);
@@ -417,7 +417,7 @@ describe('runEval --resume', () => {
         resume: true,
         runner: async (spec) => {
           calls++;
-          return result(spec, 'passed');
+          return result(spec, 'ready-for-review');
         },
       });
       expect(calls).toBe(1);
@@ -433,7 +433,7 @@ describe('runEval progress', () => {
         await delay(2);
         return result(
           spec,
-          spec.taskId === 'a' ? 'passed' : spec.taskId === 'b' ? 'max_turns' : 'infrastructure',
+          spec.taskId === 'a' ? 'ready-for-review' : spec.taskId === 'b' ? 'max-turns' : 'infrastructure',
         );
       };
       await runEval({

@@ -40,7 +40,11 @@ function summaryOf(
 
 describe('summarize', () => {
   it('keeps infrastructure failures out of the pass-rate denominator but reports them', () => {
-    const s = summaryOf(trials('a', ['passed', 'infrastructure', 'tests_failed', 'passed']), ['a'], 4);
+    const s = summaryOf(
+      trials('a', ['ready-for-review', 'infrastructure', 'tests-failed', 'ready-for-review']),
+      ['a'],
+      4,
+    );
     const a = s.tasks[0];
     expect(a).toMatchObject({ recorded: 4, scored: 3, passes: 2, failures: 1, infrastructure: 1 });
     expect(a?.passRate).toBeCloseTo(2 / 3, 12);
@@ -48,14 +52,14 @@ describe('summarize', () => {
   });
 
   it('keeps interrupted trials out of the denominator too', () => {
-    const s = summaryOf(trials('a', ['passed', 'interrupted']), ['a'], 2);
+    const s = summaryOf(trials('a', ['ready-for-review', 'interrupted']), ['a'], 2);
     expect(s.tasks[0]).toMatchObject({ scored: 1, passes: 1, interrupted: 1, passRate: 1 });
   });
 
   it('counts trials that needed an infrastructure retry', () => {
     const results = [
-      result({ taskId: 'a', trial: 0 }, 'passed', { infraRetried: true }),
-      result({ taskId: 'a', trial: 1 }, 'passed'),
+      result({ taskId: 'a', trial: 0 }, 'ready-for-review', { infraRetried: true }),
+      result({ taskId: 'a', trial: 1 }, 'ready-for-review'),
     ];
     expect(summaryOf(results, ['a'], 2).tasks[0]?.infraRetried).toBe(1);
   });
@@ -64,8 +68,8 @@ describe('summarize', () => {
     // 3 planned, one lost to infrastructure: pass@3 cannot be estimated from 2 trials
     const s = summaryOf(
       [
-        ...trials('a', ['passed', 'tests_failed', 'infrastructure']),
-        ...trials('b', ['passed', 'passed', 'passed']),
+        ...trials('a', ['ready-for-review', 'tests-failed', 'infrastructure']),
+        ...trials('b', ['ready-for-review', 'ready-for-review', 'ready-for-review']),
       ],
       ['a', 'b'],
       3,
@@ -76,7 +80,7 @@ describe('summarize', () => {
   });
 
   it('lists a suite task with no results with zero trials and an unknown rate', () => {
-    const s = summaryOf(trials('a', ['passed']), ['a', 'b'], 1);
+    const s = summaryOf(trials('a', ['ready-for-review']), ['a', 'b'], 1);
     expect(s.tasks[1]).toMatchObject({
       taskId: 'b',
       recorded: 0,
@@ -90,13 +94,13 @@ describe('summarize', () => {
 
   it('excludes unscored trials from turns, tokens and time', () => {
     const results = [
-      result({ taskId: 'a', trial: 0 }, 'passed', {
+      result({ taskId: 'a', trial: 0 }, 'ready-for-review', {
         turns: 4,
         inputTokens: 100,
         outputTokens: 10,
         durationMs: 1000,
       }),
-      result({ taskId: 'a', trial: 1 }, 'tests_failed', {
+      result({ taskId: 'a', trial: 1 }, 'tests-failed', {
         turns: 8,
         inputTokens: 300,
         outputTokens: 30,
@@ -117,19 +121,19 @@ describe('summarize', () => {
 
   it('records provenance: providers, models, image ids, catalog hashes, suite and wall time', () => {
     const results = [
-      result({ taskId: 'a', trial: 0 }, 'passed', {
+      result({ taskId: 'a', trial: 0 }, 'ready-for-review', {
         provider: 'replay',
         model: 'm1',
         imageId: 'sha256:img1',
         catalogHash: 'c1',
       }),
-      result({ taskId: 'a', trial: 1 }, 'passed', {
+      result({ taskId: 'a', trial: 1 }, 'ready-for-review', {
         provider: 'replay',
         model: 'm1',
         imageId: 'sha256:img1',
         catalogHash: 'c1',
       }),
-      result({ taskId: 'b', trial: 0 }, 'passed', {
+      result({ taskId: 'b', trial: 0 }, 'ready-for-review', {
         provider: 'replay',
         model: 'm2',
         imageId: 'sha256:img2',
@@ -150,7 +154,7 @@ describe('summarize', () => {
 
   it('does not call a task that always fails flaky', () => {
     const s = summaryOf(
-      [...trials('a', ['tests_failed', 'rejected']), ...trials('b', ['passed', 'rejected'])],
+      [...trials('a', ['tests-failed', 'rejected']), ...trials('b', ['ready-for-review', 'rejected'])],
       ['a', 'b'],
       2,
     );
@@ -162,10 +166,10 @@ describe('summarize', () => {
 describe('compareSummaries', () => {
   const previous = summaryOf(
     [
-      ...trials('drop', times('passed', 10)),
-      ...trials('dip', times('passed', 3)),
-      ...trials('rise', times('tests_failed', 10)),
-      ...trials('gone', times('passed', 1)),
+      ...trials('drop', times('ready-for-review', 10)),
+      ...trials('dip', times('ready-for-review', 3)),
+      ...trials('rise', times('tests-failed', 10)),
+      ...trials('gone', times('ready-for-review', 1)),
     ],
     ['drop', 'dip', 'rise', 'gone'],
     10,
@@ -173,10 +177,10 @@ describe('compareSummaries', () => {
   );
   const current = summaryOf(
     [
-      ...trials('drop', times('tests_failed', 10)),
-      ...trials('dip', ['passed', 'tests_failed', 'tests_failed']),
-      ...trials('rise', times('passed', 10)),
-      ...trials('new', times('passed', 1)),
+      ...trials('drop', times('tests-failed', 10)),
+      ...trials('dip', ['ready-for-review', 'tests-failed', 'tests-failed']),
+      ...trials('rise', times('ready-for-review', 10)),
+      ...trials('new', times('ready-for-review', 1)),
     ],
     ['drop', 'dip', 'rise', 'new'],
     10,

@@ -10,9 +10,9 @@ import type { TrialRunner } from '../../../src/evals/types.js';
 import { fakeSuite, result, withTempDir } from './helpers.js';
 
 const runner: TrialRunner = async (spec) => {
-  if (spec.taskId === 'always') return result(spec, 'passed', { turns: 3 });
-  if (spec.taskId === 'never') return result(spec, 'tests_failed', { turns: 10 });
-  return result(spec, spec.trial === 1 ? 'max_turns' : 'passed', { turns: 5 + spec.trial });
+  if (spec.taskId === 'always') return result(spec, 'ready-for-review', { turns: 3 });
+  if (spec.taskId === 'never') return result(spec, 'tests-failed', { turns: 10 });
+  return result(spec, spec.trial === 1 ? 'max-turns' : 'ready-for-review', { turns: 5 + spec.trial });
 };
 
 async function evaluate(): Promise<EvalSummary> {
@@ -99,9 +99,9 @@ describe('a 3-task x 3-trial eval', () => {
     const s = await evaluate();
     expect(s.overall.flakyTasks).toEqual(['flaky']);
     expect(s.overall.categories).toMatchObject({
-      passed: 5,
-      tests_failed: 3,
-      max_turns: 1,
+      'ready-for-review': 5,
+      'tests-failed': 3,
+      'max-turns': 1,
       infrastructure: 0,
     });
   });

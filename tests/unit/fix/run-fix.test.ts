@@ -1,18 +1,34 @@
 /**
- * The fix loop with fakes: in-memory sandboxes whose `npm test` passes only when the
- * threshold reads 39, a replayed model, and a real temporary host repo. Pins the outcome
- * rules, container keep policies, the all-or-nothing apply and interruption.
+ * The fix flow with fakes: in-memory sandboxes (which pass the same file-level conformance
+ * suite as Docker) whose `npm test` passes only when the threshold reads 39, a replayed
+ * model, and a real temporary host repo. Pins the outcome rules and their exit codes,
+ * keep policies, the all-or-nothing apply, interruption, time limits, the baseline that
+ * runs beside the first attempt, held-out tests, and that nothing of the host environment
+ * reaches a sandbox.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { createHash } from 'node:crypto';
 import { cp, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
-import { runFix, type FixDeps, type FixOptions, type SnapshotFile } from '../../../src/fix/run-fix.js';
-import { SandboxDead } from '../../../src/errors.js';
+import {
+  runFix,
+  type FixDeps,
+  type FixOptions,
+  type FixResult,
+  type HostFile,
+} from '../../../src/fix/run-fix.js';
+import { memoryBaselineCache } from '../../../src/fix/baseline.js';
+import { SandboxUnavailable } from '../../../src/errors.js';
+import { exitCodeForRun } from '../../../src/cli/exit-codes.js';
+import { sha256 } from '../../../src/changes/hash.js';
 import type { ModelProvider } from '../../../src/llm/types.js';
-import type { Sandbox, SandboxBackend, SandboxSpec } from '../../../src/sandbox/types.js';
-import { MemorySandbox, type ExecHandler } from '../../fakes/memory-sandbox.js';
+import type { SandboxSpec } from '../../../src/sandbox/types.js';
+import {
+  MemoryBackend,
+  MemorySandbox,
+  type ExecHandler,
+  type MemoryEntry,
+} from '../../fakes/memory-sandbox.js';
 import { scripted, text, toolUse, type Turn } from '../agent/helpers.js';
 import { EXAMPLE_DIR } from '../../../src/demo.js';
 
@@ -21,6 +37,7 @@ const FIX_EDIT = toolUse('e1', 'edit_file', {
   search: 'FREE_SHIPPING_THRESHOLD = 50;',
   replacement: 'FREE_SHIPPING_THRESHOLD = 39;',
 });
+const CANARY = 'sk-ant-api03-CANARYcanaryCANARYcanary0123456789';
 
 async function listFiles(dir: string, base = dir): Promise<string[]> {
   const out: string[] = [];
@@ -33,14 +50,31 @@ async function listFiles(dir: string, base = dir): Promise<string[]> {
   return out;
 }
 
+function exitCode(result: FixResult): number {
+  return exitCodeForRun({
+    outcome: result.outcome,
+    ...(result.record.applyError ? { applyError: result.record.applyError } : {}),
+    ...(result.error ? { errorCategory: result.error.category } : {}),
+  });
+}
+
 interface Harness {
   root: string;
   repo: string;
-  catalog: string;
   created: { spec: SandboxSpec; sandbox: MemorySandbox }[];
-  deps: (provider: ModelProvider, onExec?: ExecHandler) => FixDeps;
+  deps: (
+    provider: ModelProvider,
+    onExec?: ExecHandler,
+    onCreate?: (s: MemorySandbox, spec: SandboxSpec) => void,
+    /** More entries of the image's workspace (links the repo ships, files the build made). */
+    extra?: Record<string, MemoryEntry>,
+  ) => FixDeps;
   options: (overrides?: Partial<FixOptions>) => FixOptions;
+  catalog: (edit: (yaml: string) => string) => Promise<void>;
 }
+
+// The test process's own environment holds a credential too, as a developer's shell does.
+process.env.SANDBOX_HARNESS_TEST_CANARY_KEY = CANARY;
 
 const roots: string[] = [];
 afterEach(async () => {
@@ -50,7 +84,7 @@ afterEach(async () => {
 /** `npm test` passes when the threshold is 39, as the example's real tests do. */
 const npmTest: ExecHandler = (command, _options, sandbox) => {
   if (command !== 'npm test') return { exitCode: 0 };
-  const source = sandbox.files.get('src/shipping.ts')?.content.toString() ?? '';
+  const source = sandbox.text('src/shipping.ts') ?? '';
   return source.includes('FREE_SHIPPING_THRESHOLD = 39;')
     ? { exitCode: 0, stdout: '# pass 4\n# fail 0\n' }
     : { exitCode: 1, stdout: 'not ok 2 - an order of 45 EUR ships free (OPS-412)\n# pass 2\n# fail 2\n' };
@@ -62,53 +96,47 @@ async function harness(): Promise<Harness> {
   await cp(EXAMPLE_DIR, root, { recursive: true, filter: (s) => !s.includes('node_modules') });
   const repo = join(root, 'repo');
   const files: Record<string, Buffer> = {};
-  const snapshot = new Map<string, SnapshotFile>();
+  const hostFiles = new Map<string, HostFile>();
   for (const path of await listFiles(repo)) {
     const content = await readFile(join(repo, path));
     files[path] = content;
-    snapshot.set(path, {
-      sha256: createHash('sha256').update(content).digest('hex'),
-      mode: 0o644,
-      type: 'file',
-    });
+    hostFiles.set(path, { sha256: sha256(content), mode: 0o644, type: 'file' });
   }
   const created: Harness['created'] = [];
+  const catalogFile = join(root, 'shipping-service.yaml');
   return {
     root,
     repo,
-    catalog: join(root, 'shipping-service.yaml'),
     created,
-    deps: (provider, onExec = npmTest) => {
-      const backend: SandboxBackend = {
-        name: 'memory',
-        async create(spec) {
-          const sandbox = new MemorySandbox(files, onExec, `${spec.role}-${created.length}`);
-          created.push({ spec, sandbox });
-          return sandbox as Sandbox;
-        },
-      };
+    deps: (provider, onExec = npmTest, onCreate, extra = {}) => {
+      const backend = new MemoryBackend({ ...files, ...extra }, onExec, (sandbox, spec) => {
+        created.push({ spec, sandbox });
+        onCreate?.(sandbox, spec);
+      });
       return {
         backend,
         ping: async () => undefined,
-        image: async () => ({ tag: 'memory:repo', imageId: 'sha256:memory', reused: true, snapshot }),
+        image: async () => ({ tag: 'memory:repo', imageId: 'sha256:memory', reused: true, hostFiles }),
         createProvider: async () => provider,
       };
     },
     options: (overrides = {}) => ({
       ticket: 'OPS-412',
-      catalogFile: join(root, 'shipping-service.yaml'),
+      catalogFile,
       keep: 'on-failure',
       apply: true,
       force: false,
       rebuild: false,
       cwd: root,
-      env: {},
+      // The host environment as a user has it: credentials included.
+      env: { ANTHROPIC_API_KEY: CANARY, HOME: '/root', PATH: '/usr/bin', SECRET_TOKEN: CANARY },
       signal: new AbortController().signal,
       readStdin: async () => '',
       // The provider itself comes from the deps; the name only has to be valid.
       provider: 'replay',
       ...overrides,
     }),
+    catalog: async (edit) => writeFile(catalogFile, edit(await readFile(catalogFile, 'utf8'))),
   };
 }
 
@@ -116,11 +144,11 @@ const fixingTurns: Turn[] = [{ content: [FIX_EDIT] }, { content: [text('fixed')]
 const idleTurns: Turn[] = [{ content: [text('no idea')] }];
 
 describe('runFix with fakes', () => {
-  it('a verified fix is applied to the host repo and every container is removed', async () => {
+  it('a verified fix is applied to the host repo and every sandbox is removed', async () => {
     const h = await harness();
     const result = await runFix(h.options(), h.deps(scripted(fixingTurns)));
     expect(result.outcome).toBe('ready-for-review');
-    expect(result.exitCode).toBe(0);
+    expect(exitCode(result)).toBe(0);
     expect(await readFile(join(h.repo, 'src', 'shipping.ts'), 'utf8')).toContain(
       'FREE_SHIPPING_THRESHOLD = 39;',
     );
@@ -132,7 +160,19 @@ describe('runFix with fakes', () => {
     // The catalog is injected read-only into every sandbox, and named by SERVICE_CATALOG.
     for (const c of h.created) {
       expect(c.spec.env?.SERVICE_CATALOG).toBe('/etc/sandbox-harness/catalog.json');
-      expect(c.spec.files?.[0]).toMatchObject({ path: '/etc/sandbox-harness/catalog.json', owner: 'root' });
+      expect(c.spec.files?.[0]?.path).toBe('/etc/sandbox-harness/catalog.json');
+    }
+  });
+
+  it('gives no sandbox anything of the host environment: not in env, not in files, not anywhere in the spec', async () => {
+    const h = await harness();
+    await runFix(h.options(), h.deps(scripted(fixingTurns)));
+    expect(h.created.length).toBeGreaterThan(0);
+    for (const c of h.created) {
+      expect(JSON.stringify(c.spec)).not.toContain(CANARY);
+      expect(Object.keys(c.spec.env ?? {})).not.toContain('ANTHROPIC_API_KEY');
+      expect(Object.keys(c.spec.env ?? {})).not.toContain('HOME');
+      expect(Object.keys(c.spec.env ?? {})).not.toContain('PATH');
     }
   });
 
@@ -141,7 +181,34 @@ describe('runFix with fakes', () => {
     await runFix(h.options(), h.deps(scripted(fixingTurns)));
     const verify = h.created.find((c) => c.spec.role === 'verify-1')!.sandbox;
     expect(verify.commands).toEqual(['npm test']);
-    expect(verify.files.get('src/shipping.ts')?.content.toString()).toContain('= 39;');
+    expect(verify.text('src/shipping.ts')).toContain('= 39;');
+  });
+
+  it('a verification sandbox that does not hold exactly the allowed change ends the run as an error, never a pass', async () => {
+    const h = await harness();
+    // A writer that also changes what it was not asked to: the invariant must catch it.
+    const result = await runFix(
+      h.options(),
+      h.deps(scripted(fixingTurns), npmTest, (sandbox, spec) => {
+        if (spec.role !== 'verify-1') return;
+        const write = sandbox.writeFiles.bind(sandbox);
+        sandbox.writeFiles = async (files) => {
+          await write(files);
+          sandbox.set('test/shipping.test.ts', '// replaced behind the allowlist\n');
+        };
+      }),
+    );
+    expect(result.outcome).toBe('error');
+    expect(result.error?.code).toBe('VERIFY_MISMATCH');
+    expect(exitCode(result)).toBe(70);
+    expect(result.record.attempts[0]?.verdict).toBe('error');
+    const mismatch = JSON.parse(
+      await readFile(join(result.runDir, 'attempts/1/verification-mismatch.json'), 'utf8'),
+    );
+    expect(Object.keys(mismatch.expected)).toEqual(['src/shipping.ts']);
+    expect(Object.keys(mismatch.observed).sort()).toEqual(['src/shipping.ts', 'test/shipping.test.ts']);
+    expect(await readFile(join(h.repo, 'test', 'shipping.test.ts'), 'utf8')).not.toContain('replaced');
+    expect(await readFile(join(h.repo, 'src', 'shipping.ts'), 'utf8')).toContain('= 50;');
   });
 
   it('--no-apply saves the patch and leaves the host repo alone', async () => {
@@ -156,34 +223,86 @@ describe('runFix with fakes', () => {
     );
   });
 
-  it('stops with nothing-to-fix when the tests already pass, unless forced', async () => {
+  it('stops with nothing-to-fix when the tests already pass, even though the first attempt had started; unless forced', async () => {
     const h = await harness();
     const passing: ExecHandler = () => ({ exitCode: 0 });
+    const before = await readFile(join(h.repo, 'src', 'shipping.ts'), 'utf8');
     const first = await runFix(h.options(), h.deps(scripted(fixingTurns), passing));
     expect(first.outcome).toBe('nothing-to-fix');
-    expect(first.exitCode).toBe(0);
-    expect(first.record.attempts).toEqual([]);
+    expect(exitCode(first)).toBe(0);
+    expect(first.record.baseline?.failing).toBe(false);
+    expect(first.record.applied).toBeUndefined();
+    expect(await readFile(join(h.repo, 'src', 'shipping.ts'), 'utf8')).toBe(before);
     const forced = await runFix(h.options({ force: true }), h.deps(scripted(fixingTurns), passing));
     expect(forced.outcome).toBe('ready-for-review');
   });
 
-  it('a failed run keeps the last attempt container by default, and none with --keep never', async () => {
+  it('the first attempt starts while the baseline still runs, and is stopped when it passes', async () => {
+    const h = await harness();
+    let releaseBaseline: () => void = () => undefined;
+    const slowPassingBaseline: ExecHandler = (command, options, sandbox) => {
+      if (
+        options.signal &&
+        command === 'npm test' &&
+        h.created.find((c) => c.sandbox === sandbox)?.spec.role === 'baseline'
+      ) {
+        return new Promise((resolve) => {
+          releaseBaseline = () => resolve({ exitCode: 0 });
+        });
+      }
+      return { exitCode: 0 };
+    };
+    const turns: Turn[] = [
+      { content: [toolUse('r', 'run_command', { command: 'release-baseline' })] },
+      { content: [toolUse('r2', 'run_command', { command: 'never-answered' })] },
+    ];
+    const handler: ExecHandler = async (command, options, sandbox) => {
+      if (command === 'release-baseline') {
+        releaseBaseline();
+        return { exitCode: 0 };
+      }
+      if (command === 'never-answered') return new Promise(() => undefined);
+      return slowPassingBaseline(command, options, sandbox);
+    };
+    const result = await runFix(h.options(), h.deps(scripted(turns), handler));
+    expect(result.outcome).toBe('nothing-to-fix');
+    expect(result.record.attempts.map((a) => a.verdict)).toEqual(['interrupted']);
+    expect(result.record.attempts[0]?.message).toMatch(/already pass/);
+  });
+
+  it('within an eval, a baseline is measured once and reused, and the record says so', async () => {
+    const h = await harness();
+    const baselines = memoryBaselineCache();
+    const deps = (p: ModelProvider) => ({ ...h.deps(p), baselines });
+    const first = await runFix(h.options({ apply: false }), deps(scripted(fixingTurns)));
+    const second = await runFix(h.options({ apply: false }), deps(scripted(fixingTurns)));
+    expect(first.record.baseline?.reusedFrom).toBeUndefined();
+    expect(second.record.baseline?.reusedFrom).toBe(first.runId);
+    expect(h.created.filter((c) => c.spec.role === 'baseline')).toHaveLength(1);
+    expect(second.outcome).toBe('ready-for-review');
+  });
+
+  it("a failed run keeps every failed attempt's sandboxes by default, and none with --keep never", async () => {
     const h = await harness();
     const failed = await runFix(
       h.options({ maxAttempts: 2 }),
       h.deps(scripted([...idleTurns, ...idleTurns])),
     );
     expect(failed.outcome).toBe('failed');
-    expect(failed.exitCode).toBe(1);
+    expect(exitCode(failed)).toBe(1);
     const kept = h.created.filter((c) => c.sandbox.disposed?.keep).map((c) => c.spec.role);
-    expect(kept).toEqual(['attempt-2']);
+    expect(kept).toEqual(['attempt-1', 'attempt-2']);
+    expect(failed.record.attempts.map((a) => a.containers.map((c) => [c.role, c.kept]))).toEqual([
+      [['attempt-1', true]],
+      [['attempt-2', true]],
+    ]);
 
     const h2 = await harness();
     await runFix(h2.options({ maxAttempts: 1, keep: 'never' }), h2.deps(scripted(idleTurns)));
     expect(h2.created.filter((c) => c.sandbox.disposed?.keep)).toEqual([]);
   });
 
-  it('--keep always keeps the containers of a successful run too', async () => {
+  it('--keep always keeps the sandboxes of a successful run too', async () => {
     const h = await harness();
     const result = await runFix(h.options({ keep: 'always' }), h.deps(scripted(fixingTurns)));
     expect(result.outcome).toBe('ready-for-review');
@@ -199,28 +318,30 @@ describe('runFix with fakes', () => {
     const target = join(h.repo, 'src', 'shipping.ts');
     // Someone edits the host file while the verification runs.
     const meddling: ExecHandler = async (command, options, sandbox) => {
-      if (sandbox.id.startsWith('verify')) await writeFile(target, '// edited by a person meanwhile\n');
+      if (h.created.find((c) => c.sandbox === sandbox)?.spec.role === 'verify-1') {
+        await writeFile(target, '// edited by a person meanwhile\n');
+      }
       return npmTest(command, options, sandbox);
     };
     const result = await runFix(h.options(), h.deps(scripted(fixingTurns), meddling));
     expect(result.outcome).toBe('ready-for-review');
     expect(result.record.applied).toBe(false);
     expect(result.record.applyError).toMatch(/src\/shipping\.ts/);
-    expect(result.exitCode).toBe(1);
+    expect(exitCode(result)).toBe(1);
     expect(await readFile(target, 'utf8')).toBe('// edited by a person meanwhile\n');
     expect(await readFile(join(result.runDir, 'patch.diff'), 'utf8')).toContain('= 39;');
   });
 
-  it('Ctrl-C during a command: interrupted, exit 130, host untouched, record written', async () => {
+  it('Ctrl-C during a command: interrupted, exit 130, host untouched, record written, sandboxes disposed', async () => {
     const h = await harness();
     const controller = new AbortController();
     const before = await readFile(join(h.repo, 'src', 'shipping.ts'), 'utf8');
+    let running = false;
     const interrupting: ExecHandler = (command, options, sandbox) => {
       if (command === 'sleep 100') {
+        running = true;
         controller.abort();
-        return new Promise((_, reject) =>
-          options.signal?.addEventListener('abort', () => reject(new Error('aborted'))),
-        );
+        return new Promise(() => undefined);
       }
       return npmTest(command, options, sandbox);
     };
@@ -232,27 +353,90 @@ describe('runFix with fakes', () => {
       h.options({ signal: controller.signal }),
       h.deps(scripted(turns), interrupting),
     );
+    expect(running).toBe(true);
     expect(result.outcome).toBe('interrupted');
-    expect(result.exitCode).toBe(130);
+    expect(exitCode(result)).toBe(130);
     expect(await readFile(join(h.repo, 'src', 'shipping.ts'), 'utf8')).toBe(before);
     const record = JSON.parse(await readFile(join(result.runDir, 'run.json'), 'utf8'));
     expect(record.outcome).toBe('interrupted');
     expect(h.created.every((c) => c.sandbox.disposed !== undefined)).toBe(true);
   });
 
-  it('a sandbox that dies mid-attempt ends the run as an infrastructure error (exit 3)', async () => {
+  it('the run time limit ends the run as timeout (exit 1), never as interrupted', async () => {
     const h = await harness();
-    const dying: ExecHandler = (command, options, sandbox) => {
-      if (command === 'crash') throw new SandboxDead(`sandbox ${sandbox.id} is gone`);
-      return npmTest(command, options, sandbox);
+    await h.catalog((yaml) => yaml.replace('    testSec: 300', '    testSec: 300\n    runSec: 0.5'));
+    const hanging: ExecHandler = (command, options, sandbox) =>
+      command === 'sleep 100' ? new Promise(() => undefined) : npmTest(command, options, sandbox);
+    const turns: Turn[] = [{ content: [toolUse('s', 'run_command', { command: 'sleep 100' })] }];
+    const result = await runFix(h.options(), h.deps(scripted(turns), hanging));
+    expect(result.outcome).toBe('timeout');
+    expect(result.error?.code).toBe('RUN_TIMEOUT');
+    expect(exitCode(result)).toBe(1);
+    expect(result.record.attempts[0]?.verdict).toBe('timeout');
+    expect(h.created.every((c) => c.sandbox.disposed !== undefined)).toBe(true);
+  });
+
+  it('a cassette that runs out is an error of the run (exit 2), not infrastructure', async () => {
+    const h = await harness();
+    const result = await runFix(
+      h.options(),
+      h.deps(scripted([{ content: [toolUse('l', 'list_files', {})] }])),
+    );
+    expect(result.outcome).toBe('error');
+    expect(result.error?.category).toBe('config');
+    expect(exitCode(result)).toBe(2);
+  });
+
+  it('an engine that stops answering ends the run as infrastructure (exit 3)', async () => {
+    const h = await harness();
+    const gone: ExecHandler = (command) => {
+      if (command === 'crash') throw new SandboxUnavailable('cannot reach the Docker daemon');
+      return { exitCode: 0 };
     };
     const turns: Turn[] = [{ content: [toolUse('c', 'run_command', { command: 'crash' })] }];
-    const result = await runFix(h.options(), h.deps(scripted(turns), dying));
-    expect(result.outcome).toBe('error');
-    expect(result.exitCode).toBe(3);
-    expect(result.error?.code).toBe('SANDBOX_DEAD');
-    const record = JSON.parse(await readFile(join(result.runDir, 'run.json'), 'utf8'));
-    expect(record.outcome).toBe('error');
+    const result = await runFix(h.options(), h.deps(scripted(turns), gone));
+    expect(result.outcome).toBe('infrastructure');
+    expect(exitCode(result)).toBe(3);
+  });
+
+  it('a sandbox whose processes all died still has what the agent changed until then verified', async () => {
+    const h = await harness();
+    const killing: ExecHandler = (command, options, sandbox) => {
+      if (command === 'kill -9 -1') {
+        sandbox.kill();
+        return { exitCode: 137 };
+      }
+      return npmTest(command, options, sandbox);
+    };
+    const turns: Turn[] = [
+      { content: [FIX_EDIT] },
+      { content: [toolUse('k', 'run_command', { command: 'kill -9 -1' })] },
+      { content: [toolUse('k2', 'run_command', { command: 'true' })] },
+    ];
+    const result = await runFix(h.options(), h.deps(scripted(turns), killing));
+    expect(result.record.attempts[0]?.agentStop).toBe('sandbox-stopped');
+    expect(result.outcome).toBe('ready-for-review');
+  });
+
+  it('a sandbox over its disk budget ends the attempt with the reason, which the next attempt is told', async () => {
+    const h = await harness();
+    const filling: ExecHandler = (command, options, sandbox) => {
+      if (command === 'fill-the-disk') {
+        sandbox.exceedDisk(2 * 1024 ** 3, 1024 ** 3);
+        return { exitCode: 1 };
+      }
+      return npmTest(command, options, sandbox);
+    };
+    const turns: Turn[] = [
+      { content: [toolUse('f', 'run_command', { command: 'fill-the-disk' })] },
+      { content: [toolUse('f2', 'run_command', { command: 'true' })] },
+      ...fixingTurns,
+    ];
+    const provider = scripted(turns);
+    const result = await runFix(h.options(), h.deps(provider, filling));
+    expect(result.record.attempts.map((a) => a.verdict)).toEqual(['disk-budget', 'passed']);
+    expect(result.record.attempts[0]?.feedback).toMatch(/disk budget exceeded \(2\.00 GiB of 1\.00 GiB\)/);
+    expect(JSON.stringify(provider.requests[1]!.messages[0])).toMatch(/disk budget exceeded/);
   });
 
   it('a rejected change is explained to the model in the next attempt', async () => {
@@ -266,15 +450,157 @@ describe('runFix with fakes', () => {
     const provider = scripted(turns);
     const editsTest: ExecHandler = (command, options, sandbox) => {
       if (command === 'touch-test-file') {
-        sandbox.files.set('test/shipping.test.ts', { content: Buffer.from('// weakened\n'), mode: 0o644 });
+        sandbox.set('test/shipping.test.ts', '// weakened\n');
         return { exitCode: 0 };
       }
       return npmTest(command, options, sandbox);
     };
     const result = await runFix(h.options(), h.deps(provider, editsTest));
     expect(result.record.attempts.map((a) => a.verdict)).toEqual(['rejected', 'passed']);
+    expect(result.record.attempts[0]?.gate?.offences[0]).toMatchObject({
+      path: 'test/shipping.test.ts',
+      kind: 'not-editable',
+    });
     const secondAttemptFirstRequest = provider.requests[2]!;
     expect(JSON.stringify(secondAttemptFirstRequest.messages[0])).toContain('test/shipping.test.ts');
     expect(await readFile(join(h.repo, 'test', 'shipping.test.ts'), 'utf8')).not.toContain('weakened');
+  });
+
+  it('a file reached through a symlinked folder is refused even when its spelled path is editable', async () => {
+    const h = await harness();
+    await h.catalog((yaml) => yaml.replace('    - src/shipping.ts', '    - src/**'));
+    const linking: ExecHandler = (command, options, sandbox) => {
+      if (command === 'swap-link') {
+        // The agent replaces the folder link with a real folder and writes through the name.
+        sandbox.delete('src/shared');
+        sandbox.set('src/shared/package.json', '{"scripts":{"test":"true"}}\n');
+        return { exitCode: 0 };
+      }
+      return npmTest(command, options, sandbox);
+    };
+    const turns: Turn[] = [
+      { content: [toolUse('s', 'run_command', { command: 'swap-link' })] },
+      { content: [text('done')] },
+    ];
+    // The repo ships `src/shared -> ..` under the editable glob.
+    const result = await runFix(
+      h.options({ maxAttempts: 1 }),
+      h.deps(scripted(turns), linking, undefined, { 'src/shared': { type: 'symlink', target: '..' } }),
+    );
+    expect(result.outcome).toBe('rejected');
+    const offences = result.record.attempts[0]?.gate?.offences ?? [];
+    expect(offences.map((o) => [o.path, o.kind])).toEqual(
+      expect.arrayContaining([
+        ['src/shared', 'type-changed'],
+        ['src/shared/package.json', 'through-link'],
+      ]),
+    );
+  });
+
+  it('held-out tests are absent from every attempt sandbox, present in verification, and decide the verdict', async () => {
+    const h = await harness();
+    await h.catalog((yaml) =>
+      yaml.replace(
+        '  testCommand: npm test',
+        '  testCommand: npm test\n  heldOutTests: [test/hidden.test.ts]',
+      ),
+    );
+    // The visible tests pass with any threshold under 45; the held-out one wants exactly 39.
+    const tests: ExecHandler = (command, _options, sandbox) => {
+      if (command !== 'npm test') return { exitCode: 0 };
+      const source = sandbox.text('src/shipping.ts') ?? '';
+      const visible = /THRESHOLD = (3\d|4[0-4]);/.test(source);
+      const hidden = sandbox.text('test/hidden.test.ts') === undefined || source.includes('= 39;');
+      return { exitCode: visible && hidden ? 0 : 1 };
+    };
+    const gaming = toolUse('g', 'edit_file', {
+      path: 'src/shipping.ts',
+      search: 'FREE_SHIPPING_THRESHOLD = 50;',
+      replacement: 'FREE_SHIPPING_THRESHOLD = 40;',
+    });
+    const turns: Turn[] = [
+      { content: [toolUse('r', 'read_file', { path: 'test/hidden.test.ts' })] },
+      { content: [gaming] },
+      { content: [text('done')] },
+    ];
+    const provider = scripted(turns);
+    const result = await runFix(
+      h.options({ maxAttempts: 1, apply: false }),
+      h.deps(provider, tests, undefined, { 'test/hidden.test.ts': '// checks 39 at the boundary\n' }),
+    );
+    const attempt = h.created.find((c) => c.spec.role === 'attempt-1')!;
+    const verify = h.created.find((c) => c.spec.role === 'verify-1')!;
+    expect(attempt.spec.hidden).toEqual(['test/hidden.test.ts']);
+    expect(JSON.stringify(provider.requests[1]!.messages)).toMatch(/no such file/);
+    expect(verify.spec.hidden ?? []).toEqual([]);
+    expect(result.outcome).toBe('failed');
+    expect(result.record.attempts[0]).toMatchObject({ verdict: 'tests-failed', heldOut: 'failed' });
+    expect(result.record.attempts[0]?.feedback).toMatch(/held-out tests/);
+    expect(result.record.attempts[0]?.feedback).not.toMatch(/39/);
+  });
+
+  it('with agent.delegate, a sub-agent plays its own cassette queue, and --record writes both roles', async () => {
+    const h = await harness();
+    await h.catalog((yaml) => yaml.replace('  maxTurns: 20\n', '  maxTurns: 20\n  delegate: true\n'));
+    const turn = (content: Turn['content']) => ({
+      content,
+      stopReason: content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn',
+    });
+    const cassette = join(h.root, 'delegating.json');
+    await writeFile(
+      cassette,
+      JSON.stringify({
+        version: 2,
+        model: 'scripted',
+        roles: {
+          main: {
+            turns: [
+              turn([toolUse('d1', 'delegate', { task: 'Where is the free-shipping threshold set?' })]),
+              turn([FIX_EDIT]),
+              turn([text('fixed')]),
+            ],
+          },
+          delegate: {
+            turns: [
+              turn([toolUse('s1', 'read_file', { path: 'src/shipping.ts' })]),
+              turn([text('src/shipping.ts sets FREE_SHIPPING_THRESHOLD = 50.')]),
+            ],
+          },
+        },
+      }),
+    );
+    const recording = join(h.root, 'recorded.json');
+    const { createProvider: _injected, ...deps } = h.deps(scripted([]));
+    const result = await runFix(h.options({ cassette, record: recording }), deps);
+
+    expect(result.outcome).toBe('ready-for-review');
+    expect(result.record.turns).toBe(5);
+    const saved = JSON.parse(await readFile(recording, 'utf8')) as {
+      version: number;
+      roles: Record<string, { turns: unknown[] }>;
+    };
+    expect(saved.version).toBe(2);
+    expect(
+      Object.fromEntries(Object.entries(saved.roles).map(([role, tape]) => [role, tape.turns.length])),
+    ).toEqual({
+      main: 3,
+      delegate: 2,
+    });
+    const transcript = JSON.parse(await readFile(join(result.runDir, 'transcript.json'), 'utf8')) as {
+      messages: unknown[];
+      delegations?: { toolUseId: string; messages: unknown[] }[];
+    }[];
+    expect(transcript[0]?.messages).toHaveLength(6);
+    expect(transcript[0]?.delegations).toMatchObject([{ toolUseId: 'd1' }]);
+    const events = (await readFile(join(result.runDir, 'events.jsonl'), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { kind: string; agent?: string; parent?: string });
+    expect(events.filter((e) => e.agent === 'delegate' && e.parent === 'd1').map((e) => e.kind)).toEqual([
+      'model_call',
+      'tool_call',
+      'model_call',
+      'loop_end',
+    ]);
   });
 });

@@ -58,6 +58,7 @@ function fakeEngine(): FakeEngine {
         labels: options.labels,
         user: 'sandbox',
         env: [],
+        volumes: [],
       });
       return id;
     },
@@ -90,6 +91,7 @@ describe('ensureBaseImage', () => {
       labels: {},
       user: '',
       env: [],
+      volumes: [],
     });
     const lines: string[] = [];
     const result = await ensureBaseImage('node', { engine: fake.engine, onLine: (l) => lines.push(l) });
@@ -197,6 +199,7 @@ describe('ensureBaseImage', () => {
       labels: {},
       user: '',
       env: [],
+      volumes: [],
     });
     const result = await ensureBaseImage('node', { engine: fake.engine, force: true });
     expect(result.source).toBe('pulled');

@@ -4,7 +4,7 @@
  * under load.
  */
 import { describe, expect, it } from 'vitest';
-import { DockerSandbox } from '../../../src/sandbox/docker/docker-sandbox.js';
+import { DockerSandbox, ExecTransport } from '../../../src/sandbox/docker/docker-sandbox.js';
 import type { DockerEngine, ExecStartOptions, RunningExec } from '../../../src/sandbox/docker/engine.js';
 
 function scriptedEngine(states: { running: boolean; exitCode: number | null }[], output = 'done\n') {
@@ -33,6 +33,17 @@ function scriptedEngine(states: { running: boolean; exitCode: number | null }[],
   return { engine: engine as unknown as DockerEngine, calls };
 }
 
+function sandboxOn(engine: DockerEngine): DockerSandbox {
+  return new DockerSandbox(engine, {
+    id: 'c1',
+    image: 'image',
+    labels: {},
+    env: [],
+    transport: new ExecTransport(engine, 'c1'),
+    tree: async () => new Map(),
+  });
+}
+
 describe('DockerSandbox.exec reading exec states', () => {
   it('an exec the daemon reports as not running without an exit code has not started: it waits', async () => {
     const { engine } = scriptedEngine([
@@ -41,7 +52,7 @@ describe('DockerSandbox.exec reading exec states', () => {
       { running: true, exitCode: null },
       { running: false, exitCode: 0 },
     ]);
-    const sandbox = new DockerSandbox(engine, 'c1', 'image', {}, []);
+    const sandbox = sandboxOn(engine);
     const result = await sandbox.exec('npm test', { timeoutMs: 10_000 });
     expect(result.exitCode).toBe(0);
     expect(result.timedOut).toBe(false);
@@ -53,7 +64,7 @@ describe('DockerSandbox.exec reading exec states', () => {
       { running: true, exitCode: null },
       { running: false, exitCode: 3 },
     ]);
-    const sandbox = new DockerSandbox(engine, 'c1', 'image', {}, []);
+    const sandbox = sandboxOn(engine);
     const result = await sandbox.exec('exit 3', { timeoutMs: 10_000 });
     expect(result.exitCode).toBe(3);
     // The command is passed as one argument, never spliced into the wrapper's text.

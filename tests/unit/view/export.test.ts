@@ -11,7 +11,7 @@ let remove: () => Promise<void>;
 beforeEach(async () => {
   ({ dir, remove } = await tempDir());
   await writeEval(join(dir, 'out'), [
-    { taskId: 'fixes', trial: 0, category: 'passed', runId: 'fixes-t0' },
+    { taskId: 'fixes', trial: 0, category: 'ready-for-review', runId: 'fixes-t0' },
     { taskId: 'gives-up', trial: 0, category: 'tests-failed', runId: 'gives-up-t0' },
   ]);
   await writeRun(join(dir, 'out', 'runs'), 'fixes-t0', { outcome: 'ready-for-review' });

@@ -2,7 +2,7 @@
  * Run folders and eval folders on disk, shaped like the harness writes them today, with
  * hostile text where a sandbox could put it (tool inputs, command output, file names).
  */
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -34,7 +34,7 @@ export async function writeRun(runsDir: string, folder: string, o: RunOptions = 
   const id = o.id ?? folder;
   const record = {
     id,
-    version: 1,
+    version: 2,
     harnessVersion: '0.1.0',
     startedAt: '2026-11-30T10:00:00.000Z',
     finishedAt: '2026-11-30T10:00:12.000Z',
@@ -53,7 +53,8 @@ export async function writeRun(runsDir: string, folder: string, o: RunOptions = 
       {
         n: 1,
         verdict: o.verdict ?? 'tests-failed',
-        agentStatus: 'completed',
+        agentStop: 'completed',
+        gate: { ok: true, offences: [] },
         turns: 3,
         inputTokens: 100,
         outputTokens: 20,
@@ -71,7 +72,8 @@ export async function writeRun(runsDir: string, folder: string, o: RunOptions = 
       { role: 'attempt-1', id: 'a'.repeat(64), kept: o.kept ?? true },
     ],
     testCommand: [{ name: 'test', command: 'npm test' }],
-    someFutureField: { engine: 'local' },
+    engine: 'local',
+    someFutureField: { anything: 1 },
   };
   const transcript = [
     {
@@ -213,7 +215,7 @@ export async function writeEval(
     JSON.stringify({
       taskId: t.taskId,
       trial: t.trial,
-      outcome: t.outcome ?? (t.category === 'passed' ? 'passed' : 'failed'),
+      outcome: t.outcome ?? (t.category === 'ready-for-review' ? 'passed' : 'failed'),
       category: t.category,
       turns: 3,
       inputTokens: 100,
@@ -227,4 +229,82 @@ export async function writeEval(
   );
   await writeFile(join(dir, 'results.jsonl'), `${lines.join('\n')}\n`);
   if (summary !== undefined) await writeFile(join(dir, 'summary.json'), JSON.stringify(summary));
+}
+
+/** Edits a run's run.json in place. */
+export async function editRecord(
+  runDir: string,
+  edit: (record: Record<string, unknown>) => void,
+): Promise<void> {
+  const file = join(runDir, 'run.json');
+  const record = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>;
+  edit(record);
+  await writeFile(file, JSON.stringify(record));
+}
+
+/** Adds a `delegate` call with a sub-agent conversation, and a checker's conversation, to attempt 1. */
+export async function addDelegationAndChecker(runDir: string): Promise<void> {
+  const file = join(runDir, 'transcript.json');
+  const transcript = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>[];
+  const maker = transcript[0] as { messages: unknown[]; delegations?: unknown[]; role?: string };
+  maker.role = 'maker';
+  maker.messages.push(
+    {
+      role: 'assistant',
+      content: [{ type: 'tool_use', id: 't3', name: 'delegate', input: { task: 'find the rule' } }],
+    },
+    {
+      role: 'user',
+      content: [{ type: 'tool_result', toolUseId: 't3', content: 'the rule is 39 EUR', isError: false }],
+    },
+  );
+  maker.delegations = [
+    {
+      toolUseId: 't3',
+      status: 'completed',
+      turns: 2,
+      messages: [
+        { role: 'user', content: [{ type: 'text', text: 'find the rule' }] },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'tool_use', id: 't1', name: 'run_command', input: { command: 'cat catalog.json' } },
+          ],
+        },
+        {
+          role: 'user',
+          content: [
+            {
+              type: 'tool_result',
+              toolUseId: 't1',
+              content: 'exit code: 0\n{"threshold":39}',
+              isError: false,
+            },
+          ],
+        },
+        { role: 'assistant', content: [{ type: 'text', text: 'SUB-AGENT: the rule is 39 EUR' }] },
+      ],
+    },
+  ];
+  transcript.push({
+    attempt: 1,
+    role: 'checker',
+    system: 'You review a patch.',
+    messages: [{ role: 'assistant', content: [{ type: 'text', text: 'CHECKER: the threshold is wrong' }] }],
+  });
+  await writeFile(file, JSON.stringify(transcript));
+  const events = join(runDir, 'events.jsonl');
+  const sub = {
+    kind: 'tool_call',
+    attempt: 1,
+    turn: 1,
+    tool: 'run_command',
+    toolUseId: 't1',
+    durationMs: 77,
+    exitCode: 0,
+    agent: 'delegate',
+    parent: 't3',
+    time: '2026-11-30T10:00:05.000Z',
+  };
+  await writeFile(events, `${JSON.stringify(sub)}\n${await readFile(events, 'utf8')}`);
 }

@@ -33,7 +33,7 @@ describe('what view can be pointed at', () => {
     });
     expect(await openViewSource(runs)).toMatchObject({ kind: 'runs', runsPath: [] });
     expect(await openViewSource(join(runs, 'run-a'))).toMatchObject({ kind: 'run', runsPath: null });
-    await writeEval(join(dir, 'eval'), [{ taskId: 't', trial: 0, category: 'passed' }]);
+    await writeEval(join(dir, 'eval'), [{ taskId: 't', trial: 0, category: 'ready-for-review' }]);
     expect(await openViewSource(join(dir, 'eval'))).toMatchObject({ kind: 'eval', runsPath: ['runs'] });
 
     const single = (await page(join(runs, 'run-a'), 'index.html')) ?? '';
@@ -104,13 +104,13 @@ describe('the list: runs and trials, filterable by outcome and task', () => {
 
 describe('an eval folder', () => {
   const results: TrialResult[] = [
-    ['fixes', 0, 'passed'],
-    ['gives-up', 0, 'tests_failed'],
-    ['fixes', 1, 'passed'],
+    ['fixes', 0, 'ready-for-review'],
+    ['gives-up', 0, 'no-changes'],
+    ['fixes', 1, 'ready-for-review'],
   ].map(([taskId, trial, category]) => ({
     taskId: taskId as string,
     trial: trial as number,
-    outcome: category === 'passed' ? 'passed' : 'failed',
+    outcome: category === 'ready-for-review' ? 'passed' : 'failed',
     category: category as TrialResult['category'],
     turns: 3,
     inputTokens: 100,

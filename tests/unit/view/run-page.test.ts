@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadRunBundle } from '../../../src/view/bundle.js';
 import { renderPage } from '../../../src/view/site.js';
 import { openViewSource, type ViewSource } from '../../../src/view/source.js';
-import { HOSTILE, tempDir, writeRun } from './fixtures.js';
+import { addDelegationAndChecker, editRecord, HOSTILE, tempDir, writeRun } from './fixtures.js';
 
 let dir: string;
 let remove: () => Promise<void>;
@@ -126,6 +126,80 @@ describe('run page: what the agent did, per attempt', () => {
     expect(section).toContain('<mark class="cut">[viewer: ');
     expect(section).toContain('last line');
     expect(html.length).toBeLessThan(1.5 * 1024 * 1024);
+  });
+});
+
+describe('run page: sub-agents, checkers, gate reasons, reviews and older records', () => {
+  it("nests a sub-agent's conversation under its delegate call, with its own tool facts", async () => {
+    await addDelegationAndChecker(await writeRun(runs, 'run-1'));
+    const html = await runPage('run-1');
+    // The main agent's t1 keeps its own exit code, not the sub-agent's t1.
+    expect(html).toContain('result of run_command · exit code 1 · 812 ms');
+    const delegate = html.indexOf('<b class="tool-name">delegate</b>');
+    const nested = html.indexOf(
+      '<details class="block delegation"><summary>sub-agent conversation: completed, 2 turns</summary>',
+    );
+    expect(delegate).toBeGreaterThan(0);
+    expect(nested).toBeGreaterThan(delegate);
+    const sub = html.slice(nested, html.indexOf('</details></div></details>', nested));
+    expect(sub).toContain('SUB-AGENT: the rule is 39 EUR');
+    expect(sub).toContain('result of run_command · exit code 0 · 77 ms');
+  });
+
+  it("shows a checker's conversation as its own, named", async () => {
+    await addDelegationAndChecker(await writeRun(runs, 'run-1'));
+    const html = await runPage('run-1');
+    expect(html).toContain('<h3>Conversation (maker)</h3>');
+    expect(html).toContain('<h3>Conversation (checker)</h3>');
+    expect(html.indexOf('CHECKER: the threshold is wrong')).toBeGreaterThan(
+      html.indexOf('<h3>Conversation (checker)</h3>'),
+    );
+  });
+
+  it("lists the gate's offending paths and why, and the checker's verdict with its reasons", async () => {
+    const folder = await writeRun(runs, 'run-1', { verdict: 'rejected' });
+    await editRecord(folder, (r) => {
+      const [attempt] = r.attempts as Record<string, unknown>[];
+      attempt!.gate = {
+        ok: false,
+        offences: [{ path: 'test/x.test.ts', kind: 'outside-allowlist', why: `not editable ${HOSTILE}` }],
+      };
+      attempt!.reviews = [
+        {
+          round: 1,
+          verdict: 'request-changes',
+          summary: 'The fix hides the bug.',
+          reasons: [{ file: 'src/shipping.ts', rule: 'freeShippingThreshold', text: 'must be 39' }],
+        },
+      ];
+      r.error = { code: 'RUN_TIMEOUT', category: 'usage', message: 'run time limit passed' };
+    });
+    const html = await runPage('run-1');
+    expect(html).toContain(
+      '<ul class="offences"><li><code>test/x.test.ts</code> (outside-allowlist): not editable &lt;/script&gt;',
+    );
+    expect(html).toContain('<span class="badge tone-bad">rejected</span>');
+    expect(html).toContain(
+      '<p>round 1: <span class="badge tone-bad">request-changes</span> The fix hides the bug.</p><ul><li><code>src/shipping.ts, freeShippingThreshold</code>: must be 39</li></ul>',
+    );
+    expect(html).toContain('harness error RUN_TIMEOUT (usage): run time limit passed');
+    expect(html).toContain('<dt>engine</dt><dd>local</dd>');
+  });
+
+  it('reads the older record shape too (agentStatus, no gate on the attempt)', async () => {
+    const folder = await writeRun(runs, 'run-1');
+    await editRecord(folder, (r) => {
+      const [attempt] = r.attempts as Record<string, unknown>[];
+      delete attempt!.agentStop;
+      delete attempt!.gate;
+      attempt!.agentStatus = 'max_turns';
+      r.version = 1;
+    });
+    const html = await runPage('run-1');
+    expect(html).toContain('<dt>agent stopped</dt><dd>max_turns</dd>');
+    expect(html).toMatch(
+      /<h3>Gate<\/h3>\n<p><span class="badge tone-good">allowed<\/span> 1 changed file\(s\)<\/p>/,
+    );
   });
 });
 

@@ -1,0 +1,83 @@
+/**
+ * The one place that decides exit codes: of an error that reached the CLI, of a run's
+ * outcome, and of an eval. `src/main.ts` is the only caller of `process.exit`; commands
+ * return what these functions say.
+ */
+import { HarnessError } from '../errors.js';
+import type { RunOutcome } from '../outcomes.js';
+
+export const EXIT_CODES = {
+  ok: 0,
+  /** The task did not succeed: failed, rejected, not approved, timed out, a regression. */
+  taskFailed: 1,
+  /** Bad usage, or an invalid catalog, suite, ticket or cassette. */
+  usage: 2,
+  /** The Docker engine or the model API was unavailable. */
+  infrastructure: 3,
+  /** A bug in sandbox-harness. */
+  internal: 70,
+  interrupted: 130,
+} as const;
+
+export function exitCodeForError(error: unknown): number {
+  if (!(error instanceof HarnessError)) return EXIT_CODES.internal;
+  switch (error.category) {
+    case 'usage':
+    case 'config':
+      return EXIT_CODES.usage;
+    case 'infrastructure':
+      return EXIT_CODES.infrastructure;
+    case 'interrupted':
+      return EXIT_CODES.interrupted;
+    case 'limit':
+      return EXIT_CODES.taskFailed;
+    case 'internal':
+      return EXIT_CODES.internal;
+  }
+}
+
+export interface RunEnding {
+  outcome: RunOutcome;
+  /** Set when the verified patch could not be written to the host. */
+  applyError?: string;
+  /** For `error` outcomes: the category of the error that ended the run. */
+  errorCategory?: HarnessError['category'];
+}
+
+export function exitCodeForRun(run: RunEnding): number {
+  switch (run.outcome) {
+    case 'ready-for-review':
+      return run.applyError ? EXIT_CODES.taskFailed : EXIT_CODES.ok;
+    case 'nothing-to-fix':
+      return EXIT_CODES.ok;
+    case 'failed':
+    case 'rejected':
+    case 'not-approved':
+    case 'timeout':
+      return EXIT_CODES.taskFailed;
+    case 'infrastructure':
+      return EXIT_CODES.infrastructure;
+    case 'interrupted':
+      return EXIT_CODES.interrupted;
+    case 'error':
+      return run.errorCategory === 'internal' ? EXIT_CODES.internal : EXIT_CODES.usage;
+  }
+}
+
+export interface EvalEnding {
+  interrupted: boolean;
+  /** Trials that could not be scored, by category. */
+  unscored: { infrastructure: number; error: number };
+  regression: boolean;
+}
+
+/**
+ * An eval that could not score every trial exits non-zero even when every scored trial
+ * passed: a headline of "100%" over half the trials must not read as success.
+ */
+export function exitCodeForEval(ending: EvalEnding): number {
+  if (ending.interrupted) return EXIT_CODES.interrupted;
+  if (ending.unscored.infrastructure > 0) return EXIT_CODES.infrastructure;
+  if (ending.unscored.error > 0) return EXIT_CODES.usage;
+  return ending.regression ? EXIT_CODES.taskFailed : EXIT_CODES.ok;
+}

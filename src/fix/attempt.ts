@@ -1,0 +1,268 @@
+/**
+ * Step 4 of `fix`, one attempt: a fresh sandbox; the agent loop; the freeze (every process
+ * of the sandbox stopped, so the change is read from one moment); the change set; the
+ * gate; verification in another fresh sandbox; and, when review is on, the checker. Each
+ * ends the attempt with one verdict and, unless it passed, feedback for the next one.
+ */
+import { runAgentLoop, type AgentLoopResult } from '../agent/loop.js';
+import { buildFirstUserMessage } from '../agent/prompt.js';
+import type { ToolRegistry } from '../agent/tools/registry.js';
+import type { Allowlist } from '../changes/allowlist.js';
+import {
+  collectChangeSet,
+  gateChangeSet,
+  type ChangeSet,
+  type PristineSource,
+} from '../changes/change-set.js';
+import { changeSetPatch } from '../changes/patch.js';
+import {
+  abortError,
+  DiskBudgetExceeded,
+  HarnessError,
+  Interrupted,
+  LimitExceeded,
+  SandboxDead,
+} from '../errors.js';
+import type { Message } from '../llm/types.js';
+import { verdictForEmptyLoop, type AttemptVerdict } from '../outcomes.js';
+import type { AttemptRecord } from '../runs/record.js';
+import type { Sandbox, WorkspaceTree } from '../sandbox/types.js';
+import type { Run } from './context.js';
+import { failureFeedback, formatTestRun, type TestLayer } from './test-layers.js';
+import { verifyChange, type Verification } from './verify.js';
+
+/** What every attempt of a run shares, worked out once. */
+export interface AttemptPlan {
+  system: string;
+  tools: ToolRegistry;
+  allowlist: Allowlist;
+  /** The image's pristine workspace. */
+  tree: WorkspaceTree;
+  pristine: PristineSource;
+  layers: readonly TestLayer[];
+  /** Workspace paths of held-out tests: absent from attempt sandboxes, present in verification. */
+  heldOut: readonly string[];
+  contextWindow?: number;
+  maxAttempts: number;
+}
+
+export interface AttemptResult {
+  verdict: AttemptVerdict;
+  /** The verified change, when the verdict is `passed`. */
+  changeSet?: ChangeSet;
+  /** What the next attempt's model is told. */
+  feedback?: string;
+}
+
+const DEFAULT_FEEDBACK_BYTES = 4096;
+/** Paths listed in a record; the count says how many there were. */
+const RECORDED_PATHS = 200;
+
+/** The verdict of an attempt that ended with an error, on its way up. */
+function verdictOfError(error: unknown): AttemptVerdict {
+  if (error instanceof Interrupted) return 'interrupted';
+  if (error instanceof LimitExceeded) return error.verdict;
+  if (error instanceof HarnessError && error.category === 'infrastructure') return 'infrastructure';
+  return 'error';
+}
+
+export async function runAttempt(
+  run: Run,
+  plan: AttemptPlan,
+  n: number,
+  feedback: string | undefined,
+  signal: AbortSignal,
+): Promise<AttemptResult> {
+  const started = Date.now();
+  const { progress, events } = run;
+  progress.phase('attempt', `attempt ${n}/${plan.maxAttempts}`);
+  events.emit({ kind: 'attempt_start', attempt: n });
+  const record: AttemptRecord = {
+    n,
+    verdict: 'error',
+    turns: 0,
+    inputTokens: 0,
+    outputTokens: 0,
+    durationMs: 0,
+    changedFiles: [],
+    containers: [],
+  };
+  run.record.attempts.push(record);
+  const finish = async (result: AttemptResult): Promise<AttemptResult> => {
+    record.verdict = result.verdict;
+    record.durationMs = Date.now() - started;
+    if (result.feedback) record.feedback = result.feedback;
+    events.emit({ kind: 'attempt_end', attempt: n, status: result.verdict, durationMs: record.durationMs });
+    await run.dir.writeRecord(run.record);
+    return result;
+  };
+
+  try {
+    const box = await run.sandboxes.create(`attempt-${n}`, { hidden: plan.heldOut });
+    record.containers.push({
+      role: `attempt-${n}`,
+      id: box.id,
+      kept: false,
+      engine: run.deps.backend.engine,
+    });
+    const loop = await runAgent(run, plan, n, box, record, feedback, signal);
+    if (loop.status === 'interrupted') throw abortError(signal);
+    if (loop.sandboxError instanceof DiskBudgetExceeded) throw loop.sandboxError;
+    const died = loop.status === 'sandbox-stopped';
+
+    // Nothing the agent started may still write while its change is read.
+    try {
+      await box.freeze({ signal: run.signal });
+    } catch (error) {
+      if (error instanceof DiskBudgetExceeded) throw error;
+      if (!(error instanceof SandboxDead)) throw error;
+      return await finish({
+        verdict: 'sandbox-stopped',
+        feedback:
+          'Your sandbox stopped: every process in it died (for example after `kill -1`, or when memory ran out) and it could not be started again. Nothing of that attempt was kept. Do not kill processes you did not start.',
+      });
+    }
+    const notice = died
+      ? 'Your sandbox stopped during the attempt (every process in it died); what you had changed until then was checked. '
+      : '';
+
+    progress.phase('verify', `attempt ${n}: checking the change`);
+    const changeSet = await collectChangeSet(box, {
+      allowlist: plan.allowlist,
+      ignore: run.catalog.catalog.agent.ignoreChanges,
+      tree: plan.tree,
+      pristine: plan.pristine,
+      signal: run.signal,
+    });
+    record.changedFiles = changeSet.entries.slice(0, RECORDED_PATHS).map((e) => e.path);
+    record.changedCount = changeSet.entries.length;
+    const patch = changeSet.overLimit ? '' : changeSetPatch(changeSet);
+    if (patch) await run.dir.writeFile(`attempts/${n}/patch.diff`, patch);
+    const gate = gateChangeSet(changeSet);
+    record.gate = { ok: gate.ok, offences: gate.ok ? [] : gate.offending.slice(0, RECORDED_PATHS) };
+    events.emit({
+      kind: 'gate',
+      attempt: n,
+      status: gate.ok ? 'allowed' : 'rejected',
+      message: gate.ok
+        ? `${changeSet.entries.length} changed file(s)`
+        : gate.offending
+            .slice(0, 20)
+            .map((o) => `${o.path}: ${o.why}`)
+            .join('; '),
+    });
+    if (!gate.ok) {
+      await run.dir.writeFile(`attempts/${n}/rejection.txt`, `${gate.reason}\n`);
+      progress.end(`rejected: ${[...new Set(gate.offending.map((o) => o.path))].slice(0, 5).join(', ')}`);
+      return await finish({ verdict: 'rejected', feedback: notice + gate.reason });
+    }
+    if (changeSet.entries.length === 0) {
+      const stop = record.agentStop ?? 'completed';
+      const editable = run.catalog.catalog.agent.editableFiles.join(', ');
+      progress.end('no change to verify');
+      return await finish({
+        verdict: died ? 'sandbox-stopped' : verdictForEmptyLoop(stop),
+        feedback:
+          notice +
+          (stop === 'completed'
+            ? `You made no change to the editable files (${editable}), so there was nothing to verify. The tests still fail.`
+            : `You stopped (${stop}) without changing any editable file (${editable}). Work in smaller steps and edit the code sooner.`),
+      });
+    }
+
+    progress.detail(`attempt ${n}: verifying in a fresh sandbox`);
+    const verification = await verifyChange(run, n, changeSet, plan.tree, plan.layers, plan.heldOut);
+    const tests = verification.tests;
+    await run.dir.writeFile(`attempts/${n}/test-output.txt`, formatForRecord(verification));
+    if (verification.heldOut) record.heldOut = verification.heldOut;
+    events.emit({
+      kind: 'verify',
+      attempt: n,
+      status: tests.passed ? 'passed' : 'failed',
+      durationMs: tests.durationMs,
+      exitCode: tests.failingLayer?.exitCode ?? 0,
+      ...(tests.failingLayer ? { message: `failing layer ${tests.failingLayer.name}` } : {}),
+    });
+    if (tests.passed) {
+      progress.end(`verified: ${changeSet.entries.length} file(s), tests pass in a fresh sandbox`);
+      return await finish({ verdict: 'passed', changeSet });
+    }
+    if (tests.failingLayer) record.failingLayer = tests.failingLayer.name;
+    progress.end(`tests fail in a fresh sandbox (${tests.failingLayer?.name})`);
+    const bytes = run.options.feedbackBytes ?? DEFAULT_FEEDBACK_BYTES;
+    return await finish({
+      verdict: 'tests-failed',
+      feedback:
+        notice +
+        (verification.heldOut === 'failed'
+          ? 'Your change was applied to a fresh copy of the repository. The visible tests pass there, but held-out tests that you cannot see failed: the change does not do what the ticket asks in every case. Read the ticket and the business rules again and fix the behaviour, not the visible tests.'
+          : failureFeedback(tests, bytes, plan.layers.length)),
+    });
+  } catch (error) {
+    if (error instanceof DiskBudgetExceeded) {
+      progress.end(error.message);
+      return await finish({
+        verdict: 'disk-budget',
+        feedback: `Your attempt ended: ${error.message}. Do not write large or many files (build outputs, caches, dependency installs) in the sandbox.`,
+      });
+    }
+    record.verdict = verdictOfError(error);
+    record.durationMs = Date.now() - started;
+    record.message = error instanceof Error ? error.message : String(error);
+    events.emit({ kind: 'attempt_end', attempt: n, status: record.verdict, durationMs: record.durationMs });
+    throw error;
+  }
+}
+
+/** The agent loop in the attempt's sandbox; its turns and tokens go on the record as they are spent. */
+async function runAgent(
+  run: Run,
+  plan: AttemptPlan,
+  n: number,
+  box: Sandbox,
+  record: AttemptRecord,
+  feedback: string | undefined,
+  signal: AbortSignal,
+): Promise<AgentLoopResult> {
+  const agent = run.catalog.catalog.agent;
+  const messages: Message[] = [];
+  const entry: Run['transcript'][number] = { attempt: n, role: 'maker', system: plan.system, messages };
+  run.transcript.push(entry);
+  const used = run.record.tokens.input + run.record.tokens.output;
+  const loop = await runAgentLoop({
+    sandbox: box,
+    provider: run.provider,
+    tools: plan.tools,
+    system: plan.system,
+    firstUserMessage: buildFirstUserMessage({
+      ticket: { id: run.ticket.id, title: run.ticket.title, body: run.ticket.body },
+      ...(feedback ? { feedback } : {}),
+    }),
+    limits: {
+      maxTurns: agent.maxTurns,
+      ...(agent.tokenBudget ? { tokenBudget: Math.max(0, agent.tokenBudget - used) } : {}),
+      attemptDeadlineMs: run.catalog.catalog.sandbox.timeouts.attemptSec * 1000,
+    },
+    events: run.events,
+    signal,
+    attempt: n,
+    messages,
+    ...(plan.contextWindow ? { contextWindowTokens: plan.contextWindow } : {}),
+    ...(run.delegateProvider ? { subAgent: { provider: run.delegateProvider } } : {}),
+  });
+  if (loop.delegations.length > 0) entry.delegations = loop.delegations;
+  record.turns += loop.turns;
+  record.inputTokens += loop.usage.inputTokens;
+  record.outputTokens += loop.usage.outputTokens;
+  run.record.turns += loop.turns;
+  run.record.tokens.input += loop.usage.inputTokens;
+  run.record.tokens.output += loop.usage.outputTokens;
+  record.agentStop = loop.status;
+  run.progress.end(`agent ${loop.status} after ${loop.turns} turns`);
+  return loop;
+}
+
+function formatForRecord(verification: Verification): string {
+  const text = formatTestRun(verification.tests);
+  return verification.heldOut ? `${text}\n=== held-out tests: ${verification.heldOut}\n` : text;
+}

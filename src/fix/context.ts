@@ -1,0 +1,148 @@
+/**
+ * The types the steps of `fix` share: what the caller asks for (`FixOptions`), what it
+ * injects (`FixDeps`: everything that touches the outside world, so the flow is unit-testable
+ * with fakes), what it gets back (`FixResult`), and the one context a run carries from step
+ * to step (`Run`).
+ */
+import type { LoadedCatalog } from '../catalog/load.js';
+import type { ChangeSet } from '../changes/change-set.js';
+import type { Ticket } from '../catalog/ticket.js';
+import type { EventSink } from '../agent/events.js';
+import type { AgentLoopResult } from '../agent/loop.js';
+import type { HarnessError } from '../errors.js';
+import type { createProvider } from '../llm/registry.js';
+import type { CassetteRecorder } from '../llm/recording.js';
+import type { Message, ModelProvider } from '../llm/types.js';
+import type { RunOutcome } from '../outcomes.js';
+import type { RunDir, RunRecord } from '../runs/record.js';
+import type { KeepPolicy, SandboxBackend } from '../sandbox/types.js';
+import type { BaselineCache } from './baseline.js';
+import type { ProgressSink } from './progress.js';
+import type { SandboxPool } from './sandboxes.js';
+
+export type { KeepPolicy } from '../sandbox/types.js';
+
+/** What the host repo held when the image was built: path -> sha256 and mode (for the apply). */
+export interface HostFile {
+  sha256: string;
+  mode: number;
+  /** A symlink's sha256 is of its target text; its content is never read through it. */
+  type?: 'file' | 'symlink';
+}
+
+/** The image a run's sandboxes are made from, and what the host knew of it. */
+export interface SandboxImage {
+  tag: string;
+  imageId: string;
+  reused: boolean;
+  /** True when the image build had network (the catalog opted in). */
+  buildNetwork?: boolean;
+  /** The host repo files the image was built from; the apply compares against these. */
+  hostFiles: ReadonlyMap<string, HostFile>;
+}
+
+export interface ImageRequest {
+  repoDir: string;
+  catalog: LoadedCatalog;
+  rebuild: boolean;
+  logFile: string;
+  onProgress: (line: string) => void;
+  signal?: AbortSignal;
+}
+
+export interface FixDeps {
+  backend: SandboxBackend;
+  /** Checks the engine answers before anything is written. */
+  ping: () => Promise<void>;
+  image: (request: ImageRequest) => Promise<SandboxImage>;
+  /** Default: the registry's createProvider. */
+  createProvider?: typeof createProvider;
+  /** Evals share one baseline per (image, catalog, test command) between their trials. */
+  baselines?: BaselineCache;
+}
+
+export interface FixOptions {
+  ticket: string;
+  catalogFile: string;
+  repoDir?: string;
+  provider?: string;
+  model?: string;
+  cassette?: string;
+  record?: string;
+  maxAttempts?: number;
+  keep: KeepPolicy;
+  apply: boolean;
+  force: boolean;
+  rebuild: boolean;
+  /** Review every verified attempt with an independent checker (also catalog `agent.review`). */
+  review?: boolean;
+  /** Where run records go; default `<repo>/.sandbox-harness/runs`. */
+  runsDir?: string;
+  cwd: string;
+  /** The host environment: read for provider credentials only, never passed to a sandbox. */
+  env: NodeJS.ProcessEnv;
+  signal: AbortSignal;
+  progress?: ProgressSink;
+  readStdin: () => Promise<string>;
+  /** Bytes of failing test output fed back to the model. */
+  feedbackBytes?: number;
+  /** Extra events sink (evals use it to time trials). */
+  events?: EventSink;
+  /** Run id to use (evals choose their own). */
+  runId?: string;
+}
+
+export interface FixResult {
+  runId: string;
+  runDir: string;
+  outcome: RunOutcome;
+  record: RunRecord;
+  patch?: string;
+  error?: HarnessError;
+}
+
+/** How a run ended, before it is closed. */
+export interface Ending {
+  outcome: RunOutcome;
+  message: string;
+  /** The verified change, for `ready-for-review`. */
+  changeSet?: ChangeSet;
+  error?: HarnessError;
+}
+
+/** Everything known once the inputs validated; nothing has been written yet. */
+export interface Prepared {
+  catalog: LoadedCatalog;
+  repoDir: string;
+  ticket: Ticket;
+  provider: ModelProvider;
+  /** The sub-agents' provider, when the catalog offers `delegate`. */
+  delegateProvider?: ModelProvider;
+  /** The independent checker's provider, when review is on. */
+  checker?: ModelProvider;
+  /** Records every role's answers, for `--record`. */
+  recorder?: CassetteRecorder;
+  /** Where model retries are reported once the event log exists. */
+  retries: { sink?: EventSink };
+}
+
+/** One run, from the moment its record exists until it is closed. */
+export interface Run extends Prepared {
+  options: FixOptions;
+  deps: FixDeps;
+  dir: RunDir;
+  record: RunRecord;
+  events: EventSink;
+  progress: ProgressSink;
+  /** Ctrl-C and the run time limit; its reason says which. */
+  signal: AbortSignal;
+  sandboxes: SandboxPool;
+  transcript: {
+    attempt: number;
+    role: string;
+    system: string;
+    messages: Message[];
+    delegations?: AgentLoopResult['delegations'];
+  }[];
+  started: number;
+}

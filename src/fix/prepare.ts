@@ -1,0 +1,62 @@
+/**
+ * Step 1 of `fix`: everything that can be checked before anything is written: the catalog,
+ * the ticket, the model provider, the engine. A bad input here leaves no trace.
+ */
+import { resolve } from 'node:path';
+import { loadCatalog } from '../catalog/load.js';
+import { loadTicket } from '../catalog/ticket.js';
+import type { EventSink } from '../agent/events.js';
+import { chooseProvider, createProvider, ProviderSession } from '../llm/registry.js';
+import type { RetryInfo } from '../llm/retry.js';
+import type { ModelProvider } from '../llm/types.js';
+import type { FixDeps, FixOptions, Prepared } from './context.js';
+
+export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepared> {
+  const catalog = await loadCatalog(options.catalogFile, { cwd: options.cwd });
+  const repoDir = options.repoDir ? resolve(options.cwd, options.repoDir) : catalog.repoDir;
+  const ticket = await loadTicket(options.ticket, {
+    catalogDir: catalog.dir,
+    repoDir,
+    readStdin: options.readStdin,
+    cwd: options.cwd,
+  });
+  const choice = chooseProvider({
+    flagProvider: options.provider ?? (options.cassette ? 'replay' : undefined),
+    flagModel: options.model,
+    env: options.env,
+    catalogProvider: catalog.catalog.provider?.name,
+    catalogModel: catalog.catalog.provider?.model,
+  });
+  const make = deps.createProvider ?? createProvider;
+  // The event log does not exist yet; retries are reported to it once it does.
+  const retries: { sink?: EventSink } = {};
+  // One session for every role: they replay their own queues of one cassette and record into one.
+  const session = new ProviderSession({ record: options.record !== undefined });
+  const providerOptions = {
+    session,
+    onRetry: (info: RetryInfo) =>
+      retries.sink?.emit({
+        kind: 'model_retry',
+        message: `try ${info.attempt} failed (${info.error.message}); retrying in ${info.delayMs} ms`,
+        durationMs: info.delayMs,
+      }),
+    name: choice.name,
+    ...(choice.model ? { model: choice.model } : {}),
+    ...(options.cassette ? { cassette: resolve(options.cwd, options.cassette) } : {}),
+    env: options.env,
+  };
+  const provider: ModelProvider = await make({ ...providerOptions, role: 'main' });
+  const delegateProvider = catalog.catalog.agent.delegate
+    ? await make({ ...providerOptions, role: 'delegate' })
+    : undefined;
+  await deps.ping();
+  return {
+    catalog,
+    repoDir,
+    ticket,
+    provider,
+    ...(delegateProvider ? { delegateProvider } : {}),
+    ...(session.recorder ? { recorder: session.recorder } : {}),
+    retries,
+  };
+}

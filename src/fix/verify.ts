@@ -1,0 +1,139 @@
+/**
+ * The verification step of an attempt: a fresh sandbox from the pristine image, exactly the
+ * allowed change written into it, then, before anything else runs there, the invariant:
+ * that sandbox's own change set equals the allowed one, path by path and byte for byte.
+ * Only then the catalog's tests (held-out ones included). A difference is a harness error
+ * with both sets on record, never a pass.
+ */
+import { VerificationMismatch } from '../errors.js';
+import { hostMode, impliedFolders, type ChangeSet } from '../changes/change-set.js';
+import { sha256 } from '../changes/hash.js';
+import type { Sandbox, WorkspaceTree } from '../sandbox/types.js';
+import type { Run } from './context.js';
+import { runTestLayers, type TestLayer, type TestRun } from './test-layers.js';
+
+export interface Verification {
+  tests: TestRun;
+  /**
+   * With held-out tests: `passed` when everything passed, `failed` when the visible tests
+   * pass without them (the verdict came from the held-out tests); absent otherwise.
+   */
+  heldOut?: 'passed' | 'failed';
+}
+
+interface Expected {
+  sha256: string;
+  mode: number;
+}
+
+export interface InvariantReport {
+  expected: Record<string, Expected>;
+  observed: Record<string, Expected | { type: string; kind: string }>;
+  differences: string[];
+}
+
+/**
+ * Compares what the sandbox says changed (scan + export, read by programs of the pristine
+ * image before any program of the agent ran there) with what was written.
+ */
+export async function checkInvariant(
+  box: Sandbox,
+  changeSet: ChangeSet,
+  tree: WorkspaceTree,
+  signal?: AbortSignal,
+): Promise<InvariantReport> {
+  const expected = new Map<string, Expected>();
+  for (const entry of changeSet.entries) {
+    if (entry.content)
+      expected.set(entry.path, { sha256: sha256(entry.content), mode: hostMode(entry.mode ?? 0o644) });
+  }
+  const folders = impliedFolders(
+    changeSet.entries.filter((e) => e.kind === 'added').map((e) => e.path),
+    tree,
+  );
+  const scan = await box.changes({
+    maxEntries: expected.size + folders.size + 1000,
+    ...(signal ? { signal } : {}),
+  });
+  const differences: string[] = [];
+  if (!scan.complete) differences.push('the verification sandbox changed more paths than were written');
+  const observed: InvariantReport['observed'] = {};
+  const files = scan.changes.filter((c) => c.kind !== 'deleted' && c.type === 'file').map((c) => c.path);
+  const exported =
+    files.length > 0 ? await box.exportFiles(files, { ...(signal ? { signal } : {}) }) : undefined;
+  const contents = new Map((exported?.files ?? []).map((f) => [f.path, f]));
+  for (const change of scan.changes) {
+    if (change.kind === 'added' && change.type === 'directory' && folders.has(change.path)) continue;
+    const file = contents.get(change.path);
+    if (file) {
+      const seen = { sha256: sha256(file.content), mode: hostMode(file.mode) };
+      observed[change.path] = seen;
+      const want = expected.get(change.path);
+      if (!want) differences.push(`${change.path} changed but was not written`);
+      else if (want.sha256 !== seen.sha256)
+        differences.push(`${change.path} holds other bytes than were written`);
+      else if (want.mode !== seen.mode) differences.push(`${change.path} has another mode than was written`);
+    } else {
+      observed[change.path] = { type: change.type ?? 'gone', kind: change.kind };
+      differences.push(`${change.path} ${change.kind} (${change.type ?? 'deleted'}) was not written`);
+    }
+  }
+  for (const path of expected.keys()) {
+    if (!(path in observed)) differences.push(`${path} was written but is not there as written`);
+  }
+  return { expected: Object.fromEntries(expected), observed, differences };
+}
+
+export async function verifyChange(
+  run: Run,
+  n: number,
+  changeSet: ChangeSet,
+  tree: WorkspaceTree,
+  layers: readonly TestLayer[],
+  heldOut: readonly string[],
+): Promise<Verification> {
+  const box = await run.sandboxes.create(`verify-${n}`);
+  run.record.attempts[n - 1]?.containers.push({
+    role: `verify-${n}`,
+    id: box.id,
+    kept: false,
+    engine: run.deps.backend.engine,
+  });
+  await writeAllowed(box, changeSet, run.signal);
+  const report = await checkInvariant(box, changeSet, tree, run.signal);
+  if (report.differences.length > 0) {
+    await run.dir.writeFile(
+      `attempts/${n}/verification-mismatch.json`,
+      `${JSON.stringify(report, null, 2)}\n`,
+    );
+    throw new VerificationMismatch(
+      `the verification sandbox does not hold exactly the allowed change (${report.differences.slice(0, 3).join('; ')}${report.differences.length > 3 ? '; ...' : ''}); both sets are in attempts/${n}/verification-mismatch.json`,
+    );
+  }
+  const timeoutMs = run.catalog.catalog.sandbox.timeouts.testSec * 1000;
+  const tests = await runTestLayers(box, layers, {
+    timeoutMs,
+    signal: run.signal,
+    onLayer: (layer) => run.progress.detail(`attempt ${n}: verifying (${layer.name}: ${layer.command})`),
+  });
+  if (heldOut.length === 0) return { tests };
+  if (tests.passed) return { tests, heldOut: 'passed' };
+  // Which verdict came from the held-out tests: the same change, in a sandbox without them.
+  const visibleBox = await run.sandboxes.create(`verify-${n}-visible`, { hidden: heldOut }, true);
+  try {
+    await writeAllowed(visibleBox, changeSet, run.signal);
+    const visible = await runTestLayers(visibleBox, layers, { timeoutMs, signal: run.signal });
+    return visible.passed ? { tests, heldOut: 'failed' } : { tests };
+  } finally {
+    await run.sandboxes.release(visibleBox);
+  }
+}
+
+/** The allowed change, written into a sandbox made from the pristine image. */
+async function writeAllowed(box: Sandbox, changeSet: ChangeSet, signal: AbortSignal): Promise<void> {
+  const files = changeSet.entries.filter((e) => e.content !== undefined);
+  await box.writeFiles(
+    files.map((e) => ({ path: e.path, content: e.content!, mode: hostMode(e.mode ?? 0o644) & 0o777 })),
+    { signal },
+  );
+}

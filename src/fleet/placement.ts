@@ -1,0 +1,197 @@
+/**
+ * Where the next trial runs: on the engine with the most free capacity, never above the
+ * eval's global `--concurrency`, never on an engine that was lost. No I/O here: the caller
+ * says which engines exist, how much each takes, and which one stopped answering; this
+ * module only keeps the count and decides.
+ *
+ * For the scheduler: `acquire()` replaces the one global concurrency limit; the trial runs
+ * on `lease.engine` and calls `lease.release()` when it ends (any outcome). After an
+ * infrastructure failure the caller checks the engine and calls `markLost()` if it is gone;
+ * the trial's retry then lands elsewhere, because a lost engine is never picked again.
+ */
+import { SandboxUnavailable } from '../errors.js';
+
+export interface PlacementEngine {
+  name: string;
+  /** Trials at once on this engine (at least 1). */
+  capacity: number;
+}
+
+export interface EngineLoad extends PlacementEngine {
+  running: number;
+  lost: boolean;
+  lostReason?: string;
+}
+
+/**
+ * How many trials an engine takes by default: its CPUs over the CPUs one trial may use (the
+ * catalog's sandbox CPU limit), at least 1. An engine that reports no CPUs gets 1.
+ */
+export function defaultCapacity(engineCpus: number, trialCpus: number): number {
+  if (!Number.isFinite(engineCpus) || engineCpus <= 0) return 1;
+  const perTrial = Number.isFinite(trialCpus) && trialCpus > 0 ? trialCpus : 1;
+  // The epsilon keeps 3 / 0.1 from landing just below 30.
+  return Math.max(1, Math.floor(engineCpus / perTrial + 1e-9));
+}
+
+/**
+ * The engine for the next trial, or undefined when none may take one now (every live engine
+ * full, the global cap reached, or every engine lost). Most free slots first; on a tie, the
+ * lower share in use (a big engine half full before a small one half full), then list order.
+ */
+export function pickEngine(loads: readonly EngineLoad[], concurrency?: number): string | undefined {
+  const running = loads.reduce((sum, e) => sum + e.running, 0);
+  if (concurrency !== undefined && running >= concurrency) return undefined;
+  let best: EngineLoad | undefined;
+  for (const load of loads) {
+    if (load.lost || load.running >= load.capacity) continue;
+    if (!best || better(load, best)) best = load;
+  }
+  return best?.name;
+}
+
+function better(a: EngineLoad, b: EngineLoad): boolean {
+  const freeA = a.capacity - a.running;
+  const freeB = b.capacity - b.running;
+  if (freeA !== freeB) return freeA > freeB;
+  return a.running / a.capacity < b.running / b.capacity;
+}
+
+export interface Lease {
+  readonly engine: string;
+  /** Frees the slot; calling it again does nothing. */
+  release(): void;
+}
+
+interface Waiter {
+  resolve(lease: Lease): void;
+  reject(error: unknown): void;
+}
+
+export class Placement {
+  private readonly engines: EngineLoad[];
+  private readonly waiters: Waiter[] = [];
+
+  /**
+   * @param concurrency the global cap over all engines (`--concurrency`); absent: the sum
+   *   of the capacities.
+   */
+  constructor(
+    engines: readonly PlacementEngine[],
+    private readonly concurrency?: number,
+  ) {
+    if (engines.length === 0) throw new RangeError('a placement needs at least one engine');
+    const names = new Set<string>();
+    for (const e of engines) {
+      if (names.has(e.name)) throw new RangeError(`engine ${e.name} is listed twice`);
+      if (!Number.isInteger(e.capacity) || e.capacity < 1) {
+        throw new RangeError(`engine ${e.name}: capacity must be a positive integer, got ${e.capacity}`);
+      }
+      names.add(e.name);
+    }
+    if (concurrency !== undefined && (!Number.isInteger(concurrency) || concurrency < 1)) {
+      throw new RangeError(`concurrency must be a positive integer, got ${concurrency}`);
+    }
+    this.engines = engines.map((e) => ({ name: e.name, capacity: e.capacity, running: 0, lost: false }));
+  }
+
+  /** A slot now, or undefined when none is free. Waiting callers go first. */
+  tryAcquire(): Lease | undefined {
+    if (this.waiters.length > 0) return undefined;
+    return this.take();
+  }
+
+  /**
+   * A slot as soon as one is free, first come first served. Rejects with SandboxUnavailable
+   * once every engine is lost, and with the signal's reason when it aborts.
+   */
+  acquire(signal?: AbortSignal): Promise<Lease> {
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    const allLost = this.allLostError();
+    if (allLost) return Promise.reject(allLost);
+    if (this.waiters.length === 0) {
+      const lease = this.take();
+      if (lease) return Promise.resolve(lease);
+    }
+    return new Promise<Lease>((resolve, reject) => {
+      const waiter: Waiter = {
+        resolve: (lease) => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve(lease);
+        },
+        reject: (error) => {
+          signal?.removeEventListener('abort', onAbort);
+          reject(error);
+        },
+      };
+      const onAbort = () => {
+        const index = this.waiters.indexOf(waiter);
+        if (index >= 0) this.waiters.splice(index, 1);
+        reject(signal?.reason);
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.waiters.push(waiter);
+    });
+  }
+
+  /**
+   * The engine stopped answering: nothing is placed on it again. Its running trials keep
+   * their leases until they end (they fail as infrastructure and release them).
+   */
+  markLost(name: string, reason: string): void {
+    const engine = this.find(name);
+    if (engine.lost) return;
+    engine.lost = true;
+    engine.lostReason = reason;
+    const allLost = this.allLostError();
+    if (allLost) for (const waiter of this.waiters.splice(0)) waiter.reject(allLost);
+  }
+
+  isLost(name: string): boolean {
+    return this.find(name).lost;
+  }
+
+  /** A copy of every engine's state, in the order given. */
+  loads(): EngineLoad[] {
+    return this.engines.map((e) => ({ ...e }));
+  }
+
+  private find(name: string): EngineLoad {
+    const engine = this.engines.find((e) => e.name === name);
+    if (!engine) throw new RangeError(`no engine named ${name} in this placement`);
+    return engine;
+  }
+
+  private take(): Lease | undefined {
+    const name = pickEngine(this.engines, this.concurrency);
+    if (name === undefined) return undefined;
+    const engine = this.find(name);
+    engine.running++;
+    let released = false;
+    return {
+      engine: name,
+      release: () => {
+        if (released) return;
+        released = true;
+        engine.running--;
+        this.wake();
+      },
+    };
+  }
+
+  private wake(): void {
+    while (this.waiters.length > 0) {
+      const lease = this.take();
+      if (!lease) return;
+      this.waiters.shift()?.resolve(lease);
+    }
+  }
+
+  private allLostError(): SandboxUnavailable | undefined {
+    if (!this.engines.every((e) => e.lost)) return undefined;
+    return new SandboxUnavailable(
+      `every engine of this eval is lost: ${this.engines.map((e) => `${e.name} (${e.lostReason ?? 'lost'})`).join(', ')}`,
+      { hint: '`sandbox-harness doctor --engines ...` shows what is wrong with each.' },
+    );
+  }
+}

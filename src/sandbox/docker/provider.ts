@@ -1,0 +1,92 @@
+/** The Docker backend as a `SandboxProvider`: sandboxes, repo images and the pre-flight check. */
+import { statfs } from 'node:fs/promises';
+import { ImageError, SandboxUnavailable } from '../../errors.js';
+import type { RepoImageRequest, RepoImageResult, SandboxProvider } from '../registry.js';
+import { scanBuildContext } from './build-context.js';
+import { DockerBackend, dockerBackend } from './docker-sandbox.js';
+import { dockerEngine, type DockerEngine } from './engine.js';
+import { buildRepoImage, resolveDockerfile } from './images.js';
+
+/** Below this much free space in the engine's storage, runs refuse to start. */
+export const DEFAULT_MIN_FREE_BYTES = 2 * 1024 ** 3;
+
+function gib(bytes: number): string {
+  return `${(bytes / 1024 ** 3).toFixed(1)} GiB`;
+}
+
+export async function checkFreeSpace(
+  engine: DockerEngine,
+  minFreeBytes = DEFAULT_MIN_FREE_BYTES,
+): Promise<void> {
+  const info = await engine.info();
+  // Only a local engine's data root can be measured from here; a remote one is checked by `doctor`.
+  if (!engine.isLocal() || !info.dockerRootDir) return;
+  const stats = await statfs(info.dockerRootDir).catch(() => undefined);
+  if (!stats) return;
+  const free = stats.bavail * stats.bsize;
+  if (free < minFreeBytes) {
+    throw new SandboxUnavailable(
+      `the Docker engine's storage (${info.dockerRootDir}) has ${gib(free)} free, less than the ${gib(minFreeBytes)} a run needs`,
+      {
+        hint: 'Free some space (`sandbox-harness gc --all`, `docker system prune`), or set SANDBOX_HARNESS_MIN_FREE_BYTES.',
+      },
+    );
+  }
+}
+
+async function repoImage(engine: DockerEngine, request: RepoImageRequest): Promise<RepoImageResult> {
+  if (request.prebuilt) {
+    const details = await engine.inspectImage(request.prebuilt);
+    if (!details) {
+      throw new ImageError(`the catalog's sandbox.image ${request.prebuilt} does not exist locally`, {
+        hint: 'Build or pull it first, or use sandbox.dockerfile to let sandbox-harness build it from the repo.',
+      });
+    }
+    // The files the host apply compares against are the repo as it is now.
+    const context = await scanBuildContext({
+      contextDir: request.repoDir,
+      dockerfile: await resolveDockerfile(request.repoDir),
+    });
+    return {
+      tag: request.prebuilt,
+      imageId: details.id,
+      reused: true,
+      buildNetwork: false,
+      hostFiles: context.snapshot,
+    };
+  }
+  const built = await buildRepoImage({
+    repoDir: request.repoDir,
+    ...(request.dockerfile ? { dockerfile: request.dockerfile } : {}),
+    ...(request.baseImage ? { baseImage: request.baseImage } : {}),
+    ...(request.buildArgs ? { buildArgs: request.buildArgs } : {}),
+    ...(request.excludes ? { extraExcludes: request.excludes } : {}),
+    rebuild: request.rebuild,
+    ...(request.onProgress ? { onProgress: request.onProgress } : {}),
+    ...(request.logFile ? { logFile: request.logFile } : {}),
+    ...(request.signal ? { signal: request.signal } : {}),
+    engine,
+  });
+  return {
+    tag: built.tag,
+    imageId: built.imageId,
+    reused: built.reused,
+    buildNetwork: request.buildNetwork ?? false,
+    hostFiles: built.snapshot,
+  };
+}
+
+export function dockerProvider(
+  backend: DockerBackend = dockerBackend(),
+  engine: DockerEngine = dockerEngine(),
+): SandboxProvider {
+  return {
+    backend,
+    repoImage: (request) => repoImage(engine, request),
+    async preflight() {
+      await engine.ping(5000);
+      const floor = Number(process.env.SANDBOX_HARNESS_MIN_FREE_BYTES);
+      await checkFreeSpace(engine, Number.isFinite(floor) && floor >= 0 ? floor : DEFAULT_MIN_FREE_BYTES);
+    },
+  };
+}

@@ -1,0 +1,204 @@
+/**
+ * Commands inside a sandbox under limits, on any backend that can start a process
+ * (`Transport`): an in-container `timeout -k`, a host-side deadline, a Ctrl-C that kills the
+ * whole process tree, and output capped to its head and tail.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Writable } from 'node:stream';
+import { abortError, SandboxDead } from '../../errors.js';
+import { CappedOutput } from '../output.js';
+import {
+  DEFAULT_EXEC_TIMEOUT_MS,
+  DEFAULT_MAX_OUTPUT_BYTES,
+  WORKSPACE,
+  type ExecOptions,
+  type ExecResult,
+} from '../types.js';
+import { BoundedBuffer } from './sinks.js';
+import { KILL_TREE_SCRIPT } from './scripts.js';
+import { toWorkspacePath } from './paths.js';
+import type { ProcessSpec, StartedProcess, Transport } from './transport.js';
+
+/** Seconds between the in-container TERM and KILL. */
+const KILL_GRACE_SEC = 2;
+/** How long past its own timeout the host waits before it kills the process tree itself. */
+const HOST_GRACE_MS = 5_000;
+
+/**
+ * Runs `$3` under `timeout` with its output relayed through fifos. Every process of the
+ * command inherits `SANDBOX_HARNESS_EXEC=<token>`, which names the tree for the kill on a
+ * timeout, the host's deadline or Ctrl-C, even a child that left the process group
+ * (`setsid`) or was orphaned by a double fork. The relay is there because a background child that
+ * keeps the exec's own stdout open makes the daemon stall the container's next exec for
+ * seconds; with fifos, once the command has exited the relays drain what is left and are
+ * stopped, so the exec's streams always close.
+ */
+export const EXEC_WRAPPER = [
+  'd="/tmp/.sandbox-harness-exec-$1"',
+  'mkdir -m 700 "$d" && mkfifo "$d/out" "$d/err" || { echo "sandbox-harness: cannot create $d (is /tmp full?)" >&2; exit 125; }',
+  'cat "$d/out" & o=$!',
+  'cat "$d/err" >&2 & e=$!',
+  `timeout -k ${KILL_GRACE_SEC} "$2" env SANDBOX_HARNESS_EXEC="$1" /bin/sh -c "$3" >"$d/out" 2>"$d/err" </dev/null & t=$!`,
+  'echo "$t" > "$d/pid"',
+  'wait "$t"; rc=$?',
+  '( sleep 0.3; kill "$o" "$e" ) >/dev/null 2>&1 & k=$!',
+  'wait "$o" "$e" 2>/dev/null',
+  'kill "$k" 2>/dev/null',
+  'rm -rf "$d"',
+  'exit "$rc"',
+].join('\n');
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+function envList(env: Record<string, string> | undefined): string[] {
+  return Object.entries(env ?? {}).map(([k, v]) => `${k}=${v}`);
+}
+
+function whenAborted(signal: AbortSignal | undefined): Promise<'aborted'> {
+  return new Promise((resolve) => {
+    if (!signal) return;
+    if (signal.aborted) resolve('aborted');
+    else signal.addEventListener('abort', () => resolve('aborted'), { once: true });
+  });
+}
+
+/** A command of the model or the catalog, under every limit. */
+export async function runCommand(
+  transport: Transport,
+  baseEnv: readonly string[],
+  command: string,
+  options: ExecOptions = {},
+): Promise<ExecResult> {
+  if (options.signal?.aborted) throw abortError(options.signal);
+  const timeoutMs = options.timeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS;
+  const maxOutput = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
+  const token = randomBytes(6).toString('hex');
+  const timeoutSec = Math.max(1, Math.ceil(timeoutMs / 1000));
+  const stdout = new CappedOutput(maxOutput);
+  const stderr = new CappedOutput(maxOutput);
+  const started = Date.now();
+  const running = await transport.start({
+    argv: ['/bin/sh', '-c', EXEC_WRAPPER, 'sandbox-exec', token, String(timeoutSec), command],
+    cwd: options.cwd ? toWorkspacePath(options.cwd) : WORKSPACE,
+    env: [...baseEnv, ...envList(options.env)],
+    stdout,
+    stderr,
+  });
+  const deadline = timeoutSec * 1000 + KILL_GRACE_SEC * 1000 + HOST_GRACE_MS;
+  const first = await Promise.race([
+    running.exited.then((code) => ({ code })),
+    sleep(deadline).then(() => 'deadline' as const),
+    whenAborted(options.signal),
+  ]);
+  let code: number;
+  let hostTimedOut = false;
+  if (typeof first === 'object') {
+    code = first.code;
+    // Give the backend a moment to deliver what the command wrote before it exited.
+    await Promise.race([running.streamEnded, sleep(300)]);
+    running.detach();
+  } else {
+    running.detach();
+    await killTree(transport, token);
+    if (first === 'aborted') throw abortError(options.signal!);
+    hostTimedOut = true;
+    code = 137;
+  }
+  const durationMs = Date.now() - started;
+  // GNU timeout exits 124 after TERM, 137 when it had to KILL.
+  const timedOut = hostTimedOut || ((code === 124 || code === 137) && durationMs >= timeoutSec * 1000 - 50);
+  // `timeout` killed its process group; what escaped the group is found by its token.
+  if (timedOut && !hostTimedOut) await killTree(transport, token);
+  return {
+    exitCode: code,
+    stdout: stdout.text(),
+    stderr: stderr.text(),
+    timedOut,
+    truncated: stdout.truncated || stderr.truncated,
+    durationMs,
+  };
+}
+
+async function killTree(transport: Transport, token: string): Promise<void> {
+  try {
+    const killer = await transport.start({
+      argv: ['/bin/sh', '-c', KILL_TREE_SCRIPT, 'sandbox-kill', token],
+      cwd: '/',
+      env: [],
+      stdout: new BoundedBuffer(1024),
+      stderr: new BoundedBuffer(1024),
+    });
+    await Promise.race([killer.exited, sleep(5000)]);
+    killer.detach();
+  } catch (error) {
+    if (!(error instanceof SandboxDead)) throw error;
+  }
+}
+
+export interface ScriptOptions {
+  /** Bytes of stdout kept; more is an overflow the caller must treat as an error. */
+  maxStdoutBytes: number;
+  stdin?: Buffer;
+  /** Where stdout goes instead of a buffer (a stream the caller parses as it arrives). */
+  stdout?: Writable;
+  timeoutMs?: number;
+  signal?: AbortSignal;
+  cwd?: string;
+  user?: ProcessSpec['user'];
+}
+
+export interface ScriptResult {
+  exitCode: number;
+  stdout: Buffer;
+  stdoutOverflowed: boolean;
+  stderr: string;
+}
+
+/**
+ * One of the harness's own scripts (a listing, a read, a write, a scan): raw bytes out,
+ * bounded by an in-container timeout; an abort stops the host waiting at once (the script
+ * then ends by its own timeout). Throws `SandboxDead`, or the signal's reason.
+ */
+export async function runScript(
+  transport: Transport,
+  script: string,
+  args: readonly string[],
+  options: ScriptOptions,
+): Promise<ScriptResult> {
+  if (options.signal?.aborted) throw abortError(options.signal);
+  const timeoutSec = Math.max(1, Math.ceil((options.timeoutMs ?? 60_000) / 1000));
+  const buffer = new BoundedBuffer(options.maxStdoutBytes);
+  const stderr = new BoundedBuffer(64 * 1024);
+  const running: StartedProcess = await transport.start({
+    argv: ['timeout', '-k', '1', String(timeoutSec), '/bin/sh', '-c', script, 'sandbox-harness', ...args],
+    cwd: options.cwd ?? WORKSPACE,
+    env: ['LC_ALL=C', 'PATH=/usr/local/bin:/usr/bin:/bin'],
+    ...(options.stdin ? { stdin: options.stdin } : {}),
+    ...(options.user ? { user: options.user } : {}),
+    stdout: options.stdout ?? buffer,
+    stderr,
+  });
+  const first = await Promise.race([
+    running.exited.then((code) => ({ code })),
+    sleep(timeoutSec * 1000 + HOST_GRACE_MS).then(() => 'deadline' as const),
+    whenAborted(options.signal),
+  ]);
+  if (typeof first !== 'object') {
+    running.detach();
+    if (first === 'aborted') throw abortError(options.signal!);
+    return {
+      exitCode: 124,
+      stdout: buffer.bytes(),
+      stdoutOverflowed: buffer.overflowed,
+      stderr: 'timed out',
+    };
+  }
+  await Promise.race([running.streamEnded, sleep(2000)]);
+  running.detach();
+  return {
+    exitCode: first.code,
+    stdout: buffer.bytes(),
+    stdoutOverflowed: buffer.overflowed,
+    stderr: stderr.bytes().toString('utf8'),
+  };
+}

@@ -1,0 +1,344 @@
+/**
+ * The `Sandbox` contract built once on top of "start a process inside": commands, file
+ * reads and writes that never follow a link, listings, the change scan, the one-stream
+ * export and the freeze all run as the sandbox user through the harness's own scripts. A
+ * backend extends this with its transport and its lifecycle (alive, dispose).
+ */
+import { randomBytes } from 'node:crypto';
+import { PassThrough } from 'node:stream';
+import { HarnessError, SandboxDead, SandboxFileError, type SandboxFileProblem } from '../../errors.js';
+import { packTar, readTarSafely } from '../tar.js';
+import {
+  WORKSPACE,
+  type ChangeScan,
+  type ChangeScanLimits,
+  type ExecOptions,
+  type ExecResult,
+  type ExportLimits,
+  type ExportResult,
+  type FileEntry,
+  type Sandbox,
+  type WorkspaceTree,
+  type WriteFile,
+} from '../types.js';
+import { runCommand, runScript, type ScriptResult } from './exec.js';
+import { workspaceRelative } from './paths.js';
+import { changesFromScan, parseScan } from './scan.js';
+import {
+  EXPORT_SCRIPT,
+  FILE_PROBLEMS,
+  FREEZE_SCRIPT,
+  LIST_SCRIPT,
+  READ_SCRIPT,
+  SCAN_SCRIPT,
+  WRITE_SCRIPT,
+} from './scripts.js';
+import type { Transport } from './transport.js';
+
+export const DEFAULT_SCAN_ENTRIES = 100_000;
+/** Files per write script: keeps every command line far below the kernel's argument limits. */
+const WRITE_BATCH = 100;
+const DEFAULT_EXPORT = { maxFileBytes: 5 * 1024 * 1024, maxTotalBytes: 50 * 1024 * 1024 };
+
+function problemOf(exitCode: number): SandboxFileProblem | undefined {
+  const problem = FILE_PROBLEMS[exitCode as keyof typeof FILE_PROBLEMS];
+  if (problem === 'not-a-folder') return 'missing';
+  return problem;
+}
+
+function describe(problem: SandboxFileProblem, path: string, detail: string): string {
+  switch (problem) {
+    case 'missing':
+      return detail && detail !== path
+        ? `${path}: ${detail} is not a folder or does not exist`
+        : `${path}: no such file`;
+    case 'through-link':
+      return `${path}: ${detail || path} is a symbolic link; files are never read or written through a link`;
+    case 'not-a-file':
+      return `${path}: not a regular file`;
+    case 'is-a-directory':
+      return `${path}: is a directory, not a file`;
+    case 'too-large':
+      return `${path}: ${detail} bytes is over the read limit`;
+    case 'permission':
+      return `${path}: permission denied${detail && detail !== path ? ` (${detail})` : ''}`;
+    case 'invalid-path':
+      return `${path}: not a plain path inside ${WORKSPACE}`;
+  }
+}
+
+export interface PosixSandboxOptions {
+  id: string;
+  image: string;
+  labels: Readonly<Record<string, string>>;
+  /** Variables every command sees (built by the backend from the spec, never from the host). */
+  env: readonly string[];
+  transport: Transport;
+  /** The image's pristine workspace, for telling deletions and kinds apart. */
+  tree: () => Promise<WorkspaceTree>;
+  /** Workspace paths removed before anything ran (held-out files). */
+  hidden?: readonly string[];
+}
+
+export abstract class PosixSandbox implements Sandbox {
+  readonly id: string;
+  readonly image: string;
+  readonly labels: Readonly<Record<string, string>>;
+  protected readonly transport: Transport;
+  private readonly env: readonly string[];
+  private readonly tree: () => Promise<WorkspaceTree>;
+  private readonly hidden: ReadonlySet<string>;
+
+  constructor(options: PosixSandboxOptions) {
+    this.id = options.id;
+    this.image = options.image;
+    this.labels = options.labels;
+    this.transport = options.transport;
+    this.env = options.env;
+    this.tree = options.tree;
+    this.hidden = new Set(options.hidden ?? []);
+  }
+
+  abstract isAlive(): Promise<boolean>;
+  abstract dispose(options?: { keep?: boolean }): Promise<void>;
+
+  /** Hook for a backend that can tell a more precise cause of death (e.g. the disk budget). */
+  protected async checkUsable(): Promise<void> {}
+
+  async exec(command: string, options: ExecOptions = {}): Promise<ExecResult> {
+    await this.checkUsable();
+    return this.guard(() => runCommand(this.transport, this.env, command, options));
+  }
+
+  async readFile(path: string, options: { maxBytes?: number; signal?: AbortSignal } = {}): Promise<Buffer> {
+    const rel = workspaceRelative(path);
+    const maxBytes = options.maxBytes ?? 10 * 1024 * 1024;
+    const result = await this.script(READ_SCRIPT, [rel, String(maxBytes)], {
+      maxStdoutBytes: maxBytes,
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+    this.throwFileProblem(result, path);
+    if (result.stdoutOverflowed) throw new SandboxFileError(`${path}: grew past the read limit`, 'too-large');
+    return result.stdout;
+  }
+
+  async writeFiles(files: readonly WriteFile[], options: { signal?: AbortSignal } = {}): Promise<void> {
+    for (let start = 0; start < files.length; start += WRITE_BATCH) {
+      const batch = files.slice(start, start + WRITE_BATCH);
+      const args: string[] = [randomBytes(6).toString('hex')];
+      for (const file of batch) {
+        const rel = workspaceRelative(file.path);
+        args.push(((file.mode ?? 0o644) & 0o7777).toString(8), rel);
+      }
+      const tar = await packTar(
+        batch.map((file, index) => ({
+          name: String(index),
+          type: 'file' as const,
+          content: Buffer.from(file.content),
+          mode: 0o600,
+          owner: 'sandbox' as const,
+        })),
+      );
+      const result = await this.script(WRITE_SCRIPT, args, {
+        maxStdoutBytes: 1024,
+        stdin: tar,
+        timeoutMs: 120_000,
+        ...(options.signal ? { signal: options.signal } : {}),
+      });
+      this.throwFileProblem(result, batch.length === 1 ? batch[0]!.path : 'writing files');
+    }
+  }
+
+  async listFiles(
+    path = '.',
+    options: { maxEntries?: number; signal?: AbortSignal } = {},
+  ): Promise<FileEntry[]> {
+    const rel = path === '.' || path === '' || path === WORKSPACE ? '.' : workspaceRelative(path);
+    const max = options.maxEntries ?? 5000;
+    const result = await this.script(LIST_SCRIPT, [rel, String(max)], {
+      maxStdoutBytes: 16 * 1024 * 1024,
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+    this.throwFileProblem(result, path);
+    const entries: FileEntry[] = [];
+    for (const record of result.stdout.toString('utf8').split('\0')) {
+      const [kind, size, ...rest] = record.split('\t');
+      const name = rest.join('\t');
+      if (!kind || size === undefined || name === '') continue;
+      const type = kind === 'f' ? 'file' : kind === 'd' ? 'directory' : kind === 'l' ? 'symlink' : 'other';
+      entries.push({ path: rel === '.' ? name : `${rel}/${name}`, type, size: Number(size) });
+    }
+    return entries.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+  }
+
+  async changes(limits: ChangeScanLimits = {}): Promise<ChangeScan> {
+    const max = limits.maxEntries ?? DEFAULT_SCAN_ENTRIES;
+    const [tree, result] = await Promise.all([
+      this.tree(),
+      this.script(SCAN_SCRIPT, [String(max + 1)], {
+        // A record is a few dozen bytes plus its path; past this the scan is incomplete anyway.
+        maxStdoutBytes: 64 * 1024 * 1024,
+        timeoutMs: 120_000,
+        ...(limits.signal ? { signal: limits.signal } : {}),
+      }),
+    ]);
+    if (result.exitCode !== 0) {
+      throw new HarnessError(
+        'SANDBOX_SCAN',
+        'internal',
+        `the change scan failed in sandbox ${this.id.slice(0, 12)} (exit ${result.exitCode}): ${result.stderr.trim()}`,
+        { hint: 'The sandbox image needs GNU findutils, coreutils and tar.' },
+      );
+    }
+    const scan = changesFromScan(parseScan(result.stdout), tree, max, this.hidden);
+    return result.stdoutOverflowed ? { ...scan, complete: false } : scan;
+  }
+
+  async exportFiles(paths: readonly string[], limits: ExportLimits = {}): Promise<ExportResult> {
+    const caps = {
+      maxFileBytes: limits.maxFileBytes ?? DEFAULT_EXPORT.maxFileBytes,
+      maxTotalBytes: limits.maxTotalBytes ?? DEFAULT_EXPORT.maxTotalBytes,
+    };
+    const result: ExportResult = { files: [], refused: [] };
+    const wanted = new Set<string>();
+    for (const path of paths) {
+      try {
+        wanted.add(workspaceRelative(path));
+      } catch {
+        result.refused.push({ path, kind: 'invalid-path', reason: 'not a plain path inside the workspace' });
+      }
+    }
+    if (wanted.size === 0) return result;
+    await this.checkUsable();
+    const stream = new PassThrough();
+    // The archive is parsed as it arrives; a stream past every cap is cut, not buffered.
+    const limit = caps.maxTotalBytes + caps.maxFileBytes + (wanted.size + 2) * 1536;
+    let seen = 0;
+    const guard = new PassThrough();
+    guard.on('data', (chunk: Buffer) => {
+      seen += chunk.length;
+      if (seen > limit) guard.destroy(new Error('export stream over its cap'));
+      else stream.write(chunk);
+    });
+    guard.on('end', () => stream.end());
+    guard.on('error', () => stream.end());
+    // A cut or broken archive refuses what it did not deliver; it is not an error of the run.
+    const parsed = readTarSafely(stream, caps).catch(() => ({ entries: [], refused: [] }));
+    const run = this.script(EXPORT_SCRIPT, [], {
+      maxStdoutBytes: 0,
+      stdout: guard,
+      stdin: Buffer.from(`${[...wanted].join('\0')}\0`),
+      timeoutMs: 120_000,
+      ...(limits.signal ? { signal: limits.signal } : {}),
+    });
+    const [read] = await Promise.all([
+      parsed,
+      run.then(
+        (result) => {
+          guard.end();
+          return result;
+        },
+        (error: unknown) => {
+          guard.end();
+          throw error;
+        },
+      ),
+    ]);
+    const answered = new Set<string>();
+    for (const record of (await run).stderr.split('\0')) {
+      if (!record.startsWith('H\t')) continue;
+      const path = record.slice(2);
+      if (!wanted.has(path) || answered.has(path)) continue;
+      answered.add(path);
+      result.refused.push({
+        path,
+        kind: 'hard-link',
+        reason: 'a hard link (it shares its data with another file)',
+      });
+    }
+    for (const refusal of read.refused) {
+      if (!wanted.has(refusal.name)) continue;
+      answered.add(refusal.name);
+      result.refused.push({ path: refusal.name, kind: refusal.kind, reason: refusal.reason });
+    }
+    for (const entry of read.entries) {
+      if (!wanted.has(entry.name) || answered.has(entry.name)) continue;
+      answered.add(entry.name);
+      if (entry.type === 'directory') {
+        result.refused.push({ path: entry.name, kind: 'directory', reason: 'a folder, not a file' });
+      } else {
+        result.files.push({ path: entry.name, content: entry.content ?? Buffer.alloc(0), mode: entry.mode });
+      }
+    }
+    if (seen > limit) {
+      for (const file of result.files.splice(0)) answered.delete(file.path);
+      for (const path of wanted) {
+        if (!answered.has(path)) {
+          answered.add(path);
+          result.refused.push({ path, kind: 'over-total', reason: 'the export passed its total cap' });
+        }
+      }
+    }
+    for (const path of wanted) {
+      if (!answered.has(path)) result.refused.push({ path, kind: 'missing', reason: 'no longer exists' });
+    }
+    return result;
+  }
+
+  async freeze(options: { signal?: AbortSignal } = {}): Promise<void> {
+    let result: ScriptResult;
+    try {
+      result = await this.script(FREEZE_SCRIPT, [], {
+        maxStdoutBytes: 1024,
+        cwd: '/',
+        timeoutMs: 30_000,
+        ...(options.signal ? { signal: options.signal } : {}),
+      });
+    } catch (error) {
+      // Stopped already (its processes all died): starting it again gives the frozen state.
+      if (!(error instanceof SandboxDead)) throw error;
+      await this.hardFreeze('the sandbox had stopped');
+      return;
+    }
+    if (result.exitCode !== 0 || !/^frozen \d+$/m.test(result.stdout.toString('utf8'))) {
+      await this.hardFreeze(`the freeze script failed (exit ${result.exitCode}: ${result.stderr.trim()})`);
+    }
+  }
+
+  /**
+   * The backend's own way to stop every process when the in-sandbox freeze could not (a
+   * process fought it): Docker restarts the container. Must leave the files as they are.
+   */
+  protected abstract hardFreeze(reason: string): Promise<void>;
+
+  private async script(
+    script: string,
+    args: readonly string[],
+    options: Parameters<typeof runScript>[3],
+  ): Promise<ScriptResult> {
+    await this.checkUsable();
+    return this.guard(() => runScript(this.transport, script, args, options));
+  }
+
+  /** A backend error while the sandbox died for a reason the backend knows better (disk) becomes that reason. */
+  private async guard<T>(work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (error) {
+      if (error instanceof SandboxDead) await this.checkUsable();
+      throw error;
+    }
+  }
+
+  private throwFileProblem(result: ScriptResult, path: string): void {
+    if (result.exitCode === 0) return;
+    const problem = problemOf(result.exitCode);
+    if (!problem) {
+      throw new SandboxFileError(
+        `${path}: the sandbox could not do it (exit ${result.exitCode}${result.stderr.trim() ? `: ${result.stderr.trim().slice(0, 300)}` : ''})`,
+        'permission',
+      );
+    }
+    throw new SandboxFileError(describe(problem, path, result.stderr.trim().slice(0, 500)), problem);
+  }
+}

@@ -1,0 +1,186 @@
+/**
+ * The harness's own shell scripts, run inside a sandbox as the sandbox user (POSIX `sh`,
+ * GNU find, tar and coreutils, which every base image has). They are the backend-independent
+ * half of the `Sandbox` contract: a backend only has to start a process.
+ *
+ * Exit codes >= 40 name a refusal (see `FILE_PROBLEMS`); the offending path is on stderr.
+ * Paths arrive already checked by the host (`workspaceRelative`): relative, no `.`/`..`.
+ */
+
+/** Where the start marker lives: injected root-owned before anything runs, so only the harness sets its ctime. */
+export const START_MARKER = '/etc/sandbox-harness/started';
+
+export const FILE_PROBLEMS = {
+  40: 'missing',
+  41: 'through-link',
+  42: 'not-a-file',
+  43: 'not-a-folder',
+  44: 'is-a-directory',
+  45: 'permission',
+  46: 'too-large',
+} as const;
+
+/**
+ * Walks the folders of "$p" from the workspace, one component at a time, refusing a symlink
+ * or a non-folder on the way (exit 41 / 43). With mkparents=1 a missing folder is created
+ * (and checked again); otherwise a missing one is exit 40. Leaves the checked path in $f.
+ */
+const WALK = `
+walk() {
+  cur=.; rest=$p
+  while :; do
+    case $rest in */*) c=\${rest%%/*}; rest=\${rest#*/} ;; *) break ;; esac
+    cur=$cur/$c
+    if [ -L "$cur" ]; then fail 41 "\${cur#./}"; fi
+    if [ ! -e "$cur" ]; then
+      if [ "$mkparents" = 1 ]; then mkdir -- "$cur" 2>/dev/null || fail 45 "\${cur#./}"; else fail 40 "\${cur#./}"; fi
+    fi
+    if [ -L "$cur" ] || [ ! -d "$cur" ]; then fail 43 "\${cur#./}"; fi
+  done
+  f=$cur/$rest
+  if [ -L "$f" ]; then fail 41 "$p"; fi
+}`;
+
+/** $1 path, $2 most bytes: the file's bytes on stdout. */
+export const READ_SCRIPT = `
+fail() { printf '%s' "$2" >&2; exit "$1"; }
+${WALK}
+p=$1; mkparents=0
+walk
+if [ ! -e "$f" ]; then fail 40 "$p"; fi
+if [ -d "$f" ]; then fail 44 "$p"; fi
+if [ ! -f "$f" ]; then fail 42 "$p"; fi
+if [ ! -r "$f" ]; then fail 45 "$p"; fi
+size=$(stat -c %s -- "$f") || fail 45 "$p"
+if [ "$size" -gt "$2" ]; then fail 46 "$size"; fi
+exec cat -- "$f"
+`;
+
+/**
+ * $1 a random token, then pairs of (mode, path); stdin is a tar whose members are named
+ * 0, 1, 2, ... in the order of the pairs. Each file is unpacked into a private staging
+ * folder in the workspace (same filesystem) and renamed into place: whole files, and a
+ * rename never writes through a link at the final name.
+ */
+export const WRITE_SCRIPT = `
+stage=.sandbox-harness-stage-$1
+shift
+fail() { rm -rf "$stage"; printf '%s' "$2" >&2; exit "$1"; }
+${WALK}
+mkdir -m 700 "$stage" 2>/dev/null || { printf '%s' "the workspace is not writable" >&2; exit 45; }
+tar -x -f - -C "$stage" --no-same-owner 2>/dev/null || fail 45 "cannot unpack the files (is the disk full?)"
+i=0; mkparents=1
+while [ $# -ge 2 ]; do
+  mode=$1; p=$2; shift 2
+  walk
+  if [ -d "$f" ]; then fail 44 "$p"; fi
+  chmod "$mode" "$stage/$i" 2>/dev/null && mv -f -- "$stage/$i" "$f" 2>/dev/null || fail 45 "$p"
+  i=$((i + 1))
+done
+rm -rf "$stage"
+`;
+
+/** $1 folder ('.' for the workspace), $2 most entries: `type \\t size \\t path \\0` records. */
+export const LIST_SCRIPT = `
+fail() { printf '%s' "$2" >&2; exit "$1"; }
+${WALK}
+if [ "$1" = . ]; then f=.; else p=$1; mkparents=0; walk; fi
+if [ ! -e "$f" ]; then fail 40 "$1"; fi
+if [ ! -d "$f" ]; then fail 43 "$1"; fi
+find "$f" -mindepth 1 \\( -name .git -o -name node_modules \\) -prune -o -printf '%y\\t%s\\t%P\\0' 2>/dev/null | head -z -n "$2"
+`;
+
+/**
+ * $1 most entries + 1. Every workspace entry whose inode changed after the start marker's
+ * (ctime: no user can set it back), then the children of each changed folder, so the host
+ * can tell deletions from its own copy of the pristine tree:
+ *   C \\t type \\t mode \\t links \\t size \\t path \\0   and   E \\t ./folder/child \\0
+ * Nothing is written inside the sandbox: a full /tmp must not hide a change.
+ */
+export const SCAN_SCRIPT = `
+m=${START_MARKER}
+[ -e "$m" ] || { printf '%s' "no start marker at $m" >&2; exit 47; }
+find . -newercc "$m" -printf 'C\\t%y\\t%m\\t%n\\t%s\\t%P\\0' 2>/dev/null | head -z -n "$1"
+find . -newercc "$m" -type d -printf './%P\\0' 2>/dev/null | head -z -n "$1" | sed -z 's|/$||' |
+  xargs -0r sh -c 'find "$@" -mindepth 1 -maxdepth 1 -printf "E\\t%p\\0" 2>/dev/null' sh
+exit 0
+`;
+
+/**
+ * stdin: NUL-separated workspace paths. stdout: one tar of exactly those entries, except
+ * regular files with more than one link (a hard link shares its data with a file that may
+ * not be editable): those are named on stderr as `H \\t path \\0` and left out.
+ */
+export const EXPORT_SCRIPT = `
+find -files0-from - -maxdepth 0 \\( -type f -links +1 -fprintf /dev/fd/3 'H\\t%p\\0' \\) -o -print0 3>&2 2>/dev/null |
+  tar -c -f - --no-recursion --null -T - 2>/dev/null
+`;
+
+/**
+ * Stops every process but the sandbox's init (pid 1), its keep-alive child (the lowest pid
+ * after it: it started first, and pids only grow) and this script (and its parent, when a
+ * `timeout` runs it): SIGSTOP in passes until
+ * a pass finds nothing new (a stopped process cannot fork, so this ends), then SIGKILL,
+ * then waits until they are gone. Builtins only inside the loops: a fork here would stop
+ * itself. Prints `frozen <n>`.
+ */
+export const FREEZE_SCRIPT = `
+me="$$ $PPID"
+main=
+for d in /proc/[0-9]*; do
+  p=\${d#/proc/}
+  if [ "$p" -gt 1 ] && [ "$p" != "$$" ] && { [ -z "$main" ] || [ "$p" -lt "$main" ]; }; then main=$p; fi
+done
+stopped=' '
+while :; do
+  new=0
+  for d in /proc/[0-9]*; do
+    p=\${d#/proc/}
+    case " 1 $main $me$stopped" in *" $p "*) continue ;; esac
+    if kill -STOP "$p" 2>/dev/null; then stopped="$stopped$p "; new=1; fi
+  done
+  [ "$new" = 0 ] && break
+done
+n=0
+for p in $stopped; do kill -KILL "$p" 2>/dev/null; n=$((n + 1)); done
+i=0
+while [ "$i" -lt 200 ]; do
+  left=0
+  for p in $stopped; do
+    if read -r line 2>/dev/null < "/proc/$p/stat"; then
+      s=\${line##*) }; s=\${s%% *}
+      case $s in Z|X) ;; *) left=1 ;; esac
+    fi
+  done
+  [ "$left" = 0 ] && break
+  i=$((i + 1)); sleep 0.01
+done
+[ "$left" = 0 ] || { echo "processes survived the freeze" >&2; exit 49; }
+echo "frozen $n"
+`;
+
+/**
+ * $1 a command's token. Kills every process that carries it in its environment (see the
+ * exec wrapper): the whole tree of that command, including children that left its process
+ * group or lost their parent. Stops first, in passes, so nothing forks away meanwhile.
+ */
+export const KILL_TREE_SCRIPT = `
+tok=$1
+tree=' '
+while :; do
+  grew=0
+  for f in $(grep -l -z -x "SANDBOX_HARNESS_EXEC=$tok" /proc/[0-9]*/environ 2>/dev/null); do
+    p=\${f#/proc/}; p=\${p%/environ}
+    case "$tree" in *" $p "*) continue ;; esac
+    kill -STOP "$p" 2>/dev/null
+    tree="$tree$p "
+    grew=1
+  done
+  [ "$grew" = 0 ] && break
+done
+for p in $tree; do kill -KILL "$p" 2>/dev/null; done
+exit 0
+`;
+
+/** Paths (args) removed before the agent starts: held-out files the attempt must not see. */
+export const HIDE_SCRIPT = `rm -rf -- "$@"`;

@@ -1,0 +1,63 @@
+/**
+ * Sandbox backends by name, the way model providers are chosen by name: the CLI, `fix` and
+ * evals ask for a provider and get the backend, its images and its pre-flight check, never
+ * a Docker type. Only the chosen backend's code is loaded.
+ */
+import { UsageError } from '../errors.js';
+import type { SandboxBackend } from './types.js';
+
+export const BACKEND_NAMES = ['docker'] as const;
+export type BackendName = (typeof BACKEND_NAMES)[number];
+
+/** What the host knew of a repo file when its image was built. */
+export interface HostFileState {
+  sha256: string;
+  mode: number;
+  type?: 'file' | 'symlink';
+}
+
+export interface RepoImageRequest {
+  repoDir: string;
+  /** A prebuilt image used as it is; it must hold the repo at /workspace. */
+  prebuilt?: string;
+  /** The recipe; default the repo's Dockerfile.sandbox, else the harness's own. */
+  dockerfile?: string;
+  baseImage?: string;
+  buildArgs?: Record<string, string>;
+  /** Whether the build may use the network (default: no). */
+  buildNetwork?: boolean;
+  /** More build-context exclusions, `.dockerignore` syntax. */
+  excludes?: string[];
+  rebuild: boolean;
+  logFile?: string;
+  onProgress?: (line: string) => void;
+  signal?: AbortSignal;
+}
+
+export interface RepoImageResult {
+  tag: string;
+  imageId: string;
+  reused: boolean;
+  buildNetwork: boolean;
+  /** The host repo files the image was built from. */
+  hostFiles: ReadonlyMap<string, HostFileState>;
+}
+
+export interface SandboxProvider {
+  readonly backend: SandboxBackend;
+  /** The sandbox image of a repo: reused by content hash, or built. */
+  repoImage(request: RepoImageRequest): Promise<RepoImageResult>;
+  /** Throws `SandboxUnavailable` (with what to do) when the engine does not answer or is nearly full. */
+  preflight(): Promise<void>;
+}
+
+export async function sandboxProvider(name: string = 'docker'): Promise<SandboxProvider> {
+  switch (name) {
+    case 'docker':
+      return (await import('./docker/provider.js')).dockerProvider();
+    default:
+      throw new UsageError(`unknown sandbox backend "${name}"`, {
+        hint: `use one of: ${BACKEND_NAMES.join(', ')}`,
+      });
+  }
+}

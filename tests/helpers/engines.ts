@@ -1,0 +1,506 @@
+/**
+ * Real extra Docker engines for fleet tests, on this one machine: each dockerd runs in a
+ * network namespace of its own, reached over a veth pair on a private /24, listening on
+ * TCP with mutual TLS (a CA, a server certificate for its address and a client certificate,
+ * all made here with openssl) plus a unix socket, with its own data root, exec root, pid
+ * file and cgroup parent.
+ *
+ * Everything an engine is made of is named `shfleet<slot>` (namespace, veth ends, cgroup
+ * parent) and lives under /var/tmp/sandbox-harness-test-engines/shfleet<slot>/, whose
+ * `owner.json` names the process that started it. `stopEngines` takes all of it down and
+ * can be called any number of times; `reapEngines` does the same for engines whose owner
+ * died (a crashed or killed earlier test run), never for those of a live process.
+ *
+ * Root only (namespaces, veth, dockerd). `nsenter --net` and not `ip netns exec`, which
+ * remounts /sys and makes dockerd fail ("Devices cgroup isn't mounted").
+ */
+import { spawn, execFile } from 'node:child_process';
+import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
+import { mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { shipImages } from '../../src/fleet/images.js';
+import { readTlsFiles, type EngineEndpoint, type TlsMaterial } from '../../src/sandbox/docker/endpoint.js';
+import { dockerEngine, DockerEngine } from '../../src/sandbox/docker/engine.js';
+
+const run = promisify(execFile);
+
+export const ENGINE_PREFIX = 'shfleet';
+export const ENGINES_ROOT = '/var/tmp/sandbox-harness-test-engines';
+/** The /16 the engines' /24s are cut from (one per slot); override when it clashes here. */
+const SUBNET = process.env.SANDBOX_HARNESS_TEST_ENGINE_SUBNET ?? '10.231';
+const MAX_SLOTS = 200;
+const PORT = 2376;
+
+export interface TestEngine {
+  name: string;
+  slot: number;
+  /** The engine's address inside its namespace (TLS listener) and the host's end of the veth. */
+  address: string;
+  hostAddress: string;
+  port: number;
+  dir: string;
+  socketPath: string;
+  logFile: string;
+  /** Client files: ca.pem, cert.pem, key.pem in one folder (the layout DOCKER_CERT_PATH expects). */
+  clientTlsDir: string;
+  tls: TlsMaterial;
+  endpoint: EngineEndpoint;
+  url: string;
+  engine: DockerEngine;
+}
+
+export interface StartEnginesOptions {
+  count: number;
+  /** The process whose death makes these engines leftovers (default: this one). */
+  ownerPid?: number;
+  /** Images shipped from `source` (default: the local engine) once the engines answer. */
+  images?: string[];
+  source?: DockerEngine;
+  /** How long one engine may take to answer over TLS. */
+  readyTimeoutMs?: number;
+}
+
+interface Owner {
+  pid: number;
+  /** Start time of the owner (clock ticks since boot), so a reused pid is not taken for it. */
+  startTicks: string;
+  createdAt: string;
+}
+
+/** Fails (never skips) when the machine cannot run test engines, saying what to do. */
+export async function requireEngineTools(): Promise<void> {
+  if (process.getuid?.() !== 0) {
+    throw new Error(
+      'fleet tests start Docker engines in network namespaces and need root (run them as root, as CI does)',
+    );
+  }
+  const missing: string[] = [];
+  for (const [tool, pkg] of [
+    ['ip', 'iproute2'],
+    ['openssl', 'openssl'],
+    ['nsenter', 'util-linux'],
+    ['dockerd', 'docker.io'],
+  ] as const) {
+    if (!(await onPath(tool))) missing.push(`${tool} (${pkg})`);
+  }
+  if (missing.length) {
+    throw new Error(
+      `fleet tests need ${missing.join(', ')}: run \`bash scripts/setup.sh\` (installs them on Debian as root)`,
+    );
+  }
+}
+
+async function onPath(tool: string): Promise<boolean> {
+  for (const dir of (process.env.PATH ?? '').split(':').concat(['/usr/sbin', '/sbin', '/usr/bin'])) {
+    if (dir && existsSync(join(dir, tool))) return true;
+  }
+  return false;
+}
+
+async function processStartTicks(pid: number): Promise<string | undefined> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
+  // Field 22 (starttime); the command name (field 2) may hold spaces, so count after its ')'.
+  return stat?.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+}
+
+async function ownerAlive(owner: Owner | undefined): Promise<boolean> {
+  if (!owner || !Number.isInteger(owner.pid) || owner.pid <= 0) return false;
+  return (await processStartTicks(owner.pid)) === owner.startTicks;
+}
+
+async function readOwner(dir: string): Promise<Owner | undefined> {
+  try {
+    return JSON.parse(await readFile(join(dir, 'owner.json'), 'utf8')) as Owner;
+  } catch {
+    return undefined;
+  }
+}
+
+async function ip(...args: string[]): Promise<void> {
+  await run('ip', args);
+}
+
+/** Addresses and routes in use here, so a slot whose /24 would clash is skipped. */
+async function usedPrefixes(): Promise<string[]> {
+  const { stdout: addrs } = await run('ip', ['-4', '-o', 'addr', 'show']);
+  const { stdout: routes } = await run('ip', ['-4', 'route', 'show', 'table', 'all']);
+  return [
+    ...addrs.matchAll(/inet (\d+\.\d+\.\d+)\.\d+/g),
+    ...routes.matchAll(/^(?:\S+ )?(\d+\.\d+\.\d+)\.\d+/gm),
+  ].map((m) => m[1] ?? '');
+}
+
+/** Takes the lowest free slot: a folder renamed into place, which only one process can win. */
+async function claimSlot(owner: Owner): Promise<{ slot: number; name: string; dir: string }> {
+  await mkdir(ENGINES_ROOT, { recursive: true });
+  const used = new Set(await usedPrefixes());
+  for (let slot = 1; slot <= MAX_SLOTS; slot++) {
+    const name = `${ENGINE_PREFIX}${slot}`;
+    const dir = join(ENGINES_ROOT, name);
+    if (used.has(`${SUBNET}.${slot}`) || existsSync(dir) || existsSync(`/run/netns/${name}`)) continue;
+    const staging = await mkdtemp(join(ENGINES_ROOT, '.claim-'));
+    await writeFile(join(staging, 'owner.json'), JSON.stringify(owner));
+    try {
+      await rename(staging, dir);
+      return { slot, name, dir };
+    } catch {
+      await rm(staging, { recursive: true, force: true });
+    }
+  }
+  throw new Error(`no free test-engine slot under ${ENGINES_ROOT} (${MAX_SLOTS} in use or clashing)`);
+}
+
+async function openssl(cwd: string, ...args: string[]): Promise<void> {
+  await run('openssl', args, { cwd });
+}
+
+/** A CA, a server certificate for `address` and a client certificate, all P-256, valid 2 days. */
+async function makeCertificates(dir: string, address: string): Promise<{ server: string; client: string }> {
+  const server = join(dir, 'server');
+  const client = join(dir, 'client');
+  await mkdir(server, { recursive: true });
+  await mkdir(client, { recursive: true });
+  const newKey = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
+  await openssl(
+    dir,
+    'req',
+    '-x509',
+    ...newKey,
+    '-keyout',
+    'ca-key.pem',
+    '-out',
+    'ca.pem',
+    '-days',
+    '2',
+    '-subj',
+    '/CN=sandbox-harness test CA',
+  );
+  await writeFile(join(dir, 'server.ext'), `subjectAltName=IP:${address}\nextendedKeyUsage=serverAuth\n`);
+  await writeFile(join(dir, 'client.ext'), 'extendedKeyUsage=clientAuth\n');
+  for (const [who, subject, ext] of [
+    ['server', `/CN=${address}`, 'server.ext'],
+    ['client', '/CN=sandbox-harness test client', 'client.ext'],
+  ] as const) {
+    await openssl(dir, 'req', ...newKey, '-keyout', `${who}/key.pem`, '-out', `${who}.csr`, '-subj', subject);
+    await openssl(
+      dir,
+      'x509',
+      '-req',
+      '-in',
+      `${who}.csr`,
+      '-CA',
+      'ca.pem',
+      '-CAkey',
+      'ca-key.pem',
+      '-CAcreateserial',
+      '-out',
+      `${who}/cert.pem`,
+      '-days',
+      '2',
+      '-extfile',
+      ext,
+    );
+    await writeFile(join(dir, who, 'ca.pem'), await readFile(join(dir, 'ca.pem')));
+  }
+  return { server, client };
+}
+
+async function startOne(owner: Owner, readyTimeoutMs: number): Promise<TestEngine> {
+  const { slot, name, dir } = await claimSlot(owner);
+  try {
+    const hostAddress = `${SUBNET}.${slot}.1`;
+    const address = `${SUBNET}.${slot}.2`;
+    const certs = await makeCertificates(join(dir, 'tls'), address);
+
+    await ip('netns', 'add', name);
+    await ip('link', 'add', `${name}h`, 'type', 'veth', 'peer', 'name', `${name}n`);
+    await ip('link', 'set', `${name}n`, 'netns', name);
+    await ip('addr', 'add', `${hostAddress}/24`, 'dev', `${name}h`);
+    await ip('link', 'set', `${name}h`, 'up');
+    await ip('-n', name, 'addr', 'add', `${address}/24`, 'dev', `${name}n`);
+    await ip('-n', name, 'link', 'set', `${name}n`, 'up');
+    await ip('-n', name, 'link', 'set', 'lo', 'up');
+
+    const socketPath = join(dir, 'docker.sock');
+    const logFile = join(dir, 'dockerd.log');
+    // An empty config file: the host's /etc/docker/daemon.json (hosts, storage...) must not apply.
+    await writeFile(join(dir, 'daemon.json'), '{}\n');
+    const args = [
+      `--net=/run/netns/${name}`,
+      'dockerd',
+      '--config-file',
+      join(dir, 'daemon.json'),
+      '--data-root',
+      join(dir, 'data'),
+      '--exec-root',
+      join(dir, 'exec'),
+      '--pidfile',
+      join(dir, 'docker.pid'),
+      '--cgroup-parent',
+      `/${name}`,
+      '-H',
+      `unix://${socketPath}`,
+      '-H',
+      `tcp://${address}:${PORT}`,
+      '--tlsverify',
+      '--tlscacert',
+      join(certs.server, 'ca.pem'),
+      '--tlscert',
+      join(certs.server, 'cert.pem'),
+      '--tlskey',
+      join(certs.server, 'key.pem'),
+      '--bridge',
+      'none',
+      '--iptables=false',
+      '--ip-masq=false',
+    ];
+    const log = openSync(logFile, 'a');
+    const child = spawn('nsenter', args, { detached: true, stdio: ['ignore', log, log] });
+    closeSync(log);
+    let exited: string | undefined;
+    child.once('exit', (code, signal) => (exited = `exited with ${code ?? signal}`));
+    child.once('error', (error) => (exited = error.message));
+    child.unref();
+
+    const tls = await readTlsFiles({
+      ca: join(certs.client, 'ca.pem'),
+      cert: join(certs.client, 'cert.pem'),
+      key: join(certs.client, 'key.pem'),
+    });
+    const endpoint: EngineEndpoint = { transport: 'tcp', host: address, port: PORT, tls };
+    const engine = new DockerEngine(endpoint);
+    const deadline = Date.now() + readyTimeoutMs;
+    for (;;) {
+      if (exited) throw new Error(`dockerd of ${name} ${exited}; log:\n${await tail(logFile)}`);
+      try {
+        await engine.ping(1000);
+        break;
+      } catch (error) {
+        if (Date.now() > deadline) {
+          throw new Error(
+            `dockerd of ${name} did not answer over TLS within ${readyTimeoutMs} ms (${String(error)}); log:\n${await tail(logFile)}`,
+          );
+        }
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+    return {
+      name,
+      slot,
+      address,
+      hostAddress,
+      port: PORT,
+      dir,
+      socketPath,
+      logFile,
+      clientTlsDir: certs.client,
+      tls,
+      endpoint,
+      url: `tcp://${address}:${PORT}`,
+      engine,
+    };
+  } catch (error) {
+    await teardown(name, dir);
+    throw error;
+  }
+}
+
+async function tail(file: string, lines = 20): Promise<string> {
+  const text = await readFile(file, 'utf8').catch(() => '');
+  return text.split('\n').slice(-lines).join('\n');
+}
+
+/**
+ * Starts `count` engines (in parallel), after reaping leftovers of dead test runs. Either
+ * all start or none is left behind.
+ */
+export async function startEngines(options: StartEnginesOptions): Promise<TestEngine[]> {
+  await requireEngineTools();
+  await reapEngines();
+  const pid = options.ownerPid ?? process.pid;
+  const startTicks = await processStartTicks(pid);
+  if (!startTicks) throw new Error(`owner process ${pid} does not exist`);
+  const owner: Owner = { pid, startTicks, createdAt: new Date().toISOString() };
+  const settled = await Promise.allSettled(
+    Array.from({ length: options.count }, () => startOne(owner, options.readyTimeoutMs ?? 60_000)),
+  );
+  const started = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  try {
+    if (failure) throw failure.reason;
+    const images = options.images ?? [];
+    if (images.length) {
+      const source = options.source ?? dockerEngine();
+      await Promise.all(started.map((e) => shipImages(source, e.engine, images)));
+    }
+  } catch (error) {
+    await stopEngines(started);
+    throw error;
+  }
+  return started;
+}
+
+/** Takes the engines down and removes every trace; safe to call again, and on engines half started. */
+export async function stopEngines(engines: Array<Pick<TestEngine, 'name' | 'dir'>>): Promise<void> {
+  await Promise.all(engines.map((e) => teardown(e.name, e.dir)));
+}
+
+/** Takes down engines whose owner process is gone; returns their names. */
+export async function reapEngines(): Promise<string[]> {
+  const reaped: string[] = [];
+  const names = new Set<string>();
+  for (const entry of await readdir(ENGINES_ROOT).catch(() => [] as string[])) {
+    if (entry.startsWith(ENGINE_PREFIX)) names.add(entry);
+    else if (entry.startsWith('.claim-')) {
+      // A claim that never got renamed into place: its writer died between two calls.
+      const staging = join(ENGINES_ROOT, entry);
+      if (!(await ownerAlive(await readOwner(staging)))) await rm(staging, { recursive: true, force: true });
+    }
+  }
+  // Namespaces and cgroups without a folder: a run that died while its folder was being removed.
+  const ours = new RegExp(`^${ENGINE_PREFIX}\\d+$`);
+  for (const entry of await readdir('/run/netns').catch(() => [] as string[])) {
+    if (ours.test(entry)) names.add(entry);
+  }
+  for (const controller of await readdir('/sys/fs/cgroup').catch(() => [] as string[])) {
+    for (const entry of await readdir(`/sys/fs/cgroup/${controller}`).catch(() => [] as string[])) {
+      if (ours.test(entry)) names.add(entry);
+    }
+  }
+  for (const entry of await readdir('/sys/fs/cgroup').catch(() => [] as string[])) {
+    if (ours.test(entry)) names.add(entry);
+  }
+  for (const name of names) {
+    const dir = join(ENGINES_ROOT, name);
+    if (await ownerAlive(await readOwner(dir))) continue;
+    await teardown(name, dir);
+    reaped.push(name);
+  }
+  return reaped;
+}
+
+async function teardown(name: string, dir: string): Promise<void> {
+  // 1. dockerd, gracefully: it stops its containers and its containerd.
+  const pid = Number((await readFile(join(dir, 'docker.pid'), 'utf8').catch(() => '')).trim());
+  if (Number.isInteger(pid) && pid > 0 && (await isDockerdOf(pid, dir))) {
+    signal(pid, 'SIGTERM');
+    await waitGone([pid], 20_000);
+    signal(pid, 'SIGKILL');
+  }
+  // 2. Whatever is left: processes in the namespace (dockerd, containerd, shims) and in the
+  //    engine's cgroups (container processes, which have namespaces of their own).
+  for (let round = 0; round < 5; round++) {
+    const pids = [...(await namespacePids(name)), ...(await cgroupPids(name))];
+    if (pids.length === 0) break;
+    for (const p of pids) signal(p, 'SIGKILL');
+    await waitGone(pids, 5000);
+  }
+  // 3. Mounts under the folder (overlay layers, container namespaces), deepest first.
+  const mountinfo = await readFile('/proc/self/mountinfo', 'utf8').catch(() => '');
+  const mounts = mountinfo
+    .split('\n')
+    .map((line) => line.split(' ')[4] ?? '')
+    .filter((mount) => mount === dir || mount.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length);
+  for (const mount of mounts) await run('umount', ['-l', mount]).catch(() => undefined);
+  // 4. Cgroups, namespace (which takes the veth pair with it), a stray host-side veth end.
+  for (const root of await cgroupRoots(name)) await removeCgroupTree(root);
+  if (existsSync(`/run/netns/${name}`)) await ip('netns', 'delete', name).catch(() => undefined);
+  if (existsSync(`/sys/class/net/${name}h`)) await ip('link', 'delete', `${name}h`).catch(() => undefined);
+  // 5. The folder last: while it exists, reapEngines can still find the engine.
+  await rm(dir, { recursive: true, force: true });
+}
+
+async function isDockerdOf(pid: number, dir: string): Promise<boolean> {
+  const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+  return cmdline.split('\0').includes('dockerd') && cmdline.includes(dir);
+}
+
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    // already gone
+  }
+}
+
+async function waitGone(pids: number[], timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (pids.every((p) => !existsSync(`/proc/${p}`) || isZombie(p))) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** A zombie has exited; only its parent (maybe not us) can reap it. */
+function isZombie(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+  } catch {
+    return true;
+  }
+}
+
+async function namespacePids(name: string): Promise<number[]> {
+  if (!existsSync(`/run/netns/${name}`)) return [];
+  const { stdout } = await run('ip', ['netns', 'pids', name]).catch(() => ({ stdout: '' }));
+  return stdout
+    .split('\n')
+    .map((l) => Number(l.trim()))
+    .filter((p) => Number.isInteger(p) && p > 0 && p !== process.pid);
+}
+
+/** `/sys/fs/cgroup/<controller>/<name>` (v1) or `/sys/fs/cgroup/<name>` (v2). */
+async function cgroupRoots(name: string): Promise<string[]> {
+  const roots: string[] = [];
+  if (existsSync(`/sys/fs/cgroup/${name}`)) roots.push(`/sys/fs/cgroup/${name}`);
+  for (const controller of await readdir('/sys/fs/cgroup').catch(() => [] as string[])) {
+    const candidate = `/sys/fs/cgroup/${controller}/${name}`;
+    if (existsSync(candidate)) roots.push(candidate);
+  }
+  return roots;
+}
+
+async function cgroupPids(name: string): Promise<number[]> {
+  const pids = new Set<number>();
+  const walk = async (dir: string): Promise<void> => {
+    const procs = await readFile(join(dir, 'cgroup.procs'), 'utf8').catch(() => '');
+    for (const line of procs.split('\n')) if (line.trim()) pids.add(Number(line));
+    for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+      if (entry.isDirectory()) await walk(join(dir, entry.name));
+    }
+  };
+  for (const root of await cgroupRoots(name)) await walk(root);
+  pids.delete(process.pid);
+  return [...pids];
+}
+
+async function removeCgroupTree(dir: string): Promise<void> {
+  for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+    if (entry.isDirectory()) await removeCgroupTree(join(dir, entry.name));
+  }
+  // cgroup folders go with rmdir, not rm -r (their files cannot be unlinked).
+  await run('rmdir', [dir]).catch(() => undefined);
+}
+
+/** What is left of `name` on this machine (for tests of the clean-up itself). */
+export async function traces(name: string): Promise<string[]> {
+  const found: string[] = [];
+  if (existsSync(join(ENGINES_ROOT, name))) found.push(`folder ${join(ENGINES_ROOT, name)}`);
+  if (existsSync(`/run/netns/${name}`)) found.push(`network namespace ${name}`);
+  if (existsSync(`/sys/class/net/${name}h`)) found.push(`veth ${name}h`);
+  for (const root of await cgroupRoots(name)) found.push(`cgroup ${root}`);
+  const mountinfo = await readFile('/proc/self/mountinfo', 'utf8').catch(() => '');
+  if (mountinfo.includes(`${join(ENGINES_ROOT, name)}/`)) found.push('mounts');
+  for (const pid of await readdir('/proc').catch(() => [] as string[])) {
+    if (!/^\d+$/.test(pid)) continue;
+    const cgroup = await readFile(`/proc/${pid}/cgroup`, 'utf8').catch(() => '');
+    const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+    if (cgroup.includes(`:/${name}/`) || cmdline.includes(join(ENGINES_ROOT, name))) {
+      found.push(`process ${pid} (${cmdline.split('\0').join(' ').trim().slice(0, 80)})`);
+    }
+  }
+  return found;
+}

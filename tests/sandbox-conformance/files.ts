@@ -1,0 +1,283 @@
+/**
+ * The file-level half of the sandbox contract, as tests every backend runs: Docker
+ * (`docker.test.ts`) and the in-memory fake (`memory.test.ts`), so the fake that unit tests
+ * rely on cannot drift from what Docker does. Each target starts from the workspace of
+ * `tests/fixtures/repos/conformance` plus `locked/` (a folder the sandbox user does not own)
+ * and `node_modules/dep/`, and says how to arrange what the file API cannot make (links,
+ * fifos, deletions).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Sandbox, SandboxSpec } from '../../src/sandbox/types.js';
+
+export type ArrangeStep =
+  | { symlink: { target: string; path: string } }
+  | { hardlink: { existing: string; path: string } }
+  | { fifo: string }
+  | { mkdir: string }
+  | { remove: string }
+  | { write: { path: string; content: string } }
+  | { chmod: { path: string; mode: number } };
+
+export interface FileConformanceTarget {
+  name: string;
+  make(spec?: Partial<SandboxSpec>): Promise<Sandbox>;
+  arrange(sandbox: Sandbox, steps: ArrangeStep[]): Promise<void>;
+  /** Removes every sandbox it made. */
+  cleanup(): Promise<void>;
+}
+
+async function problem(promise: Promise<unknown>): Promise<string | undefined> {
+  try {
+    await promise;
+    return undefined;
+  } catch (error) {
+    return (error as { problem?: string }).problem ?? `not a SandboxFileError: ${String(error)}`;
+  }
+}
+
+export function describeFileConformance(target: FileConformanceTarget): void {
+  describe(`file conformance: ${target.name}`, () => {
+    afterAll(() => target.cleanup());
+
+    describe('readFile', () => {
+      let box: Sandbox;
+      beforeAll(async () => {
+        box = await target.make();
+        await target.arrange(box, [
+          { symlink: { target: 'greeting.txt', path: 'src/link.txt' } },
+          { symlink: { target: '../src', path: 'linked' } },
+          { fifo: 'pipe' },
+        ]);
+      });
+
+      it('reads a workspace file, bytes exact', async () => {
+        expect((await box.readFile('src/greeting.txt')).toString()).toBe('hello\n');
+        expect((await box.readFile('src/nested/deep.txt')).toString()).toBe('deep\n');
+      });
+
+      it('names each refusal with its kind', async () => {
+        expect(await problem(box.readFile('src/nope.txt'))).toBe('missing');
+        expect(await problem(box.readFile('nope/deeper.txt'))).toBe('missing');
+        expect(await problem(box.readFile('src'))).toBe('is-a-directory');
+        expect(await problem(box.readFile('pipe'))).toBe('not-a-file');
+        expect(await problem(box.readFile('src/greeting.txt', { maxBytes: 3 }))).toBe('too-large');
+        expect(await problem(box.readFile('../etc/passwd'))).toBe('invalid-path');
+        expect(await problem(box.readFile('src//greeting.txt'))).toBe('invalid-path');
+      });
+
+      it('never reads through a symlink, at the end or on the way', async () => {
+        expect(await problem(box.readFile('src/link.txt'))).toBe('through-link');
+        expect(await problem(box.readFile('linked/greeting.txt'))).toBe('through-link');
+      });
+    });
+
+    describe('writeFiles', () => {
+      let box: Sandbox;
+      beforeAll(async () => {
+        box = await target.make();
+        await target.arrange(box, [
+          { symlink: { target: '../src', path: 'out/shared' } },
+          { symlink: { target: '../README.md', path: 'src/readme-link' } },
+          { mkdir: 'folder' },
+        ]);
+      });
+
+      it('creates folders and files, whole, with the mode asked for', async () => {
+        await box.writeFiles([
+          { path: 'deep/new/file.txt', content: 'content\n' },
+          { path: 'deep/run.sh', content: '#!/bin/sh\n', mode: 0o755 },
+        ]);
+        expect((await box.readFile('deep/new/file.txt')).toString()).toBe('content\n');
+        const exported = await box.exportFiles(['deep/new/file.txt', 'deep/run.sh']);
+        expect(exported.files.map((f) => [f.path, f.mode & 0o777])).toEqual([
+          ['deep/new/file.txt', 0o644],
+          ['deep/run.sh', 0o755],
+        ]);
+      });
+
+      it('replaces an existing file whole', async () => {
+        await box.writeFiles([{ path: 'src/greeting.txt', content: 'hi' }]);
+        expect((await box.readFile('src/greeting.txt')).toString()).toBe('hi');
+      });
+
+      it('refuses a symlinked folder on the way and writes nothing where it points', async () => {
+        expect(await problem(box.writeFiles([{ path: 'out/shared/nested/deep.txt', content: 'evil' }]))).toBe(
+          'through-link',
+        );
+        expect((await box.readFile('src/nested/deep.txt')).toString()).toBe('deep\n');
+      });
+
+      it('refuses a symlink at the name itself and leaves its target alone', async () => {
+        expect(await problem(box.writeFiles([{ path: 'src/readme-link', content: 'evil' }]))).toBe(
+          'through-link',
+        );
+        expect((await box.readFile('README.md')).toString()).toBe('untouched\n');
+      });
+
+      it('refuses to replace a folder, to write where it may not, and malformed paths', async () => {
+        expect(await problem(box.writeFiles([{ path: 'folder', content: 'x' }]))).toBe('is-a-directory');
+        expect(await problem(box.writeFiles([{ path: 'locked/file.txt', content: 'x' }]))).toBe('permission');
+        expect(await problem(box.writeFiles([{ path: 'locked/new.txt', content: 'x' }]))).toBe('permission');
+        expect(await problem(box.writeFiles([{ path: '../escape.txt', content: 'x' }]))).toBe('invalid-path');
+        expect(await problem(box.writeFiles([{ path: '/etc/passwd', content: 'x' }]))).toBe('invalid-path');
+        expect((await box.readFile('locked/file.txt')).toString()).toBe('locked\n');
+      });
+    });
+
+    describe('listFiles', () => {
+      it('lists files, folders and links with their types, without node_modules', async () => {
+        const box = await target.make();
+        await target.arrange(box, [{ symlink: { target: 'greeting.txt', path: 'src/link.txt' } }]);
+        const entries = await box.listFiles();
+        const byPath = new Map(entries.map((e) => [e.path, e]));
+        expect(byPath.get('src/greeting.txt')).toEqual({ path: 'src/greeting.txt', type: 'file', size: 6 });
+        expect(byPath.get('src')?.type).toBe('directory');
+        expect(byPath.get('src/link.txt')?.type).toBe('symlink');
+        expect(byPath.get('src/nested/deep.txt')?.type).toBe('file');
+        expect([...byPath.keys()].some((p) => p.startsWith('node_modules'))).toBe(false);
+        expect((await box.listFiles('src')).map((e) => e.path)).toEqual(
+          expect.arrayContaining(['src/greeting.txt', 'src/nested', 'src/nested/deep.txt']),
+        );
+        expect(await box.listFiles('.', { maxEntries: 2 })).toHaveLength(2);
+        expect(await problem(box.listFiles('src/link.txt'))).toBe('through-link');
+      });
+    });
+
+    describe('changes', () => {
+      it('lists nothing for an untouched workspace', async () => {
+        const box = await target.make();
+        await box.readFile('src/greeting.txt');
+        await box.listFiles();
+        expect(await box.changes()).toEqual({ changes: [], complete: true });
+      });
+
+      it('lists created, modified and deleted files, new folders, links and type changes', async () => {
+        const box = await target.make();
+        await box.writeFiles([
+          { path: 'src/greeting.txt', content: 'hello\nmore\n' },
+          { path: 'lib/new.txt', content: 'new\n' },
+        ]);
+        await target.arrange(box, [
+          { remove: 'src/obsolete.txt' },
+          { remove: 'src/nested' },
+          { symlink: { target: '..', path: 'src/up' } },
+          { remove: 'README.md' },
+          { mkdir: 'README.md' },
+        ]);
+        const { changes, complete } = await box.changes();
+        expect(complete).toBe(true);
+        expect(changes.map((c) => [c.path, c.kind, c.type])).toEqual([
+          ['README.md', 'modified', 'directory'],
+          ['lib', 'added', 'directory'],
+          ['lib/new.txt', 'added', 'file'],
+          ['src/greeting.txt', 'modified', 'file'],
+          ['src/nested', 'deleted', undefined],
+          ['src/nested/deep.txt', 'deleted', undefined],
+          ['src/obsolete.txt', 'deleted', undefined],
+          ['src/up', 'added', 'symlink'],
+        ]);
+        const file = changes.find((c) => c.path === 'src/greeting.txt');
+        expect(file).toMatchObject({ size: 11, links: 1 });
+      });
+
+      it('sees the deletion of the last file in a folder', async () => {
+        const box = await target.make();
+        await target.arrange(box, [{ remove: 'src/nested/deep.txt' }]);
+        expect((await box.changes()).changes).toEqual([{ path: 'src/nested/deep.txt', kind: 'deleted' }]);
+      });
+
+      it('reports a hard link and a file whose content did not change but was rewritten', async () => {
+        const box = await target.make();
+        await target.arrange(box, [{ hardlink: { existing: 'src/greeting.txt', path: 'src/alias.txt' } }]);
+        const { changes } = await box.changes();
+        expect(changes.find((c) => c.path === 'src/alias.txt')).toMatchObject({ kind: 'added', links: 2 });
+      });
+
+      it('says when there are more changes than it may list', async () => {
+        const box = await target.make();
+        await box.writeFiles(
+          Array.from({ length: 12 }, (_, i) => ({ path: `many/f${i}.txt`, content: `${i}` })),
+        );
+        const scan = await box.changes({ maxEntries: 5 });
+        expect(scan.complete).toBe(false);
+        expect(scan.changes.length).toBeLessThanOrEqual(5);
+      });
+
+      it('treats hidden paths as never there', async () => {
+        const box = await target.make({ hidden: ['src/obsolete.txt', 'src/nested'] });
+        expect(await problem(box.readFile('src/obsolete.txt'))).toBe('missing');
+        expect(await problem(box.readFile('src/nested/deep.txt'))).toBe('missing');
+        expect((await box.changes()).changes).toEqual([]);
+      });
+    });
+
+    describe('exportFiles', () => {
+      it('returns regular files with their modes and refuses everything else by kind', async () => {
+        const box = await target.make();
+        await box.writeFiles([
+          { path: 'fine.txt', content: 'ok\n' },
+          { path: 'big.txt', content: 'x'.repeat(4096) },
+          { path: 'tool.sh', content: '#!/bin/sh\n', mode: 0o755 },
+        ]);
+        await target.arrange(box, [
+          { symlink: { target: '/etc/passwd', path: 'link' } },
+          { hardlink: { existing: 'src/greeting.txt', path: 'hard' } },
+          { fifo: 'pipe' },
+        ]);
+        const exported = await box.exportFiles(
+          [
+            'fine.txt',
+            'tool.sh',
+            'link',
+            'hard',
+            'src/greeting.txt',
+            'pipe',
+            'src',
+            'big.txt',
+            'gone.txt',
+            '../x',
+          ],
+          { maxFileBytes: 1024 },
+        );
+        expect(exported.files.map((f) => [f.path, f.content.toString(), f.mode & 0o777]).sort()).toEqual([
+          ['fine.txt', 'ok\n', 0o644],
+          ['tool.sh', '#!/bin/sh\n', 0o755],
+        ]);
+        const kinds = Object.fromEntries(exported.refused.map((r) => [r.path, r.kind]));
+        expect(kinds).toEqual({
+          link: 'symlink',
+          hard: 'hard-link',
+          'src/greeting.txt': 'hard-link',
+          pipe: 'special-file',
+          src: 'directory',
+          'big.txt': 'too-large',
+          'gone.txt': 'missing',
+          '../x': 'invalid-path',
+        });
+      });
+
+      it('keeps to the total cap', async () => {
+        const box = await target.make();
+        await box.writeFiles(
+          Array.from({ length: 4 }, (_, i) => ({ path: `t/f${i}.txt`, content: 'y'.repeat(1000) })),
+        );
+        const exported = await box.exportFiles(['t/f0.txt', 't/f1.txt', 't/f2.txt', 't/f3.txt'], {
+          maxTotalBytes: 2500,
+        });
+        expect(exported.files).toHaveLength(2);
+        expect(exported.refused.map((r) => r.kind)).toEqual(['over-total', 'over-total']);
+      });
+    });
+
+    describe('freeze', () => {
+      it('leaves a sandbox that still serves reads, listings and exports', async () => {
+        const box = await target.make();
+        await box.writeFiles([{ path: 'after.txt', content: 'kept\n' }]);
+        await box.freeze();
+        expect((await box.readFile('after.txt')).toString()).toBe('kept\n');
+        expect((await box.changes()).changes.map((c) => c.path)).toEqual(['after.txt']);
+        expect((await box.exportFiles(['after.txt'])).files).toHaveLength(1);
+      });
+    });
+  });
+}
