@@ -32,6 +32,7 @@ let root: string;
 let out: string;
 let results: Result[] = [];
 let context: BrowserContext;
+let profile: string | undefined;
 const consoleErrors: string[] = [];
 
 async function newPage(): Promise<Page> {
@@ -106,7 +107,8 @@ describe('view in a real browser (offline eval example, real Docker, Chromium)',
       .map((l) => JSON.parse(l) as Result);
 
     await mkdir(SHOTS, { recursive: true });
-    context = await chromium.launchPersistentContext(await mkdtemp(join(tmpdir(), 'view-chromium-')), {
+    profile = await mkdtemp(join(tmpdir(), 'view-chromium-'));
+    context = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,
       headless: true,
       args: [
@@ -132,6 +134,7 @@ describe('view in a real browser (offline eval example, real Docker, Chromium)',
       }
     }
     if (root) await rm(root, { recursive: true, force: true });
+    if (profile) await rm(profile, { recursive: true, force: true });
   });
 
   it('serves the trials; a click leads into a failing trial with its tool calls, diff and test output; Ctrl-C stops it', async () => {

@@ -171,12 +171,15 @@ describe('view server: only the holder of the token, only from this machine, onl
   it('stops listening when closed, even with a connection kept alive', async () => {
     const temp = await tempDir();
     await writeRun(temp.dir, 'run-1');
-    const s = await startViewServer(await openViewSource(temp.dir));
-    const agent = new Agent({ keepAlive: true });
-    expect((await send(s.port, `/${s.token}/`, { agent })).status).toBe(200);
-    await s.close();
-    agent.destroy();
-    await expect(send(s.port, `/${s.token}/`)).rejects.toThrow(/ECONNREFUSED/);
-    await temp.remove();
+    try {
+      const s = await startViewServer(await openViewSource(temp.dir));
+      const agent = new Agent({ keepAlive: true });
+      expect((await send(s.port, `/${s.token}/`, { agent })).status).toBe(200);
+      await s.close();
+      agent.destroy();
+      await expect(send(s.port, `/${s.token}/`)).rejects.toThrow(/ECONNREFUSED/);
+    } finally {
+      await temp.remove();
+    }
   });
 });
