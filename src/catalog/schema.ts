@@ -220,6 +220,8 @@ const testCommand = z
   })
   .meta({ description: 'One command, or named layers run in order, stopping at the first failing layer.' });
 
+export const PROVIDER_NAMES = ['anthropic', 'openai', 'replay'] as const;
+
 const int = (min: number, max: number) =>
   z
     .int({ error: `expected an integer from ${min} to ${max}` })
@@ -251,6 +253,20 @@ export const agentSchema = z.strictObject({
     description:
       'Globs of test files the agent never sees: absent from every attempt sandbox, present when the change is verified. A change to them is refused.',
   }),
+  review: z
+    .strictObject({
+      provider: z
+        .enum(PROVIDER_NAMES, { error: 'expected one of "anthropic", "openai" or "replay"' })
+        .optional(),
+      model: nonEmpty('a model name').optional(),
+      maxRounds: int(1, 10).default(2),
+      maxTurns: int(1, 100).default(12),
+    })
+    .optional()
+    .meta({
+      description:
+        "Review every verified attempt with an independent checker (a fresh context, read-only tools, a throwaway sandbox): ready-for-review then needs its approval. provider/model default to the maker's; maxRounds bounds the reviews of a run.",
+    }),
   delegate: z.boolean({ error: 'expected true or false' }).default(false).meta({
     description:
       'Offer the `delegate` tool: the agent hands a sub-task to a sub-agent with an empty context (same sandbox and tools, shared maxTurns and tokenBudget) and gets back only its conclusion. Off by default because it changes the tool list every model call sees.',
@@ -324,8 +340,6 @@ export const sandboxSchema = z
       });
     }
   });
-
-export const PROVIDER_NAMES = ['anthropic', 'openai', 'replay'] as const;
 
 export const providerSchema = z.strictObject({
   name: z.enum(PROVIDER_NAMES, { error: 'expected one of "anthropic", "openai" or "replay"' }),

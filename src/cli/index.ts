@@ -18,9 +18,10 @@ export interface Program {
 const EXIT_CODES_HELP = `
 Exit codes:
   0    success (fix: ready-for-review or nothing-to-fix)
-  1    the task did not succeed (fix: failed or rejected; tests failing; a regression)
-  2    bad usage or an invalid catalog, suite, ticket or cassette
-  3    infrastructure: Docker engine or model API unavailable
+  1    the task did not succeed (fix: failed, rejected, not-approved, timeout; tests failing; a regression)
+  2    bad usage or an invalid catalog, suite, ticket or cassette (an eval with a trial in error)
+  3    infrastructure: Docker engine or model API unavailable (an eval with an unscored trial)
+  70   a fault of sandbox-harness itself (please report it)
   130  interrupted (Ctrl-C)`;
 
 export function buildProgram(): Program {
@@ -88,12 +89,17 @@ export function buildProgram(): Program {
     )
     .option('--force', 'run even when the tests already pass before any change')
     .option('--rebuild', 'rebuild the sandbox image even when the repo is unchanged')
+    .option(
+      '--review',
+      "review every verified attempt with an independent checker (also the catalog's agent.review); ready-for-review then needs its approval",
+    )
     .option('--runs-dir <dir>', 'where run records go (default: <repo>/.sandbox-harness/runs)')
     .option('--json', 'print only a JSON summary on stdout')
     .addHelpText(
       'after',
       `
-Outcomes: ready-for-review (exit 0), nothing-to-fix (0), failed (1), rejected (1), error (2 or 3), interrupted (130).
+Outcomes: ready-for-review (exit 0), nothing-to-fix (0), failed, rejected, not-approved, timeout (1),
+error (2; 70 for a fault of the harness), infrastructure (3), interrupted (130).
 The harness never commits, pushes or deploys. Example:
   sandbox-harness fix OPS-412 --catalog examples/shipping-service/shipping-service.yaml \\
     --cassette examples/shipping-service/cassettes/OPS-412.json`,
@@ -136,6 +142,7 @@ The harness never commits, pushes or deploys. Example:
       ),
     )
     .option('--model <id>', 'model id for a live run')
+    .option('--review', 'with an independent checker (offline: the cassette with a review round)')
     .addOption(
       new Option('--keep <policy>', 'keep containers')
         .choices(['on-failure', 'always', 'never'])
@@ -170,9 +177,15 @@ The harness never commits, pushes or deploys. Example:
   where(
     program
       .command('inspect')
-      .description('summary, attempts, final diff, last test output and container state of a run'),
+      .description(
+        'summary, attempts (gate decisions, reviews), a diff, test output and kept containers of a run',
+      ),
   )
     .argument('<run-id>', 'a run id, a unique prefix, or "last"')
+    .option(
+      '--attempt <n>',
+      'show the diff and test output of attempt n (default: the final patch, else the last attempt)',
+    )
     .option('--json', 'JSON output')
     .action(
       run(async (ctx, id: string, options: Record<string, unknown>) =>
@@ -197,6 +210,7 @@ The harness never commits, pushes or deploys. Example:
       .description("an interactive shell in a run's kept container (sandbox user, no network)"),
   )
     .argument('<run-id>', 'a run id, a unique prefix, or "last"')
+    .option('--attempt <n>', 'the kept sandbox of attempt n (default: the last attempt that kept one)')
     .action(
       run(async (ctx, id: string, options: Record<string, unknown>) =>
         (await import('./commands/runs.js')).shellCommand(ctx, id, options),
@@ -209,6 +223,7 @@ The harness never commits, pushes or deploys. Example:
       .description("run the catalog's test command again in a run's kept container"),
   )
     .argument('<run-id>', 'a run id, a unique prefix, or "last"')
+    .option('--attempt <n>', 'the kept sandbox of attempt n (default: the last attempt that kept one)')
     .option('--json', 'JSON output')
     .action(
       run(async (ctx, id: string, options: Record<string, unknown>) =>

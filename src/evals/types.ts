@@ -51,6 +51,10 @@ export interface TrialResult {
   infraRetried?: boolean;
   /** The engine the trial ran on (a fleet's engine name; `local` otherwise). */
   engine?: string;
+  /** Some attempt's change passed the tests in verification (whatever the checker said). */
+  verified?: boolean;
+  /** With review on: whether the checker approved (its last review). */
+  approved?: boolean;
 }
 
 export interface TrialContext {
@@ -98,4 +102,6 @@ export const trialResultSchema: z.ZodType<TrialResult> = z.object({
   attemptsUsed: count.optional(),
   infraRetried: z.boolean().optional(),
   engine: z.string().optional(),
+  verified: z.boolean().optional(),
+  approved: z.boolean().optional(),
 });
