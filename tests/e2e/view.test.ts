@@ -175,6 +175,15 @@ describe('view in a real browser (offline eval example, real Docker, Chromium)',
       ).toContain(`--runs-dir ${join(out, 'runs')}`);
       await page.screenshot({ path: join(SHOTS, 'failing-trial.png'), fullPage: true });
 
+      // A trial the checker did not approve: its conversation and its verdict with reasons.
+      await page.goto(url);
+      await page.locator('tbody tr a', { hasText: 'hard-codes-reviewed-t0-' }).click();
+      await expect
+        .poll(() => page.locator('h3', { hasText: 'Conversation (checker)' }).count())
+        .toBeGreaterThan(0);
+      expect(await page.locator('.review').first().innerText()).toMatch(/request-changes/);
+      await page.screenshot({ path: join(SHOTS, 'reviewed-trial.png'), fullPage: true });
+
       // The eval page: the report's chart and tables, each trial linked.
       await page.click('nav a:text("Eval report")');
       expect(await page.locator('svg[role="img"]').count()).toBeGreaterThan(0);
