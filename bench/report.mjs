@@ -165,6 +165,32 @@ export function formatTables(results) {
     }
     out.push(...table(rows));
   }
+  const v = results.view;
+  if (v) {
+    if (out.length) out.push('');
+    const kb = (/** @type {number} */ bytes) => `${(bytes / 1024).toFixed(1)} KB`;
+    const browser = v.browserLoad;
+    out.push(
+      ...table([
+        ['viewer (offline example, eval -n ' + results.options.evalN + ')', 'median', 'p90', 'size'],
+        [
+          'exported pages (`<out>/view/`, written by eval)',
+          '',
+          '',
+          `${v.export.pages} pages, ${kb(v.export.bytes)}`,
+        ],
+        [`largest page: \`${v.export.largest.path}\``, '', '', kb(v.export.largest.bytes)],
+        row('server: GET of the largest page (read, render, send)', v.serverGet.largest),
+        row('server: GET of index.html (the trial list)', v.serverGet.index),
+        ...(browser.skipped
+          ? [['Chromium load of the largest page', '-', '-', `skipped: ${browser.skipped}`]]
+          : [
+              row('Chromium: index -> largest page, served, to load event', browser.served),
+              row('Chromium: index -> largest page, exported (file://), to load event', browser.exported),
+            ]),
+      ]),
+    );
+  }
   const fl = results.fleet;
   if (fl) {
     if (out.length) out.push('');

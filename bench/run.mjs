@@ -3,12 +3,13 @@
  * npm script builds first), saved as JSON under `bench/results/` and printed as a table.
  * Performance goals live here, never in timed tests.
  *
- * Usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-fleet] [--reps N] [--warmup N]
- *        [--eval-n N] [--fleet-reps N] [--keep-temp]
+ * Usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--skip-fleet] [--reps N]
+ *        [--warmup N] [--eval-n N] [--fleet-reps N] [--keep-temp]
  *
  * - `--quick`: 5 repetitions after 1 warm-up, and the eval with -n 1 (a smoke run; its
  *   numbers are noisier). Default: 15 repetitions after 2 warm-ups, eval -n 2.
- * - `--skip-eval`: no eval benchmark (it takes a few minutes).
+ * - `--skip-eval`: no eval benchmark (it takes a few minutes), so no viewer benchmark either.
+ * - `--skip-view`: no viewer benchmark.
  * - `--skip-fleet`: no fleet benchmark (it needs root, and takes several minutes: every
  *   repetition moves a ~500 MB image, and building the base image bootstraps it offline).
  *   `--fleet-reps N`: its repetitions per method (default 3; `--quick`: 1).
@@ -28,7 +29,11 @@
  * 2. Eval (`eval-bench.mjs`): the offline example suite at concurrency 1 and 2: trials per
  *    minute, and the harness's own overhead per trial (trial time minus model time minus
  *    test-command time minus the agent's own commands), with its share of the trial time.
- * 3. Fleet (`fleet-bench.mjs`): on a fresh extra engine (own network namespace, TCP with
+ * 3. Viewer (`view-bench.mjs`, on the concurrency-2 eval's output folder): size of the
+ *    exported pages and of the largest one, the server's GET of it, and its load time in
+ *    headless Chromium, served and exported (`--skip-view` leaves it out; `--skip-eval`
+ *    too, as it needs the eval's output).
+ * 4. Fleet (`fleet-bench.mjs`): on a fresh extra engine (own network namespace, TCP with
  *    mutual TLS), the base image and a repo image made present by shipping (save/load
  *    stream from the local engine) against building there; which is faster, and whether
  *    that is what `src/fleet/images.ts` does by default.
@@ -45,18 +50,20 @@ import { BenchInterrupted, installSignalHandlers, run } from './process.mjs';
 import { benchSandbox } from './sandbox-bench.mjs';
 import { benchEval } from './eval-bench.mjs';
 import { benchContext } from './context-bench.mjs';
+import { benchView } from './view-bench.mjs';
 import { benchFleet } from './fleet-bench.mjs';
 import { formatTables, gitInfo, saveResults } from './report.mjs';
 
 const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
-const USAGE = `usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-fleet] [--reps N] [--warmup N] [--eval-n N] [--fleet-reps N] [--keep-temp]`;
+const USAGE = `usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--skip-fleet] [--reps N] [--warmup N] [--eval-n N] [--fleet-reps N] [--keep-temp]`;
 
 /** @param {string[]} argv */
 function parseArgs(argv) {
   const options = {
     quick: false,
     skipEval: false,
+    skipView: false,
     skipFleet: false,
     keepTemp: false,
     reps: 15,
@@ -76,6 +83,7 @@ function parseArgs(argv) {
     };
     if (arg === '--quick') options.quick = true;
     else if (arg === '--skip-eval') options.skipEval = true;
+    else if (arg === '--skip-view') options.skipView = true;
     else if (arg === '--skip-fleet') options.skipFleet = true;
     else if (arg === '--fleet-reps') explicit.fleetReps = number();
     else if (arg === '--keep-temp') options.keepTemp = true;
@@ -193,6 +201,7 @@ async function main() {
   });
 
   let evalResult;
+  let viewResult;
   if (!options.skipEval) {
     log('eval benchmark on examples/evals/suite.yaml (a temp copy) ...');
     evalResult = await benchEval({
@@ -200,6 +209,17 @@ async function main() {
       n: options.evalN,
       log,
       keepTemp: options.keepTemp,
+      afterRun: async (outDir, concurrency) => {
+        if (options.skipView || concurrency !== 2) return;
+        log('viewer benchmark on that eval output ...');
+        viewResult = await benchView({
+          packageRoot: PACKAGE_ROOT,
+          outDir,
+          reps: options.reps,
+          warmup: options.warmup,
+          log,
+        });
+      },
     });
   }
 
@@ -221,6 +241,7 @@ async function main() {
       warmup: options.warmup,
       evalN: options.evalN,
       skipEval: options.skipEval,
+      skipView: options.skipView,
       fleetReps: options.fleetReps,
       skipFleet: options.skipFleet,
     },
@@ -237,6 +258,7 @@ async function main() {
     sandbox,
     context,
     ...(evalResult ? { eval: evalResult } : {}),
+    ...(viewResult ? { view: viewResult } : {}),
     ...(fleetResult ? { fleet: fleetResult } : {}),
   };
   const tables = formatTables(results);
