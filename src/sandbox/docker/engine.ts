@@ -114,8 +114,11 @@ export interface ExecStartOptions {
   user: string;
   workingDir: string;
   env: string[];
-  /** Written to the process's stdin, then end of file. */
-  stdin?: Buffer;
+  /**
+   * Written to the process's stdin, then end of file; or `stream` to keep stdin open and
+   * write to it through `RunningExec.input` (a long-lived process serving requests).
+   */
+  stdin?: Buffer | 'stream';
   stdout: Writable;
   stderr: Writable;
 }
@@ -123,6 +126,8 @@ export interface ExecStartOptions {
 export interface RunningExec {
   /** Resolves when the daemon closes the output stream. */
   streamEnded: Promise<void>;
+  /** The process's stdin, when it was started with `stdin: 'stream'`. */
+  input?: NodeJS.WritableStream;
   inspect(): Promise<{ running: boolean; exitCode: number | null }>;
   /** Stops reading output (the process keeps running unless killed separately). */
   detach(): void;
@@ -508,7 +513,7 @@ export class DockerEngine {
       throw this.containerError(error, id, 'running a command in');
     }
     // Half-closes the connection after the bytes: the process reads them, then end of file.
-    if (options.stdin !== undefined) stream.end(options.stdin);
+    if (Buffer.isBuffer(options.stdin)) stream.end(options.stdin);
     this.docker.modem.demuxStream(stream, options.stdout, options.stderr);
     const readable = stream as unknown as Readable;
     const streamEnded = new Promise<void>((resolve) => {
@@ -518,6 +523,7 @@ export class DockerEngine {
     });
     return {
       streamEnded,
+      ...(options.stdin === 'stream' ? { input: stream } : {}),
       inspect: async () => {
         try {
           const data = await exec.inspect();

@@ -119,7 +119,8 @@ export async function runCommand(
   };
 }
 
-async function killTree(transport: Transport, token: string): Promise<void> {
+/** Kills every process of a command, found by the token in its environment (see the wrapper). */
+export async function killTree(transport: Transport, token: string): Promise<void> {
   try {
     const killer = await transport.start({
       argv: ['/bin/sh', '-c', KILL_TREE_SCRIPT, 'sandbox-kill', token],

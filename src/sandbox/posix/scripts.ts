@@ -7,6 +7,8 @@
  * Paths arrive already checked by the host (`workspaceRelative`): relative, no `.`/`..`.
  */
 
+import { WORKSPACE } from '../types.js';
+
 /** Where the start marker lives: injected root-owned before anything runs, so only the harness sets its ctime. */
 export const START_MARKER = '/etc/sandbox-harness/started';
 
@@ -183,6 +185,42 @@ while :; do
 done
 for p in $tree; do kill -KILL "$p" 2>/dev/null; done
 exit 0
+`;
+
+/**
+ * The command channel's server: one long-lived process that runs the commands it reads on
+ * stdin (`<token> <timeout-sec> <line-count>` then that many lines of command), each like the
+ * exec wrapper does (under `timeout`, in the workspace, its tree marked with the token, its
+ * output relayed through fifos that are cut once it exits), and ends each command's output
+ * on stdout and on stderr with `\\0SHX <token> <exit code>\\0`.
+ */
+export const CHANNEL_SCRIPT = `
+d=$(mktemp -d /tmp/.sandbox-harness-channel-XXXXXX) || exit 125
+n=0
+while IFS=' ' read -r tok t lines; do
+  cmd=; i=0
+  while [ "$i" -lt "$lines" ]; do
+    IFS= read -r l || break
+    if [ "$i" = 0 ]; then cmd=$l; else cmd="$cmd
+$l"; fi
+    i=$((i + 1))
+  done
+  n=$((n + 1)); o="$d/o$n"; e="$d/e$n"
+  if mkfifo "$o" "$e" 2>/dev/null; then
+    cat "$o" & ro=$!
+    cat "$e" >&2 & re=$!
+    (cd ${WORKSPACE} && SANDBOX_HARNESS_EXEC=$tok exec timeout -k 2 "$t" /bin/sh -c "$cmd") >"$o" 2>"$e" </dev/null &
+    wait $!; rc=$?
+    ( sleep 0.3; kill "$ro" "$re" ) >/dev/null 2>&1 & k=$!
+    wait "$ro" "$re" 2>/dev/null
+    kill "$k" 2>/dev/null
+    rm -f "$o" "$e"
+  else
+    rc=125; printf 'sandbox-harness: cannot create the output relay in %s (is /tmp full?)\\n' "$d" >&2
+  fi
+  printf '\\0SHX %s %s\\0' "$tok" "$rc"
+  printf '\\0SHX %s %s\\0' "$tok" "$rc" >&2
+done
 `;
 
 /** Paths (args) removed before the agent starts: held-out files the attempt must not see. */
