@@ -306,6 +306,47 @@ export const resourcesSchema = z.strictObject({
     .optional(),
 });
 
+/**
+ * A `.dockerignore` line: Docker's own syntax (`!` re-includes, a leading `/` is the repo
+ * root), so only what can never be meant is refused.
+ */
+function excludePatternProblem(pattern: string): string | undefined {
+  if (pattern.trim() === '') return 'an empty pattern excludes nothing';
+  if (hasControlCharacter(pattern)) return 'must not contain control characters';
+  if (pattern.includes('\\')) return 'use forward slashes; a backslash is not a path separator here';
+  if (pattern.replace(/^!/, '').split('/').includes('..'))
+    return 'must not contain ".." (the build context is the repo)';
+  return undefined;
+}
+
+export const buildSchema = z
+  .strictObject(
+    {
+      network: z.boolean({ error: 'expected true or false' }).default(false).meta({
+        description:
+          'Let the image build steps use the network (to install dependencies at build time). Default false: builds run with network none. Sandboxes never have network either way.',
+      }),
+      exclude: z
+        .array(
+          z
+            .string({ error: 'expected a pattern in .dockerignore syntax such as "fixtures/keys/**"' })
+            .superRefine((value, ctx) => {
+              const problem = excludePatternProblem(value);
+              if (problem)
+                ctx.addIssue({ code: 'custom', message: `pattern ${JSON.stringify(value)} ${problem}` });
+            }),
+          { error: 'expected a list of patterns in .dockerignore syntax' },
+        )
+        .default([])
+        .meta({
+          description:
+            "More paths to leave out of the image, in .dockerignore syntax, on top of the repo's .dockerignore (for example test keys the secret scan refuses).",
+        }),
+    },
+    { error: typeError('expected {network: true|false, exclude: [patterns]}') },
+  )
+  .meta({ description: 'How the sandbox image is built from the repo.' });
+
 export const sandboxSchema = z
   .strictObject({
     dockerfile: repoRelativePath
@@ -319,6 +360,7 @@ export const sandboxSchema = z
       .optional(),
     baseImage: nonEmpty('an image reference such as "node:20-bookworm"').optional(),
     buildArgs: variables('build argument').optional(),
+    build: buildSchema.optional(),
     env: variables('environment variable').optional(),
     resources: resourcesSchema.optional(),
     timeouts: timeoutsSchema.prefault({}),
@@ -329,6 +371,14 @@ export const sandboxSchema = z
         code: 'custom',
         path: ['image'],
         message: 'set either sandbox.dockerfile (build) or sandbox.image (use as is), not both',
+      });
+    }
+    if (sandbox.image !== undefined && sandbox.build !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['build'],
+        message:
+          'sandbox.build only applies when the harness builds the image; remove it or remove sandbox.image',
       });
     }
     if (sandbox.image !== undefined && sandbox.baseImage !== undefined) {
@@ -374,6 +424,7 @@ export type Rule = z.output<typeof ruleSchema>;
 export type TestLayer = z.output<typeof testLayerSchema>;
 export type AgentConfig = z.output<typeof agentSchema>;
 export type SandboxConfig = z.output<typeof sandboxSchema>;
+export type BuildConfig = z.output<typeof buildSchema>;
 export type SandboxTimeouts = z.output<typeof timeoutsSchema>;
 export type ResourcesConfig = z.output<typeof resourcesSchema>;
 export type ProviderConfig = z.output<typeof providerSchema>;

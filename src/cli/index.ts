@@ -6,6 +6,7 @@
 import { Command, Option } from 'commander';
 import { harnessVersion } from '../version.js';
 import type { CliContext } from './context.js';
+import { settleProgress } from './progress-line.js';
 import { installInterruptHandler } from './signals.js';
 
 export interface Program {
@@ -43,7 +44,12 @@ export function buildProgram(): Program {
   const run =
     <A extends unknown[]>(action: (ctx: CliContext, ...args: A) => Promise<number>) =>
     async (...args: A) => {
-      exitCode = await action(context(), ...args);
+      try {
+        exitCode = await action(context(), ...args);
+      } finally {
+        // A phase a failed command left live must not redraw over the error message.
+        settleProgress();
+      }
     };
 
   const program = new Command('sandbox-harness')
@@ -222,6 +228,36 @@ The harness never commits, pushes or deploys. Example:
     .action(
       run(async (ctx, id: string, options: Record<string, unknown>) =>
         (await import('./commands/runs.js')).rerunTestsCommand(ctx, id, options),
+      ),
+    );
+
+  program
+    .command('view')
+    .description(
+      'see what the agent did: a local, read-only web page of runs or eval trials (conversation, gate, diff, test output)',
+    )
+    .argument(
+      '[path]',
+      "a repo (its .sandbox-harness/runs/), a runs folder, one run folder, or an eval's output folder (default: the runs here)",
+    )
+    .option(
+      '--export <dir>',
+      'write the pages as static, self-contained HTML files into <dir> instead of serving them',
+    )
+    .option('--port <n>', 'port on 127.0.0.1 (default: any free port)')
+    .option('--json', 'print {url, port, token} (or, with --export, what was written) as JSON')
+    .addHelpText(
+      'after',
+      `
+The server binds 127.0.0.1 only, needs the random token in the printed URL, opens no
+browser and serves until Ctrl-C. Examples:
+  sandbox-harness view                                  # the runs of the repo here, after fix
+  sandbox-harness view .sandbox-harness/evals/<suite>-<time>   # an eval's trials and report
+  sandbox-harness view <out> --export <dir>             # static pages (eval writes <out>/view/ itself)`,
+    )
+    .action(
+      run(async (ctx, path: string | undefined, options: Record<string, unknown>) =>
+        (await import('./commands/view.js')).viewCommand(ctx, path, options),
       ),
     );
 

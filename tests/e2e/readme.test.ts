@@ -62,6 +62,15 @@ const EXPECTATIONS: { pattern: RegExp; code: number; check: (r: Ran) => void }[]
   },
   { pattern: /^sandbox-harness runs$/, code: 0, check: (r) => expect(r.stdout).toMatch(/OPS-412\s+failed/) },
   {
+    // Serves until Ctrl-C: the test opens the printed URL, then stops it (exit 0).
+    pattern: /^sandbox-harness view$/,
+    code: 0,
+    check: (r) => {
+      expect(r.stdout).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/\S+\/$/m);
+      expect(r.stdout).toMatch(/--- page \(HTTP 200\) ---\n<!doctype html>[\s\S]*OPS-412/);
+    },
+  },
+  {
     pattern: /^sandbox-harness inspect last$/,
     code: 0,
     check: (r) => expect(r.stdout).toMatch(/outcome\s+failed/),
@@ -135,6 +144,38 @@ function runIn(cwd: string, command: string, env: NodeJS.ProcessEnv, input?: str
   });
 }
 
+/**
+ * Runs a command that serves until Ctrl-C: waits for the URL it prints, fetches it (the
+ * page goes into stdout after a marker), then interrupts it like a user would.
+ */
+function serveFetchAndStop(cwd: string, command: string, env: NodeJS.ProcessEnv): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('bash', ['-c', `exec ${command}`], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    let fetched = false;
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d.toString();
+      const url = /^(http:\/\/127\.0\.0\.1:\d+\/\S*)$/m.exec(stdout)?.[1];
+      if (!url || fetched) return;
+      fetched = true;
+      fetch(url)
+        .then(async (res) => `\n--- page (HTTP ${res.status}) ---\n${await res.text()}`)
+        .catch((error: unknown) => `\n--- page: ${String(error)} ---\n`)
+        .then((page) => {
+          stdout += page;
+          child.kill('SIGINT');
+        }, reject);
+    });
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ command, code, stdout, stderr });
+    });
+  });
+}
+
 describe('README "Using it"', () => {
   let scratch: string;
   let clone: string;
@@ -190,15 +231,17 @@ describe('README "Using it"', () => {
         throw new Error(`README command without an expectation in readme.test.ts: ${command}`);
       const started = Date.now();
       const result =
-        command === 'sandbox-harness shell last'
-          ? // A terminal for the shell; the typed lines answer the checks above, then `exit`.
-            await runIn(
-              clone,
-              `script -qec ${JSON.stringify(command)} /dev/null`,
-              env,
-              'echo "uid=$(id -u) pwd=$(pwd) ifaces=$(ls /sys/class/net | tr "\\n" " ")"; exit\n',
-            )
-          : await runIn(clone, command, env);
+        command === 'sandbox-harness view'
+          ? await serveFetchAndStop(clone, command, env)
+          : command === 'sandbox-harness shell last'
+            ? // A terminal for the shell; the typed lines answer the checks above, then `exit`.
+              await runIn(
+                clone,
+                `script -qec ${JSON.stringify(command)} /dev/null`,
+                env,
+                'echo "uid=$(id -u) pwd=$(pwd) ifaces=$(ls /sys/class/net | tr "\\n" " ")"; exit\n',
+              )
+            : await runIn(clone, command, env);
       process.stderr.write(`readme: ${command}: exit ${result.code} in ${Date.now() - started} ms\n`);
       if (/^sandbox-harness fix /.test(command)) {
         const runs = await runIn(clone, 'sandbox-harness runs --json', env);
