@@ -346,11 +346,7 @@ describe('fix end to end (real Docker, replayed model)', { timeout: 300_000 }, (
       expectUntouched();
     });
 
-    // BUG (src/fix/, lead's rewrite): FixDeps.ping is never called, so with no engine the run
-    // record is written first and the error comes as an `infrastructure` outcome on stdout,
-    // not a clear error on stderr before anything is created (DESIGN: flow step 1). Remove
-    // `.fails` once fix checks the engine before its first write.
-    it.fails('a stopped daemon', async () => {
+    it('a stopped daemon', async () => {
       const r = await runCli(
         ['fix', 'OPS-412', '--catalog', copy.catalog, '--cassette', join(copy.cassettes, 'OPS-412.json')],
         {
