@@ -199,6 +199,23 @@ export function parseDf(output: string): { freeBytes: number; totalBytes: number
   return { freeBytes: free * 1024, totalBytes: total * 1024 };
 }
 
+/** A probe runs as a sandbox would: its user, its folder, its default limits, no network. */
+function probeContainer() {
+  return {
+    name: `sandbox-harness-doctor-${randomBytes(4).toString('hex')}`,
+    user: `${SANDBOX_UID}:${SANDBOX_GID}`,
+    workingDir: WORKSPACE,
+    env: [],
+    labels: containerLabels({ runId: 'doctor', role: 'doctor' }),
+    memoryBytes: DEFAULT_RESOURCES.memoryBytes,
+    nanoCpus: Math.round(DEFAULT_RESOURCES.cpus * 1e9),
+    pids: DEFAULT_RESOURCES.pids,
+    maxFileBytes: DEFAULT_RESOURCES.maxFileBytes,
+    tmpfsBytes: DEFAULT_RESOURCES.tmpfsBytes,
+    nofile: 1024,
+  };
+}
+
 async function containerCheck(
   engine: DockerEngine,
   image: string,
@@ -208,20 +225,11 @@ async function containerCheck(
   let id: string | undefined;
   try {
     id = await engine.createContainer({
-      name: `sandbox-harness-doctor-${randomBytes(4).toString('hex')}`,
       image,
       entrypoint: ['sleep'],
       cmd: ['60'],
-      user: `${SANDBOX_UID}:${SANDBOX_GID}`,
-      workingDir: WORKSPACE,
+      ...probeContainer(),
       env: ['LANG=C.UTF-8'],
-      labels: containerLabels({ runId: 'doctor', role: 'doctor' }),
-      memoryBytes: DEFAULT_RESOURCES.memoryBytes,
-      nanoCpus: Math.round(DEFAULT_RESOURCES.cpus * 1e9),
-      pids: DEFAULT_RESOURCES.pids,
-      maxFileBytes: DEFAULT_RESOURCES.maxFileBytes,
-      tmpfsBytes: DEFAULT_RESOURCES.tmpfsBytes,
-      nofile: 1024,
     });
     await engine.startContainer(id);
     const state = await engine.inspectContainer(id);
@@ -322,20 +330,10 @@ async function diskBudgetCheck(engine: DockerEngine, image: string, driver: stri
   let id: string | undefined;
   try {
     id = await engine.createContainer({
-      name: `sandbox-harness-doctor-${randomBytes(4).toString('hex')}`,
       image,
       entrypoint: ['true'],
       cmd: [],
-      user: `${SANDBOX_UID}:${SANDBOX_GID}`,
-      workingDir: WORKSPACE,
-      env: [],
-      labels: containerLabels({ runId: 'doctor', role: 'doctor' }),
-      memoryBytes: DEFAULT_RESOURCES.memoryBytes,
-      nanoCpus: Math.round(DEFAULT_RESOURCES.cpus * 1e9),
-      pids: DEFAULT_RESOURCES.pids,
-      maxFileBytes: DEFAULT_RESOURCES.maxFileBytes,
-      tmpfsBytes: DEFAULT_RESOURCES.tmpfsBytes,
-      nofile: 1024,
+      ...probeContainer(),
       diskBytes: DEFAULT_RESOURCES.diskBytes,
     });
     return {
