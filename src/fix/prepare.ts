@@ -61,6 +61,8 @@ export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepa
         ...(checkerModel ? { model: checkerModel } : {}),
       })
     : undefined;
+  // The engine answers (and has room) before the run record is written.
+  await deps.ping();
   return {
     catalog,
     repoDir,

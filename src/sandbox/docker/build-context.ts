@@ -17,6 +17,7 @@ import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { once } from 'node:events';
 import { PassThrough, type Readable } from 'node:stream';
 import dockerignore from '@balena/dockerignore';
+import pLimit from 'p-limit';
 import tar from 'tar-stream';
 import { BuildRefused, ImageError } from '../../errors.js';
 import { readRepoFile } from '../../repo-files.js';
@@ -161,14 +162,8 @@ const HASH_CONCURRENCY = 16;
 const SMALL_FILE_BYTES = 1024 * 1024;
 
 async function forEachLimited<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const item = items[next++] as T;
-      await fn(item);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  const run = pLimit(limit);
+  await Promise.all(items.map((item) => run(() => fn(item))));
 }
 
 /** Never through a link (a file swapped for one since the walk), never waiting on a FIFO. */

@@ -225,6 +225,7 @@ export class DockerEngine {
       ? withoutDockerEnvironment(() => new Docker(modemOptions(endpoint)))
       : new Docker();
     this.where = endpoint ? describeEndpoint(endpoint) : undefined;
+    if (process.env.SANDBOX_HARNESS_DEBUG) logEveryCall(this.docker, this.where ?? 'local');
     const host = process.env.DOCKER_HOST;
     this.local = endpoint
       ? endpoint.transport === 'unix'
@@ -947,6 +948,29 @@ let shared: DockerEngine | undefined;
 export function dockerEngine(): DockerEngine {
   shared ??= new DockerEngine();
   return shared;
+}
+
+/**
+ * With SANDBOX_HARNESS_DEBUG set: one stderr line per Engine API request, with its method,
+ * path and how long the engine took to answer (every daemon call goes through `dial`).
+ */
+function logEveryCall(docker: Docker, where: string): void {
+  const modem = docker.modem as unknown as {
+    dial(
+      options: { method?: string; path?: string },
+      callback: (error: unknown, data: unknown) => void,
+    ): unknown;
+  };
+  const dial = modem.dial.bind(modem);
+  modem.dial = (options, callback) => {
+    const started = Date.now();
+    return dial(options, (error, data) => {
+      process.stderr.write(
+        `[engine ${where}] ${options.method ?? 'GET'} ${options.path ?? ''} ${Date.now() - started} ms${error ? ` (${daemonMessage(error)})` : ''}\n`,
+      );
+      callback(error, data);
+    });
+  };
 }
 
 /** The storage driver cannot enforce a writable-layer quota; the backend watches the size instead. */

@@ -4,12 +4,12 @@
  * image without a build.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { processAlive } from './gc.js';
-import { lstat, mkdir, open, readFile, rm } from 'node:fs/promises';
+import { lstat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { HarnessError, BuildRefused, ImageError, Interrupted, SandboxUnavailable } from '../../errors.js';
-import { bootstrapRootfs, cacheDir, LogFile, logsDir, timestampForFile } from './bootstrap.js';
+import { bootstrapRootfs, LogFile, logsDir, timestampForFile } from './bootstrap.js';
+import { withFileLock } from './build-lock.js';
 import { scanBuildContext, type BuildContext, type ContextSnapshot } from './build-context.js';
 import { daemonFetches } from './dockerfile.js';
 import { dockerEngine, statusOf, type DockerEngine } from './engine.js';
@@ -446,48 +446,6 @@ async function buildRecipe(
     log,
     recipe: `${spec.recipe}/Dockerfile`,
   });
-}
-
-/**
- * One process at a time bootstraps a base image: two would both spend minutes on the same
- * result. A lock whose owner died is taken over.
- */
-async function withFileLock<T>(name: string, say: (line: string) => void, fn: () => Promise<T>): Promise<T> {
-  const dir = join(cacheDir(), 'locks');
-  await mkdir(dir, { recursive: true });
-  const path = join(dir, `${name}.lock`);
-  const started = Date.now();
-  let announced = false;
-  for (;;) {
-    try {
-      const handle = await open(path, 'wx');
-      await handle.writeFile(String(process.pid));
-      await handle.close();
-      break;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-      const owner = Number((await readFile(path, 'utf8').catch(() => '')).trim());
-      if (!Number.isInteger(owner) || owner <= 0 || !processAlive(owner)) {
-        await rm(path, { force: true });
-        continue;
-      }
-      if (Date.now() - started > 30 * 60_000) {
-        throw new ImageError(`waited 30 minutes for process ${owner} to finish building ${name}`, {
-          hint: `If no such build is running, remove ${path}.`,
-        });
-      }
-      if (!announced) {
-        say(`waiting for process ${owner}, which is building the same base image`);
-        announced = true;
-      }
-      await new Promise((r) => setTimeout(r, 1000));
-    }
-  }
-  try {
-    return await fn();
-  } finally {
-    await rm(path, { force: true });
-  }
 }
 
 // ---- repo images -----------------------------------------------------------------------
