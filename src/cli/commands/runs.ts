@@ -2,7 +2,7 @@
 import { resolve, join } from 'node:path';
 import { readdir, stat } from 'node:fs/promises';
 import { findCatalog } from '../../catalog/discover.js';
-import { UsageError } from '../../errors.js';
+import { SandboxDead, UsageError } from '../../errors.js';
 import {
   listRuns,
   readRunFile,
@@ -377,13 +377,17 @@ export async function shellCommand(
   const run = await resolveRun(await runsDirOf(ctx, options), ref);
   const request = keptAttemptSandbox(run, options);
   const id = request.id;
+  const { backend } = await sandboxProvider();
+  // The record is only a claim: the container must be this run's sandbox before anything else,
+  // so a forged record learns nothing about someone else's container, terminal or not.
+  const state = await backend.state(request);
+  if (!state.exists) throw new SandboxDead(`container ${id.slice(0, 12)} no longer exists`);
   if (!process.stdin.isTTY) {
     throw new UsageError('`shell` needs an interactive terminal', {
       hint: `Use \`docker exec -it -u 1000 ${id.slice(0, 12)} sh\` from a script, or run it in a terminal.`,
     });
   }
   note(ctx, `shell in kept container ${id.slice(0, 12)} (run ${run.record.id}); no network; exit to leave`);
-  const { backend } = await sandboxProvider();
   try {
     return await backend.interactiveShell(request, { stdin: process.stdin, stdout: process.stdout });
   } finally {
