@@ -32,7 +32,9 @@ describe('fix refuses to read through a repo symlink', () => {
   }, 900_000);
 
   afterAll(async () => {
-    await runCli(['gc', '--older-than', '0s']);
+    // Only this file's runs: `gc --older-than 0s` would remove every kept container on the engine.
+    const runs = copy ? await readdir(join(copy.repo, '.sandbox-harness', 'runs')).catch(() => []) : [];
+    for (const runId of runs) await runCli(['gc', '--run', runId]);
     if (copy) await rm(join(copy.root, '..'), { recursive: true, force: true });
   });
 

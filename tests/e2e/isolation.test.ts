@@ -4,8 +4,8 @@
  * this tool names.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { prepareExampleCopy, type ExampleCopy } from '../../src/demo.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
@@ -27,6 +27,7 @@ afterAll(async () => {
     for (const c of await dockerEngine().listContainers({ [LABEL.run]: id }))
       await dockerEngine().removeContainer(c.id);
   }
+  if (copy) await rm(dirname(copy.root), { recursive: true, force: true });
 });
 
 describe('text from a sandbox on the terminal', () => {
