@@ -16,6 +16,8 @@ interface Tracked {
 
 export class SandboxPool {
   private readonly live: Tracked[] = [];
+  /** Ids in the order they were made. */
+  private readonly order: string[] = [];
   readonly records: ContainerRecord[] = [];
 
   constructor(
@@ -36,6 +38,7 @@ export class SandboxPool {
     }
     const sandbox = await this.backend.create({ ...this.spec(role), ...extra });
     this.live.push({ sandbox, role, throwaway });
+    this.order.push(sandbox.id);
     return sandbox;
   }
 
@@ -80,13 +83,18 @@ export class SandboxPool {
   async closeAll(failed: boolean, onError: (role: string, message: string) => void): Promise<void> {
     await Promise.all([...this.ahead.keys()].map((role) => this.dropAhead(role)));
     const keep = this.policy === 'always' || (this.policy === 'on-failure' && failed);
-    for (const tracked of this.live.splice(0)) {
-      try {
-        await this.dispose(tracked, keep && !tracked.throwaway);
-      } catch (error) {
-        onError(tracked.role, errorMessage(error));
-      }
-    }
+    // All at once: each is a round trip to the engine, and none waits for another.
+    await Promise.all(
+      this.live.splice(0).map(async (tracked) => {
+        try {
+          await this.dispose(tracked, keep && !tracked.throwaway);
+        } catch (error) {
+          onError(tracked.role, errorMessage(error));
+        }
+      }),
+    );
+    // Records in the order the sandboxes were made, whichever went first.
+    this.records.sort((a, b) => this.order.indexOf(a.id) - this.order.indexOf(b.id));
   }
 
   private async dispose(tracked: Tracked, keep: boolean): Promise<void> {
