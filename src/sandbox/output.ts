@@ -44,6 +44,14 @@ export class CappedOutput extends Writable {
     return this.total > this.headLimit + this.tailLimit;
   }
 
+  /** The bytes kept: all of them unless `truncated`. */
+  bytes(): Buffer {
+    const head = Buffer.concat(this.head);
+    let tail = Buffer.concat(this.tail);
+    if (tail.length > this.tailLimit) tail = tail.subarray(tail.length - this.tailLimit);
+    return Buffer.concat([head, tail]);
+  }
+
   text(): string {
     const head = Buffer.concat(this.head);
     let tail = Buffer.concat(this.tail);

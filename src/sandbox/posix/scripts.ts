@@ -189,7 +189,9 @@ exit 0
 
 /**
  * The command channel's server: one long-lived process that runs the commands it reads on
- * stdin (`<token> <timeout-sec> <line-count>` then that many lines of command), each like the
+ * stdin (`<token> <timeout-sec> <line-count> <input-bytes>`, that many lines of command, then
+ * that many bytes of the command's stdin: `read` takes a byte at a time from a pipe, so
+ * `head -c` gets exactly the input), each like the
  * exec wrapper does (under `timeout`, in the workspace, its tree marked with the token, its
  * output relayed through fifos that are cut once it exits), and ends each command's output
  * on stdout and on stderr with `\\0SHX <token> <exit code>\\0`. The next command's relays and
@@ -216,7 +218,7 @@ ready() {
   fi
 }
 ready
-while IFS=' ' read -r tok t lines; do
+while IFS=' ' read -r tok t lines ib; do
   cmd=; i=0
   while [ "$i" -lt "$lines" ]; do
     IFS= read -r l || break
@@ -224,8 +226,10 @@ while IFS=' ' read -r tok t lines; do
 $l"; fi
     i=$((i + 1))
   done
+  in=/dev/null
+  if [ "\${ib:-0}" -gt 0 ]; then in="$d/i$n"; head -c "$ib" > "$in"; old="$old $in"; fi
   if [ -n "$ok" ]; then
-    (cd ${WORKSPACE} && SANDBOX_HARNESS_EXEC=$tok exec timeout -k 2 "$t" /bin/sh -c "$cmd") >"$o" 2>"$e" </dev/null &
+    (cd ${WORKSPACE} && SANDBOX_HARNESS_EXEC=$tok exec timeout -k 2 "$t" /bin/sh -c "$cmd") >"$o" 2>"$e" <"$in" &
     wait $!; rc=$?
     echo > "$w"
     wait "$ro" "$re" 2>/dev/null
