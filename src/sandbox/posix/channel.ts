@@ -6,8 +6,9 @@
  * its token, output capped to head and tail, background children cut off.
  *
  * What comes back over the channel is the command's own word: a process of the sandbox could
- * write a forged end marker into the channel's output. So only commands whose result is the
- * agent's own information use it (its tool calls); verdicts (tests, scans, the freeze) never do.
+ * write a forged end marker into the channel's output. So only calls whose result is the
+ * agent's own information use it (its tool calls: commands, file reads, writes and listings);
+ * verdicts (tests, the change list, the export, the freeze) never do.
  */
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
