@@ -22,6 +22,11 @@ Exit codes:
   3    infrastructure: Docker engine or model API unavailable
   130  interrupted (Ctrl-C)`;
 
+/** A repeatable option's values, in order. */
+function collect(value: string, previous: string[] = []): string[] {
+  return [...previous, value];
+}
+
 export function buildProgram(): Program {
   let exitCode = 0;
   let controller: AbortController | undefined;
@@ -106,9 +111,21 @@ The harness never commits, pushes or deploys. Example:
     )
     .argument('<suite>', 'suite file (YAML)')
     .option('-n, --n <n>', 'trials per task (default: the suite)')
-    .option('--concurrency <c>', 'trials at once (default: the suite, else the number of cores)')
+    .option(
+      '--concurrency <c>',
+      'trials at once (default: the suite, else the number of cores; with engines: the sum of their capacities)',
+    )
+    .option(
+      '--engines <file>',
+      'run the trials on the engines of an engines file (YAML; see README "Running evals on several machines")',
+    )
+    .option(
+      '--engine <context-or-url>',
+      'run trials on this engine too: a docker context name or tcp://, ssh://, unix:// URL (repeatable)',
+      collect,
+    )
     .option('--out <dir>', 'output folder (default: .sandbox-harness/evals/<suite>-<time>)')
-    .option('--resume', 'skip trials already in <out>/results.jsonl')
+    .option('--resume', 'skip trials already in <out>/results.jsonl (on any engines)')
     .option('--compare <summary.json>', 'compare with a previous summary; exit 1 on a regression')
     .addOption(
       new Option('--keep <policy>', 'keep trial containers').choices(['on-failure', 'always', 'never']),
@@ -148,6 +165,15 @@ The harness never commits, pushes or deploys. Example:
       .option('--repo <dir>', 'the repo whose runs to read (default: here)')
       .option('-c, --catalog <file>', "read the runs of this catalog's repo")
       .option('--runs-dir <dir>', 'read runs from this folder');
+  // A kept container of an eval on several engines is on one of them; the run record says
+  // which and how to reach it, and these flags name the engines again when that no longer works.
+  const onEngines = (command: Command, what: string) =>
+    command
+      .option(
+        '--engines <file>',
+        `${what} on the engines of this engines file (default: as the run record says)`,
+      )
+      .option('--engine <context-or-url>', `${what} on this engine (repeatable)`, collect);
 
   where(
     program
@@ -161,10 +187,13 @@ The harness never commits, pushes or deploys. Example:
       ),
     );
 
-  where(
-    program
-      .command('inspect')
-      .description('summary, attempts, final diff, last test output and container state of a run'),
+  onEngines(
+    where(
+      program
+        .command('inspect')
+        .description('summary, attempts, final diff, last test output and container state of a run'),
+    ),
+    'look for its containers',
   )
     .argument('<run-id>', 'a run id, a unique prefix, or "last"')
     .option('--json', 'JSON output')
@@ -185,10 +214,13 @@ The harness never commits, pushes or deploys. Example:
       ),
     );
 
-  where(
-    program
-      .command('shell')
-      .description("an interactive shell in a run's kept container (sandbox user, no network)"),
+  onEngines(
+    where(
+      program
+        .command('shell')
+        .description("an interactive shell in a run's kept container (sandbox user, no network)"),
+    ),
+    'find the kept container',
   )
     .argument('<run-id>', 'a run id, a unique prefix, or "last"')
     .action(
@@ -197,10 +229,13 @@ The harness never commits, pushes or deploys. Example:
       ),
     );
 
-  where(
-    program
-      .command('rerun-tests')
-      .description("run the catalog's test command again in a run's kept container"),
+  onEngines(
+    where(
+      program
+        .command('rerun-tests')
+        .description("run the catalog's test command again in a run's kept container"),
+    ),
+    'find the kept container',
   )
     .argument('<run-id>', 'a run id, a unique prefix, or "last"')
     .option('--json', 'JSON output')
@@ -220,6 +255,8 @@ The harness never commits, pushes or deploys. Example:
       'only what is older than this (e.g. 30m, 24h, 7d), kept containers included',
     )
     .option('--all', 'everything this tool created: kept containers and unused repo images too')
+    .option('--engines <file>', 'on every engine of this engines file instead of the local one')
+    .option('--engine <context-or-url>', 'on this engine instead of the local one (repeatable)', collect)
     .option('--dry-run', 'say what would be removed')
     .option('--json', 'JSON output')
     .action(
@@ -258,7 +295,7 @@ The harness never commits, pushes or deploys. Example:
     .option(
       '--engine <context-or-url>',
       'check this engine: a docker context name or tcp://, ssh://, unix:// URL (repeatable)',
-      (value: string, previous: string[] = []) => [...previous, value],
+      collect,
     )
     .option(
       '--prepare',

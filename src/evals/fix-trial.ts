@@ -13,7 +13,12 @@ import type { TrialCategory, TrialResult, TrialRunner, TrialSpec } from './types
 export interface FixTrialOptions {
   outDir: string;
   keep: KeepPolicy;
-  deps: FixDeps;
+  /**
+   * The dependencies of a trial on `engine` (the one the scheduler placed it on): one set for
+   * an eval on the local engine, one per engine of a fleet, made ready there (images) before
+   * its first trial. An engine that cannot be made ready fails the trial as infrastructure.
+   */
+  deps: FixDeps | ((engine: string, signal: AbortSignal) => Promise<FixDeps>);
   env: NodeJS.ProcessEnv;
   /** Every event of every trial, tagged with its task and trial (for timing and overlap checks). */
   events?: (spec: TrialSpec) => EventSink | undefined;
@@ -30,6 +35,10 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
     };
     let result: FixResult;
     try {
+      const deps =
+        typeof options.deps === 'function'
+          ? await options.deps(context.engine, context.signal)
+          : options.deps;
       const events = options.events?.(spec);
       result = await runFix(
         {
@@ -51,7 +60,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
           readStdin: async () => '',
           ...(events ? { events } : {}),
         },
-        options.deps,
+        deps,
       );
     } catch (error) {
       // Failures before the run starts: an unreachable engine is infrastructure; a bad
@@ -65,6 +74,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
             : 'error';
       return {
         ...base,
+        engine: context.engine,
         outcome: 'failed',
         category,
         turns: 0,
