@@ -131,6 +131,23 @@ The harness never commits, pushes or deploys. Example:
       new Option('--keep <policy>', 'keep trial containers').choices(['on-failure', 'always', 'never']),
     )
     .option('--json', 'print only a JSON summary on stdout')
+    .addHelpText(
+      'after',
+      `
+Engines: without --engines/--engine every trial runs on the local engine. With them, each
+trial goes to the engine with the most free capacity (engines file \`capacity:\`, else CPUs
+over the catalogs' CPU limit); images are made present on an engine before its first trial
+(base image shipped from the local engine, repo images built there). An infrastructure
+failure is retried once, on another engine when there is one; an engine that stops
+answering is dropped and its running trials are retried elsewhere. Results, summary.json
+and the reports say which engine ran what. Kept containers stay on their engine:
+\`inspect\`, \`shell\`, \`rerun-tests\` find it from the run record, \`gc --engines\` cleans up.
+Exit codes: 0 every trial scored, no regression; 1 a regression (--compare); 2 a trial ended
+in error (bad configuration); 3 a trial could not be scored for infrastructure (or every
+engine was lost); 130 interrupted.
+Example:
+  sandbox-harness eval examples/evals/suite.yaml -n 5 --engines engines.yaml`,
+    )
     .action(
       run(async (ctx, suite: string, options: Record<string, unknown>) => {
         const { evalCommand } = await import('./commands/eval.js');

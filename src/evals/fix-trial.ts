@@ -26,8 +26,9 @@ export interface FixTrialOptions {
 
 export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
   return async (spec, context) => {
-    const startedAt = new Date();
-    const runId = `${spec.taskId}-t${spec.trial}-${startedAt.toISOString().replace(/[-:.]/g, '').slice(0, 15)}`;
+    // To the millisecond: a retry that follows a quick failure must not reuse its run folder.
+    const runId = `${spec.taskId}-t${spec.trial}-${new Date().toISOString().replace(/[-:.]/g, '').slice(0, 18)}`;
+    let startedAt = new Date();
     const base = {
       taskId: spec.taskId,
       trial: spec.trial,
@@ -35,10 +36,13 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
     };
     let result: FixResult;
     try {
-      const deps =
-        typeof options.deps === 'function'
-          ? await options.deps(context.engine, context.signal)
-          : options.deps;
+      let deps: FixDeps;
+      if (typeof options.deps === 'function') {
+        deps = await options.deps(context.engine, context.signal);
+        // Making a fresh engine ready (images) serves every trial there; it is not this trial's time.
+        startedAt = new Date();
+        base.startedAt = startedAt.toISOString();
+      } else deps = options.deps;
       const events = options.events?.(spec);
       result = await runFix(
         {
