@@ -49,7 +49,7 @@ import { median, quantile, round1 } from './stats.mjs';
  * @param {string} parent
  * @param {(line: string) => void} log
  */
-async function prepareCopy(packageRoot, parent, log) {
+export async function prepareCopy(packageRoot, parent, log) {
   const skip = (/** @type {string} */ source) => !source.split(/[\\/]/).includes('.sandbox-harness');
   const example = join(parent, 'shipping-service');
   // verbatimSymlinks: node_modules/.bin links stay relative; resolved to absolute paths they
@@ -234,10 +234,11 @@ const round3 = (/** @type {number} */ value) => Math.round(value * 1000) / 1000;
  * @param {string} outDir
  * @param {number} n
  * @param {number} concurrency
+ * @param {string[]} [extra] more CLI arguments (the fleet bench adds `--engines FILE`)
  */
-async function runSuite(cli, cwd, suite, outDir, n, concurrency) {
+export async function runSuite(cli, cwd, suite, outDir, n, concurrency, extra = []) {
   const args = [cli, 'eval', suite, '-n', String(n), '--concurrency', String(concurrency)];
-  args.push('--out', outDir, '--json');
+  args.push(...extra, '--out', outDir, '--json');
   const result = await run(process.execPath, args, { cwd });
   checkInterrupted();
   if (result.code !== 0) {
@@ -270,6 +271,7 @@ async function runSuite(cli, cwd, suite, outDir, n, concurrency) {
   return {
     concurrency,
     n,
+    ...(extra.length ? { args: extra } : {}),
     trials: results.length,
     wallTimeMs,
     processWallMs: Math.round(result.ms),
@@ -290,6 +292,7 @@ async function runSuite(cli, cwd, suite, outDir, n, concurrency) {
       totalTrialMs > 0 ? Math.round((totalOverheadMs / totalTrialMs) * 1000) / 1000 : null,
     phaseOverheadMs: phaseOverhead,
     trialDetails: trials,
+    engines: report.summary.engines,
   };
 }
 

@@ -9,9 +9,10 @@
  * - `--quick`: 5 repetitions after 1 warm-up, and the eval with -n 1 (a smoke run; its
  *   numbers are noisier). Default: 15 repetitions after 2 warm-ups, eval -n 2.
  * - `--skip-eval`: no eval benchmark (it takes a few minutes).
- * - `--skip-fleet`: no fleet benchmark (it needs root, and takes several minutes: every
+ * - `--skip-fleet`: no fleet benchmarks (they need root, and take several minutes: every
  *   repetition moves a ~500 MB image, and building the base image bootstraps it offline).
- *   `--fleet-reps N`: its repetitions per method (default 3; `--quick`: 1).
+ *   `--fleet-reps N`: repetitions per method, and pairs of fleet/local evals (default 3;
+ *   `--quick`: 1). The fleet eval uses `--eval-n` trials per task.
  * - `--keep-temp`: keep the eval's temp copy and out folders to look at (the path is saved).
  *
  * What is measured (details in the header of each module and in bench/README.md):
@@ -32,6 +33,10 @@
  *    mutual TLS), the base image and a repo image made present by shipping (save/load
  *    stream from the local engine) against building there; which is faster, and whether
  *    that is what `src/fleet/images.ts` does by default.
+ * 4. Fleet eval (`fleet-eval-bench.mjs`): the example suite on the local engine alone
+ *    against the same eval over three engines on this machine at the same total
+ *    concurrency (3): trials per minute, trial time and harness overhead of each, and their
+ *    ratio (the overhead of spreading an eval, not a speed-up: the cores are the same).
  *
  * Exit codes: 0 done, 1 a benchmark failed, 3 Docker is not usable, 130 interrupted.
  */
@@ -43,6 +48,7 @@ import { BenchInterrupted, installSignalHandlers, run } from './process.mjs';
 import { benchSandbox } from './sandbox-bench.mjs';
 import { benchEval } from './eval-bench.mjs';
 import { benchFleet } from './fleet-bench.mjs';
+import { benchFleetEval } from './fleet-eval-bench.mjs';
 import { formatTables, gitInfo, saveResults } from './report.mjs';
 
 const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -190,9 +196,18 @@ async function main() {
   }
 
   let fleetResult;
+  let fleetEvalResult;
   if (!options.skipFleet) {
     log('fleet benchmark: images on a fresh engine, shipped vs built ...');
     fleetResult = await benchFleet({ packageRoot: PACKAGE_ROOT, reps: options.fleetReps, log });
+    log('fleet eval benchmark: the example suite on 1 engine vs 3 engines, same concurrency ...');
+    fleetEvalResult = await benchFleetEval({
+      packageRoot: PACKAGE_ROOT,
+      n: options.evalN,
+      reps: options.fleetReps,
+      log,
+      keepTemp: options.keepTemp,
+    });
   }
 
   const results = {
@@ -223,6 +238,7 @@ async function main() {
     sandbox,
     ...(evalResult ? { eval: evalResult } : {}),
     ...(fleetResult ? { fleet: fleetResult } : {}),
+    ...(fleetEvalResult ? { fleetEval: fleetEvalResult } : {}),
   };
   const tables = formatTables(results);
   const file = await saveResults(PACKAGE_ROOT, { ...results, table: tables });
