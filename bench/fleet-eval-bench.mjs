@@ -22,24 +22,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { prepareCopy, runSuite } from './eval-bench.mjs';
-import { checkInterrupted, onCleanup, runOk } from './process.mjs';
+import { testEngines } from './fleet-bench.mjs';
+import { checkInterrupted, onCleanup } from './process.mjs';
 import { median, summarize } from './stats.mjs';
 
 const CONCURRENCY = 3;
-
-/**
- * @param {string} packageRoot
- * @param {string[]} args
- */
-function testEngines(packageRoot, args) {
-  return runOk(
-    process.execPath,
-    ['--import', 'tsx', join(packageRoot, 'scripts', 'test-engines.ts'), ...args],
-    {
-      cwd: packageRoot,
-    },
-  );
-}
 
 /**
  * @param {{ packageRoot: string, n: number, reps: number, log: (line: string) => void, keepTemp: boolean }} o

@@ -6,7 +6,6 @@ import { loadSuite } from '../../evals/suite.js';
 import { runEval, type TrialPlacement } from '../../evals/runner.js';
 import { fleetDeps, fleetPlacement, sharedBaselines, type EvalTask } from '../../evals/engines.js';
 import { formatEngineTally } from '../../evals/progress.js';
-import { resolveEngines } from '../../fleet/engines-file.js';
 import { connectFleet } from '../../fleet/fleet.js';
 import { DEFAULT_RESOURCES } from '../../sandbox/types.js';
 import type { FixDeps } from '../../fix/context.js';
@@ -17,6 +16,7 @@ import { fixTrialRunner } from '../../evals/fix-trial.js';
 import { fixDeps } from '../../fix/deps.js';
 import { memoryBaselineCache } from '../../fix/baseline.js';
 import { sandboxProvider } from '../../sandbox/registry.js';
+import { enginesNamed, resolveEngineFlags, type EngineFlags } from '../engine-flags.js';
 import { exitCodeForEval } from '../exit-codes.js';
 import { loadCatalog, resourcesFromCatalog } from '../../catalog/load.js';
 import { JsonlEventSink } from '../../agent/events.js';
@@ -24,7 +24,7 @@ import type { KeepPolicy } from '../../fix/run-fix.js';
 import { print, printJson, note, type CliContext } from '../context.js';
 import { shortPath } from '../format.js';
 
-export interface EvalCommandOptions {
+export interface EvalCommandOptions extends EngineFlags {
   n?: string;
   concurrency?: string;
   out?: string;
@@ -32,10 +32,6 @@ export interface EvalCommandOptions {
   compare?: string;
   json?: boolean;
   keep?: string;
-  /** An engines file (`--engines`). */
-  engines?: string;
-  /** `--engine` values (context names or URLs), in order. */
-  engine?: string[];
 }
 
 function positiveInt(flag: string, value: string | undefined, max: number): number | undefined {
@@ -94,10 +90,9 @@ export async function evalCommand(
   const say = (line: string) => {
     if (!options.json) note(ctx, line);
   };
-  const engines =
-    options.engines !== undefined || (options.engine ?? []).length > 0
-      ? await connectEngines(ctx, options, tasks, concurrency, { outDir, baselines, say })
-      : undefined;
+  const engines = enginesNamed(options)
+    ? await connectEngines(ctx, options, tasks, concurrency, { outDir, baselines, say })
+    : undefined;
   let deps: FixDeps | ((engine: string, signal: AbortSignal) => Promise<FixDeps>);
   if (engines) deps = engines.deps;
   else {
@@ -237,12 +232,7 @@ async function connectEngines(
   concurrency: number | undefined,
   context: { outDir: string; baselines: ReturnType<typeof sharedBaselines>; say: (line: string) => void },
 ): Promise<ConnectedEngines> {
-  const specs = await resolveEngines({
-    ...(options.engines !== undefined ? { file: options.engines } : {}),
-    refs: options.engine ?? [],
-    cwd: ctx.cwd,
-    env: ctx.env,
-  });
+  const specs = await resolveEngineFlags(ctx, options);
   const trialCpus = Math.max(
     ...tasks.map((t) => resourcesFromCatalog(t.catalog.catalog).cpus ?? DEFAULT_RESOURCES.cpus),
   );

@@ -1,22 +1,19 @@
 import { errorMessage, UsageError } from '../../errors.js';
-import { resolveEngines } from '../../fleet/engines-file.js';
 import { engineHandle } from '../../fleet/fleet.js';
 import { describeEndpoint } from '../../sandbox/docker/endpoint.js';
 import { collectGarbage, dockerEngine } from '../../sandbox/docker/index.js';
 import type { GcReport } from '../../sandbox/docker/gc.js';
+import { enginesNamed, resolveEngineFlags, type EngineFlags } from '../engine-flags.js';
 import { EXIT_CODES } from '../exit-codes.js';
 import { parseAge } from '../format.js';
 import { print, printJson, type CliContext } from '../context.js';
 
-export interface GcCommandOptions {
+/** With `--engines`/`--engine`: collect on each of those engines instead of the local one. */
+export interface GcCommandOptions extends EngineFlags {
   olderThan?: string;
   all?: boolean;
   dryRun?: boolean;
   json?: boolean;
-  /** An engines file (`--engines`): collect on each of its engines instead of the local one. */
-  engines?: string;
-  /** `--engine` values (context names or URLs). */
-  engine?: string[];
 }
 
 /** One engine's part of `gc --engines`: what it removed, or why it could not. */
@@ -50,13 +47,8 @@ export async function gcCommand(ctx: CliContext, options: GcCommandOptions): Pro
     }
   };
 
-  if (options.engines !== undefined || (options.engine ?? []).length > 0) {
-    const specs = await resolveEngines({
-      ...(options.engines !== undefined ? { file: options.engines } : {}),
-      refs: options.engine ?? [],
-      cwd: ctx.cwd,
-      env: ctx.env,
-    });
+  if (enginesNamed(options)) {
+    const specs = await resolveEngineFlags(ctx, options);
     const reports: EngineGcReport[] = await Promise.all(
       specs.map(async (spec) => {
         const endpoint = describeEndpoint(spec.endpoint);

@@ -14,7 +14,8 @@ import {
 import { loadCatalog } from '../../catalog/load.js';
 import { sandboxProvider } from '../../sandbox/registry.js';
 import type { AttachRequest, SandboxBackend } from '../../sandbox/types.js';
-import { resolveEngines, resolveStoredEngine, type EngineSpec } from '../../fleet/engines-file.js';
+import { resolveStoredEngine, type EngineSpec } from '../../fleet/engines-file.js';
+import { enginesNamed, resolveEngineFlags, type EngineFlags } from '../engine-flags.js';
 import { engineHandle } from '../../fleet/fleet.js';
 import { HarnessError } from '../../errors.js';
 import { formatTestRun, runTestLayers } from '../../fix/test-layers.js';
@@ -33,10 +34,7 @@ export interface AttemptChoice {
 }
 
 /** `--engines`/`--engine`: where to look for a run's containers instead of what its record says. */
-export interface EngineChoice {
-  engines?: string;
-  engine?: string[];
-}
+export type EngineChoice = EngineFlags;
 
 /**
  * The backend that holds a run's containers: on the engine its record names. That engine is
@@ -52,13 +50,8 @@ export async function backendOfRun(
 ): Promise<SandboxBackend> {
   const name = record.engine ?? 'local';
   let spec: EngineSpec | undefined;
-  if (choice.engines !== undefined || (choice.engine ?? []).length > 0) {
-    const specs = await resolveEngines({
-      ...(choice.engines !== undefined ? { file: choice.engines } : {}),
-      refs: choice.engine ?? [],
-      cwd: ctx.cwd,
-      env: ctx.env,
-    });
+  if (enginesNamed(choice)) {
+    const specs = await resolveEngineFlags(ctx, choice);
     spec = specs.find((s) => s.name === name);
     if (!spec) {
       throw new UsageError(
