@@ -12,20 +12,26 @@
  * - per trial, from its run record (`<out>/runs/<runId>/`):
  *   - `trialMs`: the trial's wall time as the eval recorded it (`results.jsonl` durationMs).
  *   - `modelMs`: the sum of `model_call` durations in `events.jsonl` (~0 with cassettes).
- *   - `testMs`: the catalog's test command: `run.json` `baseline.durationMs` plus, for each
+ *   - `testMs`: the catalog's test command: `run.json` `baseline.durationMs` when this trial
+ *     measured the baseline (not when it reused another trial's, `reusedFrom`) plus, for each
  *     attempt that was verified, the `=== exit N after X.Xs` times in
  *     `attempts/<n>/test-output.txt` (0.1 s resolution).
+ *   - `baselineWaitMs`: the baseline runs alongside the first attempt; this is how long the
+ *     trial waited for its result after the first attempt ended (the `baseline` event after
+ *     the first `attempt_end`), 0 when it was there in time.
  *   - `agentCommandMs`: the agent's own `run_command` tool calls (`tool_call` events).
- *   - `overheadMs` = trialMs - modelMs - testMs - agentCommandMs: what the harness itself
- *     costs per trial (image check, container create/start/remove, other tool calls such
- *     as read/edit, the change set and gate, writing files into the verification sandbox,
- *     run records). `overheadShare` = overheadMs / trialMs.
+ *   - `overheadMs` = trialMs - modelMs - verification test time - baselineWaitMs -
+ *     agentCommandMs: what the harness itself costs per trial (image check, container
+ *     create/start/remove, other tool calls such as read/edit, the change set and gate,
+ *     writing files into the verification sandbox, run records). `overheadShare` =
+ *     overheadMs / trialMs.
  *   - `phases` split the trial at its events (image, attempt_start, loop_end,
  *     attempt_end), each with the measured work above subtracted, so the overhead can be
- *     placed: `prepare` (catalog, ticket, image content hash), `baseline` (sandbox around
- *     the baseline test), `agent` (model loop minus model and `run_command` time),
- *     `changeAndVerify` (change set, gate, verification sandbox around the test run),
- *     `finish` (disposing, patch, run record).
+ *     placed: `prepare` (catalog, ticket, image content hash), `baseline` (image to the
+ *     first attempt's start; the baseline test itself runs alongside the attempt),
+ *     `agent` (model loop minus model and `run_command` time), `changeAndVerify` (change
+ *     set, gate, verification sandbox around the test run), `finish` (disposing, patch,
+ *     run record; minus `baselineWaitMs`).
  */
 import { cp, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -117,7 +123,9 @@ async function analyseTrial(outDir, result) {
   const events = await readJsonl(join(dir, 'events.jsonl'));
   const at = (/** @type {HarnessEvent | undefined} */ e) => (e ? Date.parse(e.time) : undefined);
 
-  const baselineTestMs = record.baseline?.durationMs ?? 0;
+  // Within an eval one trial measures the baseline and the others reuse it (`reusedFrom`):
+  // only a trial's own measurement is its test time.
+  const baselineTestMs = record.baseline?.reusedFrom ? 0 : (record.baseline?.durationMs ?? 0);
   let phantomExits = (await testTimeIn(join(dir, 'baseline-test-output.txt'))).phantomExits;
   /** @type {Record<number, number>} */
   const verifyTestMsByAttempt = {};
@@ -133,7 +141,13 @@ async function analyseTrial(outDir, result) {
   const modelMs = sum(modelCalls);
   const agentCommandMs = sum(commands);
   const testMs = baselineTestMs + verifyTestMs;
-  const overheadMs = trialMs - modelMs - testMs - agentCommandMs;
+  // The baseline runs alongside the first attempt; the trial only waits for it when the
+  // first attempt ends before the baseline's result is there (its own or another trial's).
+  const baselineAt = at(events.find((e) => e.kind === 'baseline'));
+  const firstAttemptEnd = at(events.find((e) => e.kind === 'attempt_end'));
+  const baselineWaitMs =
+    baselineAt !== undefined && firstAttemptEnd !== undefined ? Math.max(0, baselineAt - firstAttemptEnd) : 0;
+  const overheadMs = trialMs - modelMs - verifyTestMs - baselineWaitMs - agentCommandMs;
 
   // Phases: consecutive spans between events; each loses the measured work inside it.
   const start = Date.parse(result.startedAt);
@@ -165,10 +179,11 @@ async function analyseTrial(outDir, result) {
     const baselineEnd = firstAttempt ?? runEnd ?? end;
     phases = {
       prepare: image - start,
-      baseline: baselineEnd - image - baselineTestMs,
+      // Image to first attempt: the baseline's own test runs alongside the attempts now.
+      baseline: baselineEnd - image,
       agent,
       changeAndVerify,
-      finish: end - (lastAttemptEnd ?? baselineEnd),
+      finish: end - (lastAttemptEnd ?? baselineEnd) - baselineWaitMs,
     };
   }
   return {
@@ -177,6 +192,7 @@ async function analyseTrial(outDir, result) {
     provider: result.provider ?? null,
     modelMs,
     baselineTestMs,
+    baselineWaitMs,
     verifyTestMs,
     testMs,
     agentCommandMs,
