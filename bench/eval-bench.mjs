@@ -313,7 +313,10 @@ export async function runSuite(cli, cwd, suite, outDir, n, concurrency, extra = 
 }
 
 /**
- * @param {{ packageRoot: string, n: number, log: (line: string) => void, keepTemp: boolean }} o
+ * `afterRun` sees each eval's output folder before the temp copy is removed (the viewer
+ * benchmark measures its pages there).
+ *
+ * @param {{ packageRoot: string, n: number, log: (line: string) => void, keepTemp: boolean, afterRun?: (outDir: string, concurrency: number) => Promise<void> }} o
  */
 export async function benchEval(o) {
   const parent = await mkdtemp(join(tmpdir(), 'sandbox-harness-bench-eval-'));
@@ -326,7 +329,9 @@ export async function benchEval(o) {
     for (const concurrency of [1, 2]) {
       checkInterrupted();
       o.log(`  eval -n ${o.n} --concurrency ${concurrency} (a minute or two) ...`);
-      const r = await runSuite(cli, parent, suite, join(parent, `out-c${concurrency}`), o.n, concurrency);
+      const outDir = join(parent, `out-c${concurrency}`);
+      const r = await runSuite(cli, parent, suite, outDir, o.n, concurrency);
+      await o.afterRun?.(outDir, concurrency);
       o.log(
         `  concurrency ${concurrency}: ${r.trials} trials in ${(r.wallTimeMs / 1000).toFixed(1)} s, ${r.trialsPerMinute} trials/min`,
       );

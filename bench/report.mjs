@@ -94,6 +94,23 @@ export function formatTables(results) {
       `(${s.reps} repetitions after ${s.warmup} warm-up(s) each; ratio > 1 means the harness is slower)`,
     );
   }
+  const cx = results.context;
+  if (cx) {
+    if (out.length) out.push('');
+    const size = `${cx.files.toLocaleString('en-US')} files, ${(cx.bytes / 1e6).toFixed(0)} MB`;
+    out.push(
+      ...table([
+        [`build context of this checkout (${size})`, 'median', 'p90', 'ratio (median)'],
+        row('walk + hash, no secret scan', cx.off, '1.00x'),
+        row(
+          'with the scan, unchanged repo (clean-digest cache warm)',
+          cx.cached,
+          times(cx.ratio.cached.median, 'no scan'),
+        ),
+        row('with the scan, first time (no cache)', cx.uncached, times(cx.ratio.uncached.median, 'no scan')),
+      ]),
+    );
+  }
   const ev = results.eval;
   if (ev) {
     if (out.length) out.push('');
@@ -147,6 +164,32 @@ export function formatTables(results) {
       ]);
     }
     out.push(...table(rows));
+  }
+  const v = results.view;
+  if (v) {
+    if (out.length) out.push('');
+    const kb = (/** @type {number} */ bytes) => `${(bytes / 1024).toFixed(1)} KB`;
+    const browser = v.browserLoad;
+    out.push(
+      ...table([
+        ['viewer (offline example, eval -n ' + results.options.evalN + ')', 'median', 'p90', 'size'],
+        [
+          'exported pages (`<out>/view/`, written by eval)',
+          '',
+          '',
+          `${v.export.pages} pages, ${kb(v.export.bytes)}`,
+        ],
+        [`largest page: \`${v.export.largest.path}\``, '', '', kb(v.export.largest.bytes)],
+        row('server: GET of the largest page (read, render, send)', v.serverGet.largest),
+        row('server: GET of index.html (the trial list)', v.serverGet.index),
+        ...(browser.skipped
+          ? [['Chromium load of the largest page', '-', '-', `skipped: ${browser.skipped}`]]
+          : [
+              row('Chromium: index -> largest page, served, to load event', browser.served),
+              row('Chromium: index -> largest page, exported (file://), to load event', browser.exported),
+            ]),
+      ]),
+    );
   }
   const fl = results.fleet;
   if (fl) {

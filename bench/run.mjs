@@ -3,12 +3,13 @@
  * npm script builds first), saved as JSON under `bench/results/` and printed as a table.
  * Performance goals live here, never in timed tests.
  *
- * Usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-fleet] [--reps N] [--warmup N]
- *        [--eval-n N] [--fleet-reps N] [--keep-temp]
+ * Usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--skip-fleet] [--reps N]
+ *        [--warmup N] [--eval-n N] [--fleet-reps N] [--keep-temp]
  *
  * - `--quick`: 5 repetitions after 1 warm-up, and the eval with -n 1 (a smoke run; its
  *   numbers are noisier). Default: 15 repetitions after 2 warm-ups, eval -n 2.
- * - `--skip-eval`: no eval benchmark (it takes a few minutes).
+ * - `--skip-eval`: no eval benchmark (it takes a few minutes), so no viewer benchmark either.
+ * - `--skip-view`: no viewer benchmark.
  * - `--skip-fleet`: no fleet benchmarks (they need root, and take several minutes: every
  *   repetition moves a ~500 MB image, and building the base image bootstraps it offline).
  *   `--fleet-reps N`: repetitions per method, and pairs of fleet/local evals (default 3;
@@ -29,11 +30,17 @@
  * 2. Eval (`eval-bench.mjs`): the offline example suite at concurrency 1 and 2: trials per
  *    minute, and the harness's own overhead per trial (trial time minus model time minus
  *    test-command time minus the agent's own commands), with its share of the trial time.
- * 3. Fleet (`fleet-bench.mjs`): on a fresh extra engine (own network namespace, TCP with
+ * 3. Viewer (`view-bench.mjs`, on the concurrency-2 eval's output folder): size of the
+ *    exported pages and of the largest one, the server's GET of it, and its load time in
+ *    headless Chromium, served and exported (`--skip-view` leaves it out; `--skip-eval`
+ *    too, as it needs the eval's output).
+ * 4. Fleet (`fleet-bench.mjs`): on a fresh extra engine (own network namespace, TCP with
  *    mutual TLS), the base image and a repo image made present by shipping (save/load
  *    stream from the local engine) against building there; which is faster, and whether
  *    that is what `src/fleet/images.ts` does by default.
- * 4. Fleet eval (`fleet-eval-bench.mjs`): the example suite on the local engine alone
+ * 5. Build context (`context-bench.mjs`): `scanBuildContext` of this checkout without the
+ *    secret scan, with it and a warm clean-digest cache, and with it and no cache.
+ * 6. Fleet eval (`fleet-eval-bench.mjs`): the example suite on the local engine alone
  *    against the same eval over three engines on this machine at the same total
  *    concurrency (3): trials per minute, trial time and harness overhead of each, and their
  *    ratio (the overhead of spreading an eval, not a speed-up: the cores are the same).
@@ -47,19 +54,22 @@ import { stat } from 'node:fs/promises';
 import { BenchInterrupted, installSignalHandlers, run } from './process.mjs';
 import { benchSandbox } from './sandbox-bench.mjs';
 import { benchEval } from './eval-bench.mjs';
+import { benchContext } from './context-bench.mjs';
+import { benchView } from './view-bench.mjs';
 import { benchFleet } from './fleet-bench.mjs';
 import { benchFleetEval } from './fleet-eval-bench.mjs';
 import { formatTables, gitInfo, saveResults } from './report.mjs';
 
 const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
-const USAGE = `usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-fleet] [--reps N] [--warmup N] [--eval-n N] [--fleet-reps N] [--keep-temp]`;
+const USAGE = `usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--skip-fleet] [--reps N] [--warmup N] [--eval-n N] [--fleet-reps N] [--keep-temp]`;
 
 /** @param {string[]} argv */
 function parseArgs(argv) {
   const options = {
     quick: false,
     skipEval: false,
+    skipView: false,
     skipFleet: false,
     keepTemp: false,
     reps: 15,
@@ -79,6 +89,7 @@ function parseArgs(argv) {
     };
     if (arg === '--quick') options.quick = true;
     else if (arg === '--skip-eval') options.skipEval = true;
+    else if (arg === '--skip-view') options.skipView = true;
     else if (arg === '--skip-fleet') options.skipFleet = true;
     else if (arg === '--fleet-reps') explicit.fleetReps = number();
     else if (arg === '--keep-temp') options.keepTemp = true;
@@ -112,7 +123,8 @@ async function loadDist() {
     throw new Error('dist/ is missing: run `npm run build` (or use `npm run bench`, which builds first)');
   const docker = await import(pathToFileURL(file('sandbox/docker/index.js')).href);
   const images = await import(pathToFileURL(file('sandbox/docker/images.js')).href);
-  return { docker, images };
+  const buildContext = await import(pathToFileURL(file('sandbox/docker/build-context.js')).href);
+  return { docker, images, buildContext };
 }
 
 /**
@@ -157,7 +169,7 @@ async function checkDocker(engine) {
 async function main() {
   const options = parseArgs(process.argv.slice(2));
   installSignalHandlers();
-  const { docker, images } = await loadDist();
+  const { docker, images, buildContext } = await loadDist();
   const engine = docker.dockerEngine();
   const dockerInfo = await checkDocker(engine);
   const started = new Date();
@@ -184,7 +196,18 @@ async function main() {
     log,
   });
 
+  log('build-context benchmark (walk, hash, secret scan) ...');
+  const context = await benchContext({
+    scanBuildContext: buildContext.scanBuildContext,
+    folder: PACKAGE_ROOT,
+    dockerfile: join(PACKAGE_ROOT, 'Dockerfile.sandbox'),
+    reps: options.reps,
+    warmup: options.warmup,
+    log,
+  });
+
   let evalResult;
+  let viewResult;
   if (!options.skipEval) {
     log('eval benchmark on examples/evals/suite.yaml (a temp copy) ...');
     evalResult = await benchEval({
@@ -192,6 +215,17 @@ async function main() {
       n: options.evalN,
       log,
       keepTemp: options.keepTemp,
+      afterRun: async (outDir, concurrency) => {
+        if (options.skipView || concurrency !== 2) return;
+        log('viewer benchmark on that eval output ...');
+        viewResult = await benchView({
+          packageRoot: PACKAGE_ROOT,
+          outDir,
+          reps: options.reps,
+          warmup: options.warmup,
+          log,
+        });
+      },
     });
   }
 
@@ -222,6 +256,7 @@ async function main() {
       warmup: options.warmup,
       evalN: options.evalN,
       skipEval: options.skipEval,
+      skipView: options.skipView,
       fleetReps: options.fleetReps,
       skipFleet: options.skipFleet,
     },
@@ -236,7 +271,9 @@ async function main() {
       atEnd: await load(),
     },
     sandbox,
+    context,
     ...(evalResult ? { eval: evalResult } : {}),
+    ...(viewResult ? { view: viewResult } : {}),
     ...(fleetResult ? { fleet: fleetResult } : {}),
     ...(fleetEvalResult ? { fleetEval: fleetEvalResult } : {}),
   };

@@ -38,6 +38,18 @@ fi
 
 node dist/main.js images ensure node
 
+# The viewer's browser tests drive Debian's Chromium through playwright-core, which
+# downloads no browser of its own.
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: apt-get install chromium (for the viewer's browser tests)" >&2
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >&2
+  else
+    echo "setup: chromium is missing; tests/e2e/view.test.ts needs it (Debian: apt-get install chromium)" >&2
+  fi
+fi
+
 # The bundled example's dev dependencies (TypeScript), installed on the host: sandbox
 # image builds get no network here, so `examples/evals` needs them in the repo already.
 example=examples/shipping-service/repo

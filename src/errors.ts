@@ -69,6 +69,17 @@ export class ImageError extends HarnessError {
 export type SandboxFileProblem =
   'missing' | 'not-a-file' | 'is-a-directory' | 'through-link' | 'too-large' | 'permission' | 'invalid-path';
 
+/**
+ * The sandbox image is not built because the repo or its recipe breaks a rule of the
+ * harness (a credential in the context, a file linked out of the repo, a need for network
+ * the catalog did not allow). The repo's configuration, not the engine: exit 2, never retried.
+ */
+export class BuildRefused extends HarnessError {
+  constructor(message: string, options?: HarnessErrorOptions) {
+    super('BUILD_REFUSED', 'config', message, options);
+  }
+}
+
 /** A file inside the sandbox could not be read or written (missing, too large, not a file, a link on the way). */
 export class SandboxFileError extends HarnessError {
   readonly problem: SandboxFileProblem;

@@ -315,6 +315,7 @@ async function runLoop(options: AgentLoopOptions, budget: LoopBudget): Promise<A
       }
 
       const results: ToolResultBlock[] = [];
+      let ended = false;
       for (const call of toolUses) {
         const toolStarted = Date.now();
         const subAgentFailure: { error?: unknown } = {};
@@ -343,8 +344,13 @@ async function runLoop(options: AgentLoopOptions, budget: LoopBudget): Promise<A
           content: result.content,
           isError: result.isError,
         });
+        if (result.endsLoop) ended = true;
       }
       messages.push({ role: 'user', content: results });
+      if (ended) {
+        status = 'completed';
+        break;
+      }
     }
   } catch (error) {
     if (deadlinePassed) status = 'timeout';

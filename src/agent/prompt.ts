@@ -15,6 +15,16 @@ How you work:
 - Run the test command before you finish and make sure it passes.
 - When you are done, reply without any tool call, with a short summary of what you changed and why.`;
 
+/** The independent checker's rules: a reviewer with a fresh context, never the implementer. */
+export const CHECKER_RULES = `You are an independent reviewer. Another engineer changed a repository to fix a ticket; you did not write the change and you have not seen their reasoning. Decide whether it is right.
+
+How you work:
+- The repository is at /workspace inside a sandbox with no network and no credentials, with the change already applied. It is a throwaway copy: nothing you change there is kept.
+- Tools: read_file, list_files, search, run_command, and submit_review to answer.
+- The tests already passed with the change. Look for what tests miss: a value hard-coded for the one tested case, a business rule ignored or duplicated, behaviour wrong for other inputs, a change wider than the ticket asks, weakened checks.
+- The business rules below PREVAIL over code, tests and comments.
+- Finish by calling submit_review exactly once: approve, or request-changes with concrete reasons tied to files and rules. Reasons go to the engineer as they are: say what must change and where.`;
+
 export interface PromptRule {
   name: string;
   value: string | number | boolean;
@@ -101,6 +111,36 @@ export interface TicketInput {
   id?: string;
   title?: string;
   body: string;
+}
+
+export interface ReviewRequestInput {
+  ticket: TicketInput;
+  /** The change, as a unified diff. */
+  patch: string;
+  /** The end of the verification's test output. */
+  testOutput: string;
+}
+
+/** What the checker is asked to review: the ticket, the diff, the tests' result. */
+export function buildReviewRequest(input: ReviewRequestInput): string {
+  const { ticket } = input;
+  const heading = ['# Ticket', ticket.id, ticket.title ? `— ${ticket.title}` : undefined]
+    .filter((part): part is string => part !== undefined && part !== '')
+    .join(' ');
+  return [
+    heading,
+    '',
+    ticket.body.trim(),
+    '',
+    '## The change to review (a unified diff)',
+    '',
+    input.patch.trim(),
+    '',
+    '## The tests, run in a fresh sandbox with the change applied (they passed)',
+    '',
+    input.testOutput.trim(),
+    '',
+  ].join('\n');
 }
 
 export interface FirstUserMessageInput {

@@ -220,6 +220,8 @@ const testCommand = z
   })
   .meta({ description: 'One command, or named layers run in order, stopping at the first failing layer.' });
 
+export const PROVIDER_NAMES = ['anthropic', 'openai', 'replay'] as const;
+
 const int = (min: number, max: number) =>
   z
     .int({ error: `expected an integer from ${min} to ${max}` })
@@ -251,6 +253,20 @@ export const agentSchema = z.strictObject({
     description:
       'Globs of test files the agent never sees: absent from every attempt sandbox, present when the change is verified. A change to them is refused.',
   }),
+  review: z
+    .strictObject({
+      provider: z
+        .enum(PROVIDER_NAMES, { error: 'expected one of "anthropic", "openai" or "replay"' })
+        .optional(),
+      model: nonEmpty('a model name').optional(),
+      maxRounds: int(1, 10).default(2),
+      maxTurns: int(1, 100).default(12),
+    })
+    .optional()
+    .meta({
+      description:
+        "Review every verified attempt with an independent checker (a fresh context, read-only tools, a throwaway sandbox): ready-for-review then needs its approval. provider/model default to the maker's; maxRounds bounds the reviews of a run.",
+    }),
   delegate: z.boolean({ error: 'expected true or false' }).default(false).meta({
     description:
       'Offer the `delegate` tool: the agent hands a sub-task to a sub-agent with an empty context (same sandbox and tools, shared maxTurns and tokenBudget) and gets back only its conclusion. Off by default because it changes the tool list every model call sees.',
@@ -290,6 +306,47 @@ export const resourcesSchema = z.strictObject({
     .optional(),
 });
 
+/**
+ * A `.dockerignore` line: Docker's own syntax (`!` re-includes, a leading `/` is the repo
+ * root), so only what can never be meant is refused.
+ */
+function excludePatternProblem(pattern: string): string | undefined {
+  if (pattern.trim() === '') return 'an empty pattern excludes nothing';
+  if (hasControlCharacter(pattern)) return 'must not contain control characters';
+  if (pattern.includes('\\')) return 'use forward slashes; a backslash is not a path separator here';
+  if (pattern.replace(/^!/, '').split('/').includes('..'))
+    return 'must not contain ".." (the build context is the repo)';
+  return undefined;
+}
+
+export const buildSchema = z
+  .strictObject(
+    {
+      network: z.boolean({ error: 'expected true or false' }).default(false).meta({
+        description:
+          'Let the image build steps use the network (to install dependencies at build time). Default false: builds run with network none. Sandboxes never have network either way.',
+      }),
+      exclude: z
+        .array(
+          z
+            .string({ error: 'expected a pattern in .dockerignore syntax such as "fixtures/keys/**"' })
+            .superRefine((value, ctx) => {
+              const problem = excludePatternProblem(value);
+              if (problem)
+                ctx.addIssue({ code: 'custom', message: `pattern ${JSON.stringify(value)} ${problem}` });
+            }),
+          { error: 'expected a list of patterns in .dockerignore syntax' },
+        )
+        .default([])
+        .meta({
+          description:
+            "More paths to leave out of the image, in .dockerignore syntax, on top of the repo's .dockerignore (for example test keys the secret scan refuses).",
+        }),
+    },
+    { error: typeError('expected {network: true|false, exclude: [patterns]}') },
+  )
+  .meta({ description: 'How the sandbox image is built from the repo.' });
+
 export const sandboxSchema = z
   .strictObject({
     dockerfile: repoRelativePath
@@ -303,6 +360,7 @@ export const sandboxSchema = z
       .optional(),
     baseImage: nonEmpty('an image reference such as "node:20-bookworm"').optional(),
     buildArgs: variables('build argument').optional(),
+    build: buildSchema.optional(),
     env: variables('environment variable').optional(),
     resources: resourcesSchema.optional(),
     timeouts: timeoutsSchema.prefault({}),
@@ -315,6 +373,14 @@ export const sandboxSchema = z
         message: 'set either sandbox.dockerfile (build) or sandbox.image (use as is), not both',
       });
     }
+    if (sandbox.image !== undefined && sandbox.build !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['build'],
+        message:
+          'sandbox.build only applies when the harness builds the image; remove it or remove sandbox.image',
+      });
+    }
     if (sandbox.image !== undefined && sandbox.baseImage !== undefined) {
       ctx.addIssue({
         code: 'custom',
@@ -324,8 +390,6 @@ export const sandboxSchema = z
       });
     }
   });
-
-export const PROVIDER_NAMES = ['anthropic', 'openai', 'replay'] as const;
 
 export const providerSchema = z.strictObject({
   name: z.enum(PROVIDER_NAMES, { error: 'expected one of "anthropic", "openai" or "replay"' }),
@@ -360,6 +424,7 @@ export type Rule = z.output<typeof ruleSchema>;
 export type TestLayer = z.output<typeof testLayerSchema>;
 export type AgentConfig = z.output<typeof agentSchema>;
 export type SandboxConfig = z.output<typeof sandboxSchema>;
+export type BuildConfig = z.output<typeof buildSchema>;
 export type SandboxTimeouts = z.output<typeof timeoutsSchema>;
 export type ResourcesConfig = z.output<typeof resourcesSchema>;
 export type ProviderConfig = z.output<typeof providerSchema>;

@@ -3,12 +3,17 @@
  * existing file, an id found as `tickets/<id>.md` beside the catalog or in the repo, or
  * inline text (anything with whitespace in it). Anything else is a mistake worth naming,
  * not a one-word ticket: `fix SHIP-12` with a typo must not send "SHIP-21" to the model.
+ *
+ * A ticket inside the repo or the catalog folder goes to the model, so it is read like
+ * every file of those folders: a regular file whose real path stays inside
+ * (`tickets/OPS-1.md -> ~/.aws/credentials` is refused).
  */
 import { createHash } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { UsageError } from '../errors.js';
+import { isInside, readRepoFile } from '../repo-files.js';
 import { parseYamlWithSchema } from './yaml-validate.js';
 
 export type TicketSource = 'file' | 'id' | 'inline' | 'stdin';
@@ -56,7 +61,7 @@ export async function loadTicket(arg: string, options: LoadTicketOptions): Promi
 
   const asFile = path.resolve(cwd, arg);
   const direct = await fileKind(asFile);
-  if (direct === 'file') return fromFile(asFile, 'file', arg);
+  if (direct === 'file') return fromFile(asFile, 'file', arg, options);
   if (direct === 'directory')
     throw new UsageError(`ticket ${arg} is a folder, not a file`, { hint: TICKET_HINT });
 
@@ -66,7 +71,8 @@ export async function loadTicket(arg: string, options: LoadTicketOptions): Promi
       path.join(options.repoDir, 'tickets', `${arg}.md`),
     ];
     for (const candidate of candidates) {
-      if ((await fileKind(candidate)) === 'file') return fromFile(candidate, 'id', candidate, arg);
+      const ticket = await fromFile(candidate, 'id', candidate, options, arg);
+      if (ticket) return ticket;
     }
     throw new UsageError(`no ticket "${arg}": looked for ${[asFile, ...candidates].join(', ')}`, {
       hint: TICKET_HINT,
@@ -81,15 +87,58 @@ export async function loadTicket(arg: string, options: LoadTicketOptions): Promi
 const TICKET_HINT =
   'pass a markdown file, an id with a tickets/<id>.md beside the catalog or in the repo, quoted text, or - for stdin';
 
-async function fromFile(file: string, source: 'file' | 'id', shown: string, id?: string): Promise<Ticket> {
-  let text: string;
+async function fromFile(
+  file: string,
+  source: 'file',
+  shown: string,
+  options: LoadTicketOptions,
+): Promise<Ticket>;
+async function fromFile(
+  file: string,
+  source: 'id',
+  shown: string,
+  options: LoadTicketOptions,
+  id: string,
+): Promise<Ticket | undefined>;
+/** The ticket in `file`; for an id lookup, undefined when there is no such file. */
+async function fromFile(
+  file: string,
+  source: 'file' | 'id',
+  shown: string,
+  options: LoadTicketOptions,
+  id?: string,
+): Promise<Ticket | undefined> {
+  const text = await readTicketFile(file, shown, options, source === 'id');
+  if (text === undefined) return undefined;
+  const ticket = parseTicket(text, { source, where: shown, file, defaultId: id ?? idFromFile(file) });
+  return { ...ticket, file };
+}
+
+async function readTicketFile(
+  file: string,
+  shown: string,
+  options: LoadTicketOptions,
+  optional: boolean,
+): Promise<string | undefined> {
+  // The innermost folder first: a repo inside the catalog folder keeps its own boundary.
+  const folders: [string, string][] = [
+    [options.repoDir, 'the repo'],
+    [options.catalogDir, 'the catalog folder'],
+  ];
+  for (const [root, rootName] of folders) {
+    if (!isInside(path.resolve(root), file)) continue;
+    const bytes = await readRepoFile(root, path.relative(path.resolve(root), file), 'ticket', {
+      rootName,
+      optional,
+    });
+    return bytes?.toString('utf8');
+  }
+  // A file the user named outside both folders is theirs to point at.
   try {
-    text = await readFile(file, 'utf8');
+    return await readFile(file, 'utf8');
   } catch (error) {
     throw new UsageError(`cannot read ticket ${shown}: ${(error as Error).message}`, { cause: error });
   }
-  const ticket = parseTicket(text, { source, where: shown, file, defaultId: id ?? idFromFile(file) });
-  return { ...ticket, file };
 }
 
 interface ParseContext {

@@ -6,6 +6,7 @@
 import { Command, Option } from 'commander';
 import { harnessVersion } from '../version.js';
 import type { CliContext } from './context.js';
+import { settleProgress } from './progress-line.js';
 import { installInterruptHandler } from './signals.js';
 
 export interface Program {
@@ -17,9 +18,10 @@ export interface Program {
 const EXIT_CODES_HELP = `
 Exit codes:
   0    success (fix: ready-for-review or nothing-to-fix)
-  1    the task did not succeed (fix: failed or rejected; tests failing; a regression)
-  2    bad usage or an invalid catalog, suite, ticket or cassette
-  3    infrastructure: Docker engine or model API unavailable
+  1    the task did not succeed (fix: failed, rejected, not-approved, timeout; tests failing; a regression)
+  2    bad usage or an invalid catalog, suite, ticket or cassette (an eval with a trial in error)
+  3    infrastructure: Docker engine or model API unavailable (an eval with an unscored trial)
+  70   a fault of sandbox-harness itself (please report it)
   130  interrupted (Ctrl-C)`;
 
 /** A repeatable option's values, in order. */
@@ -47,7 +49,12 @@ export function buildProgram(): Program {
   const run =
     <A extends unknown[]>(action: (ctx: CliContext, ...args: A) => Promise<number>) =>
     async (...args: A) => {
-      exitCode = await action(context(), ...args);
+      try {
+        exitCode = await action(context(), ...args);
+      } finally {
+        // A phase a failed command left live must not redraw over the error message.
+        settleProgress();
+      }
     };
 
   const program = new Command('sandbox-harness')
@@ -87,12 +94,17 @@ export function buildProgram(): Program {
     )
     .option('--force', 'run even when the tests already pass before any change')
     .option('--rebuild', 'rebuild the sandbox image even when the repo is unchanged')
+    .option(
+      '--review',
+      "review every verified attempt with an independent checker (also the catalog's agent.review); ready-for-review then needs its approval",
+    )
     .option('--runs-dir <dir>', 'where run records go (default: <repo>/.sandbox-harness/runs)')
     .option('--json', 'print only a JSON summary on stdout')
     .addHelpText(
       'after',
       `
-Outcomes: ready-for-review (exit 0), nothing-to-fix (0), failed (1), rejected (1), error (2 or 3), interrupted (130).
+Outcomes: ready-for-review (exit 0), nothing-to-fix (0), failed, rejected, not-approved, timeout (1),
+error (2; 70 for a fault of the harness), infrastructure (3), interrupted (130).
 The harness never commits, pushes or deploys. Example:
   sandbox-harness fix OPS-412 --catalog examples/shipping-service/shipping-service.yaml \\
     --cassette examples/shipping-service/cassettes/OPS-412.json`,
@@ -164,6 +176,7 @@ Example:
       ),
     )
     .option('--model <id>', 'model id for a live run')
+    .option('--review', 'with an independent checker (offline: the cassette with a review round)')
     .addOption(
       new Option('--keep <policy>', 'keep containers')
         .choices(['on-failure', 'always', 'never'])
@@ -208,11 +221,17 @@ Example:
     where(
       program
         .command('inspect')
-        .description('summary, attempts, final diff, last test output and container state of a run'),
+        .description(
+          'summary, attempts (gate decisions, reviews), a diff, test output and kept containers of a run',
+        ),
     ),
     'look for its containers',
   )
     .argument('<run-id>', 'a run id, a unique prefix, or "last"')
+    .option(
+      '--attempt <n>',
+      'show the diff and test output of attempt n (default: the final patch, else the last attempt)',
+    )
     .option('--json', 'JSON output')
     .action(
       run(async (ctx, id: string, options: Record<string, unknown>) =>
@@ -240,6 +259,7 @@ Example:
     'find the kept container',
   )
     .argument('<run-id>', 'a run id, a unique prefix, or "last"')
+    .option('--attempt <n>', 'the kept sandbox of attempt n (default: the last attempt that kept one)')
     .action(
       run(async (ctx, id: string, options: Record<string, unknown>) =>
         (await import('./commands/runs.js')).shellCommand(ctx, id, options),
@@ -255,10 +275,41 @@ Example:
     'find the kept container',
   )
     .argument('<run-id>', 'a run id, a unique prefix, or "last"')
+    .option('--attempt <n>', 'the kept sandbox of attempt n (default: the last attempt that kept one)')
     .option('--json', 'JSON output')
     .action(
       run(async (ctx, id: string, options: Record<string, unknown>) =>
         (await import('./commands/runs.js')).rerunTestsCommand(ctx, id, options),
+      ),
+    );
+
+  program
+    .command('view')
+    .description(
+      'see what the agent did: a local, read-only web page of runs or eval trials (conversation, gate, diff, test output)',
+    )
+    .argument(
+      '[path]',
+      "a repo (its .sandbox-harness/runs/), a runs folder, one run folder, or an eval's output folder (default: the runs here)",
+    )
+    .option(
+      '--export <dir>',
+      'write the pages as static, self-contained HTML files into <dir> instead of serving them',
+    )
+    .option('--port <n>', 'port on 127.0.0.1 (default: any free port)')
+    .option('--json', 'print {url, port, token} (or, with --export, what was written) as JSON')
+    .addHelpText(
+      'after',
+      `
+The server binds 127.0.0.1 only, needs the random token in the printed URL, opens no
+browser and serves until Ctrl-C. Examples:
+  sandbox-harness view                                  # the runs of the repo here, after fix
+  sandbox-harness view .sandbox-harness/evals/<suite>-<time>   # an eval's trials and report
+  sandbox-harness view <out> --export <dir>             # static pages (eval writes <out>/view/ itself)`,
+    )
+    .action(
+      run(async (ctx, path: string | undefined, options: Record<string, unknown>) =>
+        (await import('./commands/view.js')).viewCommand(ctx, path, options),
       ),
     );
 

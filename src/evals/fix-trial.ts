@@ -121,8 +121,17 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
       model: record.provider.model,
       containerIds: record.containers.map((c) => c.id),
       ...(record.engine ? { engine: record.engine } : {}),
+      ...reviewFacts(record),
       attemptsUsed: record.attempts.length,
       ...(error ? { error } : {}),
     } satisfies TrialResult;
   };
+}
+
+/** What the tests and the checker said of a trial, so reports can set the two side by side. */
+function reviewFacts(record: FixResult['record']): { verified: boolean; approved?: boolean } {
+  const verified = record.attempts.some((a) => a.verdict === 'passed' || a.verdict === 'changes-requested');
+  const reviews = record.attempts.flatMap((a) => a.reviews ?? []);
+  const last = reviews[reviews.length - 1];
+  return { verified, ...(last ? { approved: last.verdict === 'approve' } : {}) };
 }

@@ -44,10 +44,20 @@ function taskCells(t: TaskSummary): string[] {
   ];
 }
 
+/** A trial in report.html, linked to its page in the exported viewer when it has one. */
+export interface TrialLink {
+  taskId: string;
+  trial: number;
+  category: string;
+  /** Relative to report.html. */
+  href?: string;
+}
+
 export async function writeReports(
   outDir: string,
   summary: EvalSummary,
   comparison?: SummaryComparison,
+  trials?: readonly TrialLink[],
 ): Promise<ReportFiles> {
   const files: ReportFiles = {
     summaryJson: path.join(outDir, 'summary.json'),
@@ -56,7 +66,7 @@ export async function writeReports(
   };
   await writeFileAtomic(files.summaryJson, `${JSON.stringify(summary, null, 2)}\n`);
   await writeFileAtomic(files.markdown, renderMarkdown(summary, comparison));
-  await writeFileAtomic(files.html, renderHtml(summary, comparison));
+  await writeFileAtomic(files.html, renderHtml(summary, comparison, trials));
   if (comparison) {
     files.comparisonJson = path.join(outDir, 'comparison.json');
     await writeFileAtomic(files.comparisonJson, `${JSON.stringify(comparison, null, 2)}\n`);
@@ -368,6 +378,9 @@ svg .err{stroke:#1b1f24;stroke-width:1.5}
 svg .row-regression{fill:#ffebe9}svg .row-improvement{fill:#dafbe1}
 `;
 
+/** The report's stylesheet, for pages that show its charts and tables (the viewer). */
+export const REPORT_CSS = CSS;
+
 function th(cells: string[]): string {
   return `<thead><tr>${cells.map((c) => `<th>${escapeHtml(c)}</th>`).join('')}</tr></thead>`;
 }
@@ -486,7 +499,44 @@ export function renderComparisonChart(comparison: SummaryComparison): string {
   );
 }
 
-export function renderHtml(summary: EvalSummary, comparison?: SummaryComparison): string {
+export function renderHtml(
+  summary: EvalSummary,
+  comparison?: SummaryComparison,
+  trials?: readonly TrialLink[],
+): string {
+  const e = escapeHtml;
+  const sections = renderReportSections(summary, comparison);
+  if (trials && trials.length > 0) sections.push(...htmlTrials(trials));
+  return [
+    '<!doctype html>',
+    '<html lang="en">',
+    '<head>',
+    '<meta charset="utf-8">',
+    '<meta name="viewport" content="width=device-width, initial-scale=1">',
+    `<title>${e(`Eval report: ${summary.suite.name}`)}</title>`,
+    `<style>${CSS}</style>`,
+    '</head>',
+    '<body>',
+    ...sections,
+    '</body>',
+    '</html>',
+    '',
+  ].join('\n');
+}
+
+function htmlTrials(trials: readonly TrialLink[]): string[] {
+  const rows = trials.map((t) => {
+    const link = t.href ? `<a href="${escapeHtml(t.href)}">conversation, diff, test output</a>` : '';
+    return `<tr><td>${escapeHtml(t.taskId)}</td><td>${t.trial}</td><td>${escapeHtml(t.category)}</td><td>${link}</td></tr>`;
+  });
+  return [
+    '<h2>Trials</h2>',
+    `<table>${th(['task', 'trial', 'category', 'run'])}<tbody>${rows.join('')}</tbody></table>`,
+  ];
+}
+
+/** The report's headings, charts and tables, without the page around them (the viewer reuses them). */
+export function renderReportSections(summary: EvalSummary, comparison?: SummaryComparison): string[] {
   const o = summary.overall;
   const e = escapeHtml;
   const sections: string[] = [];
@@ -612,21 +662,7 @@ export function renderHtml(summary: EvalSummary, comparison?: SummaryComparison)
     ),
   );
 
-  return [
-    '<!doctype html>',
-    '<html lang="en">',
-    '<head>',
-    '<meta charset="utf-8">',
-    '<meta name="viewport" content="width=device-width, initial-scale=1">',
-    `<title>${e(`Eval report: ${summary.suite.name}`)}</title>`,
-    `<style>${CSS}</style>`,
-    '</head>',
-    '<body>',
-    ...sections,
-    '</body>',
-    '</html>',
-    '',
-  ].join('\n');
+  return sections;
 }
 
 function htmlComparison(c: SummaryComparison): string[] {

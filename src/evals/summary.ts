@@ -65,6 +65,38 @@ interface TrialCounts extends RateSummary {
   outputTokens: Distribution;
   durationMs: Distribution;
   categories: CategoryCounts;
+  /** With review on: how often the checker approved, next to the tests' verdict. */
+  review?: ReviewSummary;
+}
+
+export interface ReviewSummary {
+  /** Scored trials a checker reviewed. */
+  reviewed: number;
+  approved: number;
+  /** `null` when nothing was reviewed. */
+  approvalRate: number | null;
+  /** Trials whose change passed the tests in verification. */
+  testsPassed: number;
+  /** Where the two verdicts disagree: tests passed, the checker did not approve. */
+  testsPassedNotApproved: number;
+}
+
+function withReview(results: readonly TrialResult[]): { review?: ReviewSummary } {
+  const review = reviewSummary(results);
+  return review ? { review } : {};
+}
+
+function reviewSummary(results: readonly TrialResult[]): ReviewSummary | undefined {
+  const reviewed = results.filter((r) => r.approved !== undefined);
+  if (reviewed.length === 0) return undefined;
+  const approved = reviewed.filter((r) => r.approved === true).length;
+  return {
+    reviewed: reviewed.length,
+    approved,
+    approvalRate: approved / reviewed.length,
+    testsPassed: results.filter((r) => r.verified === true).length,
+    testsPassedNotApproved: reviewed.filter((r) => r.verified === true && r.approved === false).length,
+  };
 }
 
 export interface TaskSummary extends TrialCounts {
@@ -189,6 +221,7 @@ function summarizeTask(taskId: string, n: number, results: TrialResult[]): TaskS
     durationMs: distribution(scoredResults.map((r) => r.durationMs)),
     categories,
     flaky: passes > 0 && passes < scored,
+    ...withReview(scoredResults),
     imageIds: distinct(results.map((r) => r.imageId)),
     catalogHashes: distinct(results.map((r) => r.catalogHash)),
   };
@@ -238,6 +271,7 @@ export function summarize(results: readonly TrialResult[], meta: SummaryMeta): E
     durationMs: distribution(scoredAll.map((r) => r.durationMs)),
     categories,
     flakyTasks: tasks.filter((t) => t.flaky).map((t) => t.taskId),
+    ...withReview(scoredAll),
   };
 
   return {

@@ -53,6 +53,10 @@ export interface TrialResult {
   firstTry?: FirstTry;
   /** The engine the trial ran on (a fleet's engine name; `local` otherwise). */
   engine?: string;
+  /** Some attempt's change passed the tests in verification (whatever the checker said). */
+  verified?: boolean;
+  /** With review on: whether the checker approved (its last review). */
+  approved?: boolean;
 }
 
 /** The first try of a retried trial: the infrastructure failure that made the retry. */
@@ -123,4 +127,6 @@ export const trialResultSchema: z.ZodType<TrialResult> = z.object({
     })
     .optional(),
   engine: z.string().optional(),
+  verified: z.boolean().optional(),
+  approved: z.boolean().optional(),
 });

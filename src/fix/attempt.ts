@@ -23,13 +23,14 @@ import {
   LimitExceeded,
   SandboxDead,
 } from '../errors.js';
-import type { Message } from '../llm/types.js';
+import type { Message, ModelProvider } from '../llm/types.js';
 import { verdictForEmptyLoop, type AttemptVerdict } from '../outcomes.js';
 import type { AttemptRecord } from '../runs/record.js';
 import type { Sandbox, WorkspaceTree } from '../sandbox/types.js';
 import type { Run } from './context.js';
 import { failureFeedback, formatTestRun, type TestLayer } from './test-layers.js';
 import { verifyChange, type Verification } from './verify.js';
+import { reviewChange } from './review.js';
 
 /** What every attempt of a run shares, worked out once. */
 export interface AttemptPlan {
@@ -44,6 +45,8 @@ export interface AttemptPlan {
   heldOut: readonly string[];
   contextWindow?: number;
   maxAttempts: number;
+  /** With review on: the checker, its rounds (shared by the run's attempts), AGENTS.md for its prompt. */
+  review?: { checker: ModelProvider; maxRounds: number; used: number; agentsMd?: string };
 }
 
 export interface AttemptResult {
@@ -183,9 +186,36 @@ export async function runAttempt(
       exitCode: tests.failingLayer?.exitCode ?? 0,
       ...(tests.failingLayer ? { message: `failing layer ${tests.failingLayer.name}` } : {}),
     });
-    if (tests.passed) {
+    if (tests.passed && !plan.review) {
       progress.end(`verified: ${changeSet.entries.length} file(s), tests pass in a fresh sandbox`);
       return await finish({ verdict: 'passed', changeSet });
+    }
+    if (tests.passed && plan.review) {
+      if (plan.review.used >= plan.review.maxRounds) {
+        record.message = `verified, but no review round is left (${plan.review.maxRounds} used)`;
+        progress.end(record.message);
+        return await finish({ verdict: 'changes-requested' });
+      }
+      plan.review.used++;
+      const review = await reviewChange(
+        run,
+        plan.review.checker,
+        n,
+        plan.review.used,
+        changeSet,
+        tests,
+        plan.review.agentsMd,
+      );
+      (record.reviews ??= []).push(review.record);
+      if (review.record.verdict === 'approve') {
+        progress.end(`verified and approved by the checker: ${changeSet.entries.length} file(s)`);
+        return await finish({ verdict: 'passed', changeSet });
+      }
+      progress.end(`verified, but the checker requested changes: ${review.record.summary}`);
+      return await finish({
+        verdict: 'changes-requested',
+        ...(review.feedback ? { feedback: review.feedback } : {}),
+      });
     }
     if (tests.failingLayer) record.failingLayer = tests.failingLayer.name;
     progress.end(`tests fail in a fresh sandbox (${tests.failingLayer?.name})`);

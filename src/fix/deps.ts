@@ -1,5 +1,4 @@
 /** The real dependencies of `fix`: a sandbox provider (by backend name) and the catalog's image recipe. */
-import { resolve } from 'node:path';
 import type { SandboxProvider } from '../sandbox/registry.js';
 import type { FixDeps, ImageRequest, SandboxImage } from './context.js';
 
@@ -12,9 +11,13 @@ export function fixDeps(provider: SandboxProvider, extra: Partial<FixDeps> = {})
       const image = await provider.repoImage({
         repoDir: request.repoDir,
         ...(sandbox.image ? { prebuilt: sandbox.image } : {}),
-        ...(sandbox.dockerfile ? { dockerfile: resolve(request.catalog.dir, sandbox.dockerfile) } : {}),
+        ...(sandbox.dockerfile
+          ? { dockerfile: sandbox.dockerfile, dockerfileRoot: request.catalog.dir }
+          : {}),
         ...(sandbox.baseImage ? { baseImage: sandbox.baseImage } : {}),
         ...(sandbox.buildArgs ? { buildArgs: sandbox.buildArgs } : {}),
+        buildNetwork: sandbox.build?.network === true,
+        ...(sandbox.build?.exclude.length ? { excludes: sandbox.build.exclude } : {}),
         rebuild: request.rebuild,
         logFile: request.logFile,
         onProgress: request.onProgress,

@@ -32,7 +32,7 @@ export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepa
   const retries: { sink?: EventSink } = {};
   // One session for every role: they replay their own queues of one cassette and record into one.
   const session = new ProviderSession({ record: options.record !== undefined });
-  const providerOptions = {
+  const shared = {
     session,
     onRetry: (info: RetryInfo) =>
       retries.sink?.emit({
@@ -40,15 +40,28 @@ export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepa
         message: `try ${info.attempt} failed (${info.error.message}); retrying in ${info.delayMs} ms`,
         durationMs: info.delayMs,
       }),
-    name: choice.name,
-    ...(choice.model ? { model: choice.model } : {}),
     ...(options.cassette ? { cassette: resolve(options.cwd, options.cassette) } : {}),
     env: options.env,
   };
-  const provider: ModelProvider = await make({ ...providerOptions, role: 'main' });
+  const maker = { ...shared, name: choice.name, ...(choice.model ? { model: choice.model } : {}) };
+  const provider: ModelProvider = await make({ ...maker, role: 'main' });
   const delegateProvider = catalog.catalog.agent.delegate
-    ? await make({ ...providerOptions, role: 'delegate' })
+    ? await make({ ...maker, role: 'delegate' })
     : undefined;
+  // The checker may be another provider or model; by default it is the maker's, in a fresh context.
+  const review: { provider?: string; model?: string } | undefined =
+    catalog.catalog.agent.review ?? (options.review ? {} : undefined);
+  const checkerName = review?.provider ?? choice.name;
+  const checkerModel = review?.model ?? (checkerName === choice.name ? choice.model : undefined);
+  const checker = review
+    ? await make({
+        ...shared,
+        role: 'checker',
+        name: checkerName,
+        ...(checkerModel ? { model: checkerModel } : {}),
+      })
+    : undefined;
+  // The engine answers (and has room) before the run record is written.
   await deps.ping();
   return {
     catalog,
@@ -56,6 +69,7 @@ export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepa
     ticket,
     provider,
     ...(delegateProvider ? { delegateProvider } : {}),
+    ...(checker ? { checker } : {}),
     ...(session.recorder ? { recorder: session.recorder } : {}),
     retries,
   };

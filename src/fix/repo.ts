@@ -1,13 +1,20 @@
 /** What the fix flow reads of the host repo, never through a link, and which files are held out. */
 import picomatch from 'picomatch';
 import { readRepoFileNoFollow } from '../changes/host-read.js';
+import { readRepoFile } from '../repo-files.js';
 import type { PristineSource } from '../changes/change-set.js';
 import type { WorkspaceTree } from '../sandbox/types.js';
 
-/** The repo's AGENTS.md for the prompt, when it is a regular file of the repo itself. */
+/**
+ * The repo's AGENTS.md for the prompt, when it has one. A link out of the repo (to a host
+ * credential, say) is a ConfigError naming it, not a silently missing file.
+ */
 export async function readAgentsMd(repoDir: string): Promise<string | undefined> {
-  const file = await readRepoFileNoFollow(repoDir, 'AGENTS.md', 1024 * 1024);
-  return file?.content.toString('utf8');
+  const file = await readRepoFile(repoDir, 'AGENTS.md', 'AGENTS.md', {
+    optional: true,
+    maxBytes: 1024 * 1024,
+  });
+  return file?.toString('utf8');
 }
 
 /** The bytes the sandbox started from, taken from the host repo (the caller checks their hash). */

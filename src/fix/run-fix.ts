@@ -93,6 +93,7 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
     engine: deps.backend.engine,
     ...(deps.engineRef ? { engineRef: deps.engineRef } : {}),
     provider: { name: provider.name, model: provider.model },
+    ...(prepared.checker ? { checker: { name: prepared.checker.name, model: prepared.checker.model } } : {}),
     keep: options.keep,
     apply: options.apply,
     attempts: [],
@@ -240,6 +241,16 @@ async function planAttempts(run: Run, image: SandboxImage): Promise<AttemptPlan>
     heldOut,
     ...(contextWindow ? { contextWindow } : {}),
     maxAttempts: run.options.maxAttempts ?? agent.maxAttempts,
+    ...(run.checker
+      ? {
+          review: {
+            checker: run.checker,
+            maxRounds: agent.review?.maxRounds ?? 2,
+            used: 0,
+            ...(repoAgentsMd ? { agentsMd: repoAgentsMd } : {}),
+          },
+        }
+      : {}),
   };
 }
 
@@ -284,6 +295,9 @@ async function attemptsWithBaseline(
     const measured = await baseline;
     if (measured.passed && !force) return 'nothing-to-fix';
     if (last.verdict === 'passed') return last;
+    // Every review round spent: no later attempt could be approved.
+    if (last.verdict === 'changes-requested' && plan.review && plan.review.used >= plan.review.maxRounds)
+      break;
     feedback = last.feedback;
   }
   return last!;

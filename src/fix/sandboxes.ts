@@ -30,7 +30,7 @@ export class SandboxPool {
     return sandbox;
   }
 
-  /** Disposes one sandbox now: kept only under `--keep always`. */
+  /** Disposes one sandbox now (a baseline, a throwaway): kept only under `--keep always`. */
   async release(sandbox: Sandbox): Promise<void> {
     const index = this.live.findIndex((t) => t.sandbox === sandbox);
     if (index < 0) return;

@@ -22,6 +22,11 @@ export interface RepoImageRequest {
   prebuilt?: string;
   /** The recipe; default the repo's Dockerfile.sandbox, else the harness's own. */
   dockerfile?: string;
+  /**
+   * The folder `dockerfile` is relative to and must really be in (a regular file, not a link
+   * out of it): the catalog's folder for `sandbox.dockerfile`. Default: the repo.
+   */
+  dockerfileRoot?: string;
   baseImage?: string;
   buildArgs?: Record<string, string>;
   /** Whether the build may use the network (default: no). */

@@ -32,6 +32,13 @@ export interface ExecOptions {
   env?: Record<string, string>;
   /** Cancels the command: the host stops waiting and the process tree is killed. */
   signal?: AbortSignal;
+  /**
+   * May run over the sandbox's long-lived command channel: a few milliseconds instead of an
+   * exec round trip, but its output and exit code are then the command's own word (a process
+   * in the sandbox could forge them). Only for results that are the agent's own information
+   * (its tool calls); never for a verdict.
+   */
+  fast?: boolean;
 }
 
 export interface ExecResult {

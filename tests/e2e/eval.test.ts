@@ -17,6 +17,13 @@ interface KValue {
 }
 interface TaskSummary {
   taskId: string;
+  review?: {
+    reviewed: number;
+    approved: number;
+    approvalRate: number | null;
+    testsPassed: number;
+    testsPassedNotApproved: number;
+  };
   scored: number;
   passes: number;
   passRate: number;
@@ -62,7 +69,7 @@ describe('eval end to end (real Docker, offline suite)', () => {
     await ensureBaseImage('node', {});
   }, 900_000);
 
-  it('3 tasks x 3 trials: right counts and pass@k, own containers removed, host repo untouched, trials overlap', async () => {
+  it('4 tasks x 3 trials: right counts and pass@k, the checker next to the tests, own containers removed, host repo untouched, trials overlap', async () => {
     const { copy, suite, root } = await exampleWithSuite();
     const before = treeHash(copy.repo);
     const out = join(root, 'out');
@@ -74,10 +81,21 @@ describe('eval end to end (real Docker, offline suite)', () => {
     const task = (id: string) => summary.tasks.find((t) => t.taskId === id)!;
 
     // fixes-threshold: 3/3. gives-up: 0/3. flaky-fix: cassettes cycle fixes, gives-up, fixes -> 2/3.
-    expect([task('fixes-threshold').passes, task('gives-up').passes, task('flaky-fix').passes]).toEqual([
-      3, 0, 2,
-    ]);
-    expect(summary.overall).toMatchObject({ scored: 9, passes: 5 });
+    // hard-codes-reviewed: its change passes the tests every time, the checker never approves -> 0/3.
+    expect(
+      [task('fixes-threshold'), task('gives-up'), task('flaky-fix'), task('hard-codes-reviewed')].map(
+        (t) => t.passes,
+      ),
+    ).toEqual([3, 0, 2, 0]);
+    expect(summary.overall).toMatchObject({ scored: 12, passes: 5 });
+    expect(task('hard-codes-reviewed').review).toEqual({
+      reviewed: 3,
+      approved: 0,
+      approvalRate: 0,
+      testsPassed: 3,
+      testsPassedNotApproved: 3,
+    });
+    expect(task('fixes-threshold').review).toBeUndefined();
     // pass@k = 1 - C(n-c,k)/C(n,k), n = 3.
     expect(k(task('fixes-threshold').passAtK)).toEqual([1, 1, 1]);
     expect(k(task('gives-up').passAtK)).toEqual([0, 0, 0]);
@@ -85,14 +103,14 @@ describe('eval end to end (real Docker, offline suite)', () => {
     expect(k(task('flaky-fix').passAtK)).toEqual([0.6667, 1, 1]);
     // pass^k = C(c,k)/C(n,k): 2/3, C(2,2)/C(3,2) = 1/3, 0.
     expect(k(task('flaky-fix').passHatK)).toEqual([0.6667, 0.3333, 0]);
-    // Overall pass@k is the mean over tasks: (1 + 0 + 2/3)/3 = 5/9, then (1 + 0 + 1)/3 = 2/3 twice.
-    expect(k(summary.overall.passAtK)).toEqual([0.5556, 0.6667, 0.6667]);
+    // Overall pass@k is the mean over tasks: (1 + 0 + 2/3 + 0)/4 = 5/12, then (1 + 0 + 1 + 0)/4 twice.
+    expect(k(summary.overall.passAtK)).toEqual([0.4167, 0.5, 0.5]);
 
     const results = await readResults(out);
-    expect(results).toHaveLength(9);
+    expect(results).toHaveLength(12);
     const failures = results.filter((x) => x.outcome === 'failed');
     // The cassette that gives up changes nothing: its trials say so, not "tests failed".
-    expect(new Set(failures.map((x) => x.category))).toEqual(new Set(['no-changes']));
+    expect(new Set(failures.map((x) => x.category))).toEqual(new Set(['no-changes', 'not-approved']));
     // Every trial had containers of its own, and none is left.
     const ids = results.flatMap((x) => x.containerIds);
     expect(new Set(ids).size).toBe(ids.length);
@@ -107,9 +125,16 @@ describe('eval end to end (real Docker, offline suite)', () => {
         return record.baseline.reusedFrom;
       }),
     );
-    const measured = results.filter((_, i) => baselines[i] === undefined).map((x) => x.runId);
-    expect(measured).toHaveLength(1);
-    expect(baselines.filter((b) => b !== undefined).every((b) => b === measured[0])).toBe(true);
+    // One baseline per catalog (the reviewed task has its own): measured once each, reused by the rest.
+    const measured = results.filter((_, i) => baselines[i] === undefined);
+    expect(measured.map((x) => x.taskId === 'hard-codes-reviewed').sort()).toEqual([false, true]);
+    results.forEach((x, i) => {
+      const from = baselines[i];
+      if (from === undefined) return;
+      const source = measured.find((m) => m.runId === from)!;
+      expect(source).toBeDefined();
+      expect(source.taskId === 'hard-codes-reviewed').toBe(x.taskId === 'hard-codes-reviewed');
+    });
     for (const x of results)
       expect(await dockerEngine().listContainers({ [LABEL.run]: x.runId })).toEqual([]);
     expect(treeHash(copy.repo)).toBe(before);
@@ -158,6 +183,9 @@ describe('eval end to end (real Docker, offline suite)', () => {
 
   it('killed part-way, --resume completes without re-running finished trials', async () => {
     const { suite, root } = await exampleWithSuite();
+    const text = await readFile(suite, 'utf8');
+    // The first three tasks: six trials with -n 2.
+    await writeFile(suite, text.slice(0, text.indexOf('  - id: hard-codes-reviewed')));
     const out = join(root, 'out-resume');
     const first = startCli(['eval', suite, '-n', '2', '--concurrency', '1', '--out', out, '--json'], {
       cwd: root,

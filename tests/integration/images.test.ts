@@ -5,54 +5,25 @@
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ImageError } from '../../src/errors.js';
 import { doctorExitCode } from '../../src/cli/commands/doctor.js';
 import { runDoctor } from '../../src/sandbox/docker/doctor.js';
-import { DockerEngine, dockerEngine } from '../../src/sandbox/docker/engine.js';
-import { buildRepoImage, ensureBaseImage, type RepoImage } from '../../src/sandbox/docker/images.js';
+import { DockerEngine } from '../../src/sandbox/docker/engine.js';
+import { buildRepoImage, ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { inImage, ScratchRepos } from '../helpers/docker.js';
 
 const run = promisify(execFile);
-const FIXTURE = join(import.meta.dirname, '..', 'fixtures', 'repos', 'tiny-node');
+const repos = new ScratchRepos('images-it');
+const freshRepo = () => repos.fresh();
+const build = (repoDir: string, extra?: Parameters<ScratchRepos['build']>[1]) => repos.build(repoDir, extra);
 
-let scratch: string;
-const tags = new Set<string>();
-
-/** A private copy of the fixture under a unique folder name, so its image tag is unique too. */
-async function freshRepo(): Promise<string> {
-  const dir = join(scratch, `images-it-${randomBytes(4).toString('hex')}`);
-  await cp(FIXTURE, dir, { recursive: true });
-  return dir;
-}
-
-async function build(repoDir: string, extra: Partial<Parameters<typeof buildRepoImage>[0]> = {}) {
-  const lines: string[] = [];
-  const image: RepoImage = await buildRepoImage({ repoDir, onProgress: (l) => lines.push(l), ...extra });
-  tags.add(image.tag);
-  return { image, lines };
-}
-
-/** Runs a command in a throwaway, network-less container of `image`. */
-async function inImage(image: string, script: string): Promise<string> {
-  const { stdout } = await run('docker', ['run', '--rm', '--network', 'none', image, 'sh', '-c', script]);
-  return stdout;
-}
-
-beforeAll(async () => {
-  await dockerEngine().ping(5000);
-  scratch = await mkdtemp(join(tmpdir(), 'sh-images-it-'));
-  // The first run on a machine without a registry bootstraps from Debian packages (minutes).
-  await ensureBaseImage('node', { onLine: () => undefined });
-}, 600_000);
-
-afterAll(async () => {
-  for (const tag of tags) await dockerEngine().removeImage(tag);
-  if (scratch) await rm(scratch, { recursive: true, force: true });
-});
+// The first run on a machine without a registry bootstraps the base image from Debian packages (minutes).
+beforeAll(() => repos.setUp(), 600_000);
+afterAll(() => repos.cleanUp());
 
 describe('base image', () => {
   it('is reused once it exists, without pulling or building', async () => {
@@ -255,7 +226,7 @@ describe('doctor', () => {
 
   it('reports an unreachable daemon with its endpoint and a fix, and exit code 3', async () => {
     const saved = process.env.DOCKER_HOST;
-    const endpoint = `unix://${join(scratch, 'no-daemon.sock')}`;
+    const endpoint = `unix://${join(repos.scratch, 'no-daemon.sock')}`;
     process.env.DOCKER_HOST = endpoint;
     try {
       const report = await runDoctor({ engine: new DockerEngine() });

@@ -8,6 +8,7 @@ import { listFilesTool } from './list-files.js';
 import { readFileTool } from './read-file.js';
 import { runCommandTool } from './run-command.js';
 import { searchTool } from './search.js';
+import { submitReviewTool, type SubmittedReview } from './submit-review.js';
 import {
   DEFAULT_TOOL_LIMITS,
   toolDefinition,
@@ -119,5 +120,22 @@ export function createDefaultToolRegistry(options: DefaultToolRegistryOptions = 
     options.delegate ? [...DEFAULT_TOOLS, delegateTool] : DEFAULT_TOOLS,
     editable,
     options.limits,
+  );
+}
+
+/**
+ * The checker's tools: it reads and runs commands (in a throwaway sandbox whose changes are
+ * discarded) but writes nothing, and answers with `submit_review`, whose verdict lands in
+ * `capture`.
+ */
+export function createReviewToolRegistry(
+  capture: { review?: SubmittedReview },
+  limits: Partial<ToolLimits> = {},
+): ToolRegistry {
+  const nothing: EditablePolicy = { isEditable: () => false, globs: [] };
+  return new ToolRegistry(
+    [readFileTool, listFilesTool, searchTool, runCommandTool, submitReviewTool(capture)],
+    nothing,
+    limits,
   );
 }

@@ -33,7 +33,9 @@ export const runCommandTool = defineTool({
   async run({ command, timeoutSec }, { sandbox, signal, limits }) {
     const seconds = Math.min(timeoutSec ?? limits.defaultCommandTimeoutSec, limits.maxCommandTimeoutSec);
     // The command is the model's request to the sandbox; exec runs it with `sh -c` under limits.
+    // The result is the agent's own information, so the sandbox's fast command channel may run it.
     const result = await sandbox.exec(command, {
+      fast: true,
       cwd: WORKSPACE,
       timeoutMs: Math.round(seconds * 1000),
       maxOutputBytes: limits.maxCommandOutputBytes,

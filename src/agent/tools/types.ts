@@ -7,6 +7,8 @@ export interface ToolResult {
   isError: boolean;
   /** For commands: the exit code, recorded in the event log. */
   exitCode?: number;
+  /** The call was the loop's answer (a submitted review): the loop ends after it, no extra turn. */
+  endsLoop?: boolean;
 }
 
 /** Which workspace paths the agent may write; the diff gate decides again after the loop. */

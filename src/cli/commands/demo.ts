@@ -9,6 +9,8 @@ export interface DemoOptions {
   model?: string;
   keep?: string;
   json?: boolean;
+  /** With an independent checker; offline, the cassette that has a review round. */
+  review?: boolean;
 }
 
 /**
@@ -19,19 +21,21 @@ export async function demoCommand(ctx: CliContext, options: DemoOptions): Promis
   if (!options.json) note(ctx, 'preparing a temporary copy of examples/shipping-service ...');
   const copy = await prepareExampleCopy();
   const live = options.provider !== undefined && options.provider !== 'replay';
+  const cassette = options.review ? 'OPS-412-review.json' : 'OPS-412.json';
   if (!options.json) {
     note(ctx, `example copy: ${copy.root}`);
     note(
       ctx,
       live
         ? `model: ${options.provider} (live)`
-        : 'model: the recorded cassette cassettes/OPS-412.json (offline)',
+        : `model: the recorded cassette cassettes/${cassette} (offline)`,
     );
   }
   // Paths are absolute, so the run record is shown by its full path, not relative to the copy.
   const code = await fixCommand(ctx, 'OPS-412', {
     catalog: copy.catalog,
-    ...(live ? { provider: options.provider } : { cassette: join(copy.cassettes, 'OPS-412.json') }),
+    ...(live ? { provider: options.provider } : { cassette: join(copy.cassettes, cassette) }),
+    ...(options.review ? { review: true } : {}),
     ...(options.model ? { model: options.model } : {}),
     keep: options.keep ?? 'on-failure',
     ...(options.json ? { json: true } : {}),

@@ -23,6 +23,8 @@ import { JsonlEventSink } from '../../agent/events.js';
 import type { KeepPolicy } from '../../fix/run-fix.js';
 import { print, printJson, note, type CliContext } from '../context.js';
 import { shortPath } from '../format.js';
+import { exportView } from '../../view/export.js';
+import { openViewSource, runHref } from '../../view/source.js';
 
 export interface EvalCommandOptions extends EngineFlags {
   n?: string;
@@ -154,7 +156,23 @@ export async function evalCommand(
     harnessVersion: await readHarnessVersion(),
   });
   const comparison = previous ? compareSummaries(summary, previous) : undefined;
-  const files = await writeReports(outDir, summary, comparison);
+  // report.html links each trial to its page in the static viewer written next to it.
+  const trials = run.results.map((r) => ({
+    taskId: r.taskId,
+    trial: r.trial,
+    category: r.category,
+    ...(r.runId ? { href: `view/${runHref(r.runId)}` } : {}),
+  }));
+  const files = await writeReports(outDir, summary, comparison, trials);
+  const view = await openViewSource(outDir)
+    .then((source) => exportView(source, join(outDir, 'view')))
+    .catch((error: unknown) => {
+      note(
+        ctx,
+        `warning: the viewer pages were not written: ${error instanceof Error ? error.message : String(error)}`,
+      );
+      return undefined;
+    });
   const notRun = run.total - run.results.length;
   if (options.json) {
     printJson(ctx, {
@@ -162,6 +180,7 @@ export async function evalCommand(
       interrupted: run.interrupted,
       ...(run.enginesLost ? { enginesLost: run.enginesLost } : {}),
       files,
+      view: view?.index,
       summary,
       comparison,
     });
@@ -191,6 +210,11 @@ export async function evalCommand(
       ctx,
       `reports: ${shortPath(ctx.cwd, files.html)}  ${shortPath(ctx.cwd, files.markdown)}  ${shortPath(ctx.cwd, files.summaryJson)}`,
     );
+    if (view)
+      print(
+        ctx,
+        `trials:  ${shortPath(ctx.cwd, view.index)}  (or: sandbox-harness view ${shortPath(ctx.cwd, outDir)})`,
+      );
     print(
       ctx,
       `results: ${shortPath(ctx.cwd, join(outDir, 'results.jsonl'))}${run.interrupted || run.enginesLost ? `  (resume with: sandbox-harness eval ${suiteFile} --out ${shortPath(ctx.cwd, outDir)} --resume${engineFlags(options)})` : ''}`,

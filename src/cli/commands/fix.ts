@@ -24,6 +24,7 @@ export interface FixCommandOptions {
   force?: boolean;
   rebuild?: boolean;
   runsDir?: string;
+  review?: boolean;
 }
 
 const KEEP_POLICIES: KeepPolicy[] = ['on-failure', 'always', 'never'];
@@ -69,7 +70,9 @@ export function fixSummaryJson(result: FixResult) {
       changedFiles: a.changedFiles,
       failingLayer: a.failingLayer,
       heldOut: a.heldOut,
+      reviews: a.reviews,
     })),
+    checker: r.checker,
     turns: r.turns,
     tokens: r.tokens,
     durationMs: r.durationMs,
@@ -120,6 +123,7 @@ export async function fixCommand(
       apply: options.apply !== false,
       force: options.force ?? false,
       rebuild: options.rebuild ?? false,
+      ...(options.review ? { review: true } : {}),
       cwd: ctx.cwd,
       env: ctx.env,
       signal: ctx.signal,
@@ -140,6 +144,15 @@ export async function fixCommand(
       ctx,
       `  attempt ${a.n}: ${a.verdict}, ${a.turns} turns, ${formatDuration(a.durationMs)}${changedList(a)}`,
     );
+    for (const review of a.reviews ?? []) {
+      print(ctx, `    review ${review.round}: ${review.verdict} — ${review.summary}`);
+      for (const reason of review.reasons) {
+        print(
+          ctx,
+          `      - ${[reason.file, reason.rule].filter(Boolean).join(', ')}${reason.file || reason.rule ? ': ' : ''}${reason.text}`,
+        );
+      }
+    }
   }
   if (result.error?.hint) print(ctx, `hint: ${result.error.hint}`);
   if (result.outcome === 'ready-for-review' && result.patch) print(ctx, `\n${result.patch}`);

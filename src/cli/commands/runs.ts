@@ -2,7 +2,7 @@
 import { resolve, join } from 'node:path';
 import { readdir, stat } from 'node:fs/promises';
 import { findCatalog } from '../../catalog/discover.js';
-import { UsageError } from '../../errors.js';
+import { SandboxDead, UsageError } from '../../errors.js';
 import {
   listRuns,
   readRunFile,
@@ -161,7 +161,7 @@ async function attemptFiles(run: StoredRun): Promise<string[]> {
 export async function inspectCommand(
   ctx: CliContext,
   ref: string,
-  options: RunsLocation & EngineChoice & { json?: boolean },
+  options: RunsLocation & AttemptChoice & EngineChoice & { json?: boolean },
 ): Promise<number> {
   const run = await resolveRun(await runsDirOf(ctx, options), ref);
   const record = run.record;
@@ -190,49 +190,80 @@ export async function inspectCommand(
           }))),
     })),
   );
-  const patch = await readRunFile(run, 'patch.diff');
   const attemptDirs = await attemptFiles(run);
-  const lastAttempt = attemptDirs[attemptDirs.length - 1];
-  const lastTestOutput = lastAttempt
-    ? await readRunFile(run, `attempts/${lastAttempt}/test-output.txt`)
-    : undefined;
-  const lastPatch = lastAttempt ? await readRunFile(run, `attempts/${lastAttempt}/patch.diff`) : undefined;
+  let shown: string | undefined = attemptDirs[attemptDirs.length - 1];
+  if (options.attempt !== undefined) {
+    if (!attemptDirs.includes(options.attempt)) {
+      throw new UsageError(
+        `run ${record.id} has no attempt ${options.attempt} (attempts: ${attemptDirs.join(', ') || 'none'})`,
+      );
+    }
+    shown = options.attempt;
+  }
+  const finalPatch = options.attempt === undefined ? await readRunFile(run, 'patch.diff') : undefined;
+  const attemptPatch = shown ? await readRunFile(run, `attempts/${shown}/patch.diff`) : undefined;
+  const testOutput = shown ? await readRunFile(run, `attempts/${shown}/test-output.txt`) : undefined;
+  const rejection = shown ? await readRunFile(run, `attempts/${shown}/rejection.txt`) : undefined;
   if (options.json) {
-    printJson(ctx, { dir: run.dir, record, containers, patch, lastTestOutput });
+    printJson(ctx, {
+      dir: run.dir,
+      record,
+      containers,
+      attempt: shown === undefined ? undefined : Number(shown),
+      patch: finalPatch ?? attemptPatch,
+      testOutput,
+      rejection,
+    });
     return 0;
   }
   const lines = [
     `run ${record.id}  (${run.dir})`,
     `  ticket    ${record.ticket.id}: ${record.ticket.title ?? ''}`,
     `  catalog   ${record.catalog.name} (${record.catalog.hash.slice(0, 12)})`,
-    `  model     ${record.provider.name} ${record.provider.model}`,
-    `  image     ${record.image ? `${record.image.tag} ${record.image.id.slice(7, 19)}` : '-'}`,
+    `  model     ${record.provider.name} ${record.provider.model}${record.checker ? `; checker ${record.checker.name} ${record.checker.model}` : ''}`,
+    `  image     ${record.image ? `${record.image.tag} ${record.image.id.slice(7, 19)}${record.image.buildNetwork ? ' (built with network)' : ''}` : '-'}`,
     ...(record.engine && record.engine !== 'local' ? [`  engine    ${record.engine}`] : []),
+    `  baseline  ${record.baseline ? `${record.baseline.failing ? 'tests fail' : 'tests pass'}${record.baseline.reusedFrom ? ` (reused from ${record.baseline.reusedFrom})` : ''}` : '-'}`,
     `  outcome   ${record.outcome}${record.message ? ` — ${record.message}` : ''}`,
     `  duration  ${record.durationMs === undefined ? '-' : formatDuration(record.durationMs)}, ${record.turns} turns, ${record.tokens.input}+${record.tokens.output} tokens`,
     '',
     'attempts:',
   ];
   for (const a of record.attempts) {
+    const changed = a.changedFiles.slice(0, 5).join(', ');
+    const more = (a.changedCount ?? a.changedFiles.length) - Math.min(5, a.changedFiles.length);
     lines.push(
-      `  ${a.n}. ${a.verdict.padEnd(13)} ${String(a.turns).padStart(3)} turns  ${formatDuration(a.durationMs).padStart(7)}  ${a.changedFiles.join(', ') || '(no changes)'}${a.failingLayer ? `  failing layer: ${a.failingLayer}` : ''}`,
+      `  ${a.n}. ${a.verdict.padEnd(17)} ${String(a.turns).padStart(3)} turns  ${formatDuration(a.durationMs).padStart(7)}  ${changed || '(no changes)'}${more > 0 ? ` and ${more} more` : ''}${a.failingLayer ? `  failing layer: ${a.failingLayer}` : ''}${a.heldOut ? `  held-out tests: ${a.heldOut}` : ''}`,
     );
+    if (a.message) lines.push(`       ${a.message}`);
+    for (const o of a.gate?.ok === false ? a.gate.offences.slice(0, 5) : [])
+      lines.push(`       refused: ${o.path} ${o.why}`);
+    for (const review of a.reviews ?? []) {
+      lines.push(`       review ${review.round}: ${review.verdict} — ${review.summary}`);
+      for (const reason of review.reasons.slice(0, 5)) {
+        lines.push(
+          `         - ${[reason.file, reason.rule].filter(Boolean).join(', ')}${reason.file || reason.rule ? ': ' : ''}${reason.text}`,
+        );
+      }
+    }
   }
   if (record.attempts.length === 0) lines.push('  (none)');
   lines.push('', 'containers kept:');
   if (containers.length === 0) lines.push('  (none)');
   for (const c of containers) lines.push(`  ${c.role.padEnd(12)} ${c.id.slice(0, 12)}  ${c.status}`);
-  if (containers.length > 0) {
+  for (const c of containers.filter((k) => /^attempt-\d+$/.test(k.role))) {
+    const n = c.role.slice('attempt-'.length);
     lines.push(
-      `  open a shell: sandbox-harness shell ${record.id.slice(0, 15)}    rerun the tests: sandbox-harness rerun-tests ${record.id.slice(0, 15)}`,
+      `  attempt ${n}: sandbox-harness shell ${record.id} --attempt ${n}    sandbox-harness rerun-tests ${record.id} --attempt ${n}`,
     );
   }
   print(ctx, lines.join('\n'));
-  const diff = patch ?? lastPatch;
-  if (diff) print(ctx, `\n${patch ? 'final patch' : `patch of attempt ${lastAttempt}`}:\n${diff}`);
-  if (lastTestOutput) {
-    const tailText = lastTestOutput.length > 3000 ? `...\n${lastTestOutput.slice(-3000)}` : lastTestOutput;
-    print(ctx, `\nlast test output (attempt ${lastAttempt}):\n${tailText}`);
+  const diff = finalPatch ?? attemptPatch;
+  if (diff) print(ctx, `\n${finalPatch ? 'final patch' : `patch of attempt ${shown}`}:\n${diff}`);
+  if (rejection) print(ctx, `\nwhy attempt ${shown} was rejected:\n${rejection}`);
+  if (testOutput) {
+    const tailText = testOutput.length > 3000 ? `...\n${testOutput.slice(-3000)}` : testOutput;
+    print(ctx, `\ntest output (attempt ${shown}):\n${tailText}`);
   }
   return 0;
 }
@@ -419,12 +450,16 @@ export async function shellCommand(
   const run = await resolveRun(await runsDirOf(ctx, options), ref);
   const request = keptAttemptSandbox(run, options);
   const id = request.id;
+  const backend = await backendOfRun(ctx, run.record, options);
+  // The record is only a claim: the container must be this run's sandbox before anything else,
+  // so a forged record learns nothing about someone else's container, terminal or not.
+  const state = await backend.state(request);
+  if (!state.exists) throw new SandboxDead(`container ${id.slice(0, 12)} no longer exists`);
   if (!process.stdin.isTTY) {
     throw new UsageError('`shell` needs an interactive terminal', {
       hint: `Use \`docker exec -it -u 1000 ${id.slice(0, 12)} sh\` from a script, or run it in a terminal.`,
     });
   }
-  const backend = await backendOfRun(ctx, run.record, options);
   const where = backend.engine === 'local' ? '' : ` on engine ${backend.engine}`;
   note(
     ctx,

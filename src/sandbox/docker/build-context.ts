@@ -3,18 +3,34 @@
  * that names the image (so an unchanged repo is never rebuilt), the pristine snapshot the
  * fix loop compares against, and the tar stream sent to the daemon.
  *
- * The walk never follows a symlink on the host, so nothing outside the repo can leak into
- * an image through a link. Secrets are excluded whatever `.dockerignore` says.
+ * What goes in: in a git work tree, what git lists (tracked files and untracked ones no
+ * ignore rule matches) plus dependency folders (`node_modules`, `.venv`) even when ignored;
+ * outside git, every file. Then, always: minus `.dockerignore` and the caller's excludes,
+ * minus secret-like names (`secrets.ts`), and the build is refused when a file that would go
+ * in contains a private key or a well-known token. The walk never follows a symlink on the
+ * host, so nothing outside the repo can leak into an image through a link.
  */
 import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
-import { lstat, readFile, readdir, readlink, realpath } from 'node:fs/promises';
-import { isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { constants, createReadStream } from 'node:fs';
+import { lstat, open, readdir, readlink, realpath } from 'node:fs/promises';
+import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { once } from 'node:events';
 import { PassThrough, type Readable } from 'node:stream';
 import dockerignore from '@balena/dockerignore';
+import pLimit from 'p-limit';
 import tar from 'tar-stream';
-import { ImageError } from '../../errors.js';
+import { BuildRefused, ImageError } from '../../errors.js';
+import { readRepoFile } from '../../repo-files.js';
+import { cacheDir } from './bootstrap.js';
+import { gitListing } from './git-files.js';
+import {
+  CleanDigestCache,
+  SECRET_RULES_VERSION,
+  SecretScanner,
+  scanForSecrets,
+  secretNameReason,
+  type SecretHit,
+} from './secrets.js';
 
 type TarHeader = Parameters<tar.Pack['entry']>[0];
 
@@ -22,27 +38,16 @@ type TarHeader = Parameters<tar.Pack['entry']>[0];
 export const INJECTED_DOCKERFILE = '.sandbox-harness.Dockerfile';
 
 /**
- * Excluded from every context, whatever `.dockerignore` says. Matched against each path
- * segment (basename), at any depth; `dirOnly` rules only match folders.
+ * Installed dependencies: part of the context even when git ignores them, so a repo whose
+ * dependencies were installed on the host builds without network.
  */
-export const SECRET_EXCLUDES: ReadonlyArray<{
-  pattern: string;
-  test: (name: string) => boolean;
-  dirOnly: boolean;
-}> = [
-  { pattern: '.git', test: (n) => n === '.git', dirOnly: false },
-  { pattern: '.env*', test: (n) => n.startsWith('.env'), dirOnly: false },
-  { pattern: '*.pem', test: (n) => n.endsWith('.pem'), dirOnly: false },
-  { pattern: '*.key', test: (n) => n.endsWith('.key'), dirOnly: false },
-  { pattern: '.npmrc', test: (n) => n === '.npmrc', dirOnly: false },
-  { pattern: '.netrc', test: (n) => n === '.netrc', dirOnly: false },
-  { pattern: '.pypirc', test: (n) => n === '.pypirc', dirOnly: false },
-  { pattern: '.git-credentials', test: (n) => n === '.git-credentials', dirOnly: false },
-  { pattern: '.aws/', test: (n) => n === '.aws', dirOnly: true },
-  { pattern: '.ssh/', test: (n) => n === '.ssh', dirOnly: true },
-  { pattern: '.gnupg/', test: (n) => n === '.gnupg', dirOnly: true },
-  { pattern: '.sandbox-harness/', test: (n) => n === '.sandbox-harness', dirOnly: true },
-];
+export const DEPENDENCY_DIRS: ReadonlySet<string> = new Set(['node_modules', '.venv']);
+
+/** Bumped whenever the rules for what enters a context change: old images are not reused. */
+const CONTEXT_HASH_VERSION = 'sandbox-harness-context-v2';
+
+/** How many secret hits an error lists before it only counts the rest. */
+const MAX_LISTED_HITS = 30;
 
 /**
  * Tar entries get this mtime so the same files always give the same bytes (and the
@@ -76,14 +81,40 @@ export interface SkippedPath {
 export interface BuildContextOptions {
   /** The repo (context root). */
   contextDir: string;
-  /** The Dockerfile to build with; may live inside or outside the context. */
+  /**
+   * The Dockerfile to build with, absolute or relative to `dockerfileRoot` (else to the
+   * context); may live inside or outside the context.
+   */
   dockerfile: string;
+  /**
+   * The folder the Dockerfile must really be in: a regular file there, not a link out of it.
+   * Default: the Dockerfile's own folder.
+   */
+  dockerfileRoot?: string;
   buildArgs?: Record<string, string>;
   /** More exclusions, in `.dockerignore` syntax, applied on top of the repo's own. */
   extraExcludes?: string[];
   /** Anything else the image depends on (e.g. the base image id); part of the hash only. */
   hashInputs?: Record<string, string>;
+  /**
+   * Refuse the context when a file that would go in holds a private key or a well-known
+   * token (default true). Off only where nothing is built from it.
+   */
+  secretScan?: boolean;
+  /**
+   * Where digests of files found clean are remembered between scans (default: a file in the
+   * harness's cache folder); false: scan every file every time.
+   */
+  secretScanCache?: string | false;
+  /** Use git's list of files when the context is in a git work tree (default true). */
+  useGit?: boolean;
   onWarning?: (message: string) => void;
+}
+
+/** Where a secret was found; never the secret itself. */
+export interface SecretFinding extends SecretHit {
+  /** Repo-relative path (or the Dockerfile's name). */
+  path: string;
 }
 
 export interface BuildContext {
@@ -96,8 +127,10 @@ export interface BuildContext {
   directories: string[];
   /** sha256 over the Dockerfile, the sorted context entries, build args and hash inputs. */
   contentHash: string;
-  /** Paths left out, and why (secrets are listed; `.dockerignore`d paths are not). */
+  /** Paths left out, and why (secrets are listed; `.dockerignore`d and git-ignored paths are not). */
   skipped: SkippedPath[];
+  /** What decided the list of files: git's view of the work tree, or the folder as it is. */
+  fileSource: 'git' | 'folder';
   warnings: string[];
   /**
    * Streams the context as a tar. Files are re-hashed while they stream: a file that
@@ -111,14 +144,8 @@ interface FileRecord {
   rel: string;
   abs: string;
   entry: SnapshotEntry;
-}
-
-function secretReason(name: string, isDir: boolean): string | undefined {
-  for (const rule of SECRET_EXCLUDES) {
-    if (rule.dirOnly && !isDir) continue;
-    if (rule.test(name)) return `secret-like path (${rule.pattern}), never put in an image`;
-  }
-  return undefined;
+  /** Inside `node_modules` or `.venv`: scanned for the strict token formats only. */
+  dependencies: boolean;
 }
 
 function toPosix(p: string): string {
@@ -135,30 +162,49 @@ const HASH_CONCURRENCY = 16;
 const SMALL_FILE_BYTES = 1024 * 1024;
 
 async function forEachLimited<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const item = items[next++] as T;
-      await fn(item);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  const run = pLimit(limit);
+  await Promise.all(items.map((item) => run(() => fn(item))));
 }
 
-async function hashFile(abs: string): Promise<{ sha256: string; size: number }> {
-  const st = await lstat(abs);
-  if (st.size <= SMALL_FILE_BYTES) {
-    const data = await readFile(abs);
-    return { sha256: sha256(data), size: data.length };
+/** Never through a link (a file swapped for one since the walk), never waiting on a FIFO. */
+const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+const CHUNK_BYTES = 1024 * 1024;
+
+/**
+ * Reads a file in chunks; small files come back whole (one read, which the secret scan
+ * shares with the hash).
+ */
+async function readFileOnce(
+  file: FileRecord,
+  onChunk: (chunk: Buffer) => void,
+): Promise<{ sha256: string; size: number; data?: Buffer }> {
+  const changed = (cause?: unknown) =>
+    new ImageError(`${file.rel} changed while the build context was read; run again`, { cause });
+  const handle = await open(file.abs, READ_FLAGS).catch((error: unknown) => {
+    throw changed(error);
+  });
+  try {
+    const st = await handle.stat();
+    if (!st.isFile()) throw changed();
+    if (st.size <= SMALL_FILE_BYTES) {
+      const data = await handle.readFile();
+      return { sha256: sha256(data), size: data.length, data };
+    }
+    const hash = createHash('sha256');
+    const buffer = Buffer.allocUnsafe(CHUNK_BYTES);
+    let size = 0;
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, size);
+      if (bytesRead === 0) break;
+      const chunk = buffer.subarray(0, bytesRead);
+      hash.update(chunk);
+      onChunk(chunk);
+      size += bytesRead;
+    }
+    return { sha256: hash.digest('hex'), size };
+  } finally {
+    await handle.close();
   }
-  const hash = createHash('sha256');
-  let size = 0;
-  for await (const chunk of createReadStream(abs)) {
-    const buf = chunk as Buffer;
-    size += buf.length;
-    hash.update(buf);
-  }
-  return { sha256: hash.digest('hex'), size };
 }
 
 function sha256(data: Buffer | string): string {
@@ -179,7 +225,7 @@ export function computeContentHash(input: {
 }): string {
   const hash = createHash('sha256');
   // NUL cannot occur in paths, hex or environment values, so fields cannot run together.
-  hash.update('sandbox-harness-context-v1\n');
+  hash.update(`${CONTEXT_HASH_VERSION}\n`);
   hash.update(`dockerfile\0${sha256(input.dockerfileBytes)}\n`);
   for (const path of [...input.snapshot.keys()].sort(byteOrder)) {
     const e = input.snapshot.get(path);
@@ -213,9 +259,10 @@ export async function scanBuildContext(options: BuildContextOptions): Promise<Bu
   };
   const skipped: SkippedPath[] = [];
 
-  const dockerignorePath = join(contextDir, '.dockerignore');
-  const dockerignoreStat = await lstat(dockerignorePath).catch(() => undefined);
-  const dockerignoreText = dockerignoreStat?.isFile() ? await readFile(dockerignorePath, 'utf8') : undefined;
+  const imageError = (message: string, hint: string) => new BuildRefused(message, { hint });
+  const dockerignoreText = (
+    await readRepoFile(contextDir, '.dockerignore', '.dockerignore', { optional: true, error: imageError })
+  )?.toString('utf8');
   // Docker on Linux matches case-sensitively; the library defaults to ignoring case.
   const rules = dockerignore.default({ ignorecase: false });
   if (dockerignoreText !== undefined) rules.add(dockerignoreText);
@@ -224,24 +271,43 @@ export async function scanBuildContext(options: BuildContextOptions): Promise<Bu
   // Like Docker: an excluded folder is only walked when some `!` rule might re-include a file inside it.
   const hasExceptions = patterns.some((p) => p.trim().startsWith('!'));
 
-  const dockerfile = resolve(contextDir, options.dockerfile);
-  const dockerfileStat = await lstat(dockerfile).catch(() => undefined);
-  if (!dockerfileStat) {
-    throw new ImageError(`Dockerfile ${dockerfile} does not exist`, {
-      hint: "Add a Dockerfile.sandbox to the repo, or point the catalog's sandbox.dockerfile at an existing file.",
-    });
-  }
-  const dockerfileBytes = await readFile(dockerfile).catch((error: unknown) => {
-    throw new ImageError(`cannot read Dockerfile ${dockerfile}: ${(error as Error).message}`, {
-      cause: error,
-    });
-  });
+  const dockerfile = resolve(options.dockerfileRoot ?? contextDir, options.dockerfile);
+  const dockerfileRoot = resolve(options.dockerfileRoot ?? dirname(dockerfile));
+  const dockerfileBytes = await readRepoFile(
+    dockerfileRoot,
+    relative(dockerfileRoot, dockerfile),
+    'Dockerfile',
+    {
+      rootName: dockerfileRoot === contextDir ? 'the repo' : 'its folder',
+      error: imageError,
+    },
+  );
   const dockerfileRel = toPosix(relative(contextDir, dockerfile));
+
+  const git = options.useGit === false ? undefined : await gitListing(contextDir);
+  if (git?.kind === 'none' && !git.reason.startsWith('not inside')) {
+    warn(`build context of ${contextDir}: ${git.reason}; every file not excluded otherwise goes in`);
+  }
+  const listed = git?.kind === 'git' ? git : undefined;
+  /** Folders on the way to something git lists: only these are walked in a git work tree. */
+  const listedDirs = new Set<string>();
+  for (const path of listed ? [...listed.files, ...listed.wholeDirs] : []) {
+    for (let i = path.indexOf('/'); i !== -1; i = path.indexOf('/', i + 1)) listedDirs.add(path.slice(0, i));
+  }
 
   const files: FileRecord[] = [];
   const dirModes = new Map<string, number>();
 
-  const walk = async (dirAbs: string, dirRel: string): Promise<void> => {
+  /**
+   * `filtered`: only what git lists goes in (false outside git, and inside folders that go
+   * in whole: dependency folders, nested repositories). `dependencies`: inside one.
+   */
+  const walk = async (
+    dirAbs: string,
+    dirRel: string,
+    filtered: boolean,
+    dependencies: boolean,
+  ): Promise<void> => {
     const entries = await readdir(dirAbs, { withFileTypes: true });
     entries.sort((a, b) => byteOrder(a.name, b.name));
     // Stat a whole folder at once; the loop below still visits entries in sorted order.
@@ -251,22 +317,30 @@ export async function scanBuildContext(options: BuildContextOptions): Promise<Bu
       const abs = join(dirAbs, dirent.name);
       const st = stats[index];
       if (!st) continue;
-      const secret = secretReason(dirent.name, st.isDirectory());
+      const secret = secretNameReason(dirent.name, st.isDirectory(), dirRel);
       if (secret) {
         skipped.push({ path: rel, reason: secret });
         continue;
       }
       const ignored = rules.ignores(rel);
       if (st.isDirectory()) {
+        const dependency = DEPENDENCY_DIRS.has(dirent.name);
+        const whole = !filtered || dependency || listed?.wholeDirs.has(rel) || listed?.files.has(rel);
+        if (!whole && !listedDirs.has(rel)) continue;
         if (ignored && !hasExceptions) continue;
         if (!ignored) dirModes.set(rel, st.mode & 0o777);
-        await walk(abs, rel);
+        await walk(abs, rel, !whole, dependencies || dependency);
         continue;
       }
-      if (ignored) continue;
+      if (ignored || (filtered && !listed?.files.has(rel))) continue;
       if (st.isFile()) {
         // Hashed after the walk, many at a time.
-        files.push({ rel, abs, entry: { sha256: '', mode: st.mode & 0o777, size: st.size, type: 'file' } });
+        files.push({
+          rel,
+          abs,
+          entry: { sha256: '', mode: st.mode & 0o777, size: st.size, type: 'file' },
+          dependencies,
+        });
       } else if (st.isSymbolicLink()) {
         const target = await readlink(abs);
         const reason = await symlinkProblem(contextDir, realContext, abs, target);
@@ -285,6 +359,7 @@ export async function scanBuildContext(options: BuildContextOptions): Promise<Bu
             type: 'symlink',
             linkTarget: target,
           },
+          dependencies,
         });
       } else {
         warn(`skipped ${rel}: not a regular file, folder or symlink`);
@@ -292,16 +367,37 @@ export async function scanBuildContext(options: BuildContextOptions): Promise<Bu
       }
     }
   };
-  await walk(contextDir, '');
+  await walk(contextDir, '', listed !== undefined, false);
+
+  const scan = options.secretScan !== false;
+  const cache = await CleanDigestCache.open(
+    !scan || options.secretScanCache === false
+      ? undefined
+      : (options.secretScanCache ?? join(cacheDir(), 'secret-scan', `clean-${SECRET_RULES_VERSION}.txt`)),
+  );
+  const findings: SecretFinding[] = [];
+  const found = (path: string, hits: SecretHit[]) => {
+    for (const hit of hits) findings.push({ path, ...hit });
+  };
+  // Its ENV, LABEL and ARG lines end up in the image's config, whether or not it is in the context.
+  const dockerfileIsAFile = files.some((f) => f.rel === dockerfileRel && f.entry.type === 'file');
+  if (scan && !dockerfileIsAFile) found(dockerfile, scanForSecrets(dockerfileBytes));
   await forEachLimited(
     files.filter((f) => f.entry.type === 'file'),
     HASH_CONCURRENCY,
     async (file) => {
-      const { sha256: digest, size } = await hashFile(file.abs);
+      const { sha256: digest, size, data } = await readFileOnce(file, () => undefined);
       file.entry.sha256 = digest;
       file.entry.size = size;
+      if (!scan || cache.has(digest, file.dependencies)) return;
+      // A large file is read a second time, but only the first time its content is seen.
+      const hits = data ? scanForSecrets(data, file.dependencies) : await scanLargeFile(file);
+      if (hits.length === 0) cache.add(digest, file.dependencies);
+      else found(file.rel, hits);
     },
   );
+  await cache.save();
+  if (findings.length > 0) throw secretsError(contextDir, findings);
 
   const snapshot: ContextSnapshot = new Map(files.map((f) => [f.rel, f.entry]));
   const directories = [...dirModes.keys()];
@@ -390,9 +486,36 @@ export async function scanBuildContext(options: BuildContextOptions): Promise<Bu
     directories,
     contentHash,
     skipped,
+    fileSource: listed ? 'git' : 'folder',
     warnings,
     createTar,
   };
+}
+
+async function scanLargeFile(file: FileRecord): Promise<SecretHit[]> {
+  const scanner = new SecretScanner(file.dependencies);
+  await readFileOnce(file, (chunk) => scanner.push(chunk));
+  return scanner.hits;
+}
+
+function secretsError(contextDir: string, findings: SecretFinding[]): BuildRefused {
+  findings.sort((a, b) => byteOrder(a.path, b.path) || a.line - b.line);
+  const listed = findings.slice(0, MAX_LISTED_HITS).map((f) => `  ${f.path}:${f.line}: ${f.what}`);
+  const more = findings.length - listed.length;
+  return new BuildRefused(
+    [
+      `refusing to build: ${findings.length === 1 ? 'a file' : 'files'} in ${contextDir} would put what looks like a credential in the image, where the agent (and so the model) can read it:`,
+      ...listed,
+      ...(more > 0 ? [`  ... and ${more} more`] : []),
+    ].join('\n'),
+    {
+      hint:
+        "Keep these files out of the image: list them in the repo's .dockerignore, or in the catalog's " +
+        'sandbox.build.exclude (globs, .dockerignore syntax). A test fixture that only looks like a key ' +
+        'can be excluded the same way, or use an obviously fake value (one with "EXAMPLE" in it).',
+      details: { findings },
+    },
+  );
 }
 
 /** Why a symlink may not go into the image, or undefined when it may. */

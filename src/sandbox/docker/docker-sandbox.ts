@@ -80,6 +80,7 @@ export class ExecTransport implements Transport {
     return {
       exited,
       streamEnded: running.streamEnded,
+      ...(running.input ? { input: running.input } : {}),
       detach: () => {
         following = false;
         running.detach();
@@ -152,6 +153,7 @@ export class DockerSandbox extends PosixSandbox {
     if (this.disposed) return;
     this.disposed = true;
     this.stopWatching();
+    await this.closeChannel();
     if (!options.keep) {
       await this.engine.removeContainer(this.id);
       return;

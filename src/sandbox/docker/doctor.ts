@@ -64,10 +64,21 @@ export interface DoctorOptions {
 /** Below this much free disk under the data root, images and trial containers may not fit. */
 export const LOW_DISK_BYTES = 5 * 1024 ** 3;
 
-/** Minimum Engine API the harness relies on (Docker 19.03 = 1.40; this code is tested on 1.41). */
-const MIN_API: [number, number] = [1, 40];
-/** Engines of a fleet run unattended and exchange images by save/load: the API this code is tested on. */
-const MIN_FLEET_API: [number, number] = [1, 41];
+/**
+ * Oldest Engine API the harness supports, for the local engine and every engine of a fleet
+ * (which run unattended and exchange images by save/load): Docker 20.10.
+ */
+export const MIN_API: readonly [number, number] = [1, 41];
+export const MIN_DOCKER = '20.10';
+
+/**
+ * Said with every refusal. An engine ignores the HostConfig fields its API version does not
+ * know (the JSON decoder skips them), so on an older engine a limit could silently not apply.
+ */
+export const MIN_API_WHY =
+  `Docker ${MIN_DOCKER} (API ${MIN_API.join('.')}) is the oldest engine the sandbox hardening is tested on, and the first ` +
+  'that runs on cgroup v2 hosts; an older engine ignores settings it does not know instead of refusing them, ' +
+  'so a sandbox limit could silently not apply.';
 
 export function dockerEndpoint(env: NodeJS.ProcessEnv = process.env): string {
   return env.DOCKER_HOST && env.DOCKER_HOST.trim() !== '' ? env.DOCKER_HOST : 'unix:///var/run/docker.sock';
@@ -97,26 +108,32 @@ async function daemonFix(error: unknown): Promise<string> {
   return 'Start the Docker engine (`sudo systemctl start docker`, or Docker Desktop), or point DOCKER_HOST at one.';
 }
 
-function apiAtLeast(version: string, [major, minor]: [number, number]): boolean {
-  const [a, b] = version.split('.').map((n) => Number.parseInt(n, 10));
-  if (a === undefined || b === undefined || Number.isNaN(a) || Number.isNaN(b)) return false;
+/** `1.41` >= `1.41`, `1.43` >= `1.41`, `2.0` >= `1.41`; anything that is not `N.N` is not. */
+export function apiAtLeast(version: string, [major, minor]: readonly [number, number]): boolean {
+  const match = /^(\d+)\.(\d+)$/.exec(version.trim());
+  if (!match) return false;
+  const a = Number(match[1]);
+  const b = Number(match[2]);
   return a > major || (a === major && b >= minor);
 }
 
-function versionChecks(info: EngineInfo, minApi: [number, number]): DoctorCheck[] {
-  const checks: DoctorCheck[] = [];
-  const apiOk = apiAtLeast(info.apiVersion, minApi);
-  checks.push({
+/** The engine must speak API 1.41 or newer; an older or unknown one is refused, saying why. */
+export function serverVersionCheck(info: EngineInfo): DoctorCheck {
+  const found = `Docker ${info.serverVersion || 'unknown'} (API ${info.apiVersion || 'unknown'}) on ${info.operatingSystem || 'unknown OS'}`;
+  if (apiAtLeast(info.apiVersion, MIN_API)) return { name: 'server-version', ok: true, detail: found };
+  return {
     name: 'server-version',
-    ok: apiOk,
-    detail: `Docker ${info.serverVersion || 'unknown'} (API ${info.apiVersion || 'unknown'}) on ${info.operatingSystem || 'unknown OS'}`,
-    ...(apiOk
-      ? {}
-      : {
-          fix: `Upgrade the Docker engine to 20.10 or newer (API ${minApi.join('.')}; Debian: \`apt-get install -y docker.io\`).`,
-          fatal: true,
-        }),
-  });
+    ok: false,
+    fatal: true,
+    detail: info.apiVersion
+      ? `${found}: older than Docker ${MIN_DOCKER} (API ${MIN_API.join('.')}), which sandbox-harness needs`
+      : `${found}: the engine did not say its API version, and sandbox-harness needs ${MIN_API.join('.')} or newer`,
+    fix: `Upgrade the Docker engine to ${MIN_DOCKER} or newer (Debian: \`apt-get install -y docker.io\`). Why: ${MIN_API_WHY}`,
+  };
+}
+
+function versionChecks(info: EngineInfo): DoctorCheck[] {
+  const checks: DoctorCheck[] = [serverVersionCheck(info)];
   const driver = info.storageDriver;
   const driverOk = driver !== '' && driver !== 'vfs';
   checks.push({
@@ -324,7 +341,7 @@ export async function runDoctor(options: DoctorOptions = {}): Promise<DoctorRepo
   let info: EngineInfo;
   try {
     info = await engine.info();
-    checks.push(...versionChecks(info, fleet ? MIN_FLEET_API : MIN_API));
+    checks.push(...versionChecks(info));
   } catch (error) {
     checks.push({
       name: 'server-version',

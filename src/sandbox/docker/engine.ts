@@ -114,8 +114,11 @@ export interface ExecStartOptions {
   user: string;
   workingDir: string;
   env: string[];
-  /** Written to the process's stdin, then end of file. */
-  stdin?: Buffer;
+  /**
+   * Written to the process's stdin, then end of file; or `stream` to keep stdin open and
+   * write to it through `RunningExec.input` (a long-lived process serving requests).
+   */
+  stdin?: Buffer | 'stream';
   stdout: Writable;
   stderr: Writable;
 }
@@ -123,6 +126,8 @@ export interface ExecStartOptions {
 export interface RunningExec {
   /** Resolves when the daemon closes the output stream. */
   streamEnded: Promise<void>;
+  /** The process's stdin, when it was started with `stdin: 'stream'`. */
+  input?: NodeJS.WritableStream;
   inspect(): Promise<{ running: boolean; exitCode: number | null }>;
   /** Stops reading output (the process keeps running unless killed separately). */
   detach(): void;
@@ -220,6 +225,7 @@ export class DockerEngine {
       ? withoutDockerEnvironment(() => new Docker(modemOptions(endpoint)))
       : new Docker();
     this.where = endpoint ? describeEndpoint(endpoint) : undefined;
+    if (process.env.SANDBOX_HARNESS_DEBUG) logEveryCall(this.docker, this.where ?? 'local');
     const host = process.env.DOCKER_HOST;
     this.local = endpoint
       ? endpoint.transport === 'unix'
@@ -508,7 +514,7 @@ export class DockerEngine {
       throw this.containerError(error, id, 'running a command in');
     }
     // Half-closes the connection after the bytes: the process reads them, then end of file.
-    if (options.stdin !== undefined) stream.end(options.stdin);
+    if (Buffer.isBuffer(options.stdin)) stream.end(options.stdin);
     this.docker.modem.demuxStream(stream, options.stdout, options.stderr);
     const readable = stream as unknown as Readable;
     const streamEnded = new Promise<void>((resolve) => {
@@ -518,6 +524,7 @@ export class DockerEngine {
     });
     return {
       streamEnded,
+      ...(options.stdin === 'stream' ? { input: stream } : {}),
       inspect: async () => {
         try {
           const data = await exec.inspect();
@@ -941,6 +948,29 @@ let shared: DockerEngine | undefined;
 export function dockerEngine(): DockerEngine {
   shared ??= new DockerEngine();
   return shared;
+}
+
+/**
+ * With SANDBOX_HARNESS_DEBUG set: one stderr line per Engine API request, with its method,
+ * path and how long the engine took to answer (every daemon call goes through `dial`).
+ */
+function logEveryCall(docker: Docker, where: string): void {
+  const modem = docker.modem as unknown as {
+    dial(
+      options: { method?: string; path?: string },
+      callback: (error: unknown, data: unknown) => void,
+    ): unknown;
+  };
+  const dial = modem.dial.bind(modem);
+  modem.dial = (options, callback) => {
+    const started = Date.now();
+    return dial(options, (error, data) => {
+      process.stderr.write(
+        `[engine ${where}] ${options.method ?? 'GET'} ${options.path ?? ''} ${Date.now() - started} ms${error ? ` (${daemonMessage(error)})` : ''}\n`,
+      );
+      callback(error, data);
+    });
+  };
 }
 
 /** The storage driver cannot enforce a writable-layer quota; the backend watches the size instead. */

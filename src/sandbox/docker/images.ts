@@ -4,13 +4,14 @@
  * image without a build.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { processAlive } from './gc.js';
-import { lstat, mkdir, open, readFile, rm } from 'node:fs/promises';
+import { lstat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { HarnessError, ImageError, Interrupted, SandboxUnavailable } from '../../errors.js';
-import { bootstrapRootfs, cacheDir, LogFile, logsDir, timestampForFile } from './bootstrap.js';
+import { HarnessError, BuildRefused, ImageError, Interrupted, SandboxUnavailable } from '../../errors.js';
+import { bootstrapRootfs, LogFile, logsDir, timestampForFile } from './bootstrap.js';
+import { withFileLock } from './build-lock.js';
 import { scanBuildContext, type BuildContext, type ContextSnapshot } from './build-context.js';
+import { daemonFetches } from './dockerfile.js';
 import { dockerEngine, statusOf, type DockerEngine } from './engine.js';
 import { LABEL } from './labels.js';
 
@@ -19,6 +20,8 @@ export const REPO_LABEL = 'sandbox-harness.repo';
 export const BASE_LABEL = 'sandbox-harness.base';
 export const ORIGIN_LABEL = 'sandbox-harness.origin';
 export const BUILT_FROM_LABEL = 'sandbox-harness.built-from';
+/** `none` or `default`: whether the build steps of a repo image had network. */
+export const BUILD_NETWORK_LABEL = 'sandbox-harness.build-network';
 
 export type BaseKind = 'node' | 'python';
 
@@ -129,6 +132,10 @@ interface RunBuildOptions {
   log: LogFile;
   /** For the hint: which recipe failed (`/repo/Dockerfile.sandbox`, `images/node/Dockerfile`). */
   recipe: string;
+  /** `none`: build steps have no network (resolving a name fails at once). Default: the daemon's. */
+  networkMode?: 'none';
+  /** Added to the hint of a failed build (what else could be wrong). */
+  failureNote?: string;
   signal?: AbortSignal;
 }
 
@@ -147,6 +154,7 @@ async function runBuild(
       buildArgs: options.buildArgs,
       labels: options.labels,
       noCache: options.noCache,
+      ...(options.networkMode ? { networkMode: options.networkMode } : {}),
       ...(options.signal ? { signal: options.signal } : {}),
       onLine: (line) => {
         tracker.push(line);
@@ -187,7 +195,7 @@ async function runBuild(
         `full log: ${options.log.path}`,
       ].join('\n'),
       {
-        hint: `Fix ${options.recipe} (or what that step needs), then run again; the full build log is ${options.log.path}.`,
+        hint: `Fix ${options.recipe} (or what that step needs), then run again; the full build log is ${options.log.path}.${options.failureNote ? ` ${options.failureNote}` : ''}`,
         cause: error,
         details: { step: tracker.step, lastLines: last, logFile: options.log.path },
       },
@@ -425,6 +433,9 @@ async function buildRecipe(
   });
   say(`building ${spec.tag} from ${spec.recipe}/Dockerfile on ${from}`);
   return runBuild(engine, context, {
+    // The bootstrapped root filesystem already holds every package the recipe checks for;
+    // only the registry image may need apt-get, from the harness's own trusted recipe.
+    ...(origin === 'bootstrapped' ? { networkMode: 'none' as const } : {}),
     tag: spec.tag,
     buildArgs,
     // The recipe labels itself (marker, kind, base); the legacy builder turns every label
@@ -437,54 +448,25 @@ async function buildRecipe(
   });
 }
 
-/**
- * One process at a time bootstraps a base image: two would both spend minutes on the same
- * result. A lock whose owner died is taken over.
- */
-async function withFileLock<T>(name: string, say: (line: string) => void, fn: () => Promise<T>): Promise<T> {
-  const dir = join(cacheDir(), 'locks');
-  await mkdir(dir, { recursive: true });
-  const path = join(dir, `${name}.lock`);
-  const started = Date.now();
-  let announced = false;
-  for (;;) {
-    try {
-      const handle = await open(path, 'wx');
-      await handle.writeFile(String(process.pid));
-      await handle.close();
-      break;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-      const owner = Number((await readFile(path, 'utf8').catch(() => '')).trim());
-      if (!Number.isInteger(owner) || owner <= 0 || !processAlive(owner)) {
-        await rm(path, { force: true });
-        continue;
-      }
-      if (Date.now() - started > 30 * 60_000) {
-        throw new ImageError(`waited 30 minutes for process ${owner} to finish building ${name}`, {
-          hint: `If no such build is running, remove ${path}.`,
-        });
-      }
-      if (!announced) {
-        say(`waiting for process ${owner}, which is building the same base image`);
-        announced = true;
-      }
-      await new Promise((r) => setTimeout(r, 1000));
-    }
-  }
-  try {
-    return await fn();
-  } finally {
-    await rm(path, { force: true });
-  }
-}
-
 // ---- repo images -----------------------------------------------------------------------
 
 export interface BuildRepoImageOptions {
   repoDir: string;
-  /** Default: the repo's Dockerfile.sandbox, else the harness's own. Relative paths are relative to the repo. */
+  /**
+   * Default: the repo's Dockerfile.sandbox, else the harness's own. Relative paths are
+   * relative to `dockerfileRoot`.
+   */
   dockerfile?: string;
+  /**
+   * The folder `dockerfile` must really be in (a regular file, not a link out of it);
+   * default: the repo. The catalog's `sandbox.dockerfile` gives the catalog's folder.
+   */
+  dockerfileRoot?: string;
+  /**
+   * Build steps may use the network (catalog `sandbox.build.network: true`). Default: no
+   * network, so a repo's recipe cannot download or send anything while it builds.
+   */
+  network?: boolean;
   /** Passed as the BASE_IMAGE build argument. Default: the node base image (made if missing). */
   baseImage?: string;
   buildArgs?: Record<string, string>;
@@ -496,7 +478,7 @@ export interface BuildRepoImageOptions {
   onWarning?: (message: string) => void;
   /** Default: `<cache>/logs/build-<repo>-<hash>.log`. */
   logFile?: string;
-  /** More build-context exclusions, `.dockerignore` syntax. */
+  /** More build-context exclusions, `.dockerignore` syntax (catalog `sandbox.build.exclude`). */
   extraExcludes?: string[];
   /** Ctrl-C: stops the build. */
   signal?: AbortSignal;
@@ -512,6 +494,8 @@ export interface RepoImage {
   snapshot: ContextSnapshot;
   dockerfile: string;
   baseImage: string;
+  /** Whether the build steps had network (for the run record); part of the content hash. */
+  network: boolean;
   /** Only when a build ran. */
   logFile?: string;
   warnings: string[];
@@ -532,12 +516,21 @@ export function repoImageTag(repoDir: string, contentHash: string): string {
   return `sandbox-harness/repo-${repoSlug(repoDir)}:${contentHash.slice(0, 16)}`;
 }
 
-export async function resolveDockerfile(repoDir: string, dockerfile?: string): Promise<string> {
-  if (dockerfile) return resolve(repoDir, dockerfile);
+/** The harness's own per-project recipe, used when a repo has no Dockerfile.sandbox. */
+export function defaultRecipe(): string {
+  return join(packageRoot(), 'Dockerfile.sandbox');
+}
+
+export async function resolveDockerfile(
+  repoDir: string,
+  dockerfile?: string,
+  root?: string,
+): Promise<string> {
+  if (dockerfile) return resolve(root ?? repoDir, dockerfile);
   const own = join(repoDir, 'Dockerfile.sandbox');
   const st = await lstat(own).catch(() => undefined);
   if (st && (st.isFile() || st.isSymbolicLink())) return own;
-  return join(packageRoot(), 'Dockerfile.sandbox');
+  return defaultRecipe();
 }
 
 const pendingRepo = new Map<string, Promise<RepoImage>>();
@@ -549,19 +542,31 @@ const pendingRepo = new Map<string, Promise<RepoImage>>();
 export async function buildRepoImage(options: BuildRepoImageOptions): Promise<RepoImage> {
   const engine = options.engine ?? dockerEngine();
   const repoDir = resolve(options.repoDir);
-  const dockerfile = await resolveDockerfile(repoDir, options.dockerfile);
+  const dockerfile = await resolveDockerfile(repoDir, options.dockerfile, options.dockerfileRoot);
+  const ours = dockerfile === defaultRecipe();
+  const network = options.network === true;
   const baseImage = options.baseImage ?? DEFAULT_BASE_IMAGE;
   const baseId = await ensureBase(engine, baseImage, options.onProgress);
+  // Only the catalog's arguments and the base: nothing of the host environment.
   const buildArgs = { BASE_IMAGE: baseImage, ...options.buildArgs };
   const context = await scanBuildContext({
     contextDir: repoDir,
     dockerfile,
+    dockerfileRoot: ours ? packageRoot() : resolve(options.dockerfileRoot ?? repoDir),
     buildArgs,
     extraExcludes: options.extraExcludes,
-    // A rebuilt base (same tag, new id) must not be hidden behind an old repo image.
-    hashInputs: { baseImageId: baseId },
+    hashInputs: {
+      // A rebuilt base (same tag, new id) must not be hidden behind an old repo image.
+      baseImageId: baseId,
+      // The same files built with network may have installed something else.
+      buildNetwork: network ? 'default' : 'none',
+    },
     onWarning: options.onWarning,
   });
+  if (!network) {
+    if (ours) assertOfflineRecipeCanWork(repoDir, baseImage, context);
+    else await assertNothingToFetch(engine, dockerfile, context, buildArgs);
+  }
   const tag = repoImageTag(repoDir, context.contentHash);
   const key = `${engine.where ?? ''}|${tag}|${options.rebuild === true}`;
   let pending = pendingRepo.get(key);
@@ -573,6 +578,7 @@ export async function buildRepoImage(options: BuildRepoImageOptions): Promise<Re
       baseImage,
       buildArgs,
       tag,
+      network,
     }).finally(() => pendingRepo.delete(key));
     pendingRepo.set(key, pending);
   }
@@ -588,6 +594,7 @@ async function buildOrReuse(
     baseImage: string;
     buildArgs: Record<string, string>;
     tag: string;
+    network: boolean;
   },
 ): Promise<RepoImage> {
   const common = {
@@ -596,6 +603,7 @@ async function buildOrReuse(
     snapshot: context.snapshot,
     dockerfile: options.dockerfile,
     baseImage: options.baseImage,
+    network: options.network,
     warnings: context.warnings,
   };
   if (!options.rebuild) {
@@ -609,7 +617,7 @@ async function buildOrReuse(
     join(await logsDir(), `build-${repoSlug(options.repoDir)}-${context.contentHash.slice(0, 16)}.log`);
   const log = new LogFile(logPath);
   log.line(
-    `# ${new Date().toISOString()} building ${options.tag} from ${options.repoDir} with ${options.dockerfile}`,
+    `# ${new Date().toISOString()} building ${options.tag} from ${options.repoDir} with ${options.dockerfile}, ${options.network ? 'with network (sandbox.build.network)' : 'without network'}`,
   );
   try {
     const imageId = await runBuild(engine, context, {
@@ -620,16 +628,83 @@ async function buildOrReuse(
         [LABEL.kind]: 'repo',
         [CONTENT_HASH_LABEL]: context.contentHash,
         [REPO_LABEL]: options.repoDir,
+        [BUILD_NETWORK_LABEL]: options.network ? 'default' : 'none',
       },
       noCache: options.rebuild === true,
       onLine: options.onProgress,
       log,
       recipe: options.dockerfile,
+      ...(options.network
+        ? {}
+        : {
+            networkMode: 'none' as const,
+            failureNote:
+              'The build had no network (the default): a step that downloads something fails. Bring what it needs with the repo, or let builds use the network with `sandbox.build: { network: true }` in the catalog.',
+          }),
       ...(options.signal ? { signal: options.signal } : {}),
     });
     return { ...common, imageId, reused: false, logFile: logPath };
   } finally {
     await log.close();
+  }
+}
+
+/**
+ * The default recipe installs dependencies only when the repo did not bring them. Without
+ * network that install cannot work, so say what to do before a build that must fail.
+ */
+function assertOfflineRecipeCanWork(repoDir: string, baseImage: string, context: BuildContext): void {
+  const has = (path: string) => context.snapshot.has(path);
+  const lockfile = ['package-lock.json', 'npm-shrinkwrap.json'].find(has);
+  const nodeModules = context.directories.includes('node_modules');
+  const optIn = 'or let image builds use the network with `sandbox.build: { network: true }` in the catalog';
+  if (lockfile && !nodeModules) {
+    throw new BuildRefused(
+      `the default sandbox recipe would run \`npm ci\` for ${repoDir} (it has ${lockfile} but no node_modules in the build context), and image builds have no network`,
+      {
+        hint: `Run \`npm ci\` in ${repoDir} on the host so node_modules is copied into the image (if it exists, .dockerignore or sandbox.build.exclude leaves it out), ${optIn}.`,
+      },
+    );
+  }
+  // Only the python base has pip; on any other the recipe skips requirements.txt.
+  if (baseImage === BASE_IMAGES.python.tag && has('requirements.txt')) {
+    throw new BuildRefused(
+      `the default sandbox recipe would run \`pip install -r requirements.txt\` for ${repoDir}, and image builds have no network`,
+      {
+        hint: `Write a Dockerfile.sandbox for the repo that brings the packages along (for example wheels in the repo and \`pip install --no-index --find-links\`), ${optIn}.`,
+      },
+    );
+  }
+}
+
+/**
+ * Network none only applies to the build steps' containers: the daemon itself downloads
+ * `ADD <url>` sources and pulls missing `FROM` / `COPY --from` images over the host's
+ * network. A build without network must need neither.
+ */
+async function assertNothingToFetch(
+  engine: DockerEngine,
+  dockerfile: string,
+  context: BuildContext,
+  buildArgs: Record<string, string>,
+): Promise<void> {
+  const optIn = 'or let image builds use the network with `sandbox.build: { network: true }` in the catalog';
+  for (const fetch of daemonFetches(context.dockerfileBytes.toString('utf8'), buildArgs)) {
+    const where = `${dockerfile}:${fetch.line}: ${fetch.instruction}`;
+    if (fetch.kind === 'add-url') {
+      throw new BuildRefused(
+        `${where}\n  ADD of ${fetch.ref} is downloaded by the Docker daemon over the host's network, and this build has no network`,
+        { hint: `Bring the file with the repo and COPY it, ${optIn}.` },
+      );
+    }
+    if (!(await engine.inspectImage(fetch.ref))) {
+      throw new BuildRefused(
+        `${where}\n  the image ${fetch.ref} is not on this engine, so the daemon would pull it over the host's network, and this build has no network`,
+        {
+          hint: `Pull it first (\`docker pull ${fetch.ref}\`), build on the harness's base image (the BASE_IMAGE build argument), ${optIn}.`,
+        },
+      );
+    }
   }
 }
 

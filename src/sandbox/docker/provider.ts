@@ -49,6 +49,8 @@ async function repoImage(engine: DockerEngine, request: RepoImageRequest): Promi
     const context = await scanBuildContext({
       contextDir: request.repoDir,
       dockerfile: await resolveDockerfile(request.repoDir),
+      // Nothing is built from this context: it is only the host's view of the repo.
+      secretScan: false,
     });
     return {
       tag: request.prebuilt,
@@ -61,6 +63,8 @@ async function repoImage(engine: DockerEngine, request: RepoImageRequest): Promi
   const built = await buildRepoImage({
     repoDir: request.repoDir,
     ...(request.dockerfile ? { dockerfile: request.dockerfile } : {}),
+    ...(request.dockerfileRoot ? { dockerfileRoot: request.dockerfileRoot } : {}),
+    network: request.buildNetwork === true,
     ...(request.baseImage ? { baseImage: request.baseImage } : {}),
     ...(request.buildArgs ? { buildArgs: request.buildArgs } : {}),
     ...(request.excludes ? { extraExcludes: request.excludes } : {}),
@@ -74,7 +78,7 @@ async function repoImage(engine: DockerEngine, request: RepoImageRequest): Promi
     tag: built.tag,
     imageId: built.imageId,
     reused: built.reused,
-    buildNetwork: request.buildNetwork ?? false,
+    buildNetwork: built.network,
     hostFiles: built.snapshot,
   };
 }

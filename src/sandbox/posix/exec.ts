@@ -119,7 +119,8 @@ export async function runCommand(
   };
 }
 
-async function killTree(transport: Transport, token: string): Promise<void> {
+/** Kills every process of a command, found by the token in its environment (see the wrapper). */
+export async function killTree(transport: Transport, token: string): Promise<void> {
   try {
     const killer = await transport.start({
       argv: ['/bin/sh', '-c', KILL_TREE_SCRIPT, 'sandbox-kill', token],
@@ -138,6 +139,8 @@ async function killTree(transport: Transport, token: string): Promise<void> {
 export interface ScriptOptions {
   /** Bytes of stdout kept; more is an overflow the caller must treat as an error. */
   maxStdoutBytes: number;
+  /** Bytes of stderr kept (default 64 KiB), for scripts that put data there too. */
+  maxStderrBytes?: number;
   stdin?: Buffer;
   /** Where stdout goes instead of a buffer (a stream the caller parses as it arrives). */
   stdout?: Writable;
@@ -152,6 +155,8 @@ export interface ScriptResult {
   stdout: Buffer;
   stdoutOverflowed: boolean;
   stderr: string;
+  stderrBytes: Buffer;
+  stderrOverflowed: boolean;
 }
 
 /**
@@ -168,7 +173,7 @@ export async function runScript(
   if (options.signal?.aborted) throw abortError(options.signal);
   const timeoutSec = Math.max(1, Math.ceil((options.timeoutMs ?? 60_000) / 1000));
   const buffer = new BoundedBuffer(options.maxStdoutBytes);
-  const stderr = new BoundedBuffer(64 * 1024);
+  const stderr = new BoundedBuffer(options.maxStderrBytes ?? 64 * 1024);
   const running: StartedProcess = await transport.start({
     argv: ['timeout', '-k', '1', String(timeoutSec), '/bin/sh', '-c', script, 'sandbox-harness', ...args],
     cwd: options.cwd ?? WORKSPACE,
@@ -191,6 +196,8 @@ export async function runScript(
       stdout: buffer.bytes(),
       stdoutOverflowed: buffer.overflowed,
       stderr: 'timed out',
+      stderrBytes: Buffer.alloc(0),
+      stderrOverflowed: false,
     };
   }
   await Promise.race([running.streamEnded, sleep(2000)]);
@@ -200,5 +207,7 @@ export async function runScript(
     stdout: buffer.bytes(),
     stdoutOverflowed: buffer.overflowed,
     stderr: stderr.bytes().toString('utf8'),
+    stderrBytes: stderr.bytes(),
+    stderrOverflowed: stderr.overflowed,
   };
 }

@@ -21,7 +21,8 @@ import {
   type WorkspaceTree,
   type WriteFile,
 } from '../types.js';
-import { runCommand, runScript, type ScriptResult } from './exec.js';
+import { ChannelLost, CommandChannel } from './channel.js';
+import { killTree, runCommand, runScript, type ScriptResult } from './exec.js';
 import { workspaceRelative } from './paths.js';
 import { changesFromScan, parseScan } from './scan.js';
 import {
@@ -88,6 +89,8 @@ export abstract class PosixSandbox implements Sandbox {
   private readonly env: readonly string[];
   private readonly tree: () => Promise<WorkspaceTree>;
   private readonly hidden: ReadonlySet<string>;
+  /** The fast path for `fast` commands: opened on first use, given up for good when it fails. */
+  private channel: Promise<CommandChannel | undefined> | undefined;
 
   constructor(options: PosixSandboxOptions) {
     this.id = options.id;
@@ -107,7 +110,47 @@ export abstract class PosixSandbox implements Sandbox {
 
   async exec(command: string, options: ExecOptions = {}): Promise<ExecResult> {
     await this.checkUsable();
+    const channelFits =
+      options.fast === true &&
+      (options.env === undefined || Object.keys(options.env).length === 0) &&
+      (options.cwd === undefined || options.cwd === WORKSPACE || options.cwd === '.');
+    if (channelFits) {
+      const channel = await this.openChannel();
+      if (channel?.usable) {
+        try {
+          return await this.guard(() =>
+            channel.run(command, options, (token) => killTree(this.transport, token)),
+          );
+        } catch (error) {
+          if (!(error instanceof ChannelLost)) throw error;
+          // The command may or may not have run; running it again could do it twice.
+          if (!(await this.isAlive())) {
+            await this.checkUsable();
+            throw new SandboxDead(`sandbox ${this.id.slice(0, 12)} stopped while a command ran`);
+          }
+          return {
+            exitCode: 125,
+            stdout: '',
+            stderr: `sandbox-harness: ${error.message} while the command ran (was it killed?); it may or may not have completed\n`,
+            timedOut: false,
+            truncated: false,
+            durationMs: 0,
+          };
+        }
+      }
+    }
     return this.guard(() => runCommand(this.transport, this.env, command, options));
+  }
+
+  private openChannel(): Promise<CommandChannel | undefined> {
+    this.channel ??= CommandChannel.open(this.transport).catch(() => undefined);
+    return this.channel;
+  }
+
+  /** Stops the command channel, if one runs (before a freeze, and when the sandbox goes). */
+  protected async closeChannel(): Promise<void> {
+    const channel = await this.channel;
+    channel?.close();
   }
 
   async readFile(path: string, options: { maxBytes?: number; signal?: AbortSignal } = {}): Promise<Buffer> {
@@ -178,6 +221,7 @@ export abstract class PosixSandbox implements Sandbox {
       this.script(SCAN_SCRIPT, [String(max + 1)], {
         // A record is a few dozen bytes plus its path; past this the scan is incomplete anyway.
         maxStdoutBytes: 64 * 1024 * 1024,
+        maxStderrBytes: 64 * 1024 * 1024,
         timeoutMs: 120_000,
         ...(limits.signal ? { signal: limits.signal } : {}),
       }),
@@ -186,12 +230,17 @@ export abstract class PosixSandbox implements Sandbox {
       throw new HarnessError(
         'SANDBOX_SCAN',
         'internal',
-        `the change scan failed in sandbox ${this.id.slice(0, 12)} (exit ${result.exitCode}): ${result.stderr.trim()}`,
+        `the change scan failed in sandbox ${this.id.slice(0, 12)} (exit ${result.exitCode}): ${result.stderr.trim().slice(0, 500)}`,
         { hint: 'The sandbox image needs GNU findutils, coreutils and tar.' },
       );
     }
-    const scan = changesFromScan(parseScan(result.stdout), tree, max, this.hidden);
-    return result.stdoutOverflowed ? { ...scan, complete: false } : scan;
+    const scan = changesFromScan(
+      parseScan(Buffer.concat([result.stdout, result.stderrBytes])),
+      tree,
+      max,
+      this.hidden,
+    );
+    return result.stdoutOverflowed || result.stderrOverflowed ? { ...scan, complete: false } : scan;
   }
 
   async exportFiles(paths: readonly string[], limits: ExportLimits = {}): Promise<ExportResult> {
@@ -286,6 +335,8 @@ export abstract class PosixSandbox implements Sandbox {
   }
 
   async freeze(options: { signal?: AbortSignal } = {}): Promise<void> {
+    // The freeze stops the channel's process with every other; nothing more may use it.
+    await this.closeChannel();
     let result: ScriptResult;
     try {
       result = await this.script(FREEZE_SCRIPT, [], {

@@ -7,6 +7,8 @@
  * Paths arrive already checked by the host (`workspaceRelative`): relative, no `.`/`..`.
  */
 
+import { WORKSPACE } from '../types.js';
+
 /** Where the start marker lives: injected root-owned before anything runs, so only the harness sets its ctime. */
 export const START_MARKER = '/etc/sandbox-harness/started';
 
@@ -91,18 +93,21 @@ find "$f" -mindepth 1 \\( -name .git -o -name node_modules \\) -prune -o -printf
 `;
 
 /**
- * $1 most entries + 1. Every workspace entry whose inode changed after the start marker's
- * (ctime: no user can set it back), then the children of each changed folder, so the host
- * can tell deletions from its own copy of the pristine tree:
- *   C \\t type \\t mode \\t links \\t size \\t path \\0   and   E \\t ./folder/child \\0
+ * $1 most entries + 1. One walk of the workspace lists every entry whose inode changed after
+ * the start marker's (ctime: no user can set it back) on stdout; the children of each changed
+ * folder follow on stderr, so the host can tell deletions from its own copy of the pristine
+ * tree (two streams, so the two kinds of record never interleave):
+ *   stdout: C \\t type \\t mode \\t links \\t size \\t path \\0     stderr: E \\t ./folder/child \\0
  * Nothing is written inside the sandbox: a full /tmp must not hide a change.
  */
 export const SCAN_SCRIPT = `
 m=${START_MARKER}
 [ -e "$m" ] || { printf '%s' "no start marker at $m" >&2; exit 47; }
-find . -newercc "$m" -printf 'C\\t%y\\t%m\\t%n\\t%s\\t%P\\0' 2>/dev/null | head -z -n "$1"
-find . -newercc "$m" -type d -printf './%P\\0' 2>/dev/null | head -z -n "$1" | sed -z 's|/$||' |
-  xargs -0r sh -c 'find "$@" -mindepth 1 -maxdepth 1 -printf "E\\t%p\\0" 2>/dev/null' sh
+folder=$(printf 'C\\td\\t')
+exec 3>&1
+find . -newercc "$m" -printf 'C\\t%y\\t%m\\t%n\\t%s\\t%P\\0' 2>/dev/null | head -z -n "$1" | tee /dev/fd/3 |
+  grep -z "^$folder" | cut -z -f6- | sed -z 's|^|./|; s|/$||' |
+  xargs -0r sh -c 'find "$@" -mindepth 1 -maxdepth 1 -printf "E\\t%p\\0" 2>/dev/null' sh 1>&2
 exit 0
 `;
 
@@ -180,6 +185,42 @@ while :; do
 done
 for p in $tree; do kill -KILL "$p" 2>/dev/null; done
 exit 0
+`;
+
+/**
+ * The command channel's server: one long-lived process that runs the commands it reads on
+ * stdin (`<token> <timeout-sec> <line-count>` then that many lines of command), each like the
+ * exec wrapper does (under `timeout`, in the workspace, its tree marked with the token, its
+ * output relayed through fifos that are cut once it exits), and ends each command's output
+ * on stdout and on stderr with `\\0SHX <token> <exit code>\\0`.
+ */
+export const CHANNEL_SCRIPT = `
+d=$(mktemp -d /tmp/.sandbox-harness-channel-XXXXXX) || exit 125
+n=0
+while IFS=' ' read -r tok t lines; do
+  cmd=; i=0
+  while [ "$i" -lt "$lines" ]; do
+    IFS= read -r l || break
+    if [ "$i" = 0 ]; then cmd=$l; else cmd="$cmd
+$l"; fi
+    i=$((i + 1))
+  done
+  n=$((n + 1)); o="$d/o$n"; e="$d/e$n"
+  if mkfifo "$o" "$e" 2>/dev/null; then
+    cat "$o" & ro=$!
+    cat "$e" >&2 & re=$!
+    (cd ${WORKSPACE} && SANDBOX_HARNESS_EXEC=$tok exec timeout -k 2 "$t" /bin/sh -c "$cmd") >"$o" 2>"$e" </dev/null &
+    wait $!; rc=$?
+    ( sleep 0.3; kill "$ro" "$re" ) >/dev/null 2>&1 & k=$!
+    wait "$ro" "$re" 2>/dev/null
+    kill "$k" 2>/dev/null
+    rm -f "$o" "$e"
+  else
+    rc=125; printf 'sandbox-harness: cannot create the output relay in %s (is /tmp full?)\\n' "$d" >&2
+  fi
+  printf '\\0SHX %s %s\\0' "$tok" "$rc"
+  printf '\\0SHX %s %s\\0' "$tok" "$rc" >&2
+done
 `;
 
 /** Paths (args) removed before the agent starts: held-out files the attempt must not see. */

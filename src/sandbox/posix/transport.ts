@@ -12,8 +12,11 @@ export interface ProcessSpec {
   cwd: string;
   /** `NAME=value` pairs; the backend adds nothing of the host's. */
   env: string[];
-  /** Bytes fed to the process's stdin, then end of file; without it stdin is closed at once. */
-  stdin?: Buffer;
+  /**
+   * Bytes fed to the process's stdin, then end of file; `stream` keeps stdin open for
+   * `StartedProcess.input`; without it stdin is closed at once.
+   */
+  stdin?: Buffer | 'stream';
   /** `root` only for the harness's own set-up steps; it has no capabilities either way. */
   user?: 'sandbox' | 'root';
   stdout: Writable;
@@ -21,6 +24,8 @@ export interface ProcessSpec {
 }
 
 export interface StartedProcess {
+  /** The process's stdin, for a process started with `stdin: 'stream'`. */
+  input?: NodeJS.WritableStream;
   /** Resolves with the exit code once the process has ended (never, after `detach`). */
   exited: Promise<number>;
   /** Resolves when the output streams closed: every byte has been written to the sinks. */

@@ -1,9 +1,10 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadTicket, type LoadTicketOptions } from '../../../src/catalog/ticket.js';
 import { ConfigError, UsageError } from '../../../src/errors.js';
+import { rejection } from '../../helpers/rejection.js';
 
 const fixtureDir = path.resolve('tests/fixtures/catalogs/valid');
 let work: string;
@@ -140,5 +141,74 @@ describe('loadTicket', () => {
     expect((error as ConfigError).problems).toEqual([
       'bad-front.md:3:8 title: expected a one-line title, got a list of 2',
     ]);
+  });
+});
+
+describe('loadTicket: tickets in the repo or the catalog folder stay there', () => {
+  let base: string;
+  let catalogDir: string;
+  let repoDir: string;
+  let hostSecret: string;
+  const local = (): LoadTicketOptions => ({
+    catalogDir,
+    repoDir,
+    readStdin: () => Promise.reject(new Error('stdin must not be read')),
+    cwd: repoDir,
+  });
+  async function refused(promise: Promise<unknown>): Promise<ConfigError> {
+    const error = await rejection(promise, ConfigError);
+    expect(error.message).not.toContain('HOST-SECRET');
+    return error;
+  }
+
+  beforeAll(async () => {
+    base = await mkdtemp(path.join(tmpdir(), 'tickets-links-'));
+    catalogDir = path.join(base, 'catalog');
+    repoDir = path.join(base, 'repo');
+    hostSecret = path.join(base, 'host-secret.md');
+    await mkdir(path.join(catalogDir, 'tickets'), { recursive: true });
+    await mkdir(path.join(repoDir, 'tickets'), { recursive: true });
+    await writeFile(hostSecret, 'HOST-SECRET: aws_secret_access_key\n');
+    await mkdir(path.join(base, 'host-dir'));
+    await writeFile(path.join(base, 'host-dir', 'OPS-2.md'), 'HOST-SECRET\n');
+    await symlink(hostSecret, path.join(catalogDir, 'tickets', 'OPS-1.md'));
+    await symlink(hostSecret, path.join(repoDir, 'tickets', 'OPS-3.md'));
+    await symlink(path.join(base, 'host-dir'), path.join(repoDir, 'notes'));
+    await writeFile(path.join(repoDir, 'tickets', 'real.md'), 'Fix the fee.\n');
+    await symlink('real.md', path.join(repoDir, 'tickets', 'OPS-4.md'));
+  });
+
+  afterAll(async () => {
+    await rm(base, { recursive: true, force: true });
+  });
+
+  it('refuses an id whose ticket beside the catalog is a symlink to a host file', async () => {
+    const error = await refused(loadTicket('OPS-1', local()));
+    expect(error.message).toBe(
+      `ticket tickets/OPS-1.md is a symlink to ${hostSecret}, outside the catalog folder (${catalogDir})`,
+    );
+  });
+
+  it('refuses an id whose ticket in the repo is a symlink to a host file', async () => {
+    const error = await refused(loadTicket('OPS-3', local()));
+    expect(error.message).toMatch(
+      /^ticket tickets\/OPS-3\.md is a symlink to .*host-secret\.md, outside the repo/,
+    );
+  });
+
+  it('refuses a file path in the repo that goes through a folder symlink', async () => {
+    const error = await refused(loadTicket('notes/OPS-2.md', local()));
+    expect(error.message).toMatch(
+      /^ticket notes\/OPS-2\.md: notes is a symlink to .*host-dir, outside the repo/,
+    );
+  });
+
+  it('follows a link that stays inside the folder', async () => {
+    expect((await loadTicket('OPS-4', local())).body).toBe('Fix the fee.');
+  });
+
+  it('reads a file the user names outside both folders as it is', async () => {
+    const ticket = await loadTicket(hostSecret, local());
+    expect(ticket.body).toContain('HOST-SECRET');
   });
 });

@@ -604,3 +604,142 @@ describe('runFix with fakes', () => {
     ]);
   });
 });
+
+describe('runFix with an independent checker', () => {
+  const HARD_CODE = toolUse('h1', 'edit_file', {
+    path: 'src/shipping.ts',
+    search: 'return order.totalEur >= FREE_SHIPPING_THRESHOLD ? 0 : STANDARD_SHIPPING_FEE;',
+    replacement: 'return order.totalEur >= 39 ? 0 : STANDARD_SHIPPING_FEE;',
+  });
+  // The tests see behaviour only: a hard-coded 39 passes them as well as the right fix.
+  const behaviour: ExecHandler = (command, _options, sandbox) => {
+    if (command !== 'npm test') return { exitCode: 0 };
+    const source = sandbox.text('src/shipping.ts') ?? '';
+    return { exitCode: source.includes('THRESHOLD = 39;') || source.includes('>= 39 ?') ? 0 : 1 };
+  };
+  const requestChanges = toolUse('r1', 'submit_review', {
+    verdict: 'request-changes',
+    summary: 'The threshold is hard-coded in shippingFee while the constant still says 50.',
+    reasons: [
+      {
+        file: 'src/shipping.ts',
+        rule: 'freeShippingThreshold',
+        text: 'set FREE_SHIPPING_THRESHOLD to 39 and use it; do not hard-code 39',
+      },
+    ],
+  });
+  const approve = toolUse('r2', 'submit_review', {
+    verdict: 'approve',
+    summary: 'The constant follows the rule.',
+    reasons: [],
+  });
+
+  function providers(maker: Turn[], checker: Turn[]) {
+    const makerProvider = scripted(maker);
+    const checkerProvider = scripted(checker);
+    const asked: { role?: string; name: string; model?: string }[] = [];
+    return {
+      makerProvider,
+      checkerProvider,
+      asked,
+      createProvider: async (options: { role?: string; name: string; model?: string }) => {
+        asked.push({
+          ...(options.role ? { role: options.role } : {}),
+          name: options.name,
+          ...(options.model ? { model: options.model } : {}),
+        });
+        return options.role === 'checker' ? checkerProvider : makerProvider;
+      },
+    };
+  }
+
+  it('a checker that requests changes makes the next attempt receive its reasons; a later approval ends ready-for-review', async () => {
+    const h = await harness();
+    const p = providers(
+      [
+        { content: [HARD_CODE] },
+        { content: [text('done')] },
+        { content: [FIX_EDIT] },
+        { content: [text('done')] },
+      ],
+      [
+        { content: [toolUse('c1', 'read_file', { path: 'src/shipping.ts' })] },
+        { content: [requestChanges] },
+        { content: [approve] },
+      ],
+    );
+    const result = await runFix(h.options({ review: true }), {
+      ...h.deps(p.makerProvider, behaviour),
+      createProvider: p.createProvider,
+    });
+    expect(result.outcome).toBe('ready-for-review');
+    expect(exitCode(result)).toBe(0);
+    expect(result.record.attempts.map((a) => a.verdict)).toEqual(['changes-requested', 'passed']);
+    expect(result.record.attempts[0]?.reviews?.map((r) => r.verdict)).toEqual(['request-changes']);
+    expect(result.record.attempts[1]?.reviews?.map((r) => r.verdict)).toEqual(['approve']);
+    // The maker's second attempt was told the reasons, file and rule included.
+    const second = JSON.stringify(p.makerProvider.requests[2]!.messages[0]);
+    expect(second).toContain('an independent reviewer requested changes');
+    expect(second).toContain(
+      'src/shipping.ts, rule freeShippingThreshold: set FREE_SHIPPING_THRESHOLD to 39',
+    );
+    // The checker's context is its own: it never saw the maker's conversation, and ended at its verdict.
+    const review = JSON.stringify(p.checkerProvider.requests[0]!.messages);
+    expect(review).not.toContain('h1');
+    expect(review).toContain('>= 39 ?');
+    expect(p.checkerProvider.requests).toHaveLength(3);
+    expect(await readFile(join(h.repo, 'src', 'shipping.ts'), 'utf8')).toContain(
+      'FREE_SHIPPING_THRESHOLD = 39;',
+    );
+    // Review sandboxes are throwaways, made from the pristine image plus the verified change.
+    const reviewBoxes = h.created.filter((c) => (c.spec.role ?? '').startsWith('review-'));
+    expect(reviewBoxes.map((c) => c.spec.role)).toEqual(['review-1', 'review-2']);
+    expect(reviewBoxes[0]!.sandbox.text('src/shipping.ts')).toContain('>= 39 ?');
+  });
+
+  it('a checker that never approves ends not-approved (exit 1), with every review in the record', async () => {
+    const h = await harness();
+    await h.catalog((yaml) =>
+      yaml.replace('  maxTurns: 20\n', '  maxTurns: 20\n  review: { maxRounds: 2 }\n'),
+    );
+    const p = providers(
+      [
+        { content: [HARD_CODE] },
+        { content: [text('done')] },
+        { content: [HARD_CODE] },
+        { content: [text('done')] },
+      ],
+      [{ content: [requestChanges] }, { content: [requestChanges] }],
+    );
+    const result = await runFix(h.options(), {
+      ...h.deps(p.makerProvider, behaviour),
+      createProvider: p.createProvider,
+    });
+    expect(result.outcome).toBe('not-approved');
+    expect(exitCode(result)).toBe(1);
+    expect(result.record.attempts.map((a) => a.verdict)).toEqual(['changes-requested', 'changes-requested']);
+    expect(result.record.attempts.flatMap((a) => a.reviews ?? []).map((r) => r.round)).toEqual([1, 2]);
+    expect(result.record.applied).toBeUndefined();
+    expect(await readFile(join(h.repo, 'src', 'shipping.ts'), 'utf8')).toContain('= 50;');
+    const runJson = JSON.parse(await readFile(join(result.runDir, 'run.json'), 'utf8'));
+    expect(runJson.attempts[1].reviews[0].reasons[0].rule).toBe('freeShippingThreshold');
+  });
+
+  it('the checker may be another provider and model, named in the catalog', async () => {
+    const h = await harness();
+    await h.catalog((yaml) =>
+      yaml.replace(
+        '  maxTurns: 20\n',
+        '  maxTurns: 20\n  review: { provider: openai, model: gpt-checker }\n',
+      ),
+    );
+    const p = providers(fixingTurns, [{ content: [approve] }]);
+    const result = await runFix(h.options(), {
+      ...h.deps(p.makerProvider, behaviour),
+      createProvider: p.createProvider,
+    });
+    expect(result.outcome).toBe('ready-for-review');
+    expect(p.asked).toContainEqual({ role: 'checker', name: 'openai', model: 'gpt-checker' });
+    expect(p.asked).toContainEqual({ role: 'main', name: 'replay' });
+  });
+});

@@ -6,10 +6,8 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Readable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ImageError, SandboxUnavailable } from '../../../src/errors.js';
-import type { BuildOptions, DockerEngine, ImageDetails } from '../../../src/sandbox/docker/engine.js';
 
 const bootstrapRootfs = vi.fn(
   async (_engine: unknown, spec: { repo: string; tag: string }) => `${spec.repo}:${spec.tag}`,
@@ -20,52 +18,7 @@ vi.mock('../../../src/sandbox/docker/bootstrap.js', async (importOriginal) => ({
 }));
 
 const { ensureBaseImage } = await import('../../../src/sandbox/docker/images.js');
-
-interface FakeEngine {
-  images: Map<string, ImageDetails>;
-  pulls: string[];
-  builds: BuildOptions[];
-  pull: (ref: string, onLine?: (line: string) => void, options?: { signal?: AbortSignal }) => Promise<void>;
-  failBuildOn?: string;
-  engine: DockerEngine;
-}
-
-function fakeEngine(): FakeEngine {
-  const fake: FakeEngine = {
-    images: new Map(),
-    pulls: [],
-    builds: [],
-    pull: async () => undefined,
-    engine: undefined as unknown as DockerEngine,
-  };
-  fake.engine = {
-    inspectImage: async (ref: string) => fake.images.get(ref),
-    pullImage: async (ref: string, onLine?: (line: string) => void, options?: { signal?: AbortSignal }) => {
-      fake.pulls.push(ref);
-      await fake.pull(ref, onLine, options);
-    },
-    buildImage: async (context: Readable, options: BuildOptions) => {
-      for await (const _chunk of context) {
-        // drain: the tar must be produced completely, as for the real daemon
-      }
-      fake.builds.push(options);
-      if (fake.failBuildOn && options.buildArgs.BASE === fake.failBuildOn)
-        throw new ImageError('apt-get: network unreachable');
-      const id = `sha256:${String(fake.builds.length).padStart(64, '0')}`;
-      fake.images.set(options.tag, {
-        id,
-        tags: [options.tag],
-        labels: options.labels,
-        user: 'sandbox',
-        env: [],
-        volumes: [],
-      });
-      return id;
-    },
-    removeImage: async () => true,
-  } as unknown as DockerEngine;
-  return fake;
-}
+const { fakeEngine } = await import('./fake-engine.js');
 
 let cache: string;
 const savedXdg = process.env.XDG_CACHE_HOME;
@@ -177,6 +130,16 @@ describe('ensureBaseImage', () => {
     expect(fake.builds.map((b) => b.buildArgs.BASE)).toEqual([
       'node:20-bookworm-slim',
       'sandbox-harness/rootfs-node:trixie',
+    ]);
+  });
+
+  it('builds the recipe on a bootstrapped root filesystem without network; only the registry path may have it', async () => {
+    const fake = fakeEngine();
+    fake.failBuildOn = 'node:20-bookworm-slim';
+    await ensureBaseImage('node', { engine: fake.engine });
+    expect(fake.builds.map((b) => [b.buildArgs.BASE, b.networkMode])).toEqual([
+      ['node:20-bookworm-slim', undefined],
+      ['sandbox-harness/rootfs-node:trixie', 'none'],
     ]);
   });
 

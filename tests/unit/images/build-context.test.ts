@@ -1,12 +1,15 @@
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmod, cp, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { chmod, cp, mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import tar from 'tar-stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ImageError } from '../../../src/errors.js';
+import { BuildRefused, ImageError } from '../../../src/errors.js';
 import { INJECTED_DOCKERFILE, scanBuildContext } from '../../../src/sandbox/docker/build-context.js';
+import { TOKENS } from '../../helpers/fake-secrets.js';
+import { rejection } from '../../helpers/rejection.js';
 
 interface TarItem {
   name: string;
@@ -343,5 +346,239 @@ describe('build context: tar stream', () => {
     await expect(scanBuildContext({ contextDir: repo, dockerfile: join(root, 'nope') })).rejects.toThrow(
       /Dockerfile .*nope does not exist/,
     );
+  });
+});
+
+describe('build context: in a git work tree', () => {
+  const git = (...args: string[]) =>
+    execFileSync('git', ['-c', 'user.email=t@example.com', '-c', 'user.name=t', ...args], {
+      cwd: repo,
+      stdio: 'pipe',
+      env: { PATH: process.env.PATH, HOME: root },
+    });
+
+  beforeEach(async () => {
+    git('init', '-q');
+    await put('.gitignore', ['node_modules/', '.venv/', 'ignored/', '*.log', 'dist/'].join('\n'));
+    await put('src/app.js');
+    git('add', '.gitignore', 'src/app.js');
+    await put('notes.md'); // untracked, not ignored
+    await put('ignored/local-config.yaml', 'not for the image\n');
+    await put('debug.log');
+    await put('dist/bundle.js');
+    await put('node_modules/left-pad/index.js');
+    await put('packages/a/index.js');
+    await put('packages/a/node_modules/dep/index.js');
+    await put('.venv/lib/site.py');
+  });
+
+  it('takes tracked and untracked-but-not-ignored files, plus node_modules and .venv even when ignored', async () => {
+    const context = await scanBuildContext({ contextDir: repo, dockerfile });
+    expect(context.fileSource).toBe('git');
+    expect([...context.snapshot.keys()].sort()).toEqual(
+      [
+        '.gitignore',
+        '.venv/lib/site.py',
+        'node_modules/left-pad/index.js',
+        'notes.md',
+        'packages/a/index.js',
+        'packages/a/node_modules/dep/index.js',
+        'src/app.js',
+      ].sort(),
+    );
+    // Ignored folders are not even walked: they cannot add folders to the image.
+    expect(context.directories).not.toContain('dist');
+    expect(context.directories).not.toContain('ignored');
+  });
+
+  it('still applies .dockerignore and the secret names on top of git', async () => {
+    await put('.dockerignore', 'notes.md\n');
+    await put('config/.ENV.production', 'X=1\n');
+    git('add', '-f', 'config/.ENV.production');
+    const context = await scanBuildContext({ contextDir: repo, dockerfile });
+    expect(context.snapshot.has('notes.md')).toBe(false);
+    expect(context.snapshot.has('config/.ENV.production')).toBe(false);
+    expect(context.skipped).toContainEqual(expect.objectContaining({ path: 'config/.ENV.production' }));
+  });
+
+  it('takes a nested repository (or submodule) whole', async () => {
+    await put('vendor/lib/index.js');
+    execFileSync('git', ['init', '-q'], { cwd: join(repo, 'vendor/lib') });
+    const context = await scanBuildContext({ contextDir: repo, dockerfile });
+    expect(context.snapshot.has('vendor/lib/index.js')).toBe(true);
+    expect(context.snapshot.has('vendor/lib/.git/HEAD')).toBe(false);
+  });
+
+  it('lists a sub-folder of a work tree relative to itself', async () => {
+    const context = await scanBuildContext({ contextDir: join(repo, 'packages', 'a'), dockerfile });
+    expect(context.fileSource).toBe('git');
+    expect([...context.snapshot.keys()].sort()).toEqual(['index.js', 'node_modules/dep/index.js']);
+  });
+
+  it("never runs a program the repo's git config names (core.fsmonitor)", async () => {
+    const marker = join(root, 'fsmonitor-ran');
+    await writeFile(join(root, 'monitor.sh'), `#!/bin/sh\ntouch ${marker}\n`);
+    await chmod(join(root, 'monitor.sh'), 0o755);
+    git('config', 'core.fsmonitor', join(root, 'monitor.sh'));
+    const context = await scanBuildContext({ contextDir: repo, dockerfile });
+    expect(context.snapshot.has('src/app.js')).toBe(true);
+    await expect(stat(marker)).rejects.toThrow();
+    // The same config does run the program for an ordinary git call: the test can fail.
+    git('status', '--porcelain');
+    await expect(stat(marker)).resolves.toBeTruthy();
+  });
+
+  it("ignores the caller's GIT_* variables (a git hook running the harness sets GIT_DIR)", async () => {
+    await put('ignored/forced.txt');
+    git('add', '-f', 'ignored/forced.txt');
+    const other = join(root, 'other');
+    await mkdir(other);
+    execFileSync('git', ['init', '-q'], { cwd: other });
+    await writeFile(join(root, 'excludes'), 'notes.md\n');
+    const injected = {
+      GIT_DIR: join(other, '.git'),
+      GIT_CONFIG_COUNT: '1',
+      GIT_CONFIG_KEY_0: 'core.excludesFile',
+      GIT_CONFIG_VALUE_0: join(root, 'excludes'),
+    };
+    const saved = Object.fromEntries(Object.keys(injected).map((k) => [k, process.env[k]]));
+    Object.assign(process.env, injected);
+    try {
+      const context = await scanBuildContext({ contextDir: repo, dockerfile });
+      expect(context.snapshot.has('notes.md')).toBe(true);
+      expect(context.snapshot.has('ignored/forced.txt')).toBe(true);
+    } finally {
+      for (const [k, v] of Object.entries(saved)) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+    }
+  });
+
+  it.runIf(process.getuid?.() === 0)(
+    "lists a repo owned by another user (dubious ownership) without changing the user's git config",
+    async () => {
+      execFileSync('chown', ['-R', '4321:4321', repo]);
+      const context = await scanBuildContext({ contextDir: repo, dockerfile });
+      expect(context.fileSource).toBe('git');
+      expect(context.snapshot.has('ignored/local-config.yaml')).toBe(false);
+      await expect(stat(join(root, '.gitconfig'))).rejects.toThrow();
+    },
+  );
+
+  it('uses the folder rules, with a warning, when the enclosing repo ignores the whole folder', async () => {
+    await put('ignored/service/src/main.js');
+    const warnings: string[] = [];
+    const context = await scanBuildContext({
+      contextDir: join(repo, 'ignored', 'service'),
+      dockerfile,
+      onWarning: (w) => warnings.push(w),
+    });
+    expect(context.fileSource).toBe('folder');
+    expect([...context.snapshot.keys()]).toEqual(['src/main.js']);
+    expect(warnings.join('\n')).toMatch(/git lists no file in it/);
+  });
+});
+
+describe('build context: secrets in file contents', () => {
+  const scan = (extra: Partial<Parameters<typeof scanBuildContext>[0]> = {}) =>
+    scanBuildContext({ contextDir: repo, dockerfile, secretScanCache: false, ...extra });
+
+  const refusal = (extra: Partial<Parameters<typeof scanBuildContext>[0]> = {}) =>
+    rejection(scan(extra), BuildRefused);
+
+  it('refuses a private key under an innocent name, listing file:line and how to exclude it, never the key', async () => {
+    await put('src/app.js');
+    await put('config/deploy.txt', `# deploy key\n${TOKENS['a private key (PEM block)']}\n`);
+    await put(
+      'src/settings.js',
+      `export const a = 1;\nexport const b = 2;\nconst t = '${TOKENS['a GitHub token']}';\n`,
+    );
+    const error = await refusal();
+    expect(error.message).toContain('config/deploy.txt:2: a private key (PEM block)');
+    expect(error.message).toContain('src/settings.js:3: a GitHub token');
+    expect(error.hint).toMatch(/\.dockerignore/);
+    expect(error.hint).toMatch(/sandbox\.build\.exclude/);
+    const everything = `${error.message}\n${error.hint}\n${JSON.stringify(error.details)}`;
+    expect(everything).not.toContain(TOKENS['a GitHub token']!.slice(4, 24));
+    expect(everything).not.toContain(TOKENS['a private key (PEM block)']!.split('\n')[1]!.slice(0, 24));
+  });
+
+  it('builds once the file is excluded by .dockerignore or by the caller (catalog sandbox.build.exclude)', async () => {
+    await put('src/app.js');
+    await put('fixtures/keys/test.txt', `${TOKENS['a private key (PEM block)']}\n`);
+    await expect(scan({ extraExcludes: ['fixtures/keys'] })).resolves.toBeTruthy();
+    await put('.dockerignore', 'fixtures/keys/**\n');
+    const context = await scan();
+    expect(context.snapshot.has('fixtures/keys/test.txt')).toBe(false);
+  });
+
+  it('in node_modules, lets test keys of packages through but not provider tokens', async () => {
+    await put('node_modules/ssh2/test/fixtures/host_key.txt', `${TOKENS['a private key (PEM block)']}\n`);
+    await expect(scan()).resolves.toBeTruthy();
+    await put('node_modules/leaky/config.js', `module.exports = '${TOKENS['an npm token']}';\n`);
+    expect((await refusal()).message).toContain('node_modules/leaky/config.js:1: an npm token');
+  });
+
+  it('scans a Dockerfile from outside the repo too (its ENV lines end up in the image)', async () => {
+    await put('src/app.js');
+    await writeFile(dockerfile, `FROM scratch\nENV TOKEN=${TOKENS['an Anthropic API key']}\n`);
+    expect((await refusal()).message).toContain(`${dockerfile}:2: an Anthropic API key`);
+  });
+
+  it('scans large files in chunks, with the right line', async () => {
+    const lines = Array.from({ length: 60_000 }, (_, i) => `line ${i} ${'x'.repeat(20)}`);
+    lines[45_000] = `key = "${TOKENS['an AWS access key id']}"`;
+    await put('data/big.txt', lines.join('\n'));
+    expect((await refusal()).message).toContain('data/big.txt:45001: an AWS access key id');
+  });
+
+  it('remembers clean files between scans, and a file that changes is scanned again', async () => {
+    const cache = join(root, 'clean.txt');
+    await put('src/app.js', 'console.log(1)\n');
+    await scan({ secretScanCache: cache });
+    const remembered = await readFile(cache, 'utf8');
+    expect(remembered).toContain(createHash('sha256').update('console.log(1)\n').digest('hex'));
+    await put('src/app.js', `console.log('${TOKENS['an OpenAI API key']}')\n`);
+    expect((await refusal({ secretScanCache: cache })).message).toContain('src/app.js:1: an OpenAI API key');
+    // A file with a hit is never remembered as clean.
+    expect(await readFile(cache, 'utf8')).toBe(remembered);
+  });
+
+  it('does not scan when asked not to (a context nothing is built from)', async () => {
+    await put('src/key.txt', `${TOKENS['a private key (PEM block)']}\n`);
+    await expect(scan({ secretScan: false })).resolves.toBeTruthy();
+  });
+});
+
+describe('build context: files the host reads', () => {
+  it('refuses a .dockerignore or a Dockerfile that is a symlink out of the repo', async () => {
+    const outside = join(root, 'host-file');
+    await writeFile(outside, 'FROM scratch\n');
+    await put('src/app.js');
+    await symlink(outside, join(repo, '.dockerignore'));
+    await expect(scanBuildContext({ contextDir: repo, dockerfile })).rejects.toThrow(
+      /^\.dockerignore is a symlink to .*host-file, outside the repo/,
+    );
+    await rm(join(repo, '.dockerignore'));
+    await symlink(outside, join(repo, 'Dockerfile.sandbox'));
+    const error = await rejection(
+      scanBuildContext({ contextDir: repo, dockerfile: 'Dockerfile.sandbox', dockerfileRoot: repo }),
+      BuildRefused,
+    );
+    expect(error.message).toMatch(
+      /^Dockerfile Dockerfile\.sandbox is a symlink to .*host-file, outside the repo/,
+    );
+  });
+
+  it('refuses a Dockerfile reached through a folder link out of its folder', async () => {
+    const hostDir = join(root, 'host-dir');
+    await mkdir(hostDir);
+    await writeFile(join(hostDir, 'Dockerfile'), 'FROM scratch\n');
+    await symlink(hostDir, join(repo, 'docker'));
+    await put('src/app.js');
+    await expect(
+      scanBuildContext({ contextDir: repo, dockerfile: 'docker/Dockerfile', dockerfileRoot: repo }),
+    ).rejects.toThrow(/^Dockerfile docker\/Dockerfile: docker is a symlink to .*host-dir, outside the repo/);
   });
 });

@@ -1,0 +1,126 @@
+/**
+ * Maker-checker: after an attempt is verified, an independent checker (its own provider
+ * session role, a fresh context, read-only tools, a throwaway sandbox made from the pristine
+ * image plus the verified change) reviews it against the ticket, the catalog rules and
+ * AGENTS.md and answers with a structured verdict. The implementer never judges its own
+ * work; `ready-for-review` needs the checker's approval when review is on.
+ */
+import { nestedSink } from '../agent/events.js';
+import { runAgentLoop } from '../agent/loop.js';
+import { buildReviewRequest, buildSystemPrompt, CHECKER_RULES } from '../agent/prompt.js';
+import { createReviewToolRegistry } from '../agent/tools/registry.js';
+import type { SubmittedReview } from '../agent/tools/submit-review.js';
+import { CATALOG_SANDBOX_PATH } from '../catalog/load.js';
+import { hostMode, type ChangeSet } from '../changes/change-set.js';
+import { changeSetPatch } from '../changes/patch.js';
+import type { Message, ModelProvider } from '../llm/types.js';
+import type { ReviewRecord } from '../runs/record.js';
+import type { Run } from './context.js';
+import { formatTestRun, tail, type TestRun } from './test-layers.js';
+
+export interface Review {
+  record: ReviewRecord;
+  /** What the next attempt's model is told, when changes were requested. */
+  feedback?: string;
+}
+
+/** The reasons, as the maker reads them next. */
+export function reviewFeedback(review: SubmittedReview): string {
+  return [
+    'Your change passed the tests in a fresh sandbox, but an independent reviewer requested changes:',
+    review.summary,
+    ...review.reasons.map(
+      (r) =>
+        `- ${[r.file, r.rule ? `rule ${r.rule}` : undefined].filter(Boolean).join(', ')}${r.file || r.rule ? ': ' : ''}${r.text}`,
+    ),
+    'Address every reason; the tests must still pass.',
+  ].join('\n');
+}
+
+export async function reviewChange(
+  run: Run,
+  checker: ModelProvider,
+  n: number,
+  round: number,
+  changeSet: ChangeSet,
+  tests: TestRun,
+  repoAgentsMd: string | undefined,
+): Promise<Review> {
+  const started = Date.now();
+  const review = run.catalog.catalog.agent.review;
+  run.progress.detail(`attempt ${n}: an independent checker reviews the change (round ${round})`);
+  const box = await run.sandboxes.create(`review-${n}`, {}, true);
+  const capture: { review?: SubmittedReview } = {};
+  const messages: Message[] = [];
+  try {
+    await box.writeFiles(
+      changeSet.entries
+        .filter((e) => e.content !== undefined)
+        .map((e) => ({ path: e.path, content: e.content!, mode: hostMode(e.mode ?? 0o644) & 0o777 })),
+      { signal: run.signal },
+    );
+    const system = buildSystemPrompt({
+      harnessRules: CHECKER_RULES,
+      ...(repoAgentsMd ? { repoAgentsMd } : {}),
+      rules: Object.entries(run.catalog.catalog.rules).map(([name, rule]) => ({ name, ...rule })),
+      editableFiles: run.catalog.catalog.agent.editableFiles,
+      testCommands: run.record.testCommand.map((l) => l.command),
+      catalogPathInSandbox: CATALOG_SANDBOX_PATH,
+    });
+    run.transcript.push({ attempt: n, role: 'checker', system, messages });
+    const loop = await runAgentLoop({
+      sandbox: box,
+      provider: checker,
+      tools: createReviewToolRegistry(capture, {
+        defaultCommandTimeoutSec: run.catalog.catalog.sandbox.timeouts.commandSec,
+      }),
+      system,
+      firstUserMessage: buildReviewRequest({
+        ticket: { id: run.ticket.id, title: run.ticket.title, body: run.ticket.body },
+        patch: changeSetPatch(changeSet),
+        testOutput: tail(formatTestRun(tests), 4096),
+      }),
+      limits: { maxTurns: review?.maxTurns ?? 12 },
+      events: nestedSink(run.events, 'checker', `review-${n}`),
+      signal: run.signal,
+      attempt: n,
+      messages,
+    });
+    run.record.turns += loop.turns;
+    run.record.tokens.input += loop.usage.inputTokens;
+    run.record.tokens.output += loop.usage.outputTokens;
+    // A checker that gave no verdict has not approved.
+    const submitted: SubmittedReview = capture.review ?? {
+      verdict: 'request-changes',
+      summary: `the checker gave no verdict (its loop ended: ${loop.status})`,
+      reasons: [{ text: 'no review was submitted' }],
+    };
+    const record: ReviewRecord = {
+      round,
+      verdict: submitted.verdict,
+      summary: submitted.summary,
+      reasons: submitted.reasons.map((r) => ({
+        ...(r.file ? { file: r.file } : {}),
+        ...(r.rule ? { rule: r.rule } : {}),
+        text: r.text,
+      })),
+      turns: loop.turns,
+      inputTokens: loop.usage.inputTokens,
+      outputTokens: loop.usage.outputTokens,
+      durationMs: Date.now() - started,
+    };
+    run.events.emit({
+      kind: 'review',
+      attempt: n,
+      status: submitted.verdict,
+      durationMs: record.durationMs,
+      message: submitted.summary,
+    });
+    return {
+      record,
+      ...(submitted.verdict === 'request-changes' ? { feedback: reviewFeedback(submitted) } : {}),
+    };
+  } finally {
+    await run.sandboxes.release(box);
+  }
+}

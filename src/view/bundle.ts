@@ -1,0 +1,448 @@
+/**
+ * The run bundle: everything one run folder says, read defensively and put in the shape the
+ * run page shows (per attempt: conversations, gate, reviews, diff, verification output,
+ * timings, containers). Files that are missing, links, or unreadable become a note in
+ * `problems`, never an exception: a page over a damaged run still shows what is left.
+ * Records are read field by field (not with the harness's own schema), so a record of an
+ * older or newer harness still shows whatever it has.
+ */
+import { join } from 'node:path';
+import type { HarnessEvent } from '../agent/events.js';
+import {
+  asArray,
+  asBoolean,
+  asNumber,
+  asObject,
+  asString,
+  asStrings,
+  parseJson,
+  parseJsonLines,
+  showJson,
+  type JsonObject,
+} from './json.js';
+import { listFolders, readConfined } from './safe-fs.js';
+import {
+  LIMITS,
+  readRunRecord,
+  runParts,
+  runsDirOf,
+  slugOf,
+  summariseRecord,
+  type RunSummary,
+  type ViewSource,
+} from './source.js';
+
+export interface FileText {
+  text: string;
+  bytes: number;
+  /** Bytes the viewer left out of the middle (0: the whole file is in `text`). */
+  omitted: number;
+}
+
+/** An event of the run's log as read back: the harness's fields, each possibly missing. */
+export type ViewEvent = Partial<Omit<HarnessEvent, 'kind' | 'tokens'>> & {
+  kind: string;
+  tokens?: { input?: number; output?: number };
+};
+
+export interface ContainerView {
+  role?: string;
+  id?: string;
+  kept?: boolean;
+  /** Which Docker engine holds it, when the run says (a fleet). */
+  engine?: string;
+}
+
+export type ConversationItem =
+  | { kind: 'text'; role: string; turn: number; text: string }
+  | { kind: 'tool_use'; role: string; turn: number; id: string; name: string; input: unknown }
+  | {
+      kind: 'tool_result';
+      role: string;
+      turn: number;
+      toolUseId: string;
+      /** Name of the tool_use it answers. */
+      tool?: string;
+      content: string;
+      isError?: boolean;
+      /** From the event log: the recorded facts of the call. */
+      exitCode?: number;
+      durationMs?: number;
+    }
+  | { kind: 'other'; role: string; turn: number; raw: string };
+
+/** A sub-agent's conversation, started by a `delegate` call of the conversation it sits in. */
+export interface DelegationView {
+  toolUseId: string;
+  status?: string;
+  turns?: number;
+  items: ConversationItem[];
+}
+
+/** One agent's conversation in an attempt (the maker, a checker, ...). */
+export interface ConversationView {
+  /** `maker`, `checker`, ... as recorded; absent in older transcripts. */
+  role?: string;
+  system?: string;
+  items: ConversationItem[];
+  delegations: DelegationView[];
+}
+
+export interface ReviewView {
+  round?: number;
+  verdict?: string;
+  summary?: string;
+  reasons: { file?: string; rule?: string; text?: string }[];
+}
+
+export interface GateView {
+  ok?: boolean;
+  offences: { path?: string; kind?: string; why?: string }[];
+}
+
+export interface AttemptView {
+  n: number;
+  verdict?: string;
+  agentStatus?: string;
+  turns?: number;
+  inputTokens?: number;
+  outputTokens?: number;
+  durationMs?: number;
+  changedFiles: string[];
+  /** How many files changed when `changedFiles` was cut short. */
+  changedCount?: number;
+  failingLayer?: string;
+  feedback?: string;
+  /** The attempt's own one-line account, when recorded. */
+  message?: string;
+  containers: ContainerView[];
+  /** Empty when the transcript has no entry for this attempt. */
+  conversations: ConversationView[];
+  /** The gate's decision as recorded on the attempt (offending paths and why). */
+  gateRecord?: GateView;
+  /** The gate's event (status and message), for records without `gateRecord`. */
+  gate?: ViewEvent;
+  reviews: ReviewView[];
+  verify?: ViewEvent;
+  rejection?: FileText;
+  patch?: FileText;
+  testOutput?: FileText;
+  events: ViewEvent[];
+}
+
+export interface RunBundle {
+  summary: RunSummary;
+  /** Absolute path of the run folder (for the reader; never used to read). */
+  dir: string;
+  /** Absolute folder of runs, for `sandbox-harness shell <id> --runs-dir <dir>`. */
+  runsDir: string;
+  message?: string;
+  /** What went wrong when the harness itself failed. */
+  error?: { code?: string; category?: string; message?: string };
+  provider?: string;
+  model?: string;
+  checker?: string;
+  engine?: string;
+  image?: string;
+  catalog?: string;
+  catalogHash?: string;
+  repoDir?: string;
+  keep?: string;
+  applied?: boolean;
+  applyError?: string;
+  finishedAt?: string;
+  exitCode?: number;
+  harnessVersion?: string;
+  baseline?: { failing?: boolean; failingLayer?: string; durationMs?: number; reusedFrom?: string };
+  testCommand: { name?: string; command?: string }[];
+  containers: ContainerView[];
+  ticket?: FileText;
+  baselineOutput?: FileText;
+  finalPatch?: FileText;
+  attempts: AttemptView[];
+  events: ViewEvent[];
+  problems: string[];
+}
+
+/** Attempt folders beyond this are not shown: no real run has them. */
+const MAX_ATTEMPTS = 200;
+
+function objects(value: unknown): JsonObject[] {
+  return asArray(value)
+    .map(asObject)
+    .filter((o): o is JsonObject => o !== undefined);
+}
+
+function containersOf(value: unknown): ContainerView[] {
+  return objects(value).map((c) => ({
+    role: asString(c.role),
+    id: asString(c.id),
+    kept: asBoolean(c.kept),
+    engine: asString(c.engine),
+  }));
+}
+
+function eventOf(e: JsonObject): ViewEvent {
+  const tokens = asObject(e.tokens);
+  return {
+    kind: asString(e.kind) ?? '?',
+    time: asString(e.time),
+    attempt: asNumber(e.attempt),
+    turn: asNumber(e.turn),
+    tool: asString(e.tool),
+    toolUseId: asString(e.toolUseId),
+    durationMs: asNumber(e.durationMs),
+    exitCode: asNumber(e.exitCode),
+    isError: asBoolean(e.isError),
+    status: asString(e.status),
+    message: asString(e.message),
+    ...(tokens ? { tokens: { input: asNumber(tokens.input), output: asNumber(tokens.output) } } : {}),
+    stopReason: asString(e.stopReason),
+    agent: asString(e.agent),
+    parent: asString(e.parent),
+  };
+}
+
+/**
+ * One agent's messages as a flat list of what was said and done, turn by turn. `events`
+ * are that agent's own: a sub-agent's tool ids repeat the main agent's (t1, t2, ...).
+ */
+function conversationOf(messages: unknown, events: ViewEvent[]): ConversationItem[] {
+  const items: ConversationItem[] = [];
+  const toolNames = new Map<string, string>();
+  let turn = 0;
+  for (const value of asArray(messages)) {
+    const message = asObject(value);
+    const role = asString(message?.role) ?? '?';
+    if (role === 'assistant') turn++;
+    const content = message?.content;
+    // Some providers' transcripts could hold a plain string; show it as text.
+    if (typeof content === 'string') {
+      items.push({ kind: 'text', role, turn, text: content });
+      continue;
+    }
+    for (const raw of asArray(content)) {
+      const b = asObject(raw);
+      const type = asString(b?.type);
+      if (b && type === 'text') {
+        items.push({ kind: 'text', role, turn, text: asString(b.text) ?? showJson(b.text) });
+      } else if (b && type === 'tool_use') {
+        const id = asString(b.id) ?? '';
+        const name = asString(b.name) ?? '?';
+        toolNames.set(id, name);
+        items.push({ kind: 'tool_use', role, turn, id, name, input: b.input });
+      } else if (b && type === 'tool_result') {
+        const toolUseId = asString(b.toolUseId) ?? asString(b.tool_use_id) ?? '';
+        const fact = events.find((e) => e.kind === 'tool_call' && e.toolUseId === toolUseId);
+        items.push({
+          kind: 'tool_result',
+          role,
+          turn,
+          toolUseId,
+          tool: toolNames.get(toolUseId),
+          content: showJson(b.content),
+          isError: asBoolean(b.isError),
+          exitCode: fact?.exitCode,
+          durationMs: fact?.durationMs,
+        });
+      } else {
+        items.push({ kind: 'other', role, turn, raw: showJson(raw) });
+      }
+    }
+  }
+  return items;
+}
+
+function conversationViewOf(entry: JsonObject, attemptEvents: ViewEvent[]): ConversationView {
+  return {
+    role: asString(entry.role),
+    system: asString(entry.system),
+    items: conversationOf(
+      entry.messages,
+      attemptEvents.filter((e) => e.parent === undefined),
+    ),
+    delegations: objects(entry.delegations).map((d) => {
+      const toolUseId = asString(d.toolUseId) ?? '';
+      return {
+        toolUseId,
+        status: asString(d.status),
+        turns: asNumber(d.turns),
+        items: conversationOf(
+          d.messages,
+          attemptEvents.filter((e) => e.parent === toolUseId),
+        ),
+      };
+    }),
+  };
+}
+
+function gateOf(value: unknown): GateView | undefined {
+  const gate = asObject(value);
+  if (!gate) return undefined;
+  return {
+    ok: asBoolean(gate.ok),
+    offences: objects(gate.offences).map((o) => ({
+      path: asString(o.path),
+      kind: asString(o.kind),
+      why: asString(o.why),
+    })),
+  };
+}
+
+function reviewsOf(value: unknown): ReviewView[] {
+  return objects(value).map((r) => ({
+    round: asNumber(r.round),
+    verdict: asString(r.verdict),
+    summary: asString(r.summary),
+    reasons: objects(r.reasons).map((x) => ({
+      file: asString(x.file),
+      rule: asString(x.rule),
+      text: asString(x.text),
+    })),
+  }));
+}
+
+export async function loadRunBundle(source: ViewSource, folder: string): Promise<RunBundle> {
+  const base = runParts(source, folder);
+  const problems: string[] = [];
+  const readText = async (parts: string[], limit = LIMITS.text): Promise<FileText | undefined> => {
+    const read = await readConfined(source.root, [...base, ...parts], limit);
+    if (read.status === 'refused') problems.push(`${parts.join('/')} not read: ${read.reason}`);
+    if (read.status !== 'ok') return undefined;
+    return { text: read.text, bytes: read.bytes, omitted: read.omitted };
+  };
+
+  const recordRead = await readRunRecord(source, folder);
+  const record: JsonObject = 'record' in recordRead ? recordRead.record : {};
+  const summary: RunSummary =
+    'record' in recordRead
+      ? summariseRecord(folder, record)
+      : { folder, slug: slugOf(folder), problem: recordRead.problem };
+  if ('problem' in recordRead) problems.push(recordRead.problem);
+
+  const eventsText = await readText(['events.jsonl'], LIMITS.events);
+  const parsedEvents = parseJsonLines(eventsText?.text ?? '');
+  if (parsedEvents.bad > 0)
+    problems.push(`events.jsonl: ${parsedEvents.bad} line(s) that are not JSON objects`);
+  const events = parsedEvents.values.map(eventOf);
+
+  const transcriptText = await readText(['transcript.json'], LIMITS.transcript);
+  let transcript: JsonObject[] = [];
+  if (transcriptText && transcriptText.omitted > 0) {
+    problems.push(`transcript.json is over ${LIMITS.transcript} bytes: the conversation is not shown`);
+  } else if (transcriptText) {
+    const parsed = parseJson(transcriptText.text);
+    if (!parsed.ok) problems.push(`transcript.json is not valid JSON: ${parsed.error}`);
+    else transcript = objects(parsed.value);
+  }
+
+  const recordAttempts = objects(record.attempts);
+  const numbers = new Set<number>();
+  for (const a of recordAttempts) {
+    const n = asNumber(a.n);
+    if (n !== undefined && Number.isInteger(n) && n > 0) numbers.add(n);
+  }
+  for (const t of transcript) {
+    const n = asNumber(t.attempt);
+    if (n !== undefined && Number.isInteger(n) && n > 0) numbers.add(n);
+  }
+  for (const name of await listFolders(source.root, [...base, 'attempts'])) {
+    if (/^[1-9]\d{0,3}$/.test(name)) numbers.add(Number(name));
+  }
+  const sorted = [...numbers].sort((a, b) => a - b);
+  if (sorted.length > MAX_ATTEMPTS)
+    problems.push(`${sorted.length} attempts; only the first ${MAX_ATTEMPTS} are shown`);
+
+  const attempts: AttemptView[] = [];
+  for (const n of sorted.slice(0, MAX_ATTEMPTS)) {
+    const a = recordAttempts.find((r) => asNumber(r.n) === n) ?? {};
+    const attemptEvents = events.filter((e) => e.attempt === n);
+    const dir = ['attempts', String(n)];
+    const gateRecord = gateOf(a.gate);
+    attempts.push({
+      n,
+      verdict: asString(a.verdict),
+      agentStatus: asString(a.agentStop) ?? asString(a.agentStatus),
+      turns: asNumber(a.turns),
+      inputTokens: asNumber(a.inputTokens),
+      outputTokens: asNumber(a.outputTokens),
+      durationMs: asNumber(a.durationMs),
+      changedFiles: asStrings(a.changedFiles),
+      changedCount: asNumber(a.changedCount),
+      failingLayer: asString(a.failingLayer),
+      feedback: asString(a.feedback),
+      message: asString(a.message),
+      containers: containersOf(a.containers),
+      conversations: transcript
+        .filter((entry) => asNumber(entry.attempt) === n)
+        .map((entry) => conversationViewOf(entry, attemptEvents)),
+      ...(gateRecord ? { gateRecord } : {}),
+      gate: attemptEvents.find((e) => e.kind === 'gate' && e.parent === undefined),
+      reviews: reviewsOf(a.reviews),
+      verify: attemptEvents.find((e) => e.kind === 'verify'),
+      rejection: await readText([...dir, 'rejection.txt']),
+      patch: await readText([...dir, 'patch.diff']),
+      testOutput: await readText([...dir, 'test-output.txt']),
+      events: attemptEvents,
+    });
+  }
+
+  const image = asObject(record.image);
+  const catalog = asObject(record.catalog);
+  const provider = asObject(record.provider);
+  const checker = asObject(record.checker);
+  const baseline = asObject(record.baseline);
+  const error = asObject(record.error);
+  return {
+    summary,
+    dir: join(source.root, ...base),
+    runsDir: runsDirOf(source),
+    message: asString(record.message),
+    ...(error
+      ? {
+          error: {
+            code: asString(error.code),
+            category: asString(error.category),
+            message: asString(error.message),
+          },
+        }
+      : {}),
+    provider: asString(provider?.name),
+    model: asString(provider?.model),
+    checker: checker
+      ? [asString(checker.name), asString(checker.model)].filter(Boolean).join(' ')
+      : undefined,
+    engine: asString(record.engine),
+    image: asString(image?.tag),
+    catalog: asString(catalog?.name),
+    catalogHash: asString(catalog?.hash),
+    repoDir: asString(record.repoDir),
+    keep: asString(record.keep),
+    applied: asBoolean(record.applied),
+    applyError: asString(record.applyError),
+    finishedAt: asString(record.finishedAt),
+    exitCode: asNumber(record.exitCode),
+    harnessVersion: asString(record.harnessVersion),
+    ...(baseline
+      ? {
+          baseline: {
+            failing: asBoolean(baseline.failing),
+            failingLayer: asString(baseline.failingLayer),
+            durationMs: asNumber(baseline.durationMs),
+            reusedFrom: asString(baseline.reusedFrom),
+          },
+        }
+      : {}),
+    testCommand: objects(record.testCommand).map((c) => ({
+      name: asString(c.name),
+      command: asString(c.command),
+    })),
+    containers: containersOf(record.containers),
+    ticket: await readText(['ticket.md']),
+    baselineOutput: await readText(['baseline-test-output.txt']),
+    finalPatch: await readText(['patch.diff']),
+    attempts,
+    events,
+    problems,
+  };
+}

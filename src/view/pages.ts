@@ -1,0 +1,546 @@
+/**
+ * The viewer's three pages, rendered from loaded data to HTML strings: the list of runs or
+ * trials (filterable by outcome and task, on the server and without JavaScript), one run
+ * (per attempt: conversation, gate, diff, verification output, timings, containers), and an
+ * eval (the report's charts and tables, every trial linked to its run). Every value is
+ * escaped through `html.ts`; links are built only from slugs (`source.ts`).
+ */
+import { renderReportSections } from '../evals/report.js';
+import type { EvalSummary, SummaryComparison } from '../evals/summary.js';
+import { shellJoin } from '../sandbox/shell.js';
+import type {
+  AttemptView,
+  ConversationItem,
+  ConversationView,
+  FileText,
+  ReviewView,
+  RunBundle,
+  ViewEvent,
+} from './bundle.js';
+import {
+  attr,
+  badge,
+  block,
+  COLLAPSE,
+  dash,
+  diffHtml,
+  formatBytes,
+  formatMs,
+  hasCutMark,
+  spell,
+  table,
+  text,
+  type Column,
+  type Row,
+} from './html.js';
+import { showJson } from './json.js';
+import { page } from './layout.js';
+
+export interface PageContext {
+  /** What is being viewed, shown at the top of every page. */
+  where: string;
+  evalLink: boolean;
+  exported: boolean;
+}
+
+// ---------------------------------------------------------------------------------------
+// The list
+
+export interface ListRow {
+  id: string;
+  /** Relative to index.html; absent when the run has no folder to show. */
+  href?: string;
+  task?: string;
+  trial?: number;
+  /** Outcome (runs) or category (trials), as recorded. */
+  result?: string;
+  attempts?: number;
+  turns?: number;
+  tokens?: number;
+  durationMs?: number;
+  startedAt?: string;
+  note?: string;
+}
+
+export interface ListFilters {
+  outcome?: string;
+  task?: string;
+}
+
+export interface ListPage {
+  heading: string;
+  intro?: string;
+  rows: ListRow[];
+  filters: ListFilters;
+}
+
+function matches(row: ListRow, filters: ListFilters): boolean {
+  return (
+    (!filters.outcome || spell(row.result ?? '') === filters.outcome) &&
+    (!filters.task || spell(row.task ?? '') === filters.task)
+  );
+}
+
+function filterSelect(
+  name: string,
+  label: string,
+  values: (string | undefined)[],
+  chosen: string | undefined,
+): string {
+  const counts = new Map<string, number>();
+  for (const v of values)
+    if (v !== undefined && v !== '') counts.set(spell(v), (counts.get(spell(v)) ?? 0) + 1);
+  const options = [...counts.entries()]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(
+      ([value, count]) =>
+        `<option value="${attr(value)}"${value === chosen ? ' selected' : ''}>${text(value)} (${count})</option>`,
+    );
+  return (
+    `<label>${text(label)}<select name="${name}"><option value="">all (${values.length})</option>` +
+    `${options.join('')}</select></label>`
+  );
+}
+
+const RUN_COLUMNS: Column[] = [
+  { label: 'run' },
+  { label: 'task' },
+  { label: 'trial', numeric: true },
+  { label: 'outcome' },
+  { label: 'attempts', numeric: true },
+  { label: 'turns', numeric: true },
+  { label: 'tokens', numeric: true },
+  { label: 'duration', numeric: true },
+  { label: 'started' },
+];
+
+/** Runs or trials, one per row, linked to their pages; rows the filters leave out are hidden. */
+function runsTable(list: ListRow[], filters: ListFilters = {}): string {
+  const rows: Row[] = list.map((r) => ({
+    attrs:
+      ` data-outcome="${attr(r.result ?? '')}" data-task="${attr(r.task ?? '')}"` +
+      (matches(r, filters) ? '' : ' hidden'),
+    cells: [
+      (r.href ? `<a href="${attr(r.href)}">${text(r.id)}</a>` : text(r.id)) +
+        (r.note ? `<br><span class="muted">${text(r.note)}</span>` : ''),
+      text(dash(r.task)),
+      text(dash(r.trial)),
+      badge(r.result),
+      text(dash(r.attempts)),
+      text(dash(r.turns)),
+      text(dash(r.tokens)),
+      text(formatMs(r.durationMs)),
+      text(dash(r.startedAt)),
+    ],
+  }));
+  return table(RUN_COLUMNS, rows);
+}
+
+export function renderListPage(list: ListPage, ctx: PageContext): string {
+  const shown = list.rows.filter((r) => matches(r, list.filters)).length;
+  const form =
+    `<form id="filters" class="filters" method="get" action="index.html">` +
+    filterSelect(
+      'outcome',
+      'outcome',
+      list.rows.map((r) => r.result),
+      list.filters.outcome,
+    ) +
+    filterSelect(
+      'task',
+      'task',
+      list.rows.map((r) => r.task),
+      list.filters.task,
+    ) +
+    `<button type="submit">Filter</button>` +
+    `<span class="muted">showing <b id="shown">${shown}</b> of ${list.rows.length}</span></form>` +
+    (ctx.exported
+      ? '<noscript><p class="muted">Filtering this exported copy needs JavaScript; <code>sandbox-harness view</code> filters without it.</p></noscript>'
+      : '');
+  const body = [
+    `<h1>${text(list.heading)}</h1>`,
+    list.intro ? `<p class="meta">${list.intro}</p>` : '',
+    form,
+    list.rows.length === 0 ? '<p>No runs recorded here yet.</p>' : runsTable(list.rows, list.filters),
+  ].join('\n');
+  return page({ title: list.heading, up: '', body, ...ctx });
+}
+
+// ---------------------------------------------------------------------------------------
+// One run
+
+function facts(entries: [string, string][]): string {
+  return `<dl class="facts">${entries.map(([k, v]) => `<dt>${text(k)}</dt><dd>${v}</dd>`).join('')}</dl>`;
+}
+
+function fileBlock(label: string, file: FileText | undefined, kind?: string): string {
+  if (!file) return '';
+  const note = file.omitted > 0 ? ` (${formatBytes(file.bytes)} file; the middle is left out)` : '';
+  return block(`${label}${note}`, file.text, {
+    ...(kind ? { kind } : {}),
+    ...(kind === 'diff' ? { html: diffHtml(file.text) } : {}),
+  });
+}
+
+function problemsBox(problems: string[]): string {
+  if (problems.length === 0) return '';
+  return `<div class="problems"><b>Not everything could be read:</b><ul>${problems
+    .map((p) => `<li>${text(p)}</li>`)
+    .join('')}</ul></div>`;
+}
+
+function inputField(input: unknown, name: string): string | undefined {
+  if (input === null || typeof input !== 'object') return undefined;
+  const value = (input as Record<string, unknown>)[name];
+  return typeof value === 'string' ? value : undefined;
+}
+
+function conversationItem(item: ConversationItem): string {
+  const turn = item.turn > 0 ? ` · turn ${item.turn}` : '';
+  switch (item.kind) {
+    case 'text': {
+      const who =
+        item.role === 'assistant' ? 'model' : item.role === 'user' ? 'harness (to the model)' : item.role;
+      const body =
+        item.role === 'assistant' && Buffer.byteLength(item.text) <= COLLAPSE.bytes
+          ? `<p class="prose">${text(item.text)}</p>`
+          : block(`${who} text`, item.text);
+      return `<div class="msg ${item.role === 'assistant' ? 'assistant' : 'user'}"><div class="who">${text(who + turn)}</div>${body}</div>`;
+    }
+    case 'tool_use': {
+      const command = inputField(item.input, 'command');
+      const path = inputField(item.input, 'path');
+      const headline = command !== undefined ? `<pre class="cmd">$ ${text(command)}</pre>` : '';
+      return (
+        `<div class="msg tool-call"><div class="who">tool call · <b class="tool-name">${text(item.name)}</b>` +
+        `${path !== undefined ? ` · ${text(path)}` : ''}${text(turn)}</div>${headline}` +
+        `${block(`input of ${item.name}`, showJson(item.input), { open: command === undefined })}</div>`
+      );
+    }
+    case 'tool_result': {
+      const bits = [
+        `result of ${item.tool ?? 'an unknown call'}`,
+        item.exitCode !== undefined ? `exit code ${item.exitCode}` : '',
+        item.durationMs !== undefined ? formatMs(item.durationMs) : '',
+        item.isError ? 'error' : '',
+      ].filter(Boolean);
+      const cut = hasCutMark(item.content) ? ' <span class="badge tone-warn">output cut</span>' : '';
+      return (
+        `<div class="msg tool-result${item.isError ? ' is-error' : ''}"><div class="who">${text(bits.join(' · '))}${cut}</div>` +
+        `${block(`output of ${item.tool ?? 'the call'}`, item.content)}</div>`
+      );
+    }
+    case 'other':
+      return `<div class="msg"><div class="who">${text(`${item.role}: unknown block${turn}`)}</div>${block('raw', item.raw)}</div>`;
+  }
+}
+
+function eventTable(events: ViewEvent[]): string {
+  if (events.length === 0) return '<p class="muted">No events recorded.</p>';
+  const start = Date.parse(events[0]?.time ?? '');
+  const rows = events.map((e) => {
+    const at = Date.parse(e.time ?? '');
+    const offset =
+      Number.isFinite(at) && Number.isFinite(start) ? `+${((at - start) / 1000).toFixed(1)} s` : '-';
+    const tokens = e.tokens ? `${dash(e.tokens.input)}+${dash(e.tokens.output)}` : '';
+    return [
+      text(offset),
+      text(e.kind),
+      text(dash(e.attempt)),
+      text(dash(e.turn)),
+      text(dash(e.tool)),
+      text(e.durationMs === undefined ? '-' : formatMs(e.durationMs)),
+      text(dash(e.exitCode)),
+      text(tokens || '-'),
+      e.status ? badge(e.status) : '-',
+      text(dash(e.message)),
+    ];
+  });
+  const columns: Column[] = [
+    { label: 'at' },
+    { label: 'event' },
+    { label: 'attempt', numeric: true },
+    { label: 'turn', numeric: true },
+    { label: 'tool' },
+    { label: 'took', numeric: true },
+    { label: 'exit', numeric: true },
+    { label: 'tokens in+out' },
+    { label: 'status' },
+    { label: 'message' },
+  ];
+  return table(columns, rows);
+}
+
+function containersTable(bundle: RunBundle): string {
+  const seen = new Map<string, { role?: string; id: string; kept?: boolean; engine?: string }>();
+  for (const c of [...bundle.containers, ...bundle.attempts.flatMap((a) => a.containers)]) {
+    if (c.id === undefined) continue;
+    const known = seen.get(c.id);
+    seen.set(c.id, {
+      id: c.id,
+      role: c.role ?? known?.role,
+      kept: (known?.kept ?? false) || c.kept === true,
+      engine: c.engine ?? known?.engine,
+    });
+  }
+  const all = [...seen.values()];
+  if (all.length === 0) return '<p class="muted">No containers recorded.</p>';
+  const rows = all.map((c) => [
+    text(dash(c.role)),
+    `<code title="${attr(c.id)}">${text(c.id.slice(0, 12))}</code>`,
+    c.kept ? '<span class="badge tone-warn">kept</span>' : 'removed',
+    text(dash(c.engine)),
+  ]);
+  const kept = all.filter((c) => c.kept);
+  const id = bundle.summary.id;
+  const shell =
+    kept.length > 0 && id !== undefined
+      ? `<p>Open a shell in the kept attempt container (no network, the sandbox user):</p>` +
+        `<pre class="cmd">${text(shellJoin(['sandbox-harness', 'shell', id, '--runs-dir', bundle.runsDir]))}</pre>` +
+        `<p class="muted">Kept as recorded; <code>sandbox-harness inspect ${text(id)}</code> says whether it still exists (<code>gc</code> removes old ones).</p>`
+      : '';
+  return (
+    table([{ label: 'role' }, { label: 'container' }, { label: 'state' }, { label: 'engine' }], rows) + shell
+  );
+}
+
+function changedFiles(a: AttemptView): string {
+  if (a.changedFiles.length === 0) return a.changedCount ? text(`${a.changedCount} (not listed)`) : 'none';
+  const more =
+    a.changedCount !== undefined && a.changedCount > a.changedFiles.length
+      ? text(`, and ${a.changedCount - a.changedFiles.length} more`)
+      : '';
+  return a.changedFiles.map((f) => `<code>${text(f)}</code>`).join(', ') + more;
+}
+
+/** One agent's conversation, with the sub-agents it delegated to right after their call. */
+function conversationSection(c: ConversationView, named: boolean): string {
+  const out = [
+    `<h3>Conversation${named || (c.role && c.role !== 'maker') ? ` (${text(dash(c.role))})` : ''}</h3>`,
+  ];
+  if (c.system !== undefined) out.push(block('system prompt', c.system, { open: false }));
+  if (c.items.length === 0) out.push('<p class="muted">No messages.</p>');
+  for (const item of c.items) {
+    out.push(conversationItem(item));
+    if (item.kind !== 'tool_use') continue;
+    for (const d of c.delegations.filter((x) => x.toolUseId === item.id)) {
+      out.push(
+        `<details class="block delegation"><summary>${text(`sub-agent conversation: ${dash(d.status)}, ${dash(d.turns)} turns`)}</summary>` +
+          `<div class="nested">${d.items.map(conversationItem).join('\n')}</div></details>`,
+      );
+    }
+  }
+  return out.join('\n');
+}
+
+function gateHtml(a: AttemptView): string {
+  const g = a.gateRecord;
+  if (g) {
+    const head = badge(g.ok === undefined ? undefined : g.ok ? 'allowed' : 'rejected');
+    const why = a.gate?.message ? ` ${text(a.gate.message)}` : '';
+    const offences = g.offences.map(
+      (o) =>
+        `<li><code>${text(dash(o.path))}</code> ${text(o.kind ? `(${o.kind})` : '')}: ${text(dash(o.why))}</li>`,
+    );
+    return `<p>${head}${why}</p>${offences.length ? `<ul class="offences">${offences.join('')}</ul>` : ''}`;
+  }
+  return a.gate
+    ? `<p>${badge(a.gate.status)} ${text(dash(a.gate.message))}</p>`
+    : '<p class="muted">No gate decision recorded (the attempt ended before its change was checked).</p>';
+}
+
+function reviewHtml(r: ReviewView): string {
+  const reasons = r.reasons.map((x) => {
+    const where = [x.file, x.rule].filter((v): v is string => v !== undefined).join(', ');
+    return `<li>${where ? `<code>${text(where)}</code>: ` : ''}${text(dash(x.text))}</li>`;
+  });
+  return (
+    `<div class="review"><p>round ${text(dash(r.round))}: ${badge(r.verdict)} ${text(dash(r.summary))}</p>` +
+    `${reasons.length ? `<ul>${reasons.join('')}</ul>` : ''}</div>`
+  );
+}
+
+function attemptSection(a: AttemptView): string {
+  const out: string[] = [`<section class="attempt" id="attempt-${a.n}">`];
+  out.push(`<h2>Attempt ${a.n} ${badge(a.verdict)}</h2>`);
+  const tokens =
+    a.inputTokens === undefined && a.outputTokens === undefined
+      ? '-'
+      : `${dash(a.inputTokens)} in, ${dash(a.outputTokens)} out`;
+  out.push(
+    facts([
+      ['agent stopped', text(dash(a.agentStatus))],
+      ['turns', text(dash(a.turns))],
+      ['tokens', text(tokens)],
+      ['duration', text(formatMs(a.durationMs))],
+      ['changed files', changedFiles(a)],
+      ['failing test layer', text(dash(a.failingLayer))],
+      ...(a.message !== undefined ? ([['note', text(a.message)]] as [string, string][]) : []),
+    ]),
+  );
+
+  if (a.conversations.length === 0) {
+    out.push('<h3>Conversation</h3>', '<p class="muted">The transcript has no entry for this attempt.</p>');
+  }
+  for (const c of a.conversations) out.push(conversationSection(c, a.conversations.length > 1));
+
+  out.push('<h3>Gate</h3>', gateHtml(a));
+  out.push(fileBlock('why the change was rejected', a.rejection));
+  if (a.reviews.length > 0) out.push('<h3>Review</h3>', ...a.reviews.map(reviewHtml));
+
+  out.push('<h3>Diff</h3>');
+  out.push(
+    a.patch
+      ? `<div class="diff">${fileBlock(`attempts/${a.n}/patch.diff`, a.patch, 'diff')}</div>`
+      : '<p class="muted">No diff: the attempt changed no file.</p>',
+  );
+
+  out.push('<h3>Verification</h3>');
+  if (a.verify) {
+    out.push(
+      `<p>${badge(a.verify.status)} in a fresh sandbox, ${text(formatMs(a.verify.durationMs))}` +
+        `${a.verify.exitCode !== undefined ? `, exit code ${a.verify.exitCode}` : ''}${a.verify.message ? `, ${text(a.verify.message)}` : ''}</p>`,
+    );
+  }
+  out.push(
+    a.testOutput
+      ? `<div class="test-output">${fileBlock(`test output (attempts/${a.n}/test-output.txt)`, a.testOutput)}</div>`
+      : '<p class="muted">Not verified: there was no allowed change to test.</p>',
+  );
+  if (a.feedback !== undefined) out.push(block('feedback for the next attempt', a.feedback));
+
+  out.push('<h3>Timeline</h3>');
+  out.push(
+    `<details class="block"><summary>${a.events.length} events</summary>${eventTable(a.events)}</details>`,
+  );
+  out.push('</section>');
+  return out.join('\n');
+}
+
+export function renderRunPage(bundle: RunBundle, ctx: PageContext): string {
+  const s = bundle.summary;
+  const name = s.id ?? s.folder;
+  const out: string[] = [];
+  out.push(`<h1>Run ${text(name)} ${badge(s.outcome)}</h1>`);
+  if (s.id !== undefined && s.id !== s.folder) {
+    out.push(
+      `<p class="problems">run.json calls this run ${text(s.id)}, but its folder is ${text(s.folder)}.</p>`,
+    );
+  }
+  out.push(problemsBox(bundle.problems));
+  if (bundle.message !== undefined) out.push(`<p>${text(bundle.message)}</p>`);
+  if (bundle.error) {
+    const e = bundle.error;
+    out.push(
+      `<p class="problems">${text(`harness error ${dash(e.code)} (${dash(e.category)}): ${dash(e.message)}`)}</p>`,
+    );
+  }
+  const optional: [string, string][] = [];
+  if (bundle.checker !== undefined) optional.push(['checker', text(bundle.checker)]);
+  if (bundle.engine !== undefined) optional.push(['engine', text(bundle.engine)]);
+  out.push(
+    facts([
+      ['ticket', text(`${dash(s.task)}${s.title ? `: ${s.title}` : ''}`)],
+      ['model', text(`${dash(bundle.provider)} ${bundle.model ?? ''}`)],
+      ...optional,
+      [
+        'catalog',
+        text(`${dash(bundle.catalog)}${bundle.catalogHash ? ` (${bundle.catalogHash.slice(0, 12)})` : ''}`),
+      ],
+      ['image', text(dash(bundle.image))],
+      ['started', text(dash(s.startedAt))],
+      ['finished', text(dash(bundle.finishedAt))],
+      ['duration', text(formatMs(s.durationMs))],
+      ['turns', text(dash(s.turns))],
+      ['tokens', text(dash(s.tokens))],
+      ['exit code', text(dash(bundle.exitCode))],
+      ['keep policy', text(dash(bundle.keep))],
+      [
+        'applied',
+        text(
+          bundle.applied === undefined
+            ? '-'
+            : bundle.applied
+              ? 'yes'
+              : bundle.applyError
+                ? `no: ${bundle.applyError}`
+                : 'no',
+        ),
+      ],
+      [
+        'test command',
+        bundle.testCommand.map((c) => `<code>${text(dash(c.command))}</code>`).join(', ') || '-',
+      ],
+      ['run folder', `<code>${text(bundle.dir)}</code>`],
+    ]),
+  );
+  if (bundle.attempts.length > 0) {
+    out.push(
+      `<p>Attempts: ${bundle.attempts.map((a) => `<a href="#attempt-${a.n}">${a.n}</a> ${badge(a.verdict)}`).join(' · ')}</p>`,
+    );
+  }
+
+  out.push(
+    '<h2>Ticket</h2>',
+    bundle.ticket ? fileBlock('ticket.md', bundle.ticket) : '<p class="muted">No ticket.md.</p>',
+  );
+  out.push('<h2>Baseline</h2>');
+  out.push(
+    bundle.baseline
+      ? `<p>${bundle.baseline.failing === undefined ? '-' : bundle.baseline.failing ? `tests fail before any change${bundle.baseline.failingLayer ? ` (layer ${text(bundle.baseline.failingLayer)})` : ''}` : 'tests pass before any change'}, ${text(formatMs(bundle.baseline.durationMs))}` +
+          `${bundle.baseline.reusedFrom ? text(` (reused from run ${bundle.baseline.reusedFrom})`) : ''}</p>`
+      : '<p class="muted">No baseline recorded.</p>',
+  );
+  out.push(fileBlock('baseline test output', bundle.baselineOutput, undefined));
+  out.push('<h2>Containers</h2>', containersTable(bundle));
+  out.push(...bundle.attempts.map(attemptSection));
+  out.push('<h2>Final patch</h2>');
+  out.push(
+    bundle.finalPatch
+      ? fileBlock('patch.diff (verified)', bundle.finalPatch, 'diff')
+      : '<p class="muted">No verified patch.</p>',
+  );
+  out.push('<h2>All events</h2>');
+  out.push(
+    `<details class="block"><summary>${bundle.events.length} events</summary>${eventTable(bundle.events)}</details>`,
+  );
+  return page({ title: `Run ${name}`, up: '../', body: out.join('\n'), ...ctx });
+}
+
+// ---------------------------------------------------------------------------------------
+// An eval
+
+export interface EvalPage {
+  summary?: unknown;
+  comparison?: unknown;
+  problems: string[];
+  /** Every trial, linked when its run folder exists (hrefs relative to eval.html). */
+  rows: ListRow[];
+}
+
+function reportSections(summary: unknown, comparison: unknown): { html: string; problem?: string } {
+  if (summary === undefined) return { html: '', problem: 'no summary.json (the eval did not finish)' };
+  try {
+    // The report's own renderer escapes every value; a summary of another shape throws.
+    const sections = renderReportSections(
+      summary as EvalSummary,
+      comparison === undefined ? undefined : (comparison as SummaryComparison),
+    );
+    return { html: sections.join('\n') };
+  } catch (error) {
+    return { html: '', problem: `summary.json could not be shown as a report: ${(error as Error).message}` };
+  }
+}
+
+export function renderEvalPage(data: EvalPage, ctx: PageContext): string {
+  const report = reportSections(data.summary, data.comparison);
+  const problems = [...data.problems, ...(report.problem ? [report.problem] : [])];
+  const body = [
+    report.html ? '' : '<h1>Eval</h1>',
+    problemsBox(problems),
+    report.html,
+    '<h2>Trials</h2>',
+    data.rows.length ? runsTable(data.rows) : '<p class="muted">No trial results.</p>',
+  ].join('\n');
+  return page({ title: 'Eval report', up: '', body, ...ctx });
+}
