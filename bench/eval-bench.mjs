@@ -1,7 +1,9 @@
 /**
  * Eval benchmark: the offline example suite (`examples/evals/suite.yaml`, recorded model
- * sessions, real Docker) run by the built CLI, once with `--concurrency 1` and once with
- * `--concurrency 2`, on a throw-away copy of the example (the repo is never written to).
+ * sessions, real Docker) run by the built CLI on a throw-away copy of the example (the repo
+ * is never written to): the whole suite with `--concurrency 1`, then with `--concurrency 2`,
+ * then, for a like-for-like comparison with the reference results file (`targets.mjs`), a
+ * suite of only the tasks that file ran, with `--concurrency 2`.
  *
  * What each number means:
  *
@@ -11,37 +13,48 @@
  *   Node start-up and image preparation included.
  * - per trial, from its run record (`<out>/runs/<runId>/`):
  *   - `trialMs`: the trial's wall time as the eval recorded it (`results.jsonl` durationMs).
- *   - `modelMs`: the sum of `model_call` durations in `events.jsonl` (~0 with cassettes).
- *   - `testMs`: the catalog's test command: `run.json` `baseline.durationMs` when this trial
- *     measured the baseline (not when it reused another trial's, `reusedFrom`) plus, for each
- *     attempt that was verified, the `=== exit N after X.Xs` times in
- *     `attempts/<n>/test-output.txt` (0.1 s resolution).
- *   - `baselineWaitMs`: the baseline runs alongside the first attempt; this is how long the
- *     trial waited for its result after the first attempt ended (the `baseline` event after
- *     the first `attempt_end`), 0 when it was there in time.
- *   - `agentCommandMs`: the agent's own `run_command` tool calls (`tool_call` events).
- *   - `overheadMs` = trialMs - modelMs - verification test time - baselineWaitMs -
- *     agentCommandMs: what the harness itself costs per trial (image check, container
- *     create/start/remove, other tool calls such as read/edit, the change set and gate,
- *     writing files into the verification sandbox, run records). `overheadShare` =
- *     overheadMs / trialMs.
- *   - `phases` split the trial at its events (image, attempt_start, loop_end,
- *     attempt_end), each with the measured work above subtracted, so the overhead can be
- *     placed: `prepare` (catalog, ticket, image content hash), `baseline` (image to the
- *     first attempt's start; the baseline test itself runs alongside the attempt),
- *     `agent` (model loop minus model and `run_command` time), `changeAndVerify` (change
- *     set, gate, verification sandbox around the test run), `finish` (disposing, patch,
- *     run record; minus `baselineWaitMs`).
+ *   - `modelMs`: every `model_call` in `events.jsonl`: the agent's, its sub-agents' and the
+ *     checker's (~0 with cassettes); `checkerModelMs` is the checker's part.
+ *   - `agentCommandMs`: every `run_command` tool call (the agent's, its sub-agents', the
+ *     checker's).
+ *   - `verifyTestMs`: the catalog's tests in each verification sandbox (`verify` events;
+ *     `attempts/<n>/test-output.txt` when an event lacks its duration).
+ *   - the baseline runs while attempt 1 does, and within an eval once per (image, catalog,
+ *     test command): a trial either ran it (`run.json` `baseline` without `reusedFrom`) or
+ *     reused another trial's (with `reusedFrom`, whose `durationMs` is that other trial's
+ *     test time). Only what the trial waited for counts: `baselineWaitMs` is the time from
+ *     the end of attempt 1 to the baseline's result, when that came later; up to the
+ *     baseline's test duration it is test time (`ownBaselineTestWaitMs` when the trial ran
+ *     it, `sharedBaselineWaitMs` when it waited for another trial's run, which is not this
+ *     trial's test-command time), the rest is the baseline sandbox's own overhead.
+ *   - `testMs` = verifyTestMs + ownBaselineTestWaitMs: test-command time on the trial's
+ *     critical path.
+ *   - `overheadMs` = trialMs - modelMs - testMs - agentCommandMs - sharedBaselineWaitMs: what
+ *     the harness itself costs per trial (image check, sandboxes created and removed, the
+ *     other tool calls such as read/edit, freeze, change set and gate, writing the change
+ *     into the verification sandbox and checking it, the checker's sandbox, run records).
+ *     `overheadShare` = overheadMs / trialMs. A trial that ended `nothing-to-fix` has no
+ *     overhead figure (its attempt was stopped midway by the baseline).
+ *   - `phases` place that overhead between the trial's events, each with the measured work
+ *     inside it subtracted; they add up to `overheadMs`: `prepare` (start -> `image`:
+ *     catalog, ticket, image content hash), `plan` (-> first `attempt_start`: pristine tree,
+ *     prompt), `agent` (-> the agent's `loop_end`, minus model and `run_command` time),
+ *     `changeAndVerify` (-> `attempt_end`: freeze, change set, gate, verification sandbox,
+ *     minus its tests and the review), `review` (the checker's `review` duration minus its
+ *     model and `run_command` time: its sandbox, its other tools), `baseline` (the part of the
+ *     wait for the baseline that was not its test), `finish` (the rest after the attempts:
+ *     records, removing sandboxes, patch).
  */
-import { cp, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { cp, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { checkInterrupted, onCleanup, run, runOk } from './process.mjs';
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { median, quantile, round1 } from './stats.mjs';
 
 /**
  * @typedef {{ taskId: string, trial: number, outcome: string, category: string, durationMs: number, startedAt: string, finishedAt: string, runId?: string, provider?: string }} TrialResult
- * @typedef {{ time: string, kind: string, attempt?: number, tool?: string, durationMs?: number }} HarnessEvent
+ * @typedef {{ time: string, kind: string, attempt?: number, tool?: string, durationMs?: number, agent?: string }} HarnessEvent
  */
 
 /**
@@ -109,11 +122,16 @@ async function testTimeIn(file) {
   return { ms, phantomExits: [...text.matchAll(PHANTOM_EXIT)].length };
 }
 
+/** @typedef {Awaited<ReturnType<typeof analyseTrial>>} TrialAnalysis */
+
+/** @param {HarnessEvent[]} list */
+const sumMs = (list) => list.reduce((a, e) => a + (e.durationMs ?? 0), 0);
+
 /**
  * @param {string} outDir
  * @param {TrialResult} result
  */
-async function analyseTrial(outDir, result) {
+export async function analyseTrial(outDir, result) {
   const trialMs = result.durationMs;
   const base = { taskId: result.taskId, trial: result.trial, category: result.category, trialMs };
   if (!result.runId) return { ...base, runId: null, note: 'no run record (failed before the run started)' };
@@ -122,82 +140,102 @@ async function analyseTrial(outDir, result) {
   /** @type {HarnessEvent[]} */
   const events = await readJsonl(join(dir, 'events.jsonl'));
   const at = (/** @type {HarnessEvent | undefined} */ e) => (e ? Date.parse(e.time) : undefined);
+  // The harness's own events; the agent's sub-agents and the checker tag theirs with `agent`.
+  const own = events.filter((e) => e.agent === undefined);
+  const ofAttempt = (/** @type {string} */ kind, /** @type {number} */ n) =>
+    own.find((e) => e.kind === kind && e.attempt === n);
 
-  // Within an eval one trial measures the baseline and the others reuse it (`reusedFrom`):
-  // only a trial's own measurement is its test time.
-  const baselineTestMs = record.baseline?.reusedFrom ? 0 : (record.baseline?.durationMs ?? 0);
   let phantomExits = (await testTimeIn(join(dir, 'baseline-test-output.txt'))).phantomExits;
   /** @type {Record<number, number>} */
   const verifyTestMsByAttempt = {};
   for (const attempt of record.attempts ?? []) {
-    const verify = await testTimeIn(join(dir, 'attempts', String(attempt.n), 'test-output.txt'));
-    verifyTestMsByAttempt[attempt.n] = verify.ms;
-    phantomExits += verify.phantomExits;
+    const fromFile = await testTimeIn(join(dir, 'attempts', String(attempt.n), 'test-output.txt'));
+    phantomExits += fromFile.phantomExits;
+    const event = ofAttempt('verify', attempt.n);
+    verifyTestMsByAttempt[attempt.n] = event?.durationMs ?? fromFile.ms;
   }
   const verifyTestMs = Object.values(verifyTestMsByAttempt).reduce((a, b) => a + b, 0);
-  const sum = (/** @type {HarnessEvent[]} */ list) => list.reduce((a, e) => a + (e.durationMs ?? 0), 0);
   const modelCalls = events.filter((e) => e.kind === 'model_call');
   const commands = events.filter((e) => e.kind === 'tool_call' && e.tool === 'run_command');
-  const modelMs = sum(modelCalls);
-  const agentCommandMs = sum(commands);
-  const testMs = baselineTestMs + verifyTestMs;
-  // The baseline runs alongside the first attempt; the trial only waits for it when the
-  // first attempt ends before the baseline's result is there (its own or another trial's).
-  const baselineAt = at(events.find((e) => e.kind === 'baseline'));
-  const firstAttemptEnd = at(events.find((e) => e.kind === 'attempt_end'));
-  const baselineWaitMs =
-    baselineAt !== undefined && firstAttemptEnd !== undefined ? Math.max(0, baselineAt - firstAttemptEnd) : 0;
-  const overheadMs = trialMs - modelMs - verifyTestMs - baselineWaitMs - agentCommandMs;
+  const isChecker = (/** @type {HarnessEvent} */ e) => e.agent === 'checker';
+  const modelMs = sumMs(modelCalls);
+  const agentCommandMs = sumMs(commands);
 
-  // Phases: consecutive spans between events; each loses the measured work inside it.
+  // Timeline: start, image, then attempts (the baseline runs alongside attempt 1), end.
   const start = Date.parse(result.startedAt);
   const end = Date.parse(result.finishedAt);
-  const image = at(events.find((e) => e.kind === 'image'));
-  const attemptStarts = events.filter((e) => e.kind === 'attempt_start');
-  const firstAttempt = at(attemptStarts[0]);
-  const runEnd = at(events.find((e) => e.kind === 'run_end'));
+  const image = at(own.find((e) => e.kind === 'image'));
+  const attemptStarts = own.filter((e) => e.kind === 'attempt_start');
+  const firstEnd = at(ofAttempt('attempt_end', 1));
+  const secondStart = at(ofAttempt('attempt_start', 2));
+  const baselineAt = at(own.find((e) => e.kind === 'baseline'));
+  const baselineTestMs = record.baseline?.durationMs ?? 0;
+  const ranBaseline = record.baseline !== undefined && record.baseline.reusedFrom === undefined;
+  // Attempt 1 over, the trial waits for the baseline's result if it has not come yet.
+  const waitUntil = Math.min(baselineAt ?? 0, secondStart ?? end);
+  const baselineWaitMs =
+    firstEnd !== undefined && baselineAt !== undefined ? Math.max(0, waitUntil - firstEnd) : 0;
+  const baselineTestWaitMs = Math.min(baselineWaitMs, baselineTestMs);
+  const ownBaselineTestWaitMs = ranBaseline ? baselineTestWaitMs : 0;
+  const sharedBaselineWaitMs = ranBaseline ? 0 : baselineTestWaitMs;
+  const testMs = verifyTestMs + ownBaselineTestWaitMs;
+  const measurable = record.outcome !== 'nothing-to-fix';
+  const overheadMs = measurable ? trialMs - modelMs - testMs - agentCommandMs - sharedBaselineWaitMs : null;
+
   /** @type {Record<string, number> | null} */
   let phases = null;
-  if (image !== undefined) {
+  if (measurable && image !== undefined && attemptStarts.length > 0) {
     let agent = 0;
     let changeAndVerify = 0;
-    let lastAttemptEnd;
+    let review = 0;
+    let inAttempts = 0;
     for (const startEvent of attemptStarts) {
-      const n = startEvent.attempt;
-      const loopEnd = at(events.find((e) => e.kind === 'loop_end' && e.attempt === n));
-      const attemptEnd = at(events.find((e) => e.kind === 'attempt_end' && e.attempt === n));
+      const n = startEvent.attempt ?? 0;
       const began = at(startEvent) ?? 0;
+      const ended = at(ofAttempt('attempt_end', n)) ?? end;
+      const loopEnd = at(ofAttempt('loop_end', n)) ?? ended;
       const inAttempt = (/** @type {HarnessEvent} */ e) => e.attempt === n;
-      if (loopEnd !== undefined) {
-        agent += loopEnd - began - sum(modelCalls.filter(inAttempt)) - sum(commands.filter(inAttempt));
-        if (attemptEnd !== undefined) {
-          changeAndVerify += attemptEnd - loopEnd - (verifyTestMsByAttempt[n ?? 0] ?? 0);
-        }
-      }
-      lastAttemptEnd = attemptEnd ?? loopEnd ?? lastAttemptEnd;
+      const maker = (/** @type {HarnessEvent} */ e) => inAttempt(e) && !isChecker(e);
+      const checker = (/** @type {HarnessEvent} */ e) => inAttempt(e) && isChecker(e);
+      const reviewMs = sumMs(own.filter((e) => e.kind === 'review' && inAttempt(e)));
+      agent += loopEnd - began - sumMs(modelCalls.filter(maker)) - sumMs(commands.filter(maker));
+      changeAndVerify += ended - loopEnd - (verifyTestMsByAttempt[n] ?? 0) - reviewMs;
+      review += reviewMs - sumMs(modelCalls.filter(checker)) - sumMs(commands.filter(checker));
+      inAttempts += ended - began;
     }
-    const baselineEnd = firstAttempt ?? runEnd ?? end;
+    const firstStart = at(attemptStarts[0]) ?? image;
+    // Everything after the first attempt began that is not inside an attempt: the wait for
+    // the baseline, the gaps between attempts, the end of the run.
+    const outside = end - firstStart - inAttempts;
     phases = {
       prepare: image - start,
-      // Image to first attempt: the baseline's own test runs alongside the attempts now.
-      baseline: baselineEnd - image,
+      plan: firstStart - image,
       agent,
       changeAndVerify,
-      finish: end - (lastAttemptEnd ?? baselineEnd) - baselineWaitMs,
+      review,
+      baseline: baselineWaitMs - baselineTestWaitMs,
+      finish: outside - baselineWaitMs,
     };
   }
   return {
     ...base,
     runId: result.runId,
     provider: result.provider ?? null,
+    attempts: (record.attempts ?? []).length,
+    reviews: own.filter((e) => e.kind === 'review').length,
     modelMs,
+    checkerModelMs: sumMs(modelCalls.filter(isChecker)),
+    baseline: ranBaseline ? 'ran' : record.baseline ? 'reused' : 'none',
     baselineTestMs,
     baselineWaitMs,
+    ownBaselineTestWaitMs,
+    sharedBaselineWaitMs,
     verifyTestMs,
     testMs,
     agentCommandMs,
     overheadMs,
-    overheadShare: trialMs > 0 ? Math.round((overheadMs / trialMs) * 1000) / 1000 : null,
+    overheadShare:
+      overheadMs !== null && trialMs > 0 ? Math.round((overheadMs / trialMs) * 1000) / 1000 : null,
     phantomExits,
     phases,
   };
@@ -244,79 +282,156 @@ const dist = (values, round = round1) =>
 const round3 = (/** @type {number} */ value) => Math.round(value * 1000) / 1000;
 
 /**
- * @param {string} cli path of dist/main.js
- * @param {string} cwd
- * @param {string} suite
- * @param {string} outDir
- * @param {number} n
- * @param {number} concurrency
- * @param {string[]} [extra] more CLI arguments (the fleet bench adds `--engines FILE`)
+ * Distributions over the trials that have an overhead figure.
+ *
+ * @param {TrialAnalysis[]} trials
  */
-export async function runSuite(cli, cwd, suite, outDir, n, concurrency, extra = []) {
-  const args = [cli, 'eval', suite, '-n', String(n), '--concurrency', String(concurrency)];
-  args.push(...extra, '--out', outDir, '--json');
-  const result = await run(process.execPath, args, { cwd });
+function aggregate(trials) {
+  const measured = trials.filter((t) => typeof t.overheadMs === 'number');
+  const pick = (/** @type {(t: TrialAnalysis) => number} */ f) => dist(measured.map(f));
+  const totalTrialMs = measured.reduce((a, t) => a + (t.trialMs ?? 0), 0);
+  const totalOverheadMs = measured.reduce((a, t) => a + (t.overheadMs ?? 0), 0);
+  /** @type {Record<string, ReturnType<typeof dist>>} */
+  const phaseOverheadMs = {};
+  for (const name of PHASES) {
+    const applies = PHASE_APPLIES[name] ?? (() => true);
+    phaseOverheadMs[name] = dist(
+      measured.flatMap((t) => (t.phases && applies(t) ? [t.phases[name] ?? 0] : [])),
+    );
+  }
+  return {
+    measuredTrials: measured.length,
+    trialMs: pick((t) => t.trialMs ?? 0),
+    testMs: pick((t) => t.testMs ?? 0),
+    modelMs: pick((t) => t.modelMs ?? 0),
+    agentCommandMs: pick((t) => t.agentCommandMs ?? 0),
+    sharedBaselineWaitMs: pick((t) => t.sharedBaselineWaitMs ?? 0),
+    overheadMs: pick((t) => t.overheadMs ?? 0),
+    overheadShare: dist(
+      measured.map((t) => t.overheadShare ?? 0),
+      round3,
+    ),
+    overheadShareOfAllTrialTime: totalTrialMs > 0 ? round3(totalOverheadMs / totalTrialMs) : null,
+    phaseOverheadMs,
+  };
+}
+
+/** The overhead phases of `analyseTrial`, in the order they happen. */
+export const PHASES = ['prepare', 'plan', 'agent', 'changeAndVerify', 'review', 'baseline', 'finish'];
+
+/**
+ * Phases only some trials have: their distributions are over those trials, not diluted by
+ * the zeros of the others.
+ *
+ * @type {Record<string, (t: TrialAnalysis) => boolean>}
+ */
+export const PHASE_APPLIES = {
+  review: (t) => (t.reviews ?? 0) > 0,
+  baseline: (t) => (t.baselineWaitMs ?? 0) > 0,
+};
+
+/**
+ * @param {{ cli: string, cwd: string, suite: string, outDir: string, n: number, concurrency: number, tasksOf?: readonly string[], extra?: string[] }} o
+ *   `tasksOf`: also aggregate the trials of only these tasks (those of the reference run);
+ *   `extra`: more CLI arguments (the fleet eval bench adds `--engines FILE`)
+ */
+export async function runSuite(o) {
+  const args = [o.cli, 'eval', o.suite, '-n', String(o.n), '--concurrency', String(o.concurrency)];
+  args.push(...(o.extra ?? []), '--out', o.outDir, '--json');
+  const result = await run(process.execPath, args, { cwd: o.cwd });
   checkInterrupted();
   if (result.code !== 0) {
     throw new Error(
-      `the eval at concurrency ${concurrency} exited with ${result.code ?? result.signal}:\n` +
+      `the eval at concurrency ${o.concurrency} exited with ${result.code ?? result.signal}:\n` +
         `${result.stderr.trim().slice(-3000)}\n(command: node ${args.join(' ')})`,
     );
   }
   const report = JSON.parse(result.stdout);
   /** @type {TrialResult[]} */
-  const results = await readJsonl(join(outDir, 'results.jsonl'));
-  await checkSane(outDir, results);
+  const results = await readJsonl(join(o.outDir, 'results.jsonl'));
+  await checkSane(o.outDir, results);
   const trials = [];
-  for (const r of results) trials.push(await analyseTrial(outDir, r));
+  for (const r of results) trials.push(await analyseTrial(o.outDir, r));
   const wallTimeMs = report.summary.wallTimeMs;
-  const measured = trials.filter((t) => typeof t.overheadMs === 'number');
-  const totalTrialMs = measured.reduce((a, t) => a + (t.trialMs ?? 0), 0);
-  const totalOverheadMs = measured.reduce((a, t) => a + (t.overheadMs ?? 0), 0);
-  /** @type {Record<string, ReturnType<typeof dist>>} */
-  const phaseOverhead = {};
-  for (const name of ['prepare', 'baseline', 'agent', 'changeAndVerify', 'finish']) {
-    phaseOverhead[name] = dist(measured.flatMap((t) => (t.phases ? [t.phases[name] ?? 0] : [])));
-  }
   const byTask = /** @type {Record<string, { passed: number, trials: number }>} */ ({});
   for (const r of results) {
     const entry = (byTask[r.taskId] ??= { passed: 0, trials: 0 });
     entry.trials += 1;
     if (r.outcome === 'passed') entry.passed += 1;
   }
+  const tasksOf = o.tasksOf;
   return {
-    concurrency,
-    n,
-    ...(extra.length ? { args: extra } : {}),
+    suite: relative(o.cwd, o.suite),
+    concurrency: o.concurrency,
+    n: o.n,
     trials: results.length,
     wallTimeMs,
     processWallMs: Math.round(result.ms),
     trialsPerMinute: Math.round((results.length / (wallTimeMs / 60_000)) * 100) / 100,
     providers: [...new Set(results.map((r) => r.provider ?? 'none'))],
     passesByTask: byTask,
-    trialMs: dist(measured.map((t) => t.trialMs ?? 0)),
-    testMs: dist(measured.map((t) => t.testMs ?? 0)),
-    modelMs: dist(measured.map((t) => t.modelMs ?? 0)),
-    agentCommandMs: dist(measured.map((t) => t.agentCommandMs ?? 0)),
-    overheadMs: dist(measured.map((t) => t.overheadMs ?? 0)),
-    overheadShare: dist(
-      measured.map((t) => t.overheadShare ?? 0),
-      round3,
-    ),
-    phantomTestExits: measured.reduce((a, t) => a + (t.phantomExits ?? 0), 0),
-    overheadShareOfAllTrialTime:
-      totalTrialMs > 0 ? Math.round((totalOverheadMs / totalTrialMs) * 1000) / 1000 : null,
-    phaseOverheadMs: phaseOverhead,
-    trialDetails: trials,
+    baselinesRun: trials.filter((t) => t.baseline === 'ran').length,
+    baselinesReused: trials.filter((t) => t.baseline === 'reused').length,
+    ...aggregate(trials),
+    phantomTestExits: trials.reduce((a, t) => a + (t.phantomExits ?? 0), 0),
+    // What each engine did (one `local` row without a fleet).
     engines: report.summary.engines,
+    ...(tasksOf
+      ? {
+          referenceTasksOnly: {
+            tasks: tasksOf,
+            ...aggregate(trials.filter((t) => tasksOf.includes(t.taskId))),
+          },
+        }
+      : {}),
+    trialDetails: trials,
   };
 }
 
 /**
- * `afterRun` sees each eval's output folder before the temp copy is removed (the viewer
- * benchmark measures its pages there).
+ * A suite of only `tasks`, next to `suite` (so its relative paths hold), for the
+ * like-for-like comparison with a reference run that had only those tasks.
  *
- * @param {{ packageRoot: string, n: number, log: (line: string) => void, keepTemp: boolean, afterRun?: (outDir: string, concurrency: number) => Promise<void> }} o
+ * @param {string} suite
+ * @param {readonly string[]} tasks
+ */
+async function suiteOf(suite, tasks) {
+  const parsed = parseYaml(await readFile(suite, 'utf8'));
+  const all = /** @type {Array<{ id: string }>} */ (parsed.tasks ?? []);
+  const missing = tasks.filter((id) => !all.some((t) => t.id === id));
+  if (missing.length > 0) {
+    throw new Error(`the reference run's tasks ${missing.join(', ')} are not in ${suite} any more`);
+  }
+  const file = join(dirname(suite), 'suite-reference-tasks.yaml');
+  await writeFile(file, stringifyYaml({ ...parsed, tasks: all.filter((t) => tasks.includes(t.id)) }));
+  return file;
+}
+
+/**
+ * @param {(line: string) => void} log
+ * @param {string} what
+ * @param {Awaited<ReturnType<typeof runSuite>>} r
+ */
+function logRun(log, what, r) {
+  log(
+    `  ${what}: ${r.trials} trials in ${(r.wallTimeMs / 1000).toFixed(1)} s, ${r.trialsPerMinute} trials/min`,
+  );
+  if (r.phantomTestExits > 0) {
+    log(
+      `  warning: ${r.phantomTestExits} test run(s) "exited 137" in under a second with no output: the harness gave up on an exec the daemon had not started yet; those trials' outcomes and times are off`,
+    );
+  }
+}
+
+/**
+ * `afterRun` sees the output folder of each run of the whole suite before the temp copy is
+ * removed (the viewer benchmark measures its pages there). `reference` is the run the
+ * trials-per-minute target compares with (see `targets.mjs`); without it the comparison
+ * run is left out.
+ *
+ * @param {{ packageRoot: string, n: number, log: (line: string) => void, keepTemp: boolean,
+ *   afterRun?: (outDir: string, concurrency: number) => Promise<void>,
+ *   reference?: { file: string, tasks: string[], n: number, concurrency: number, trialsPerMinute: number } }} o
  */
 export async function benchEval(o) {
   const parent = await mkdtemp(join(tmpdir(), 'sandbox-harness-bench-eval-'));
@@ -325,22 +440,38 @@ export async function benchEval(o) {
   try {
     const { suite } = await prepareCopy(o.packageRoot, parent, o.log);
     const cli = join(o.packageRoot, 'dist', 'main.js');
+    const common = { cli, cwd: parent, n: o.n, ...(o.reference ? { tasksOf: o.reference.tasks } : {}) };
     const runs = [];
     for (const concurrency of [1, 2]) {
       checkInterrupted();
       o.log(`  eval -n ${o.n} --concurrency ${concurrency} (a minute or two) ...`);
       const outDir = join(parent, `out-c${concurrency}`);
-      const r = await runSuite(cli, parent, suite, outDir, o.n, concurrency);
+      const r = await runSuite({ ...common, suite, outDir, concurrency });
       await o.afterRun?.(outDir, concurrency);
-      o.log(
-        `  concurrency ${concurrency}: ${r.trials} trials in ${(r.wallTimeMs / 1000).toFixed(1)} s, ${r.trialsPerMinute} trials/min`,
-      );
-      if (r.phantomTestExits > 0) {
-        o.log(
-          `  warning: ${r.phantomTestExits} test run(s) "exited 137" in under a second with no output: the harness gave up on an exec the daemon had not started yet; those trials' outcomes and times are off`,
-        );
-      }
+      logRun(o.log, `concurrency ${concurrency}`, r);
       runs.push(r);
+    }
+    let comparison;
+    if (o.reference) {
+      const ref = o.reference;
+      checkInterrupted();
+      o.log(
+        `  eval of the reference run's tasks only (${ref.tasks.join(', ')}), -n ${o.n} --concurrency ${ref.concurrency} ...`,
+      );
+      const r = await runSuite({
+        ...common,
+        suite: await suiteOf(suite, ref.tasks),
+        outDir: join(parent, 'out-reference-tasks'),
+        concurrency: ref.concurrency,
+      });
+      logRun(o.log, 'reference tasks', r);
+      comparison = {
+        reference: ref,
+        run: r,
+        // Baselines are shared between trials now, so fewer trials per task share less.
+        sameTrialsPerTask: ref.n === o.n,
+        trialsPerMinuteRatio: Math.round((r.trialsPerMinute / ref.trialsPerMinute) * 100) / 100,
+      };
     }
     const [c1, c2] = runs;
     return {
@@ -349,6 +480,7 @@ export async function benchEval(o) {
       runs,
       speedupAtConcurrency2:
         c1 && c2 ? Math.round((c2.trialsPerMinute / c1.trialsPerMinute) * 100) / 100 : null,
+      ...(comparison ? { comparison } : {}),
       ...(o.keepTemp ? { keptTempDir: parent } : {}),
     };
   } finally {

@@ -88,7 +88,8 @@ export async function benchFleetEval(o) {
 
     checkInterrupted();
     o.log('  cold fleet eval -n 1 (repo images built on the fresh engines) ...');
-    const cold = await runSuite(cli, parent, suite, join(parent, 'out-cold'), 1, CONCURRENCY, fleetArgs);
+    const common = { cli, cwd: parent, suite, concurrency: CONCURRENCY };
+    const cold = await runSuite({ ...common, outDir: join(parent, 'out-cold'), n: 1, extra: fleetArgs });
 
     /** @type {{ local: any[], fleet: any[] }} */
     const runs = { local: [], fleet: [] };
@@ -100,15 +101,12 @@ export async function benchFleetEval(o) {
           `  eval -n ${o.n} on ${where === 'local' ? 'the local engine' : '3 engines'} (${rep + 1}/${o.reps}) ...`,
         );
         const out = join(parent, `out-${where}-${rep}`);
-        const r = await runSuite(
-          cli,
-          parent,
-          suite,
-          out,
-          o.n,
-          CONCURRENCY,
-          where === 'fleet' ? fleetArgs : [],
-        );
+        const r = await runSuite({
+          ...common,
+          outDir: out,
+          n: o.n,
+          extra: where === 'fleet' ? fleetArgs : [],
+        });
         o.log(
           `    ${r.trials} trials in ${(r.wallTimeMs / 1000).toFixed(1)} s, ${r.trialsPerMinute} trials/min`,
         );

@@ -20,8 +20,40 @@ const REPO_NAME = 'bench-20k-files';
 
 const pad = (/** @type {number} */ n, /** @type {number} */ width) => String(n).padStart(width, '0');
 
+/**
+ * Workspace-relative path of the generated file number `index` (0 .. FILE_COUNT - 1), in the
+ * order `generate` writes them.
+ *
+ * @param {number} index
+ */
+export function fileAt(index) {
+  const perTop = SUB_DIRS * FILES_PER_DIR;
+  const d = Math.floor(index / perTop);
+  const s = Math.floor((index % perTop) / FILES_PER_DIR);
+  return `d${pad(d, 2)}/s${pad(s, 2)}/f${pad(index % FILES_PER_DIR, 3)}.txt`;
+}
+
+const CHANGED_INDEX = 7 * SUB_DIRS * FILES_PER_DIR + 13 * FILES_PER_DIR + 42;
+
 /** Workspace-relative path of the file the benchmark changes in each repetition. */
-export const CHANGED_FILE = `d${pad(7, 2)}/s${pad(13, 2)}/f${pad(42, 3)}.txt`;
+export const CHANGED_FILE = fileAt(CHANGED_INDEX);
+
+/**
+ * `count` files spread evenly over the whole tree (every folder level), always including
+ * CHANGED_FILE, so that the sets for 1, 100 and 1,000 are nested: a repetition reaches each
+ * state from the previous one by changing only the files that are new in it.
+ *
+ * @param {number} count a divisor of FILE_COUNT
+ * @returns {string[]}
+ */
+export function spreadFiles(count) {
+  if (count < 1 || FILE_COUNT % count !== 0)
+    throw new Error(`spreadFiles(${count}): not a divisor of ${FILE_COUNT}`);
+  const step = FILE_COUNT / count;
+  const paths = [];
+  for (let i = CHANGED_INDEX % step; i < FILE_COUNT; i += step) paths.push(fileAt(i));
+  return paths;
+}
 
 /**
  * Writes the repo: d00..d19/s00..s19/f000..f049.txt, ~60 bytes each, plus a README.

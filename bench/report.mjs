@@ -6,11 +6,12 @@
 import { spawnSync } from 'node:child_process';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { PHASE_APPLIES, PHASES } from './eval-bench.mjs';
 
-/** Read-only git queries: the commit the results belong to and whether the tree was dirty. */
 /** One table row: a label, the median and p90 of a measurement, and an optional ratio. */
 const row = (label, stats, ratio = '') => [label, ms(stats.medianMs), ms(stats.p90Ms), ratio];
 
+/** Read-only git queries: the commit the results belong to and whether the tree was dirty. */
 export function gitInfo(cwd) {
   const git = (/** @type {string[]} */ args) => {
     const r = spawnSync('git', ['--no-optional-locks', ...args], { cwd, encoding: 'utf8' });
@@ -52,12 +53,27 @@ function table(rows) {
 export function formatTables(results) {
   /** @type {string[]} */
   const out = [];
+  const tg = results.targets;
+  if (tg) {
+    const verdict = (/** @type {boolean | null} */ met) =>
+      met === true ? 'met' : met === false ? 'NOT MET' : '-';
+    out.push(
+      ...table([
+        ['target (issue 12)', 'measured (median)', 'met', 'note'],
+        ...tg.map((/** @type {import('./targets.mjs').TargetRow} */ t) => [
+          t.target,
+          t.shown,
+          verdict(t.met),
+          t.note,
+        ]),
+      ]),
+    );
+  }
   const s = results.sandbox;
   if (s) {
+    if (out.length) out.push('');
     const c = s.createToReady;
     const e = s.exec;
-    const ch = s.changes;
-    const mb = (ch.archiveBytes / 1024 / 1024).toFixed(1);
     out.push(
       ...table([
         ['operation', 'median', 'p90', 'ratio (median)'],
@@ -69,29 +85,66 @@ export function formatTables(results) {
         row('`docker run --rm <image> true` (CLI)', c.dockerRun, '1.00x'),
         row('  of which sandbox create() only', c.sandboxCreateOnly),
         row('  sandbox dispose() (not in the time above)', c.sandboxDispose),
-        row('`sandbox.exec("true")` round trip', e.sandbox, times(e.ratio.median, 'docker exec')),
-        row('`docker exec <id> true` (CLI)', e.dockerExecCli, '1.00x'),
         row(
-          'engine exec `true`, no wrapper/polling (diagnostic)',
-          e.engineExec,
-          times(e.engineExec.medianMs / e.dockerExecCli.medianMs, 'docker exec'),
+          `tool call \`true\` over the command channel (\`exec(.., { fast: true })\`)${e.channelCheck?.channelUsed ? '' : ' [NOT over the channel]'}`,
+          e.channel,
+          times(e.channelToEngine.median, 'engine exec'),
         ),
         row(
-          `\`changes()\`, 1 changed of ${ch.image.workspaceFiles.toLocaleString('en-US')} files`,
-          ch.sandbox,
-          times(ch.ratio.median, 'archive pull'),
+          '`sandbox.exec("true")`, one exec per call',
+          e.sandbox,
+          times(e.ratioToEngine.median, 'engine exec'),
         ),
-        row(`full \`/workspace\` archive pull, drained (${mb} MB)`, ch.archivePull, '1.00x'),
+        row('engine exec `true` (`DockerEngine.startExec`, no wrapper)', e.engineExec, '1.00x'),
         row(
-          '`docker diff <id>` (CLI, diagnostic)',
-          ch.dockerDiffCli,
-          times(ch.dockerDiffCli.medianMs / ch.archivePull.medianMs, 'archive pull'),
+          '`docker exec <id> true` (CLI)',
+          e.dockerExecCli,
+          times(e.dockerExecCli.medianMs / e.engineExec.medianMs, 'engine exec'),
         ),
-        row('`changes()` on the base image, nothing changed (diagnostic)', ch.baseImageChanges),
       ]),
     );
     out.push(
-      `(${s.reps} repetitions after ${s.warmup} warm-up(s) each; ratio > 1 means the harness is slower)`,
+      `(${s.reps} repetitions after ${s.warmup} warm-up(s) each; ratio > 1 means slower than the reference)`,
+    );
+  }
+  const cp = results.changePath;
+  if (cp) {
+    if (out.length) out.push('');
+    const mb = (cp.archiveBytes / 1024 / 1024).toFixed(1);
+    const files = cp.image.workspaceFiles.toLocaleString('en-US');
+    const vsArchive = (/** @type {{ medianMs: number }} */ stats) =>
+      times(stats.medianMs / cp.archivePull.medianMs, 'archive pull');
+    out.push(
+      ...table([
+        [
+          `change path, ${files}-file workspace (each scan the first of a fresh sandbox)`,
+          'median',
+          'p90',
+          'ratio (median)',
+        ],
+        row('pristine tree of the image, read once per image per process (cold)', cp.tree),
+        row('`changes()`, nothing changed', cp.changes.none, vsArchive(cp.changes.none)),
+        row('`changes()`, 1 changed', cp.changes.one, vsArchive(cp.changes.one)),
+        row('`changes()`, 100 changed', cp.changes.hundred, vsArchive(cp.changes.hundred)),
+        row('`changes()`, 1,000 changed', cp.changes.thousand, vsArchive(cp.changes.thousand)),
+        row('`changes()`, nothing changed, empty workspace (base image)', cp.baseImageNone),
+        row(`full \`/workspace\` archive pull, drained (${mb} MB), 1 changed`, cp.archivePull, '1.00x'),
+        row(
+          'engine diff, 1 changed (`DockerEngine.containerChanges`, diagnostic)',
+          cp.engineDiff,
+          vsArchive(cp.engineDiff),
+        ),
+        row('`exportFiles()` of the 1,000 changed files, one stream', cp.exportThousand),
+        row('`freeze()` with a background process (diagnostic)', cp.freeze),
+        row('verification: the allowed change (1 file) written (diagnostic)', cp.writeOne),
+        row('verification invariant, 1 file: scan, export, hash (diagnostic)', cp.invariantOne),
+      ]),
+    );
+    const wrong = Object.entries(cp.checks)
+      .filter(([, ok]) => !ok)
+      .map(([name]) => name);
+    out.push(
+      `(${cp.changes.one.n} repetitions; answers checked in every repetition: ${wrong.length === 0 ? 'all right' : `WRONG in ${wrong.join(', ')}`})`,
     );
   }
   const cx = results.context;
@@ -121,6 +174,8 @@ export function formatTables(results) {
     const rate = (f) => (c1 && c2 && f(c1) ? `${(Number(f(c2)) / Number(f(c1))).toFixed(2)}x` : '');
     const pct = (/** @type {number | null | undefined} */ v) =>
       v === null || v === undefined ? '-' : `${(v * 100).toFixed(1)}%`;
+    const withP90 = (/** @type {{ median: number, p90: number } | null | undefined} */ d) =>
+      `${ms(d?.median)} (${ms(d?.p90)})`;
     rows.push(['trials', ...pair((r) => String(r.trials)), '']);
     rows.push(['eval wall time', ...pair((r) => ms(r.wallTimeMs)), rate((r) => r.wallTimeMs)]);
     rows.push([
@@ -128,23 +183,40 @@ export function formatTables(results) {
       ...pair((r) => String(r.trialsPerMinute)),
       rate((r) => r.trialsPerMinute),
     ]);
+    rows.push(['baselines run / reused', ...pair((r) => `${r.baselinesRun} / ${r.baselinesReused}`), '']);
     rows.push([
       'trial wall time, median',
       ...pair((r) => ms(r.trialMs?.median)),
       rate((r) => r.trialMs?.median),
     ]);
     rows.push([
-      'test-command time per trial, median',
+      'test-command time per trial (critical path), median',
       ...pair((r) => ms(r.testMs?.median)),
       rate((r) => r.testMs?.median),
     ]);
-    rows.push(['model time per trial, median', ...pair((r) => ms(r.modelMs?.median)), '']);
-    rows.push(['agent run_command time per trial, median', ...pair((r) => ms(r.agentCommandMs?.median)), '']);
+    rows.push([
+      'model time per trial (agent and checker), median',
+      ...pair((r) => ms(r.modelMs?.median)),
+      '',
+    ]);
+    rows.push(['run_command time per trial, median', ...pair((r) => ms(r.agentCommandMs?.median)), '']);
+    rows.push([
+      "wait for another trial's baseline, p90",
+      ...pair((r) => ms(r.sharedBaselineWaitMs?.p90)),
+      '',
+    ]);
     rows.push([
       'harness overhead per trial, median (p90)',
-      ...pair((r) => `${ms(r.overheadMs?.median)} (${ms(r.overheadMs?.p90)})`),
+      ...pair((r) => withP90(r.overheadMs)),
       rate((r) => r.overheadMs?.median),
     ]);
+    if (c1?.referenceTasksOnly) {
+      rows.push([
+        `  the reference's tasks only (${c1.referenceTasksOnly.tasks.length}), median (p90)`,
+        ...pair((r) => withP90(r.referenceTasksOnly?.overheadMs)),
+        rate((r) => r.referenceTasksOnly?.overheadMs?.median),
+      ]);
+    }
     rows.push(['overhead share of trial time, median', ...pair((r) => pct(r.overheadShare?.median)), '']);
     rows.push([
       'overhead share of all trial time together',
@@ -156,14 +228,34 @@ export function formatTables(results) {
       ...pair((r) => String(r.phantomTestExits ?? 0)),
       '',
     ]);
-    for (const phase of ['prepare', 'baseline', 'agent', 'changeAndVerify', 'finish']) {
+    for (const phase of PHASES) {
+      const some = phase in PHASE_APPLIES;
       rows.push([
-        `  overhead in ${phase}, median`,
-        ...pair((r) => ms(r.phaseOverheadMs?.[phase]?.median)),
+        `  overhead in ${phase}, median${some ? ' (trials that have it)' : ''}`,
+        ...pair((r) => {
+          const d = r.phaseOverheadMs?.[phase];
+          return some ? `${ms(d?.median)} (${d?.n ?? 0})` : ms(d?.median);
+        }),
         '',
       ]);
     }
     out.push(...table(rows));
+    const cmp = ev.comparison;
+    if (cmp) {
+      out.push('');
+      out.push(
+        ...table([
+          [`trials per minute, tasks ${cmp.reference.tasks.join(', ')}`, 'now', 'reference', 'ratio'],
+          [
+            `concurrency ${cmp.run.concurrency}, -n ${cmp.run.n} (reference: -n ${cmp.reference.n}, ${cmp.reference.file})`,
+            String(cmp.run.trialsPerMinute),
+            String(cmp.reference.trialsPerMinute),
+            `${cmp.trialsPerMinuteRatio.toFixed(2)}x`,
+          ],
+          ['harness overhead per trial, median (p90)', withP90(cmp.run.overheadMs), '', ''],
+        ]),
+      );
+    }
   }
   const v = results.view;
   if (v) {

@@ -3,8 +3,8 @@
  * npm script builds first), saved as JSON under `bench/results/` and printed as a table.
  * Performance goals live here, never in timed tests.
  *
- * Usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--skip-fleet] [--reps N]
- *        [--warmup N] [--eval-n N] [--fleet-reps N] [--keep-temp]
+ * Usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--skip-fleet]
+ *        [--skip-context] [--reps N] [--warmup N] [--eval-n N] [--fleet-reps N] [--keep-temp]
  *
  * - `--quick`: 5 repetitions after 1 warm-up, and the eval with -n 1 (a smoke run; its
  *   numbers are noisier). Default: 15 repetitions after 2 warm-ups, eval -n 2.
@@ -14,6 +14,7 @@
  *   repetition moves a ~500 MB image, and building the base image bootstraps it offline).
  *   `--fleet-reps N`: repetitions per method, and pairs of fleet/local evals (default 3;
  *   `--quick`: 1). The fleet eval uses `--eval-n` trials per task.
+ * - `--skip-context`: no build-context benchmark.
  * - `--keep-temp`: keep the eval's temp copy and out folders to look at (the path is saved).
  *
  * What is measured (details in the header of each module and in bench/README.md):
@@ -22,28 +23,33 @@
  *    side with the plain docker CLI or engine API doing the same job, and their ratio:
  *    - create-to-ready: `dockerBackend().create()` + the first `exec('true')`, against
  *      `docker run --rm <image> true`;
- *    - exec round trip: `sandbox.exec('true')` against `docker exec <id> true` on the same
- *      container (plus the engine's bare exec as a diagnostic);
- *    - `changes()` with one changed file in a 20,000-file workspace, against pulling the
- *      whole `/workspace` archive (plus `docker diff` and an empty-workspace diff as
- *      diagnostics).
- * 2. Eval (`eval-bench.mjs`): the offline example suite at concurrency 1 and 2: trials per
+ *    - tool-call round trip of `true`: over the command channel (`exec(.., { fast: true })`),
+ *      as one exec per call, the engine's own exec, and `docker exec <id> true`.
+ * 2. Change path (`changes-bench.mjs`) on a 20,000-file workspace: `changes()` with 0, 1,
+ *    100 and 1,000 changed files, against pulling the whole `/workspace` archive and the
+ *    engine's own diff; the export of 1,000 changed files; the pristine tree's one-time read;
+ *    the freeze; the verification invariant.
+ * 3. Build context (`context-bench.mjs`): `scanBuildContext` of this checkout without the
+ *    secret scan, with it and a warm clean-digest cache, and with it and no cache.
+ * 4. Eval (`eval-bench.mjs`): the offline example suite at concurrency 1 and 2: trials per
  *    minute, and the harness's own overhead per trial (trial time minus model time minus
- *    test-command time minus the agent's own commands), with its share of the trial time.
- * 3. Viewer (`view-bench.mjs`, on the concurrency-2 eval's output folder): size of the
+ *    test-command time minus the agent's own commands), with its share of the trial time;
+ *    then the tasks of the reference results file again, for the trials-per-minute target.
+ * 5. Viewer (`view-bench.mjs`, on the concurrency-2 eval's output folder): size of the
  *    exported pages and of the largest one, the server's GET of it, and its load time in
  *    headless Chromium, served and exported (`--skip-view` leaves it out; `--skip-eval`
  *    too, as it needs the eval's output).
- * 4. Fleet (`fleet-bench.mjs`): on a fresh extra engine (own network namespace, TCP with
+ * 6. Fleet (`fleet-bench.mjs`): on a fresh extra engine (own network namespace, TCP with
  *    mutual TLS), the base image and a repo image made present by shipping (save/load
  *    stream from the local engine) against building there; which is faster, and whether
  *    that is what `src/fleet/images.ts` does by default.
- * 5. Build context (`context-bench.mjs`): `scanBuildContext` of this checkout without the
- *    secret scan, with it and a warm clean-digest cache, and with it and no cache.
- * 6. Fleet eval (`fleet-eval-bench.mjs`): the example suite on the local engine alone
+ * 7. Fleet eval (`fleet-eval-bench.mjs`): the example suite on the local engine alone
  *    against the same eval over three engines on this machine at the same total
  *    concurrency (3): trials per minute, trial time and harness overhead of each, and their
  *    ratio (the overhead of spreading an eval, not a speed-up: the cores are the same).
+ *
+ * Then the targets of issue 12 (`targets.mjs`), each with the measured median and whether it
+ * is met, printed first and saved as `targets` in the JSON.
  *
  * Exit codes: 0 done, 1 a benchmark failed, 3 Docker is not usable, 130 interrupted.
  */
@@ -53,16 +59,18 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { stat } from 'node:fs/promises';
 import { BenchInterrupted, installSignalHandlers, run } from './process.mjs';
 import { benchSandbox } from './sandbox-bench.mjs';
+import { benchChanges } from './changes-bench.mjs';
 import { benchEval } from './eval-bench.mjs';
 import { benchContext } from './context-bench.mjs';
 import { benchView } from './view-bench.mjs';
 import { benchFleet } from './fleet-bench.mjs';
 import { benchFleetEval } from './fleet-eval-bench.mjs';
 import { formatTables, gitInfo, saveResults } from './report.mjs';
+import { evaluateTargets, loadReference } from './targets.mjs';
 
 const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
-const USAGE = `usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--skip-fleet] [--reps N] [--warmup N] [--eval-n N] [--fleet-reps N] [--keep-temp]`;
+const USAGE = `usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--skip-fleet] [--skip-context] [--reps N] [--warmup N] [--eval-n N] [--fleet-reps N] [--keep-temp]`;
 
 /** @param {string[]} argv */
 function parseArgs(argv) {
@@ -71,6 +79,7 @@ function parseArgs(argv) {
     skipEval: false,
     skipView: false,
     skipFleet: false,
+    skipContext: false,
     keepTemp: false,
     reps: 15,
     warmup: 2,
@@ -91,6 +100,7 @@ function parseArgs(argv) {
     else if (arg === '--skip-eval') options.skipEval = true;
     else if (arg === '--skip-view') options.skipView = true;
     else if (arg === '--skip-fleet') options.skipFleet = true;
+    else if (arg === '--skip-context') options.skipContext = true;
     else if (arg === '--fleet-reps') explicit.fleetReps = number();
     else if (arg === '--keep-temp') options.keepTemp = true;
     else if (arg === '--reps') explicit.reps = number();
@@ -124,7 +134,9 @@ async function loadDist() {
   const docker = await import(pathToFileURL(file('sandbox/docker/index.js')).href);
   const images = await import(pathToFileURL(file('sandbox/docker/images.js')).href);
   const buildContext = await import(pathToFileURL(file('sandbox/docker/build-context.js')).href);
-  return { docker, images, buildContext };
+  const verify = await import(pathToFileURL(file('fix/verify.js')).href);
+  const changeSet = await import(pathToFileURL(file('changes/change-set.js')).href);
+  return { docker, images, buildContext, verify, changeSet };
 }
 
 /**
@@ -169,7 +181,7 @@ async function checkDocker(engine) {
 async function main() {
   const options = parseArgs(process.argv.slice(2));
   installSignalHandlers();
-  const { docker, images, buildContext } = await loadDist();
+  const { docker, images, buildContext, verify, changeSet } = await loadDist();
   const engine = docker.dockerEngine();
   const dockerInfo = await checkDocker(engine);
   const started = new Date();
@@ -189,32 +201,53 @@ async function main() {
   const sandbox = await benchSandbox({
     backend: docker.dockerBackend(),
     engine,
+    baseImage: base.tag,
+    reps: options.reps,
+    warmup: options.warmup,
+    log,
+  });
+  log('change path benchmarks on a 20,000-file workspace ...');
+  const changePath = await benchChanges({
+    backend: docker.dockerBackend(),
+    engine,
+    newBackend: () => new docker.DockerBackend(engine),
     buildRepoImage: images.buildRepoImage,
+    checkInvariant: verify.checkInvariant,
+    hostMode: changeSet.hostMode,
     baseImage: base.tag,
     reps: options.reps,
     warmup: options.warmup,
     log,
   });
 
-  log('build-context benchmark (walk, hash, secret scan) ...');
-  const context = await benchContext({
-    scanBuildContext: buildContext.scanBuildContext,
-    folder: PACKAGE_ROOT,
-    dockerfile: join(PACKAGE_ROOT, 'Dockerfile.sandbox'),
-    reps: options.reps,
-    warmup: options.warmup,
-    log,
-  });
+  let context;
+  if (!options.skipContext) {
+    log('build-context benchmark (walk, hash, secret scan) ...');
+    context = await benchContext({
+      scanBuildContext: buildContext.scanBuildContext,
+      folder: PACKAGE_ROOT,
+      dockerfile: join(PACKAGE_ROOT, 'Dockerfile.sandbox'),
+      reps: options.reps,
+      warmup: options.warmup,
+      log,
+    });
+  }
 
   let evalResult;
   let viewResult;
+  /** @type {string | undefined} */
+  let referenceProblem;
   if (!options.skipEval) {
     log('eval benchmark on examples/evals/suite.yaml (a temp copy) ...');
+    const { reference, problem } = await loadReference(PACKAGE_ROOT);
+    if (problem) log(`  no trials-per-minute comparison: ${problem}`);
+    referenceProblem = problem;
     evalResult = await benchEval({
       packageRoot: PACKAGE_ROOT,
       n: options.evalN,
       log,
       keepTemp: options.keepTemp,
+      ...(reference ? { reference } : {}),
       afterRun: async (outDir, concurrency) => {
         if (options.skipView || concurrency !== 2) return;
         log('viewer benchmark on that eval output ...');
@@ -245,7 +278,7 @@ async function main() {
   }
 
   const results = {
-    schemaVersion: 1,
+    schemaVersion: 2,
     date: started.toISOString().slice(0, 10),
     startedAt: started.toISOString(),
     finishedAt: new Date().toISOString(),
@@ -259,6 +292,7 @@ async function main() {
       skipView: options.skipView,
       fleetReps: options.fleetReps,
       skipFleet: options.skipFleet,
+      skipContext: options.skipContext,
     },
     machine: {
       cpus: cpus().length,
@@ -271,14 +305,17 @@ async function main() {
       atEnd: await load(),
     },
     sandbox,
-    context,
+    changePath,
+    ...(context ? { context } : {}),
     ...(evalResult ? { eval: evalResult } : {}),
     ...(viewResult ? { view: viewResult } : {}),
     ...(fleetResult ? { fleet: fleetResult } : {}),
     ...(fleetEvalResult ? { fleetEval: fleetEvalResult } : {}),
   };
-  const tables = formatTables(results);
-  const file = await saveResults(PACKAGE_ROOT, { ...results, table: tables });
+  if (evalResult && referenceProblem) evalResult.comparisonProblem = referenceProblem;
+  const withTargets = { ...results, targets: evaluateTargets(results) };
+  const tables = formatTables(withTargets);
+  const file = await saveResults(PACKAGE_ROOT, { ...withTargets, table: tables });
   process.stdout.write(`\n${tables.join('\n')}\n\n`);
   process.stdout.write(`results: ${relative(process.cwd(), file)} (and bench/results/latest.json)\n`);
 }

@@ -3,6 +3,7 @@
  * plain engine API) doing the same job, measured side by side in the same process and,
  * where possible, interleaved repetition by repetition (A B, B A, A B, ...) so drift on a
  * shared machine hits both sides alike. Warm-up repetitions run first and are discarded.
+ * The change path has its own module (`changes-bench.mjs`).
  *
  * What each measurement means:
  *
@@ -13,30 +14,25 @@
  * - `createToReady.dockerRun`: `docker run --rm <image> true` through the docker CLI,
  *   spawned from Node, until the CLI exits: create, start, run `true`, wait, remove. It has
  *   none of the hardening options and includes the removal and the CLI's own start-up.
- * - `exec.sandbox`: one `sandbox.exec('true')` round trip on a running sandbox: the
- *   harness's exec wrapper (pid file + `timeout -k` + `sh -c`), output capture, and its
- *   polling of the daemon's exec state until the command is known to have exited.
+ * - `exec.channel`: one `sandbox.exec('true', { fast: true })` round trip: a line to the
+ *   sandbox's long-lived command channel (what the agent's tool calls use), `timeout`, output
+ *   relay, the end markers back. `exec.channelCheck` shows the command really ran over the
+ *   channel (its stdout was the channel's relay, not an exec's), so a silent fall-back to one
+ *   exec per call cannot pass for the channel.
+ * - `exec.sandbox`: one `sandbox.exec('true')` round trip without the channel: one daemon
+ *   exec with the harness's wrapper (fifo relay, pid file, `timeout -k`, `sh -c`), output
+ *   capture, and polling the daemon's exec state until the command is known to have exited.
+ *   What tests, scans and every verdict use.
+ * - `exec.engineExec`: the daemon exec without the harness's wrapper or polling:
+ *   `DockerEngine.startExec(['true'])`, wait for the stream to end, one inspect.
  * - `exec.dockerExecCli`: `docker exec <id> true` through the docker CLI on the same
  *   container (spawned from Node, CLI start-up included).
- * - `exec.engineExec` (diagnostic): the same daemon exec without the harness's wrapper or
- *   polling: `DockerEngine.startExec(['true'])`, wait for the stream to end, one inspect.
- * - `changes.sandbox`: `sandbox.changes()` on a sandbox whose image holds a 20,000-file
- *   workspace, after one file was changed with `exec` (the daemon's container diff plus
- *   the harness's filtering). The change itself is made before timing starts.
- * - `changes.archivePull`: the alternative a harness without the daemon's diff would use:
- *   `DockerEngine.getArchive('/workspace')` of the same container, every byte drained.
- * - `changes.dockerDiffCli` (diagnostic): `docker diff <id>` through the CLI, to tell the
- *   daemon's own cost from the harness's.
- * - `changes.baseImageChanges` (diagnostic): `sandbox.changes()` on a sandbox of the plain
- *   base image (an empty workspace, nothing changed), to show what the diff costs without
- *   the 20,000 files.
  */
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { Writable } from 'node:stream';
-import { checkInterrupted, onCleanup, run } from './process.mjs';
+import { checkInterrupted, run } from './process.mjs';
 import { ratio, summarize } from './stats.mjs';
-import { CHANGED_FILE, FILE_COUNT, manyFilesImage } from './many-files.mjs';
+import { createTracked, execOk, nullSink, repeat, rotate } from './sandbox-helpers.mjs';
 
 /**
  * Label on the containers `docker run` makes, unique to this bench process, so a leftover
@@ -44,50 +40,8 @@ import { CHANGED_FILE, FILE_COUNT, manyFilesImage } from './many-files.mjs';
  */
 const BENCH_LABEL = `sandbox-harness.bench=${process.pid}-${randomBytes(3).toString('hex')}`;
 
-/**
- * @typedef {{ id: string, exec: (command: string, options?: object) => Promise<{ exitCode: number, stderr: string }>, changes: () => Promise<Array<{ path: string, kind: string }>>, dispose: () => Promise<void> }} BenchSandbox
- * @typedef {{ create: (spec: { image: string, role: string }) => Promise<BenchSandbox> }} BenchBackend
- * @typedef {{ startExec: (id: string, options: object) => Promise<{ streamEnded: Promise<void>, inspect: () => Promise<{ running: boolean, exitCode: number | null }>, detach: () => void }>, getArchive: (id: string, path: string) => Promise<AsyncIterable<Buffer> | undefined> }} BenchEngine
- */
-
-const nullSink = () =>
-  new Writable({
-    write(_chunk, _encoding, callback) {
-      callback();
-    },
-  });
-
-/**
- * A sandbox that is disposed whatever happens, also on a second Ctrl-C.
- *
- * @param {BenchBackend} backend
- * @param {string} image
- */
-async function createTracked(backend, image) {
-  const sandbox = await backend.create({ image, role: 'bench' });
-  const unregister = onCleanup(() => sandbox.dispose());
-  return {
-    sandbox,
-    dispose: async () => {
-      try {
-        await sandbox.dispose();
-      } finally {
-        unregister();
-      }
-    },
-  };
-}
-
-/**
- * @param {BenchSandbox} sandbox
- * @param {string} command
- */
-async function execOk(sandbox, command) {
-  const result = await sandbox.exec(command, { timeoutMs: 60_000 });
-  if (result.exitCode !== 0) {
-    throw new Error(`sandbox exec \`${command}\` exited ${result.exitCode}: ${result.stderr.trim()}`);
-  }
-}
+/** @typedef {import('./sandbox-helpers.mjs').BenchBackend} BenchBackend */
+/** @typedef {import('./sandbox-helpers.mjs').BenchEngine} BenchEngine */
 
 /**
  * @param {string[]} args
@@ -101,23 +55,6 @@ async function dockerCli(args) {
     );
   }
   return result.ms;
-}
-
-/**
- * Runs `fn(i)` for warm-ups plus repetitions and keeps the samples of the repetitions.
- *
- * @param {{ reps: number, warmup: number, label: string, log: (line: string) => void }} plan
- * @param {(i: number, keep: boolean) => Promise<void>} fn
- */
-async function repeat(plan, fn) {
-  const total = plan.warmup + plan.reps;
-  for (let i = 0; i < total; i++) {
-    checkInterrupted();
-    await fn(i, i >= plan.warmup);
-    if (process.stderr.isTTY) process.stderr.write(`\r  ${plan.label}: ${i + 1}/${total}   `);
-  }
-  if (process.stderr.isTTY) process.stderr.write('\r\x1b[K');
-  plan.log(`  ${plan.label}: ${plan.reps} repetitions after ${plan.warmup} warm-up(s)`);
 }
 
 /**
@@ -174,24 +111,41 @@ async function benchCreateToReady(o) {
   };
 }
 
+/** Where a command's stdout goes when it runs over the command channel (`CHANNEL_SCRIPT`). */
+const CHANNEL_RELAY = /\/\.sandbox-harness-channel-[^/]+\/o\d+$/;
+/** ... and when it runs as one exec (`EXEC_WRAPPER`). */
+const EXEC_RELAY = /\/\.sandbox-harness-exec-[^/]+\/out$/;
+
 /**
  * @param {{ backend: BenchBackend, engine: BenchEngine, image: string, reps: number, warmup: number, log: (line: string) => void }} o
  */
 async function benchExec(o) {
+  /** @type {number[]} */ const viaChannel = [];
   /** @type {number[]} */ const viaSandbox = [];
   /** @type {number[]} */ const viaCli = [];
   /** @type {number[]} */ const viaEngine = [];
   const { sandbox: box, dispose } = await createTracked(o.backend, o.image);
+  let channelCheck;
   try {
     await execOk(box, 'true');
-    const sandboxOnce = async (/** @type {boolean} */ keep) => {
-      const t0 = performance.now();
-      await execOk(box, 'true');
-      if (keep) viaSandbox.push(performance.now() - t0);
+    // Which way each kind of call really went: the relay its stdout was written to.
+    const where = async (/** @type {boolean} */ fast) =>
+      (await execOk(box, 'readlink /proc/self/fd/1', { fast })).stdout.trim();
+    const fastRelay = await where(true);
+    const execRelay = await where(false);
+    channelCheck = {
+      fastStdout: fastRelay,
+      execStdout: execRelay,
+      channelUsed: CHANNEL_RELAY.test(fastRelay),
+      execUsedOneExec: EXEC_RELAY.test(execRelay),
     };
-    const cliOnce = async (/** @type {boolean} */ keep) => {
-      const ms = await dockerCli(['exec', box.id, 'true']);
-      if (keep) viaCli.push(ms);
+    if (!channelCheck.channelUsed) {
+      o.log(`  warning: exec({ fast: true }) did not run over the command channel (stdout was ${fastRelay})`);
+    }
+    const timedExec = async (/** @type {number[]} */ samples, /** @type {boolean} */ keep, fast = false) => {
+      const t0 = performance.now();
+      await execOk(box, 'true', { fast });
+      if (keep) samples.push(performance.now() - t0);
     };
     const engineOnce = async (/** @type {boolean} */ keep) => {
       const t0 = performance.now();
@@ -210,114 +164,48 @@ async function benchExec(o) {
       if (state.exitCode !== 0) throw new Error(`engine exec of \`true\` exited ${state.exitCode}`);
       if (keep) viaEngine.push(performance.now() - t0);
     };
-    const steps = [sandboxOnce, cliOnce, engineOnce];
-    await repeat({ ...o, label: 'exec round trip vs docker exec' }, async (i, keep) => {
-      // Rotate the order so no side always runs first.
-      for (let k = 0; k < steps.length; k++) await steps[(i + k) % steps.length](keep);
-    });
+    const cliOnce = async (/** @type {boolean} */ keep) => {
+      const ms = await dockerCli(['exec', box.id, 'true']);
+      if (keep) viaCli.push(ms);
+    };
+    await repeat(
+      { ...o, label: 'tool-call round trip: channel, exec, engine exec, docker exec' },
+      (i, keep) =>
+        rotate(i, [
+          () => timedExec(viaChannel, keep, true),
+          () => timedExec(viaSandbox, keep),
+          () => engineOnce(keep),
+          () => cliOnce(keep),
+        ]),
+    );
   } finally {
     await dispose();
   }
+  const ch = summarize(viaChannel);
   const s = summarize(viaSandbox);
   const c = summarize(viaCli);
   const e = summarize(viaEngine);
-  return { sandbox: s, dockerExecCli: c, ratio: ratio(s, c), engineExec: e, ratioToEngine: ratio(s, e) };
-}
-
-/**
- * @param {{ backend: BenchBackend, engine: BenchEngine, buildRepoImage: Parameters<typeof manyFilesImage>[0]['buildRepoImage'], baseImage: string, reps: number, warmup: number, log: (line: string) => void }} o
- */
-async function benchChanges(o) {
-  const image = await manyFilesImage({ buildRepoImage: o.buildRepoImage, log: o.log });
-  /** @type {number[]} */ const viaChanges = [];
-  /** @type {number[]} */ const viaArchive = [];
-  /** @type {number[]} */ const viaDiffCli = [];
-  /** @type {number[]} */ const onBase = [];
-  /** @type {number[]} */ const archiveBytes = [];
-  /** @type {Array<{ path: string, kind: string }>} */
-  let reported = [];
-  let everyRepetitionSawOneChange = true;
-
-  const baseBox = await createTracked(o.backend, o.baseImage);
-  try {
-    await repeat({ ...o, label: 'changes() vs full /workspace archive (20k files)' }, async (i, keep) => {
-      const { sandbox: box, dispose } = await createTracked(o.backend, image.tag);
-      try {
-        await execOk(box, `echo changed >> ${CHANGED_FILE}`);
-        const changesOnce = async () => {
-          const t0 = performance.now();
-          reported = await box.changes();
-          const ms = performance.now() - t0;
-          if (reported.length !== 1 || reported[0]?.path !== CHANGED_FILE)
-            everyRepetitionSawOneChange = false;
-          if (keep) viaChanges.push(ms);
-        };
-        const archiveOnce = async () => {
-          const t0 = performance.now();
-          const stream = await o.engine.getArchive(box.id, '/workspace');
-          if (!stream) throw new Error('getArchive(/workspace) found nothing');
-          let bytes = 0;
-          for await (const chunk of stream) bytes += chunk.length;
-          const ms = performance.now() - t0;
-          if (keep) {
-            viaArchive.push(ms);
-            archiveBytes.push(bytes);
-          }
-        };
-        const diffCliOnce = async () => {
-          const ms = await dockerCli(['diff', box.id]);
-          if (keep) viaDiffCli.push(ms);
-        };
-        const baseOnce = async () => {
-          const t0 = performance.now();
-          await baseBox.sandbox.changes();
-          if (keep) onBase.push(performance.now() - t0);
-        };
-        const steps = [changesOnce, archiveOnce, diffCliOnce, baseOnce];
-        for (let k = 0; k < steps.length; k++) await steps[(i + k) % steps.length]();
-      } finally {
-        await dispose();
-      }
-    });
-  } finally {
-    await baseBox.dispose();
-  }
-  const c = summarize(viaChanges);
-  const a = summarize(viaArchive);
   return {
-    image: {
-      tag: image.tag,
-      reused: image.reused,
-      workspaceFiles: image.files,
-      generatedFiles: FILE_COUNT,
-      buildOrReuseMs: Math.round(image.buildOrReuseMs),
-    },
-    changedFile: CHANGED_FILE,
-    changesReported: reported,
-    everyRepetitionSawExactlyTheOneChange: everyRepetitionSawOneChange,
-    sandbox: c,
-    archivePull: a,
-    ratio: ratio(c, a),
-    archiveBytes: archiveBytes[0] ?? 0,
-    dockerDiffCli: summarize(viaDiffCli),
-    baseImageChanges: summarize(onBase),
+    channel: ch,
+    channelCheck,
+    sandbox: s,
+    engineExec: e,
+    dockerExecCli: c,
+    channelToEngine: ratio(ch, e),
+    ratio: ratio(s, c),
+    ratioToEngine: ratio(s, e),
   };
 }
 
 /**
- * @param {{ backend: BenchBackend, engine: BenchEngine, buildRepoImage: Parameters<typeof manyFilesImage>[0]['buildRepoImage'], baseImage: string, reps: number, warmup: number, log: (line: string) => void }} o
+ * @param {{ backend: BenchBackend, engine: BenchEngine, baseImage: string, reps: number, warmup: number, log: (line: string) => void }} o
  */
 export async function benchSandbox(o) {
   const common = { backend: o.backend, engine: o.engine, reps: o.reps, warmup: o.warmup, log: o.log };
   try {
     const createToReady = await benchCreateToReady({ ...common, image: o.baseImage });
     const exec = await benchExec({ ...common, image: o.baseImage });
-    const changes = await benchChanges({
-      ...common,
-      buildRepoImage: o.buildRepoImage,
-      baseImage: o.baseImage,
-    });
-    return { image: o.baseImage, reps: o.reps, warmup: o.warmup, createToReady, exec, changes };
+    return { image: o.baseImage, reps: o.reps, warmup: o.warmup, createToReady, exec };
   } finally {
     await removeLabelledLeftovers();
   }

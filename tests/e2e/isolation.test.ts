@@ -11,6 +11,7 @@ import { dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
 import { ensureBaseImage, DEFAULT_BASE_IMAGE } from '../../src/sandbox/docker/images.js';
 import { runCli, ROOT } from '../helpers/cli.js';
+import { foreignContainer } from '../helpers/docker.js';
 
 const runIds: string[] = [];
 let copy: ExampleCopy;
@@ -73,23 +74,8 @@ describe('run records are data, not instructions', () => {
 
   it('rerun-tests and shell refuse a container that is not a sandbox of that run, and leave it alone', async () => {
     // A container of someone else's, running: a forged record names it as its kept sandbox.
-    const foreign = await dockerEngine().createContainer({
-      image: DEFAULT_BASE_IMAGE,
-      entrypoint: ['sleep'],
-      cmd: ['300'],
-      user: '1000:1000',
-      workingDir: '/',
-      env: [],
-      labels: { purpose: 'not sandbox-harness' },
-      memoryBytes: 64 * 1024 * 1024,
-      nanoCpus: 1e8,
-      pids: 16,
-      maxFileBytes: 1024,
-      tmpfsBytes: 1024 * 1024,
-      nofile: 64,
-    });
+    const foreign = await foreignContainer(DEFAULT_BASE_IMAGE, { start: true });
     try {
-      await dockerEngine().startContainer(foreign);
       const id = await forge('20990101-000000-f0f0f0', (record) => {
         record.containers = [{ role: 'attempt-1', id: foreign, kept: true }];
       });

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { dockerEngine, IDLE_CONTAINER_LIMITS } from '../../src/sandbox/docker/engine.js';
 import {
   buildRepoImage,
   ensureBaseImage,
@@ -94,4 +94,24 @@ export class ScratchRepos {
 export async function inImage(image: string, script: string): Promise<string> {
   const { stdout } = await run('docker', ['run', '--rm', '--network', 'none', image, 'sh', '-c', script]);
   return stdout;
+}
+
+/**
+ * A container this tool did not make (its own labels, no harness marks): what a
+ * forged run record points at. The caller removes it.
+ */
+export async function foreignContainer(image: string, options: { start: boolean }): Promise<string> {
+  const engine = dockerEngine();
+  const id = await engine.createContainer({
+    image,
+    entrypoint: ['sleep'],
+    cmd: ['infinity'],
+    user: '1000:1000',
+    workingDir: '/',
+    env: [],
+    labels: { purpose: 'someone else' },
+    ...IDLE_CONTAINER_LIMITS,
+  });
+  if (options.start) await engine.startContainer(id);
+  return id;
 }

@@ -13,7 +13,7 @@ import { dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { buildRepoImage } from '../../src/sandbox/docker/images.js';
 import { containerLabels } from '../../src/sandbox/docker/labels.js';
 import type { Sandbox } from '../../src/sandbox/types.js';
-import { fixtureImage } from '../helpers/docker.js';
+import { fixtureImage, foreignContainer } from '../helpers/docker.js';
 
 const made: Sandbox[] = [];
 const dirs: string[] = [];
@@ -130,22 +130,8 @@ describe('kept containers are ours', () => {
     await expect(backend.state({ id: sandbox.id, runId: 'a-forged-run' })).rejects.toMatchObject({
       code: 'USAGE',
     });
-    const foreign = await dockerEngine().createContainer({
-      image: await fixtureImage('conformance'),
-      entrypoint: ['sleep'],
-      cmd: ['infinity'],
-      user: '1000:1000',
-      workingDir: '/',
-      env: [],
-      // Labels of its own: not this tool's marks.
-      labels: { purpose: 'someone else' },
-      memoryBytes: 64 * 1024 * 1024,
-      nanoCpus: 1e8,
-      pids: 16,
-      maxFileBytes: 1024,
-      tmpfsBytes: 1024 * 1024,
-      nofile: 64,
-    });
+    // Labels of its own, not this tool's marks, and never started: attach must not start it.
+    const foreign = await foreignContainer(await fixtureImage('conformance'), { start: false });
     try {
       await expect(backend.attach({ id: foreign, runId: 'the-real-run' })).rejects.toMatchObject({
         code: 'USAGE',

@@ -19,7 +19,7 @@
  *       "checks": [
  *         {
  *           "name": "daemon" | "server-version" | "storage-driver" | "cgroups" | "kernel-limits"
- *                 | "sandbox-container" | "disk" | "base-images" | "offline-bootstrap",
+ *                 | "sandbox-container" | "disk-budget" | "disk" | "base-images" | "offline-bootstrap",
  *           "ok": boolean,
  *           "detail": string,   // what was found, one line
  *           "fix"?: string,     // only when ok is false: the command that fixes it

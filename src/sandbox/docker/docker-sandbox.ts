@@ -25,7 +25,7 @@ import {
   type TreeEntry,
   type WorkspaceTree,
 } from '../types.js';
-import { dockerEngine, StorageQuotaUnsupported, type DockerEngine } from './engine.js';
+import { dockerEngine, IDLE_CONTAINER_LIMITS, StorageQuotaUnsupported, type DockerEngine } from './engine.js';
 import { KEPT_NAME_PREFIX, LABEL, containerLabels, containerName } from './labels.js';
 import { reapOrphans } from './gc.js';
 
@@ -327,12 +327,7 @@ export class DockerBackend implements SandboxBackend {
       workingDir: '/',
       env: [],
       labels: containerLabels({ role: 'tree' }),
-      memoryBytes: 64 * 1024 * 1024,
-      nanoCpus: 1e8,
-      pids: 16,
-      maxFileBytes: 1024,
-      tmpfsBytes: 1024 * 1024,
-      nofile: 64,
+      ...IDLE_CONTAINER_LIMITS,
     });
     try {
       const stream = await engine.getArchive(id, WORKSPACE);

@@ -6,13 +6,19 @@ import { randomBytes } from 'node:crypto';
 import { HarnessError, errorMessage } from '../../errors.js';
 import { DEFAULT_RESOURCES, SANDBOX_GID, SANDBOX_UID, WORKSPACE } from '../types.js';
 import { findOnPath, isDebianRoot } from './bootstrap.js';
-import { dockerEngine, type DockerEngine, type EngineDiskUsage, type EngineInfo } from './engine.js';
+import {
+  dockerEngine,
+  StorageQuotaUnsupported,
+  type DockerEngine,
+  type EngineDiskUsage,
+  type EngineInfo,
+} from './engine.js';
 import { BASE_IMAGES, baseImageStatus, DEFAULT_BASE_IMAGE } from './images.js';
 import { containerLabels } from './labels.js';
 import { BoundedBuffer } from '../posix/sinks.js';
 
 export interface DoctorCheck {
-  /** Stable identifier: `daemon`, `server-version`, `storage-driver`, `cgroups`, `kernel-limits`, `sandbox-container`, `disk`, `base-images`, `offline-bootstrap`. */
+  /** Stable identifier: `daemon`, `server-version`, `storage-driver`, `cgroups`, `kernel-limits`, `sandbox-container`, `disk-budget`, `disk`, `base-images`, `offline-bootstrap`. */
   name: string;
   ok: boolean;
   /** What was found, one line. */
@@ -193,6 +199,23 @@ export function parseDf(output: string): { freeBytes: number; totalBytes: number
   return { freeBytes: free * 1024, totalBytes: total * 1024 };
 }
 
+/** A probe runs as a sandbox would: its user, its folder, its default limits, no network. */
+function probeContainer() {
+  return {
+    name: `sandbox-harness-doctor-${randomBytes(4).toString('hex')}`,
+    user: `${SANDBOX_UID}:${SANDBOX_GID}`,
+    workingDir: WORKSPACE,
+    env: [],
+    labels: containerLabels({ runId: 'doctor', role: 'doctor' }),
+    memoryBytes: DEFAULT_RESOURCES.memoryBytes,
+    nanoCpus: Math.round(DEFAULT_RESOURCES.cpus * 1e9),
+    pids: DEFAULT_RESOURCES.pids,
+    maxFileBytes: DEFAULT_RESOURCES.maxFileBytes,
+    tmpfsBytes: DEFAULT_RESOURCES.tmpfsBytes,
+    nofile: 1024,
+  };
+}
+
 async function containerCheck(
   engine: DockerEngine,
   image: string,
@@ -202,20 +225,11 @@ async function containerCheck(
   let id: string | undefined;
   try {
     id = await engine.createContainer({
-      name: `sandbox-harness-doctor-${randomBytes(4).toString('hex')}`,
       image,
       entrypoint: ['sleep'],
       cmd: ['60'],
-      user: `${SANDBOX_UID}:${SANDBOX_GID}`,
-      workingDir: WORKSPACE,
+      ...probeContainer(),
       env: ['LANG=C.UTF-8'],
-      labels: containerLabels({ runId: 'doctor', role: 'doctor' }),
-      memoryBytes: DEFAULT_RESOURCES.memoryBytes,
-      nanoCpus: Math.round(DEFAULT_RESOURCES.cpus * 1e9),
-      pids: DEFAULT_RESOURCES.pids,
-      maxFileBytes: DEFAULT_RESOURCES.maxFileBytes,
-      tmpfsBytes: DEFAULT_RESOURCES.tmpfsBytes,
-      nofile: 1024,
     });
     await engine.startContainer(id);
     const state = await engine.inspectContainer(id);
@@ -305,6 +319,49 @@ function diskCheck(facts: EngineFacts): DoctorCheck {
   };
 }
 
+/**
+ * How a sandbox's disk budget (`sandbox.resources.diskBytes`) will be held on this engine: by
+ * the engine's own per-container quota where the storage driver has one (overlay2 on xfs with
+ * pquota), else by the harness's watchdog, which samples the writable layer every second and
+ * stops the sandbox past its budget. Both hold the budget; the user should know which one,
+ * because the watchdog lets a fast writer go over by up to a second's writing.
+ */
+async function diskBudgetCheck(engine: DockerEngine, image: string, driver: string): Promise<DoctorCheck> {
+  let id: string | undefined;
+  try {
+    id = await engine.createContainer({
+      image,
+      entrypoint: ['true'],
+      cmd: [],
+      ...probeContainer(),
+      diskBytes: DEFAULT_RESOURCES.diskBytes,
+    });
+    return {
+      name: 'disk-budget',
+      ok: true,
+      detail: `held by the engine: ${driver || 'the storage driver'} gives each sandbox a writable-layer quota`,
+    };
+  } catch (error) {
+    if (error instanceof StorageQuotaUnsupported) {
+      return {
+        name: 'disk-budget',
+        ok: true,
+        detail:
+          `held by the harness's watchdog: ${driver || 'the storage driver'} here has no per-container quota, ` +
+          'so the writable layer is measured every second and a sandbox over its budget is stopped (overlay2 on xfs with pquota lets the engine hold it exactly)',
+      };
+    }
+    return {
+      name: 'disk-budget',
+      ok: false,
+      detail: `could not tell how the disk budget is held: ${errorMessage(error).split('\n')[0]}`,
+      fix: 'Run `sandbox-harness doctor` again; if it persists, read the engine log.',
+    };
+  } finally {
+    if (id) await engine.removeContainer(id).catch(() => undefined);
+  }
+}
+
 export async function runDoctor(options: DoctorOptions = {}): Promise<DoctorReport> {
   const engine = options.engine ?? dockerEngine();
   const fleet = options.fleet;
@@ -372,6 +429,7 @@ export async function runDoctor(options: DoctorOptions = {}): Promise<DoctorRepo
     const container = await containerCheck(engine, probeImage, options.containerTimeoutMs ?? 30_000);
     checks.push(container.check);
     if (container.disk) Object.assign(facts, container.disk);
+    if (container.check.ok) checks.push(await diskBudgetCheck(engine, probeImage, info.storageDriver));
   } else {
     checks.push({
       name: 'sandbox-container',

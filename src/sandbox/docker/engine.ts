@@ -41,6 +41,19 @@ export interface EngineDiskUsage {
   buildCacheBytes: number;
 }
 
+/**
+ * Limits for a container that runs nothing of a repo (a tree read, a probe): small enough
+ * that it costs nothing, and still every limit set, as on every container this code makes.
+ */
+export const IDLE_CONTAINER_LIMITS = {
+  memoryBytes: 64 * 1024 * 1024,
+  nanoCpus: 1e8,
+  pids: 16,
+  maxFileBytes: 1024,
+  tmpfsBytes: 1024 * 1024,
+  nofile: 64,
+} as const;
+
 export interface ContainerCreateOptions {
   name?: string;
   image: string;
