@@ -84,6 +84,19 @@ describe.each([
   });
 });
 
+describe('the command channel over many commands', () => {
+  it('answers each of a hundred commands with its own output and exit code, and keeps its relay folder small', async () => {
+    for (let i = 0; i < 100; i++) {
+      const r = await sandbox.exec(`echo out${i}; echo err${i} >&2; exit ${i % 7}`, { fast: true });
+      expect([r.stdout, r.stderr, r.exitCode]).toEqual([`out${i}\n`, `err${i}\n`, i % 7]);
+    }
+    // Relays are made and removed in batches; they must not pile up with every command.
+    const left = await sandbox.exec('ls /tmp/.sandbox-harness-channel-*/ | wc -l', { fast: true });
+    expect(Number(left.stdout.trim())).toBeGreaterThan(0);
+    expect(Number(left.stdout.trim())).toBeLessThanOrEqual(3 * 48);
+  });
+});
+
 describe('the command channel when its process is killed', () => {
   it('says the command may not have run, and later commands use plain execs', async () => {
     const box = await dockerBackend().create({

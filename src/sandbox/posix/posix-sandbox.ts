@@ -6,7 +6,13 @@
  */
 import { randomBytes } from 'node:crypto';
 import { PassThrough } from 'node:stream';
-import { HarnessError, SandboxDead, SandboxFileError, type SandboxFileProblem } from '../../errors.js';
+import {
+  abortError,
+  HarnessError,
+  SandboxDead,
+  SandboxFileError,
+  type SandboxFileProblem,
+} from '../../errors.js';
 import { packTar, readTarSafely } from '../tar.js';
 import {
   WORKSPACE,
@@ -24,7 +30,7 @@ import {
 import { ChannelLost, CommandChannel } from './channel.js';
 import { killTree, runCommand, runScript, type ScriptResult } from './exec.js';
 import { workspaceRelative } from './paths.js';
-import { changesFromScan, parseScan } from './scan.js';
+import { changesFromScan, parseScan, type ParsedScan } from './scan.js';
 import {
   EXPORT_SCRIPT,
   FILE_PROBLEMS,
@@ -214,8 +220,20 @@ export abstract class PosixSandbox implements Sandbox {
     return entries.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
   }
 
+  /**
+   * A backend's own way to list what changed without running anything in the sandbox (the
+   * same records the scan script prints), or undefined to use the script.
+   */
+  protected async hostScan(_maxRecords: number): Promise<ParsedScan | undefined> {
+    return undefined;
+  }
+
   async changes(limits: ChangeScanLimits = {}): Promise<ChangeScan> {
     const max = limits.maxEntries ?? DEFAULT_SCAN_ENTRIES;
+    await this.checkUsable();
+    if (limits.signal?.aborted) throw abortError(limits.signal);
+    const [fastTree, fast] = await Promise.all([this.tree(), this.hostScan(max)]);
+    if (fast) return changesFromScan(fast, fastTree, max, this.hidden);
     const [tree, result] = await Promise.all([
       this.tree(),
       this.script(SCAN_SCRIPT, [String(max + 1)], {
