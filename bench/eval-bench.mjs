@@ -68,7 +68,7 @@ import { median, quantile, round1 } from './stats.mjs';
  * @param {string} parent
  * @param {(line: string) => void} log
  */
-async function prepareCopy(packageRoot, parent, log) {
+export async function prepareCopy(packageRoot, parent, log) {
   const skip = (/** @type {string} */ source) => !source.split(/[\\/]/).includes('.sandbox-harness');
   const example = join(parent, 'shipping-service');
   // verbatimSymlinks: node_modules/.bin links stay relative; resolved to absolute paths they
@@ -331,12 +331,13 @@ export const PHASE_APPLIES = {
 };
 
 /**
- * @param {{ cli: string, cwd: string, suite: string, outDir: string, n: number, concurrency: number, tasksOf?: readonly string[] }} o
- *   `tasksOf`: also aggregate the trials of only these tasks (those of the reference run)
+ * @param {{ cli: string, cwd: string, suite: string, outDir: string, n: number, concurrency: number, tasksOf?: readonly string[], extra?: string[] }} o
+ *   `tasksOf`: also aggregate the trials of only these tasks (those of the reference run);
+ *   `extra`: more CLI arguments (the fleet eval bench adds `--engines FILE`)
  */
-async function runSuite(o) {
+export async function runSuite(o) {
   const args = [o.cli, 'eval', o.suite, '-n', String(o.n), '--concurrency', String(o.concurrency)];
-  args.push('--out', o.outDir, '--json');
+  args.push(...(o.extra ?? []), '--out', o.outDir, '--json');
   const result = await run(process.execPath, args, { cwd: o.cwd });
   checkInterrupted();
   if (result.code !== 0) {
@@ -373,6 +374,8 @@ async function runSuite(o) {
     baselinesReused: trials.filter((t) => t.baseline === 'reused').length,
     ...aggregate(trials),
     phantomTestExits: trials.reduce((a, t) => a + (t.phantomExits ?? 0), 0),
+    // What each engine did (one `local` row without a fleet).
+    engines: report.summary.engines,
     ...(tasksOf
       ? {
           referenceTasksOnly: {

@@ -26,10 +26,12 @@ import { checkInterrupted, onCleanup, runOk } from './process.mjs';
 import { summarize, ratio } from './stats.mjs';
 
 /**
+ * `scripts/test-engines.ts` with these arguments (start, stop, ...).
+ *
  * @param {string} packageRoot
  * @param {string[]} args
  */
-function testEngines(packageRoot, args) {
+export function testEngines(packageRoot, args) {
   return runOk(
     process.execPath,
     ['--import', 'tsx', join(packageRoot, 'scripts', 'test-engines.ts'), ...args],

@@ -303,6 +303,47 @@ export function formatTables(results) {
       `(${fl.reps} repetition(s) per method; defaults in src/fleet/images.ts: base ${fl.defaults.base}, repo ${fl.defaults.repo}${fl.defaultsMatchMeasurement ? ', as measured' : ' — NOT what was measured faster'})`,
     );
   }
+  const fe = results.fleetEval;
+  if (fe) {
+    if (out.length) out.push('');
+    const { local, fleet } = fe;
+    const x = (/** @type {number | null} */ r) => (r === null ? '' : `${r.toFixed(2)}x`);
+    out.push(
+      ...table([
+        [
+          `eval over engines (same concurrency ${fe.concurrency})`,
+          'local engine',
+          '3 engines',
+          'ratio (3 / 1)',
+        ],
+        ['trials (all runs)', String(local.trials), String(fleet.trials), ''],
+        [
+          'trials per minute, median',
+          String(local.trialsPerMinute.median),
+          String(fleet.trialsPerMinute.median),
+          x(fe.fleetToLocal.trialsPerMinute),
+        ],
+        ['eval wall time, median', ms(local.wallTimeMs.medianMs), ms(fleet.wallTimeMs.medianMs), ''],
+        [
+          'trial wall time, median of run medians',
+          ms(local.trialMedianMs.medianMs),
+          ms(fleet.trialMedianMs.medianMs),
+          x(fe.fleetToLocal.trialMedian),
+        ],
+        [
+          'harness overhead per trial, median of run medians',
+          ms(local.overheadMedianMs.medianMs),
+          ms(fleet.overheadMedianMs.medianMs),
+          x(fe.fleetToLocal.overheadMedian),
+        ],
+        ['cold fleet eval -n 1 (repo images built on fresh engines)', '', ms(fe.cold.wallTimeMs), ''],
+        ['two fresh engines started, base image shipped to both', '', ms(fe.enginesReadyMs), ''],
+      ]),
+    );
+    out.push(
+      `(${fe.reps} pair(s) of evals -n ${fe.n}, alternating; ratio < 1 in trials per minute: the fleet is slower)`,
+    );
+  }
   return out;
 }
 

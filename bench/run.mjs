@@ -10,9 +10,10 @@
  *   numbers are noisier). Default: 15 repetitions after 2 warm-ups, eval -n 2.
  * - `--skip-eval`: no eval benchmark (it takes a few minutes), so no viewer benchmark either.
  * - `--skip-view`: no viewer benchmark.
- * - `--skip-fleet`: no fleet benchmark (it needs root, and takes several minutes: every
+ * - `--skip-fleet`: no fleet benchmarks (they need root, and take several minutes: every
  *   repetition moves a ~500 MB image, and building the base image bootstraps it offline).
- *   `--fleet-reps N`: its repetitions per method (default 3; `--quick`: 1).
+ *   `--fleet-reps N`: repetitions per method, and pairs of fleet/local evals (default 3;
+ *   `--quick`: 1). The fleet eval uses `--eval-n` trials per task.
  * - `--skip-context`: no build-context benchmark.
  * - `--keep-temp`: keep the eval's temp copy and out folders to look at (the path is saved).
  *
@@ -42,6 +43,10 @@
  *    mutual TLS), the base image and a repo image made present by shipping (save/load
  *    stream from the local engine) against building there; which is faster, and whether
  *    that is what `src/fleet/images.ts` does by default.
+ * 7. Fleet eval (`fleet-eval-bench.mjs`): the example suite on the local engine alone
+ *    against the same eval over three engines on this machine at the same total
+ *    concurrency (3): trials per minute, trial time and harness overhead of each, and their
+ *    ratio (the overhead of spreading an eval, not a speed-up: the cores are the same).
  *
  * Then the targets of issue 12 (`targets.mjs`), each with the measured median and whether it
  * is met, printed first and saved as `targets` in the JSON.
@@ -59,6 +64,7 @@ import { benchEval } from './eval-bench.mjs';
 import { benchContext } from './context-bench.mjs';
 import { benchView } from './view-bench.mjs';
 import { benchFleet } from './fleet-bench.mjs';
+import { benchFleetEval } from './fleet-eval-bench.mjs';
 import { formatTables, gitInfo, saveResults } from './report.mjs';
 import { evaluateTargets, loadReference } from './targets.mjs';
 
@@ -257,9 +263,18 @@ async function main() {
   }
 
   let fleetResult;
+  let fleetEvalResult;
   if (!options.skipFleet) {
     log('fleet benchmark: images on a fresh engine, shipped vs built ...');
     fleetResult = await benchFleet({ packageRoot: PACKAGE_ROOT, reps: options.fleetReps, log });
+    log('fleet eval benchmark: the example suite on 1 engine vs 3 engines, same concurrency ...');
+    fleetEvalResult = await benchFleetEval({
+      packageRoot: PACKAGE_ROOT,
+      n: options.evalN,
+      reps: options.fleetReps,
+      log,
+      keepTemp: options.keepTemp,
+    });
   }
 
   const results = {
@@ -295,6 +310,7 @@ async function main() {
     ...(evalResult ? { eval: evalResult } : {}),
     ...(viewResult ? { view: viewResult } : {}),
     ...(fleetResult ? { fleet: fleetResult } : {}),
+    ...(fleetEvalResult ? { fleetEval: fleetEvalResult } : {}),
   };
   if (evalResult && referenceProblem) evalResult.comparisonProblem = referenceProblem;
   const withTargets = { ...results, targets: evaluateTargets(results) };

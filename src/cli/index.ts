@@ -24,6 +24,11 @@ Exit codes:
   70   a fault of sandbox-harness itself (please report it)
   130  interrupted (Ctrl-C)`;
 
+/** A repeatable option's values, in order. */
+function collect(value: string, previous: string[] = []): string[] {
+  return [...previous, value];
+}
+
 export function buildProgram(): Program {
   let exitCode = 0;
   let controller: AbortController | undefined;
@@ -118,14 +123,43 @@ The harness never commits, pushes or deploys. Example:
     )
     .argument('<suite>', 'suite file (YAML)')
     .option('-n, --n <n>', 'trials per task (default: the suite)')
-    .option('--concurrency <c>', 'trials at once (default: the suite, else the number of cores)')
+    .option(
+      '--concurrency <c>',
+      'trials at once (default: the suite, else the number of cores; with engines: the sum of their capacities)',
+    )
+    .option(
+      '--engines <file>',
+      'run the trials on the engines of an engines file (YAML; see README "Running evals on several machines")',
+    )
+    .option(
+      '--engine <context-or-url>',
+      'run trials on this engine too: a docker context name or tcp://, ssh://, unix:// URL (repeatable)',
+      collect,
+    )
     .option('--out <dir>', 'output folder (default: .sandbox-harness/evals/<suite>-<time>)')
-    .option('--resume', 'skip trials already in <out>/results.jsonl')
+    .option('--resume', 'skip trials already in <out>/results.jsonl (on any engines)')
     .option('--compare <summary.json>', 'compare with a previous summary; exit 1 on a regression')
     .addOption(
       new Option('--keep <policy>', 'keep trial containers').choices(['on-failure', 'always', 'never']),
     )
     .option('--json', 'print only a JSON summary on stdout')
+    .addHelpText(
+      'after',
+      `
+Engines: without --engines/--engine every trial runs on the local engine. With them, each
+trial goes to the engine with the most free capacity (engines file \`capacity:\`, else CPUs
+over the catalogs' CPU limit); images are made present on an engine before its first trial
+(base image shipped from the local engine, repo images built there). An infrastructure
+failure is retried once, on another engine when there is one; an engine that stops
+answering is dropped and its running trials are retried elsewhere. Results, summary.json
+and the reports say which engine ran what. Kept containers stay on their engine:
+\`inspect\`, \`shell\`, \`rerun-tests\` find it from the run record, \`gc --engines\` cleans up.
+Exit codes: 0 every trial scored, no regression; 1 a regression (--compare); 2 a trial ended
+in error (bad configuration); 3 a trial could not be scored for infrastructure (or every
+engine was lost); 130 interrupted.
+Example:
+  sandbox-harness eval examples/evals/suite.yaml -n 5 --engines engines.yaml`,
+    )
     .action(
       run(async (ctx, suite: string, options: Record<string, unknown>) => {
         const { evalCommand } = await import('./commands/eval.js');
@@ -161,6 +195,15 @@ The harness never commits, pushes or deploys. Example:
       .option('--repo <dir>', 'the repo whose runs to read (default: here)')
       .option('-c, --catalog <file>', "read the runs of this catalog's repo")
       .option('--runs-dir <dir>', 'read runs from this folder');
+  // A kept container of an eval on several engines is on one of them; the run record says
+  // which and how to reach it, and these flags name the engines again when that no longer works.
+  const onEngines = (command: Command, what: string) =>
+    command
+      .option(
+        '--engines <file>',
+        `${what} on the engines of this engines file (default: as the run record says)`,
+      )
+      .option('--engine <context-or-url>', `${what} on this engine (repeatable)`, collect);
 
   where(
     program
@@ -174,12 +217,15 @@ The harness never commits, pushes or deploys. Example:
       ),
     );
 
-  where(
-    program
-      .command('inspect')
-      .description(
-        'summary, attempts (gate decisions, reviews), a diff, test output and kept containers of a run',
-      ),
+  onEngines(
+    where(
+      program
+        .command('inspect')
+        .description(
+          'summary, attempts (gate decisions, reviews), a diff, test output and kept containers of a run',
+        ),
+    ),
+    'look for its containers',
   )
     .argument('<run-id>', 'a run id, a unique prefix, or "last"')
     .option(
@@ -204,10 +250,13 @@ The harness never commits, pushes or deploys. Example:
       ),
     );
 
-  where(
-    program
-      .command('shell')
-      .description("an interactive shell in a run's kept container (sandbox user, no network)"),
+  onEngines(
+    where(
+      program
+        .command('shell')
+        .description("an interactive shell in a run's kept container (sandbox user, no network)"),
+    ),
+    'find the kept container',
   )
     .argument('<run-id>', 'a run id, a unique prefix, or "last"')
     .option('--attempt <n>', 'the kept sandbox of attempt n (default: the last attempt that kept one)')
@@ -217,10 +266,13 @@ The harness never commits, pushes or deploys. Example:
       ),
     );
 
-  where(
-    program
-      .command('rerun-tests')
-      .description("run the catalog's test command again in a run's kept container"),
+  onEngines(
+    where(
+      program
+        .command('rerun-tests')
+        .description("run the catalog's test command again in a run's kept container"),
+    ),
+    'find the kept container',
   )
     .argument('<run-id>', 'a run id, a unique prefix, or "last"')
     .option('--attempt <n>', 'the kept sandbox of attempt n (default: the last attempt that kept one)')
@@ -277,6 +329,8 @@ browser and serves until Ctrl-C. Examples:
       'only what is older than this (e.g. 30m, 24h, 7d), kept containers included',
     )
     .option('--all', 'everything this tool created: kept containers and unused repo images too')
+    .option('--engines <file>', 'on every engine of this engines file instead of the local one')
+    .option('--engine <context-or-url>', 'on this engine instead of the local one (repeatable)', collect)
     .option('--dry-run', 'say what would be removed')
     .option('--json', 'JSON output')
     .addHelpText(
@@ -322,7 +376,7 @@ kept ones are (their run is over), when --run, --older-than or --all names them.
     .option(
       '--engine <context-or-url>',
       'check this engine: a docker context name or tcp://, ssh://, unix:// URL (repeatable)',
-      (value: string, previous: string[] = []) => [...previous, value],
+      collect,
     )
     .option(
       '--prepare',

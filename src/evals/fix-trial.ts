@@ -13,7 +13,12 @@ import type { TrialCategory, TrialResult, TrialRunner, TrialSpec } from './types
 export interface FixTrialOptions {
   outDir: string;
   keep: KeepPolicy;
-  deps: FixDeps;
+  /**
+   * The dependencies of a trial on `engine` (the one the scheduler placed it on): one set for
+   * an eval on the local engine, one per engine of a fleet, made ready there (images) before
+   * its first trial. An engine that cannot be made ready fails the trial as infrastructure.
+   */
+  deps: FixDeps | ((engine: string, signal: AbortSignal) => Promise<FixDeps>);
   env: NodeJS.ProcessEnv;
   /** Every event of every trial, tagged with its task and trial (for timing and overlap checks). */
   events?: (spec: TrialSpec) => EventSink | undefined;
@@ -21,8 +26,9 @@ export interface FixTrialOptions {
 
 export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
   return async (spec, context) => {
-    const startedAt = new Date();
-    const runId = `${spec.taskId}-t${spec.trial}-${startedAt.toISOString().replace(/[-:.]/g, '').slice(0, 15)}`;
+    // To the millisecond: a retry that follows a quick failure must not reuse its run folder.
+    const runId = `${spec.taskId}-t${spec.trial}-${new Date().toISOString().replace(/[-:.]/g, '').slice(0, 18)}`;
+    let startedAt = new Date();
     const base = {
       taskId: spec.taskId,
       trial: spec.trial,
@@ -30,6 +36,13 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
     };
     let result: FixResult;
     try {
+      let deps: FixDeps;
+      if (typeof options.deps === 'function') {
+        deps = await options.deps(context.engine, context.signal);
+        // Making a fresh engine ready (images) serves every trial there; it is not this trial's time.
+        startedAt = new Date();
+        base.startedAt = startedAt.toISOString();
+      } else deps = options.deps;
       const events = options.events?.(spec);
       result = await runFix(
         {
@@ -51,7 +64,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
           readStdin: async () => '',
           ...(events ? { events } : {}),
         },
-        options.deps,
+        deps,
       );
     } catch (error) {
       // Failures before the run starts: an unreachable engine is infrastructure; a bad
@@ -65,6 +78,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
             : 'error';
       return {
         ...base,
+        engine: context.engine,
         outcome: 'failed',
         category,
         turns: 0,

@@ -22,6 +22,24 @@ export interface EvalProgress {
   etaMs: number | null;
   /** The trial that just finished, if this update was caused by one. */
   last?: TrialResult;
+  /** Something a person should see at once (an engine was lost). */
+  notice?: string;
+  /** Per engine: the engines of this eval in order, then engines only resumed results ran on. */
+  engines?: EngineProgress[];
+}
+
+export interface EngineProgress {
+  name: string;
+  /** False for an engine only results of an earlier (resumed) run name. */
+  inFleet: boolean;
+  capacity: number;
+  running: number;
+  lost: boolean;
+  /** Trial runs there, first tries that failed as infrastructure included. */
+  trials: number;
+  passes: number;
+  infrastructure: number;
+  meanTrialMs: number | null;
 }
 
 /**
@@ -58,19 +76,50 @@ function counts(p: EvalProgress): string {
   return `pass ${p.passed} fail ${p.failed}${infra}${errors}`;
 }
 
+/** Only an eval over more than one engine says which engine did what. */
+function fleetOf(p: EvalProgress): EngineProgress[] {
+  const engines = (p.engines ?? []).filter((e) => e.inFleet);
+  return engines.length > 1 ? engines : [];
+}
+
+/** `a 2/2`, `b lost`: running trials over capacity, per engine. */
+function engineLoads(p: EvalProgress): string {
+  const engines = fleetOf(p);
+  if (engines.length === 0) return '';
+  return ` [${engines.map((e) => `${e.name} ${e.lost ? 'lost' : `${e.running}/${e.capacity}`}`).join(' ')}]`;
+}
+
+/** `a 4 run, 3 pass, 1 infra, 41s avg`: what each engine did so far. */
+export function formatEngineTally(
+  e: Pick<EngineProgress, 'name' | 'trials' | 'passes' | 'infrastructure' | 'meanTrialMs'> & {
+    lost?: boolean;
+  },
+): string {
+  const parts = [`${e.trials} run`, `${e.passes} pass`];
+  if (e.infrastructure > 0) parts.push(`${e.infrastructure} infra`);
+  if (e.meanTrialMs !== null) parts.push(`${formatDuration(e.meanTrialMs)} avg`);
+  return `${e.name}${e.lost ? ' (lost)' : ''} ${parts.join(', ')}`;
+}
+
 /** The single line redrawn on a terminal. */
 export function formatProgressLine(p: EvalProgress, barWidth = 20): string {
   const running = p.inFlight > 0 ? ` running ${p.inFlight}` : '';
-  return `${formatBar(p.done, p.total, barWidth)} ${p.done}/${p.total} ${counts(p)}${running} elapsed ${formatDuration(p.elapsedMs)} eta ${formatDuration(p.etaMs)}`;
+  return `${formatBar(p.done, p.total, barWidth)} ${p.done}/${p.total} ${counts(p)}${running}${engineLoads(p)} elapsed ${formatDuration(p.elapsedMs)} eta ${formatDuration(p.etaMs)}`;
 }
 
 /** One log line per finished trial, for non-terminals. */
 export function formatProgressEvent(p: EvalProgress): string {
   const prefix = `[${p.done}/${p.total}]`;
+  if (p.notice) return `${prefix} ${p.notice}`;
   if (!p.last) return `${prefix} ${counts(p)}${p.resumed > 0 ? ` (${p.resumed} resumed)` : ''}`;
   const r = p.last;
-  const retried = r.infraRetried ? ', retried after infrastructure failure' : '';
-  return `${prefix} ${r.taskId}#${r.trial} ${r.category} (${r.turns} turns, ${formatDuration(r.durationMs)}${retried}) ${counts(p)} eta ${formatDuration(p.etaMs)}`;
+  const fleet = fleetOf(p);
+  const where = fleet.length > 0 && r.engine ? ` on ${r.engine}` : '';
+  const retried = r.infraRetried
+    ? `, retried after infrastructure failure${r.firstTry?.engine && fleet.length > 0 ? ` on ${r.firstTry.engine}` : ''}`
+    : '';
+  const perEngine = fleet.length > 0 ? ` | ${fleet.map(formatEngineTally).join('; ')}` : '';
+  return `${prefix} ${r.taskId}#${r.trial} ${r.category}${where} (${r.turns} turns, ${formatDuration(r.durationMs)}${retried}) ${counts(p)} eta ${formatDuration(p.etaMs)}${perEngine}`;
 }
 
 export interface ProgressStream {
@@ -96,6 +145,11 @@ export function createProgressReporter(
       if (!tty) {
         stream.write(`${formatProgressEvent(progress)}\n`);
         return;
+      }
+      if (progress.notice) {
+        // A notice stays on screen: it takes the redrawn line's place, which is drawn again below it.
+        stream.write(`\r${progress.notice.padEnd(drawn)}\n`);
+        drawn = 0;
       }
       let line = formatProgressLine(progress);
       // A line longer than the terminal wraps, and `\r` then only rewinds the last row.

@@ -245,6 +245,7 @@ export function renderMarkdown(summary: EvalSummary, comparison?: SummaryCompari
   }
 
   if (comparison) out.push(...markdownComparison(comparison));
+  out.push(...markdownEngines(summary));
 
   out.push('## Provenance', '');
   out.push(
@@ -263,6 +264,54 @@ export function renderMarkdown(summary: EvalSummary, comparison?: SummaryCompari
     '',
   );
   return `${out.join('\n')}`;
+}
+
+// ---------------------------------------------------------------------------------------
+// Engines (an eval over a fleet)
+
+const ENGINE_HEADER = [
+  'engine',
+  'trial runs',
+  'passes',
+  'infrastructure',
+  'retried elsewhere',
+  'mean trial time',
+];
+
+/** Rows of the engines section; none for an eval that ran on the local engine alone. */
+function engineRows(summary: EvalSummary): string[][] {
+  const engines = summary.engines ?? [];
+  if (engines.length === 0 || (engines.length === 1 && engines[0]?.engine === 'local')) return [];
+  return engines.map((e) => [
+    e.engine,
+    String(e.trials),
+    String(e.passes),
+    String(e.infrastructure),
+    String(e.retriedElsewhere),
+    formatDuration(e.meanTrialMs),
+  ]);
+}
+
+const ENGINES_NOTE =
+  'A trial whose first try failed as infrastructure counts on both engines: the failed try where it ran, the retry where that ran.';
+
+function markdownEngines(summary: EvalSummary): string[] {
+  const rows = engineRows(summary);
+  if (rows.length === 0) return [];
+  return ['## Engines', '', ENGINES_NOTE, '', mdTable(ENGINE_HEADER, rows), ''];
+}
+
+function htmlEngines(summary: EvalSummary): string[] {
+  const rows = engineRows(summary);
+  if (rows.length === 0) return [];
+  return [
+    '<h2>Engines</h2>',
+    `<p>${escapeHtml(ENGINES_NOTE)}</p>`,
+    htmlTable(
+      ENGINE_HEADER,
+      rows.map((cells) => ({ cells })),
+    ),
+  ];
 }
 
 function markdownComparison(c: SummaryComparison): string[] {
@@ -593,6 +642,7 @@ export function renderReportSections(summary: EvalSummary, comparison?: SummaryC
   );
 
   if (comparison) sections.push(...htmlComparison(comparison));
+  sections.push(...htmlEngines(summary));
 
   sections.push(
     '<h2>Provenance</h2>',

@@ -1,14 +1,28 @@
 /**
- * The eval scheduler: every task n times, a bounded number at once, each result made durable
- * the moment it exists so a crash or Ctrl-C costs only the trials in flight.
+ * The eval scheduler: every task n times, each trial on an engine with a free slot (the local
+ * engine alone, or a fleet), a bounded number at once, each result made durable the moment
+ * it exists so a crash or Ctrl-C costs only the trials in flight.
+ *
+ * An infrastructure failure says nothing about the agent, so it gets one more try, on
+ * another engine when there is one: the engine of the first try is checked first (a lost
+ * one is never used again) and avoided by the retry. A trial whose engine is found lost
+ * while it runs is stopped at once and counts as that infrastructure failure.
  */
 import { mkdir, open, readFile, truncate } from 'node:fs/promises';
 import { writeFileAtomic } from '../atomic-write.js';
 import path from 'node:path';
-import pLimit from 'p-limit';
-import { ConfigError, HarnessError, RunTimeout, UsageError, errorMessage } from '../errors.js';
+import {
+  ConfigError,
+  HarnessError,
+  RunTimeout,
+  SandboxUnavailable,
+  UsageError,
+  errorMessage,
+} from '../errors.js';
+import { Placement, type EngineLoad } from '../fleet/placement.js';
 import { PASSING_CATEGORY } from '../outcomes.js';
-import { estimateEtaMs, type EvalProgress } from './progress.js';
+import { estimateEtaMs, type EngineProgress, type EvalProgress } from './progress.js';
+import { summarizeEngines, type EngineSummary } from './summary.js';
 import { trialSpecs, type Suite } from './suite.js';
 import {
   trialResultSchema,
@@ -20,13 +34,72 @@ import {
 
 export const RESULTS_FILE = 'results.jsonl';
 export const LOCK_FILE = 'suite.lock.json';
+/** The engine name of an eval without a fleet. */
+export const LOCAL_ENGINE = 'local';
+/**
+ * How long a trial whose engine was found lost may take to give up by itself before the
+ * scheduler stops waiting for it: on an engine that hangs rather than refuses, even its
+ * clean-up can wait forever.
+ */
+const LOST_ENGINE_GRACE_MS = 30_000;
+
+/** A place for one trial on one engine. */
+export interface TrialSlot {
+  readonly engine: string;
+  /** Aborts (its reason says why) once the engine is found lost. */
+  readonly lost: AbortSignal;
+  /** `handOver`: see `Lease.release` in src/fleet/placement.ts. */
+  release(options?: { handOver?: boolean }): void;
+}
+
+/**
+ * Where trials run. Without one, `runEval` uses the local engine with `concurrency` slots; an
+ * eval over a fleet passes the fleet's (`fleetPlacement` in ./engines.ts).
+ */
+export interface TrialPlacement {
+  /**
+   * A slot as soon as one is free. `avoid`: engines to stay off while another one is live;
+   * `first`: ahead of the trials still waiting; `replacing`: a slot this trial gives up for
+   * the new one (released first, and not to the trials waiting). Rejects with
+   * `SandboxUnavailable` once every engine is lost, and with the signal's reason when it aborts.
+   */
+  acquire(options: {
+    signal: AbortSignal;
+    avoid: ReadonlySet<string>;
+    first: boolean;
+    replacing?: TrialSlot;
+  }): Promise<TrialSlot>;
+  /** After an infrastructure failure on `engine`: does it still answer? (`lost` is final.) */
+  checkEngine(engine: string): Promise<'alive' | 'lost'>;
+  /** Every engine with its capacity, running trials and whether it is lost. */
+  loads(): EngineLoad[];
+  /** Called once for each engine found lost. */
+  onLost?(listener: (engine: string, reason: string) => void): void;
+}
+
+/** One engine, `concurrency` trials at once, never lost: the eval of a single machine. */
+export function localPlacement(concurrency: number, name: string = LOCAL_ENGINE): TrialPlacement {
+  const placement = new Placement([{ name, capacity: concurrency }]);
+  const never = new AbortController().signal;
+  return {
+    async acquire({ replacing, ...options }) {
+      replacing?.release({ handOver: true });
+      const lease = await placement.acquire(options);
+      return { engine: lease.engine, lost: never, release: (o) => lease.release(o) };
+    },
+    checkEngine: async () => 'alive',
+    loads: () => placement.loads(),
+  };
+}
 
 export interface RunEvalOptions {
   suite: Suite;
   /** Trials per task; defaults to the suite's `defaults.n`. */
   n?: number;
-  /** Trials at once; defaults to the suite's `defaults.concurrency`. */
+  /** Trials at once; defaults to the suite's `defaults.concurrency`. Ignored with `placement`, which has its own cap. */
   concurrency?: number;
+  /** The engines to run on; default: the local engine with `concurrency` slots. */
+  placement?: TrialPlacement;
   outDir: string;
   resume?: boolean;
   runner: TrialRunner;
@@ -35,6 +108,8 @@ export interface RunEvalOptions {
   onProgress?: (progress: EvalProgress) => void;
   /** Per-trial time budget; defaults to the suite's `defaults.timeouts.trialSec`. */
   trialTimeoutSec?: number;
+  /** See LOST_ENGINE_GRACE_MS. */
+  lostEngineGraceMs?: number;
 }
 
 export interface EvalRun {
@@ -47,6 +122,8 @@ export interface EvalRun {
   n: number;
   /** True when the signal aborted before every trial had a result. */
   interrupted: boolean;
+  /** Set when every engine was lost, so the trials left were not run (`--resume` runs them). */
+  enginesLost?: string;
   startedAt: string;
   finishedAt: string;
   resultsFile: string;
@@ -70,7 +147,9 @@ export async function runEval(options: RunEvalOptions): Promise<EvalRun> {
   if (!Number.isInteger(concurrency) || concurrency < 1) {
     throw new UsageError(`--concurrency must be a positive integer, got ${concurrency}`);
   }
+  const placement = options.placement ?? localPlacement(concurrency);
   const timeoutSec = options.trialTimeoutSec ?? suite.defaults.timeouts.trialSec;
+  const graceMs = options.lostEngineGraceMs ?? LOST_ENGINE_GRACE_MS;
   const userSignal = options.signal ?? new AbortController().signal;
   const startedAt = new Date();
 
@@ -95,8 +174,9 @@ export async function runEval(options: RunEvalOptions): Promise<EvalRun> {
   const tally = { passed: 0, failed: 0, infrastructure: 0, errors: 0, inFlight: 0, finishedThisRun: 0 };
   for (const r of finished.values()) count(tally, r);
   const interruptedResults: TrialResult[] = [];
+  let enginesLost: SandboxUnavailable | undefined;
 
-  const emit = (last?: TrialResult): void => {
+  const emit = (last?: TrialResult, notice?: string): void => {
     if (!options.onProgress) return;
     const elapsedMs = Date.now() - startedAt.getTime();
     const done = finished.size;
@@ -111,10 +191,15 @@ export async function runEval(options: RunEvalOptions): Promise<EvalRun> {
       resumed,
       elapsedMs,
       etaMs: estimateEtaMs(tally.finishedThisRun, total - done, elapsedMs),
+      engines: engineProgress(placement.loads(), summarizeEngines([...finished.values()])),
     };
     if (last) progress.last = last;
+    if (notice) progress.notice = notice;
     options.onProgress(progress);
   };
+  placement.onLost?.((engine, reason) =>
+    emit(undefined, `engine ${engine} lost (${reason}); its trials are retried on the other engines`),
+  );
 
   const handle = await open(resultsFile, 'a');
   // Appends are chained so concurrent trials never interleave inside one line.
@@ -128,20 +213,89 @@ export async function runEval(options: RunEvalOptions): Promise<EvalRun> {
     return writes;
   };
 
-  const limit = pLimit(concurrency);
+  /**
+   * One try on one engine; undefined when it never started (stopped, or no engine left). The
+   * slot stays taken until the caller has written the result (or hands it over to a retry),
+   * so `--concurrency 1` never starts a trial before the last one is on disk.
+   */
+  const attempt = async (
+    spec: TrialSpec,
+    avoid: ReadonlySet<string>,
+    replacing?: TrialSlot,
+  ): Promise<{ result: TrialResult; slot: TrialSlot } | undefined> => {
+    let slot: TrialSlot;
+    try {
+      slot = await placement.acquire({
+        signal: stop,
+        avoid,
+        first: replacing !== undefined,
+        ...(replacing ? { replacing } : {}),
+      });
+    } catch (error) {
+      if (stop.aborted) return undefined;
+      if (error instanceof SandboxUnavailable) {
+        enginesLost ??= error;
+        return undefined;
+      }
+      throw error;
+    }
+    tally.inFlight++;
+    try {
+      const result = await runOnce(runner, spec, userSignal, internal.signal, timeoutSec, slot, graceMs);
+      // Checked while the slot is still held, so a lost engine is marked before anyone else lands there.
+      if (result.category === 'infrastructure' && !stop.aborted) {
+        await placement.checkEngine(slot.engine).catch(() => undefined);
+      }
+      return { result, slot };
+    } catch (error) {
+      slot.release();
+      throw error;
+    } finally {
+      tally.inFlight--;
+    }
+  };
+
+  const runTrial = async (
+    spec: TrialSpec,
+  ): Promise<{ result: TrialResult; slot?: TrialSlot } | undefined> => {
+    const first = await attempt(spec, new Set());
+    if (!first) return undefined;
+    if (!retryAfter(first.result, stop)) return first;
+    const second = await attempt(spec, new Set([first.slot.engine]), first.slot);
+    if (!second) {
+      if (stop.aborted) return { result: { ...first.result, category: 'interrupted' } };
+      const why = enginesLost?.message ?? 'no engine left';
+      return {
+        result: {
+          ...first.result,
+          error: `${first.result.error ?? 'infrastructure failure'}; not retried: ${why}`,
+        },
+      };
+    }
+    return {
+      slot: second.slot,
+      result: {
+        ...second.result,
+        infraRetried: true,
+        firstTry: {
+          engine: first.slot.engine,
+          category: first.result.category,
+          durationMs: first.result.durationMs,
+          ...(first.result.error ? { error: first.result.error } : {}),
+          ...(first.result.runId ? { runId: first.result.runId } : {}),
+        },
+      },
+    };
+  };
+
   emit();
   try {
     const settled = await Promise.allSettled(
-      pending.map((spec) =>
-        limit(async () => {
-          if (stop.aborted) return;
-          tally.inFlight++;
-          let result: TrialResult;
-          try {
-            result = await runWithRetry(runner, spec, userSignal, internal.signal, timeoutSec);
-          } finally {
-            tally.inFlight--;
-          }
+      pending.map(async (spec) => {
+        const done = await runTrial(spec);
+        if (!done) return;
+        const { result, slot } = done;
+        try {
           // An interrupted trial measured nothing; leaving it off disk makes `--resume` run it again.
           if (result.category === 'interrupted') {
             interruptedResults.push(result);
@@ -157,8 +311,10 @@ export async function runEval(options: RunEvalOptions): Promise<EvalRun> {
           tally.finishedThisRun++;
           count(tally, result);
           emit(result);
-        }),
-      ),
+        } finally {
+          slot?.release();
+        }
+      }),
     );
     const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failure) throw failure.reason;
@@ -171,16 +327,54 @@ export async function runEval(options: RunEvalOptions): Promise<EvalRun> {
   const results = [...finished.values(), ...interruptedResults].sort(
     (a, b) => (order.get(a.taskId) ?? 0) - (order.get(b.taskId) ?? 0) || a.trial - b.trial,
   );
+  const lost = finished.size < total && !stop.aborted ? enginesLost : undefined;
   return {
     results,
     resumed,
     total,
     n,
-    interrupted: finished.size < total,
+    interrupted: finished.size < total && !lost,
+    ...(lost ? { enginesLost: lost.message } : {}),
     startedAt: startedAt.toISOString(),
     finishedAt: new Date().toISOString(),
     resultsFile,
   };
+}
+
+/**
+ * Whether a trial's first try earns it a second: only an infrastructure failure (Docker, the
+ * model API, a lost engine), and not once the eval is stopping. An `error` (a bad catalog, a
+ * cassette that ran out) is deterministic and never retried; a task failure is a result.
+ */
+export function retryAfter(first: TrialResult, stop: AbortSignal): boolean {
+  return first.category === 'infrastructure' && !stop.aborted;
+}
+
+/** The engines of the placement in its order, then engines only earlier (resumed) results name. */
+function engineProgress(loads: readonly EngineLoad[], done: readonly EngineSummary[]): EngineProgress[] {
+  const tally = (name: string) => {
+    const e = done.find((d) => d.engine === name);
+    return {
+      trials: e?.trials ?? 0,
+      passes: e?.passes ?? 0,
+      infrastructure: e?.infrastructure ?? 0,
+      meanTrialMs: e?.meanTrialMs ?? null,
+    };
+  };
+  const rows: EngineProgress[] = loads.map((l) => ({
+    name: l.name,
+    inFleet: true,
+    capacity: l.capacity,
+    running: l.running,
+    lost: l.lost,
+    ...tally(l.name),
+  }));
+  for (const e of done) {
+    if (!loads.some((l) => l.name === e.engine)) {
+      rows.push({ name: e.engine, inFleet: false, capacity: 0, running: 0, lost: false, ...tally(e.engine) });
+    }
+  }
+  return rows;
 }
 
 function key(taskId: string, trial: number): string {
@@ -197,34 +391,17 @@ function count(
   else tally.failed++;
 }
 
-/**
- * Infrastructure failures (Docker, model API) say nothing about the agent, so they get one
- * more chance; a second one is recorded as such and kept out of the pass rate later. An
- * `error` (a bad catalog, a cassette that ran out) is deterministic and never retried.
- */
-async function runWithRetry(
-  runner: TrialRunner,
-  spec: TrialSpec,
-  userSignal: AbortSignal,
-  internalSignal: AbortSignal,
-  timeoutSec: number | undefined,
-): Promise<TrialResult> {
-  const first = await runOnce(runner, spec, userSignal, internalSignal, timeoutSec);
-  if (first.category !== 'infrastructure' || userSignal.aborted || internalSignal.aborted) return first;
-  const second = await runOnce(runner, spec, userSignal, internalSignal, timeoutSec);
-  return { ...second, infraRetried: true };
-}
-
 async function runOnce(
   runner: TrialRunner,
   spec: TrialSpec,
   userSignal: AbortSignal,
   internalSignal: AbortSignal,
   timeoutSec: number | undefined,
+  slot: TrialSlot,
+  graceMs: number,
 ): Promise<TrialResult> {
   const controller = new AbortController();
-  const signals = [userSignal, internalSignal, controller.signal];
-  const signal = AbortSignal.any(signals);
+  const signal = AbortSignal.any([userSignal, internalSignal, controller.signal, slot.lost]);
   let timedOut = false;
   const timer =
     timeoutSec === undefined
@@ -236,7 +413,8 @@ async function runOnce(
   const started = Date.now();
   let result: TrialResult;
   try {
-    result = normalise(await runner(spec, { signal }), spec);
+    const work = runner(spec, { signal, engine: slot.engine });
+    result = normalise(await giveUpAfterLost(work, slot.lost, graceMs), spec, slot.engine);
   } catch (error) {
     const category: TrialCategory =
       timedOut || error instanceof RunTimeout
@@ -246,7 +424,7 @@ async function runOnce(
           : error instanceof HarnessError && error.category === 'infrastructure'
             ? 'infrastructure'
             : 'error';
-    result = failedResult(spec, category, started, describeError(error));
+    result = failedResult(spec, category, started, describeError(error), slot.engine);
   } finally {
     if (timer !== undefined) clearTimeout(timer);
   }
@@ -257,6 +435,14 @@ async function runOnce(
     result.category === 'infrastructure' || result.category === 'interrupted' || result.category === 'error';
   if (abortLike && (userSignal.aborted || internalSignal.aborted)) {
     return { ...result, outcome: 'failed', category: 'interrupted' };
+  }
+  if (abortLike && slot.lost.aborted) {
+    return {
+      ...result,
+      outcome: 'failed',
+      category: 'infrastructure',
+      error: describeError(slot.lost.reason),
+    };
   }
   if (abortLike && timedOut) {
     return {
@@ -269,17 +455,47 @@ async function runOnce(
   return result;
 }
 
-/** The scheduler's counts must not depend on a runner filling in ids and outcome consistently. */
-function normalise(result: TrialResult, spec: TrialSpec): TrialResult {
+/**
+ * The trial's own result, unless its engine was found lost and it has not returned `graceMs`
+ * later: then the engine's loss. The trial is left to finish (or not) on its own.
+ */
+function giveUpAfterLost<T>(work: Promise<T>, lost: AbortSignal, graceMs: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let timer: NodeJS.Timeout | undefined;
+    const onLost = () => {
+      timer = setTimeout(() => reject(lost.reason), graceMs);
+      timer.unref();
+    };
+    if (lost.aborted) onLost();
+    else lost.addEventListener('abort', onLost, { once: true });
+    work.then(resolve, reject).finally(() => {
+      if (timer !== undefined) clearTimeout(timer);
+      lost.removeEventListener('abort', onLost);
+    });
+  });
+}
+
+/**
+ * The scheduler's counts must not depend on a runner filling in ids and outcome consistently,
+ * and the engine is where the scheduler placed the trial.
+ */
+function normalise(result: TrialResult, spec: TrialSpec, engine: string): TrialResult {
   return {
     ...result,
     taskId: spec.taskId,
     trial: spec.trial,
     outcome: result.category === PASSING_CATEGORY ? 'passed' : 'failed',
+    engine,
   };
 }
 
-function failedResult(spec: TrialSpec, category: TrialCategory, started: number, error: string): TrialResult {
+function failedResult(
+  spec: TrialSpec,
+  category: TrialCategory,
+  started: number,
+  error: string,
+  engine: string,
+): TrialResult {
   const finished = Date.now();
   return {
     taskId: spec.taskId,
@@ -293,6 +509,7 @@ function failedResult(spec: TrialSpec, category: TrialCategory, started: number,
     startedAt: new Date(started).toISOString(),
     finishedAt: new Date(finished).toISOString(),
     error,
+    engine,
   };
 }
 

@@ -122,6 +122,20 @@ export interface OverallSummary extends TrialCounts {
   flakyTasks: string[];
 }
 
+/**
+ * What one engine did: trial runs there (a retried trial's failed first try counts where it
+ * ran), passes, infrastructure failures and the mean time of a run there.
+ */
+export interface EngineSummary {
+  engine: string;
+  trials: number;
+  passes: number;
+  infrastructure: number;
+  /** Trials whose first try failed there and were retried on another engine. */
+  retriedElsewhere: number;
+  meanTrialMs: number | null;
+}
+
 export interface EvalSummary {
   schemaVersion: 1;
   harnessVersion: string;
@@ -137,6 +151,8 @@ export interface EvalSummary {
   catalogHashes: Record<string, string[]>;
   tasks: TaskSummary[];
   overall: OverallSummary;
+  /** Per engine, in the order engines first appear in the results; results without one as `unknown`. */
+  engines: EngineSummary[];
 }
 
 export interface SummaryMeta {
@@ -272,7 +288,42 @@ export function summarize(results: readonly TrialResult[], meta: SummaryMeta): E
     catalogHashes: Object.fromEntries(tasks.map((t) => [t.taskId, t.catalogHashes])),
     tasks,
     overall,
+    engines: summarizeEngines(results),
   };
+}
+
+export function summarizeEngines(results: readonly TrialResult[]): EngineSummary[] {
+  const byEngine = new Map<string, EngineSummary & { totalMs: number }>();
+  const add = (engine: string | undefined, category: TrialCategory, durationMs: number, retried: boolean) => {
+    const name = engine ?? 'unknown';
+    let e = byEngine.get(name);
+    if (!e) {
+      e = {
+        engine: name,
+        trials: 0,
+        passes: 0,
+        infrastructure: 0,
+        retriedElsewhere: 0,
+        meanTrialMs: null,
+        totalMs: 0,
+      };
+      byEngine.set(name, e);
+    }
+    e.trials++;
+    e.totalMs += durationMs;
+    if (category === PASSING_CATEGORY) e.passes++;
+    if (category === 'infrastructure') e.infrastructure++;
+    if (retried) e.retriedElsewhere++;
+  };
+  for (const r of results) {
+    if (r.firstTry)
+      add(r.firstTry.engine, r.firstTry.category, r.firstTry.durationMs, r.firstTry.engine !== r.engine);
+    add(r.engine, r.category, r.durationMs, false);
+  }
+  return [...byEngine.values()].map(({ totalMs, ...e }) => ({
+    ...e,
+    meanTrialMs: e.trials > 0 ? Math.round(totalMs / e.trials) : null,
+  }));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -49,6 +49,8 @@ export interface TrialResult {
   attemptsUsed?: number;
   /** The first try hit an infrastructure failure and this is the result of the one retry. */
   infraRetried?: boolean;
+  /** Where and how the first try failed, when this is the result of the retry. */
+  firstTry?: FirstTry;
   /** The engine the trial ran on (a fleet's engine name; `local` otherwise). */
   engine?: string;
   /** Some attempt's change passed the tests in verification (whatever the checker said). */
@@ -57,9 +59,23 @@ export interface TrialResult {
   approved?: boolean;
 }
 
+/** The first try of a retried trial: the infrastructure failure that made the retry. */
+export interface FirstTry {
+  engine?: string;
+  category: TrialCategory;
+  durationMs: number;
+  error?: string;
+  runId?: string;
+}
+
 export interface TrialContext {
-  /** Aborted on Ctrl-C or when the trial's time budget runs out; the runner must stop promptly. */
+  /**
+   * Aborted on Ctrl-C, when the trial's time budget runs out, or when its engine is found
+   * lost; the runner must stop promptly.
+   */
   signal: AbortSignal;
+  /** The engine the scheduler placed the trial on (`local` without a fleet). */
+  engine: string;
 }
 
 export type TrialRunner = (spec: TrialSpec, context: TrialContext) => Promise<TrialResult>;
@@ -101,6 +117,15 @@ export const trialResultSchema: z.ZodType<TrialResult> = z.object({
   error: z.string().optional(),
   attemptsUsed: count.optional(),
   infraRetried: z.boolean().optional(),
+  firstTry: z
+    .object({
+      engine: z.string().optional(),
+      category: z.enum(TRIAL_CATEGORIES),
+      durationMs: z.number().nonnegative(),
+      error: z.string().optional(),
+      runId: z.string().optional(),
+    })
+    .optional(),
   engine: z.string().optional(),
   verified: z.boolean().optional(),
   approved: z.boolean().optional(),

@@ -1,7 +1,8 @@
 /**
  * Step 4 of `fix`, one attempt: a fresh sandbox; the agent loop; the freeze (every process
  * of the sandbox stopped, so the change is read from one moment); the change set; the
- * gate; verification in another fresh sandbox; and, when review is on, the checker. Each
+ * gate; verification in another fresh sandbox (made while the agent works: nothing runs in
+ * it until the change is written); and, when review is on, the checker. Each
  * ends the attempt with one verdict and, unless it passed, feedback for the next one.
  */
 import { runAgentLoop, type AgentLoopResult } from '../agent/loop.js';
@@ -102,6 +103,7 @@ export async function runAttempt(
 
   try {
     const box = await run.sandboxes.create(`attempt-${n}`, { hidden: plan.heldOut });
+    run.sandboxes.makeAhead(`verify-${n}`);
     record.containers.push({
       role: `attempt-${n}`,
       id: box.id,
@@ -241,6 +243,8 @@ export async function runAttempt(
     record.message = error instanceof Error ? error.message : String(error);
     events.emit({ kind: 'attempt_end', attempt: n, status: record.verdict, durationMs: record.durationMs });
     throw error;
+  } finally {
+    await run.sandboxes.dropAhead(`verify-${n}`);
   }
 }
 

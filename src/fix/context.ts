@@ -59,6 +59,8 @@ export interface FixDeps {
   createProvider?: typeof createProvider;
   /** Evals share one baseline per (image, catalog, test command) between their trials. */
   baselines?: BaselineCache;
+  /** How to reach the backend's engine again (an eval on a fleet); recorded with the run. */
+  engineRef?: RunRecord['engineRef'];
 }
 
 export interface FixOptions {

@@ -91,6 +91,7 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
     catalog: { name: catalog.catalog.name, file: catalog.file, hash: catalog.hash },
     repoDir,
     engine: deps.backend.engine,
+    ...(deps.engineRef ? { engineRef: deps.engineRef } : {}),
     provider: { name: provider.name, model: provider.model },
     ...(prepared.checker ? { checker: { name: prepared.checker.name, model: prepared.checker.model } } : {}),
     keep: options.keep,

@@ -16,6 +16,8 @@ interface Tracked {
 
 export class SandboxPool {
   private readonly live: Tracked[] = [];
+  /** Ids in the order they were made. */
+  private readonly order: string[] = [];
   readonly records: ContainerRecord[] = [];
 
   constructor(
@@ -24,10 +26,46 @@ export class SandboxPool {
     private readonly policy: KeepPolicy,
   ) {}
 
+  /** Sandboxes being made ahead of the step that needs them, by role. */
+  private readonly ahead = new Map<string, Promise<Sandbox>>();
+
+  /** A sandbox for `role`: the one made ahead for it if there is one, else a new one. */
   async create(role: string, extra: Partial<SandboxSpec> = {}, throwaway = false): Promise<Sandbox> {
+    const made = this.ahead.get(role);
+    if (made) {
+      this.ahead.delete(role);
+      return made;
+    }
     const sandbox = await this.backend.create({ ...this.spec(role), ...extra });
     this.live.push({ sandbox, role, throwaway });
+    this.order.push(sandbox.id);
     return sandbox;
+  }
+
+  /**
+   * Starts making the sandbox a later step will ask for by `role` (the verification's, while
+   * the agent works), so its start-up is not on that step's path. It comes from the image
+   * alone and nothing runs in it until it is asked for. A failure shows when it is asked for.
+   */
+  makeAhead(role: string, extra: Partial<SandboxSpec> = {}): void {
+    if (this.ahead.has(role)) return;
+    const making = this.create(role, extra);
+    making.catch(() => undefined);
+    this.ahead.set(role, making);
+  }
+
+  /** Removes the sandbox made ahead for `role` if no step asked for it; never throws. */
+  async dropAhead(role: string): Promise<void> {
+    const made = this.ahead.get(role);
+    if (!made) return;
+    this.ahead.delete(role);
+    const sandbox = await made.catch(() => undefined);
+    if (!sandbox) return;
+    const index = this.live.findIndex((t) => t.sandbox === sandbox);
+    if (index < 0) return;
+    const [tracked] = this.live.splice(index, 1);
+    // Unused, it holds nothing worth keeping whatever the policy.
+    await this.dispose(tracked!, false).catch(() => undefined);
   }
 
   /** Disposes one sandbox now (a baseline, a throwaway): kept only under `--keep always`. */
@@ -43,14 +81,20 @@ export class SandboxPool {
    * Failures are reported, never thrown: a run's result must not be lost to clean-up.
    */
   async closeAll(failed: boolean, onError: (role: string, message: string) => void): Promise<void> {
+    await Promise.all([...this.ahead.keys()].map((role) => this.dropAhead(role)));
     const keep = this.policy === 'always' || (this.policy === 'on-failure' && failed);
-    for (const tracked of this.live.splice(0)) {
-      try {
-        await this.dispose(tracked, keep && !tracked.throwaway);
-      } catch (error) {
-        onError(tracked.role, errorMessage(error));
-      }
-    }
+    // All at once: each is a round trip to the engine, and none waits for another.
+    await Promise.all(
+      this.live.splice(0).map(async (tracked) => {
+        try {
+          await this.dispose(tracked, keep && !tracked.throwaway);
+        } catch (error) {
+          onError(tracked.role, errorMessage(error));
+        }
+      }),
+    );
+    // Records in the order the sandboxes were made, whichever went first.
+    this.records.sort((a, b) => this.order.indexOf(a.id) - this.order.indexOf(b.id));
   }
 
   private async dispose(tracked: Tracked, keep: boolean): Promise<void> {

@@ -33,10 +33,20 @@ import {
   type EngineEndpoint,
 } from '../sandbox/docker/endpoint.js';
 
+/**
+ * How to name an engine again later, when only a run record is left (`inspect`, `shell`,
+ * `rerun-tests` of a kept container): an entry of an engines file, a docker context, or the
+ * URL given to `--engine`. Never a secret: the TLS and ssh keys are read again from where
+ * they are kept.
+ */
+export type EngineRef = { file: string; entry: string } | { context: string } | { url: string };
+
 export interface EngineSpec {
   /** Unique in the fleet; names the engine in progress, results and messages. */
   name: string;
   endpoint: EngineEndpoint;
+  /** Absent for the local engine used by default. */
+  ref?: EngineRef;
   /** Trials at once on this engine; absent: from the engine's CPUs and the trial's CPU limit. */
   capacity?: number;
   /** Where the entry came from: `engines.yaml:4:5` or `--engine build-box`. */
@@ -157,8 +167,9 @@ async function engineFromRef(ref: string, env: NodeJS.ProcessEnv): Promise<Engin
   const origin = `--engine ${ref}`;
   try {
     const endpoint = await resolveEngineRef(ref, { env, label: origin });
-    const name = ref.includes('://') ? defaultName(endpoint) : ref;
-    return { name, endpoint, origin };
+    const isUrl = ref.includes('://');
+    const name = isUrl ? defaultName(endpoint) : ref;
+    return { name, endpoint, origin, ref: isUrl ? { url: ref } : { context: ref } };
   } catch (error) {
     if (error instanceof ConfigError) {
       // A bad command-line value is a usage error (exit 2 either way), said as such.
@@ -174,6 +185,33 @@ function defaultName(endpoint: EngineEndpoint): string {
   if (endpoint.transport === 'unix') return 'local';
   const name = endpoint.transport === 'ssh' ? endpoint.host : `${endpoint.host}-${endpoint.port}`;
   return name.replace(/[^A-Za-z0-9_.-]/g, '-').slice(0, 63);
+}
+
+/**
+ * The engine a run record names, resolved again: from the engines file entry, the docker
+ * context or the URL it was reached by. The record is data (anyone with access to the repo
+ * may have edited it): the engine it leads to must still be one the user's own files or
+ * contexts name, with their own TLS or ssh keys, and commands there still only act on
+ * containers that carry the run's id.
+ */
+export async function resolveStoredEngine(
+  ref: EngineRef,
+  options: { env?: NodeJS.ProcessEnv } = {},
+): Promise<EngineSpec> {
+  const env = options.env ?? process.env;
+  if ('file' in ref) {
+    const specs = await loadEnginesFile(ref.file, { env });
+    const spec = specs.find((s) => s.name === ref.entry);
+    if (!spec) {
+      throw new ConfigError(
+        `${ref.file} no longer lists an engine named ${ref.entry} (it has ${specs.map((s) => s.name).join(', ')})`,
+        [],
+        { hint: 'Name the engine again with --engines FILE or --engine CONTEXT-OR-URL.' },
+      );
+    }
+    return spec;
+  }
+  return engineFromRef('context' in ref ? ref.context : ref.url, env);
 }
 
 export interface LoadEnginesFileOptions {
@@ -225,9 +263,11 @@ export async function loadEnginesFile(
     };
     try {
       const endpoint = await resolveEntry(entry, dir, env);
+      const name = entry.name ?? entry.context ?? defaultName(endpoint);
       specs.push({
-        name: entry.name ?? entry.context ?? defaultName(endpoint),
+        name,
         endpoint,
+        ref: { file: absolute, entry: name },
         ...(entry.capacity === undefined ? {} : { capacity: entry.capacity }),
         origin: origin(),
       });

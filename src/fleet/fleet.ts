@@ -2,23 +2,28 @@
  * The engines of one eval: connected, each with its capacity, trials placed on them by
  * `Placement`, and an engine that stops answering marked lost for the rest of the eval.
  *
- * For the scheduler (phase two): `connectFleet(await resolveEngines(...), { trialCpus })`
- * once; per trial `const slot = await fleet.acquire(signal)`, run the trial's sandboxes on
- * `slot.engine.engine` (a DockerEngine), `slot.release()` when it ends; after a trial ends as
- * infrastructure, `await fleet.checkEngine(slot.engine.name)` before retrying it: a lost
- * engine is never placed on again, so the retry lands elsewhere.
+ * The eval scheduler: `connectFleet(await resolveEngines(...), { trialCpus })` once, and
+ * `fleet.monitor()` while trials run; per trial `const slot = await fleet.acquire({ signal })`,
+ * run the trial's sandboxes on `slot.engine.engine` (a DockerEngine) under `slot.lost` (it
+ * aborts the moment the engine is found lost), `slot.release()` when it ends; after a trial
+ * ends as infrastructure, `await fleet.checkEngine(slot.engine.name)` before retrying it with
+ * `avoid: [that engine]`: a lost engine is never placed on again, and a live one only when
+ * no other engine is left.
  */
 import { SandboxUnavailable } from '../errors.js';
 import { describeEndpoint } from '../sandbox/docker/endpoint.js';
 import { DockerEngine } from '../sandbox/docker/engine.js';
-import type { EngineSpec } from './engines-file.js';
-import { defaultCapacity, Placement, type EngineLoad } from './placement.js';
+import type { EngineHandle } from '../sandbox/registry.js';
+import type { EngineRef, EngineSpec } from './engines-file.js';
+import { defaultCapacity, Placement, type AcquireOptions, type EngineLoad } from './placement.js';
 
 /** What the fleet needs of an engine client; a DockerEngine in real use. */
 export type EngineClient = Pick<DockerEngine, 'ping' | 'info'>;
 
 export interface FleetEngine<E extends EngineClient = DockerEngine> {
   name: string;
+  /** How to find this engine again later (`inspect`, `shell`, `gc` of its kept containers); no secrets. */
+  ref?: EngineRef;
   /** `engines.yaml:4:5`, `--engine NAME` or the default. */
   origin: string;
   /** `tcp://10.0.0.5:2376 (TLS)`; no secrets. */
@@ -31,8 +36,10 @@ export interface FleetEngine<E extends EngineClient = DockerEngine> {
 
 export interface FleetSlot<E extends EngineClient = DockerEngine> {
   engine: FleetEngine<E>;
-  /** Frees the slot; calling it again does nothing. */
-  release(): void;
+  /** Aborts, with a SandboxUnavailable naming the engine, once the engine is found lost. */
+  lost: AbortSignal;
+  /** Frees the slot; calling it again does nothing. See `Lease.release` for `handOver`. */
+  release(options?: { handOver?: boolean }): void;
 }
 
 export interface ConnectFleetOptions<E extends EngineClient> {
@@ -61,6 +68,7 @@ export async function connectFleet<E extends EngineClient = DockerEngine>(
       const info = await engine.info();
       return {
         name: spec.name,
+        ...(spec.ref ? { ref: spec.ref } : {}),
         origin: spec.origin,
         endpoint: describeEndpoint(spec.endpoint),
         engine,
@@ -87,6 +95,16 @@ export async function connectFleet<E extends EngineClient = DockerEngine>(
   return new Fleet(engines, options.concurrency);
 }
 
+/**
+ * One engine outside an eval (`inspect`, `shell`, `rerun-tests`, `gc`): its name and a
+ * connection, for `sandboxProvider('docker', { engine })`.
+ */
+export function engineHandle(
+  spec: Pick<EngineSpec, 'name' | 'endpoint'>,
+): EngineHandle & { connection: DockerEngine } {
+  return { name: spec.name, connection: new DockerEngine(spec.endpoint) };
+}
+
 export interface CheckEngineOptions {
   /** Pings before the engine counts as lost, and the wait between them. */
   attempts?: number;
@@ -94,9 +112,21 @@ export interface CheckEngineOptions {
   delayMs?: number;
 }
 
+export interface MonitorOptions {
+  /** Time between two pings of an engine that runs trials. */
+  intervalMs?: number;
+  /** Each ping's own limit: an engine that stopped answering often hangs rather than refuses. */
+  timeoutMs?: number;
+  /** Missed pings in a row that make an engine lost. */
+  misses?: number;
+}
+
 export class Fleet<E extends EngineClient = DockerEngine> {
   private readonly placement: Placement;
   private readonly byName: Map<string, FleetEngine<E>>;
+  private readonly lostControllers = new Map<string, AbortController>();
+  private readonly checking = new Map<string, Promise<'alive' | 'lost'>>();
+  private readonly lostListeners: Array<(engine: string, reason: string) => void> = [];
 
   constructor(
     readonly engines: readonly FleetEngine<E>[],
@@ -104,24 +134,40 @@ export class Fleet<E extends EngineClient = DockerEngine> {
   ) {
     this.placement = new Placement(engines, concurrency);
     this.byName = new Map(engines.map((e) => [e.name, e]));
+    for (const e of engines) this.lostControllers.set(e.name, new AbortController());
   }
 
   /** A slot on the engine with the most free capacity, when one is free; see `Placement.acquire`. */
-  async acquire(signal?: AbortSignal): Promise<FleetSlot<E>> {
-    const lease = await this.placement.acquire(signal);
-    return { engine: this.get(lease.engine), release: () => lease.release() };
+  async acquire(options: AcquireOptions | AbortSignal = {}): Promise<FleetSlot<E>> {
+    const lease = await this.placement.acquire(options);
+    return {
+      engine: this.get(lease.engine),
+      lost: this.lostSignal(lease.engine),
+      release: (options) => lease.release(options),
+    };
   }
 
   /**
    * After a trial on `name` failed as infrastructure: does the engine still answer? If not
    * after `attempts` pings, it is lost for the rest of this eval. A lost engine stays lost.
+   * Trials that fail together on one engine share one check.
    */
-  async checkEngine(name: string, options: CheckEngineOptions = {}): Promise<'alive' | 'lost'> {
-    if (this.placement.isLost(name)) return 'lost';
+  checkEngine(name: string, options: CheckEngineOptions = {}): Promise<'alive' | 'lost'> {
+    if (this.placement.isLost(name)) return Promise.resolve('lost');
+    let pending = this.checking.get(name);
+    if (!pending) {
+      pending = this.check(name, options).finally(() => this.checking.delete(name));
+      this.checking.set(name, pending);
+    }
+    return pending;
+  }
+
+  private async check(name: string, options: CheckEngineOptions): Promise<'alive' | 'lost'> {
     const engine = this.get(name);
     const attempts = options.attempts ?? 3;
     let lastError: unknown;
     for (let attempt = 1; attempt <= attempts; attempt++) {
+      if (this.placement.isLost(name)) return 'lost';
       try {
         await engine.engine.ping(options.timeoutMs ?? 5000);
         return 'alive';
@@ -130,9 +176,66 @@ export class Fleet<E extends EngineClient = DockerEngine> {
         if (attempt < attempts) await new Promise((r) => setTimeout(r, options.delayMs ?? 1000));
       }
     }
-    const reason = lastError instanceof Error ? lastError.message.split('\n')[0] : String(lastError);
-    this.placement.markLost(name, `no answer to ${attempts} pings: ${reason}`);
+    this.markLost(name, `no answer to ${attempts} pings: ${firstLine(lastError)}`);
     return 'lost';
+  }
+
+  /**
+   * Pings every engine that runs trials, every `intervalMs`; `misses` unanswered pings in a
+   * row make it lost, which aborts its trials at once (`FleetSlot.lost`) instead of leaving
+   * them hanging on a connection that will never answer. Returns the function that stops it.
+   */
+  monitor(options: MonitorOptions = {}): () => void {
+    const intervalMs = options.intervalMs ?? 5000;
+    const timeoutMs = options.timeoutMs ?? 5000;
+    const misses = options.misses ?? 3;
+    const missed = new Map<string, number>();
+    const busy = new Set<string>();
+    const timer = setInterval(() => {
+      for (const load of this.placement.loads()) {
+        if (load.lost || load.running === 0 || busy.has(load.name)) continue;
+        busy.add(load.name);
+        this.get(load.name)
+          .engine.ping(timeoutMs)
+          .then(
+            () => missed.set(load.name, 0),
+            (error: unknown) => {
+              const count = (missed.get(load.name) ?? 0) + 1;
+              missed.set(load.name, count);
+              if (count >= misses)
+                this.markLost(load.name, `no answer to ${count} pings in a row: ${firstLine(error)}`);
+            },
+          )
+          .finally(() => busy.delete(load.name));
+      }
+    }, intervalMs);
+    timer.unref();
+    return () => clearInterval(timer);
+  }
+
+  /** Marks the engine lost (once): nothing is placed there again and its trials' `lost` signals abort. */
+  markLost(name: string, reason: string): void {
+    if (this.placement.isLost(name)) return;
+    this.placement.markLost(name, reason);
+    const engine = this.get(name);
+    this.lostControllers.get(name)?.abort(
+      new SandboxUnavailable(`engine ${name} (${engine.endpoint}) stopped answering: ${reason}`, {
+        hint: `\`sandbox-harness doctor --engine ...\` (or --engines) shows what is wrong with it; its trials are retried on the other engines.`,
+      }),
+    );
+    for (const listener of this.lostListeners) listener(name, reason);
+  }
+
+  /** Called once per engine found lost, with the reason. */
+  onLost(listener: (engine: string, reason: string) => void): void {
+    this.lostListeners.push(listener);
+  }
+
+  /** Aborts when the engine is found lost. */
+  lostSignal(name: string): AbortSignal {
+    const controller = this.lostControllers.get(name);
+    if (!controller) throw new RangeError(`no engine named ${name} in this fleet`);
+    return controller.signal;
   }
 
   /** Every engine with its running trials and whether it is lost, in the order given. */
@@ -145,4 +248,8 @@ export class Fleet<E extends EngineClient = DockerEngine> {
     if (!engine) throw new RangeError(`no engine named ${name} in this fleet`);
     return engine;
   }
+}
+
+function firstLine(error: unknown): string {
+  return error instanceof Error ? (error.message.split('\n')[0] ?? '') : String(error);
 }

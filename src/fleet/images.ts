@@ -11,7 +11,7 @@
  */
 import { Transform } from 'node:stream';
 import { ImageError } from '../errors.js';
-import type { DockerEngine } from '../sandbox/docker/engine.js';
+import { dockerEngine, type DockerEngine } from '../sandbox/docker/engine.js';
 import {
   BASE_IMAGES,
   buildRepoImage,
@@ -123,8 +123,11 @@ async function shipOnce(
 }
 
 export interface EnsureBaseOnOptions {
-  /** An engine that has (or, for the harness's own base images, can make) the image; needed to ship. */
-  source: DockerEngine;
+  /**
+   * An engine that has (or, for the harness's own base images, can make) the image; needed to
+   * ship. Default: the local engine.
+   */
+  source?: DockerEngine;
   /** Default: the harness's node base image. */
   image?: string;
   method?: PresenceMethod;
@@ -143,6 +146,7 @@ export async function ensureBaseImageOn(
   options: EnsureBaseOnOptions,
 ): Promise<ImagePresence> {
   const started = Date.now();
+  const source = options.source ?? dockerEngine();
   const tag = options.image ?? DEFAULT_BASE_IMAGE;
   const ours = Object.values(BASE_IMAGES).find((b) => b.tag === tag);
   const method = options.method ?? DEFAULT_PRESENCE.base;
@@ -170,14 +174,16 @@ export async function ensureBaseImageOn(
     return done('built', made.imageId);
   }
   const sourceId = ours
-    ? (await ensureBaseImage(ours.kind, { engine: options.source, onLine, ...signal })).imageId
-    : (await options.source.inspectImage(tag))?.id;
+    ? (await ensureBaseImage(ours.kind, { engine: source, onLine, ...signal })).imageId
+    : (await source.inspectImage(tag))?.id;
   if (!sourceId) {
-    throw new ImageError(`cannot ship ${tag}: it is not on ${options.source.where ?? 'the local engine'}`);
+    // Not one of ours and not here to ship: one the user put on that engine is theirs to vouch for.
+    if (existing) return done('present', existing.id);
+    throw new ImageError(`cannot ship ${tag}: it is not on ${source.where ?? 'the local engine'}`);
   }
   if (existing?.id === sourceId) return done('present', existing.id);
   onLine(`shipping ${tag} to ${target.where ?? 'the local engine'}`);
-  const shipped = await shipImages(options.source, target, [tag], signal);
+  const shipped = await shipImages(source, target, [tag], signal);
   return done('shipped', sourceId, shipped.bytes);
 }
 

@@ -7,7 +7,9 @@
  * For the scheduler: `acquire()` replaces the one global concurrency limit; the trial runs
  * on `lease.engine` and calls `lease.release()` when it ends (any outcome). After an
  * infrastructure failure the caller checks the engine and calls `markLost()` if it is gone;
- * the trial's retry then lands elsewhere, because a lost engine is never picked again.
+ * the trial's retry then lands elsewhere, because a lost engine is never picked again, and
+ * because a retry asks to `avoid` the engine of its first try (which it gets back only when
+ * no other engine is left).
  */
 import { SandboxUnavailable } from '../errors.js';
 
@@ -38,13 +40,24 @@ export function defaultCapacity(engineCpus: number, trialCpus: number): number {
  * The engine for the next trial, or undefined when none may take one now (every live engine
  * full, the global cap reached, or every engine lost). Most free slots first; on a tie, the
  * lower share in use (a big engine half full before a small one half full), then list order.
+ *
+ * `avoid`: engines this trial should not run on (the one its first try failed on). They are
+ * left out while any other engine is live, even a full one (the trial then waits for it);
+ * when every live engine is avoided, they are used after all: a retry on the same engine
+ * beats no retry.
  */
-export function pickEngine(loads: readonly EngineLoad[], concurrency?: number): string | undefined {
+export function pickEngine(
+  loads: readonly EngineLoad[],
+  concurrency?: number,
+  avoid: ReadonlySet<string> = new Set(),
+): string | undefined {
   const running = loads.reduce((sum, e) => sum + e.running, 0);
   if (concurrency !== undefined && running >= concurrency) return undefined;
+  const elsewhere = loads.some((e) => !e.lost && !avoid.has(e.name));
   let best: EngineLoad | undefined;
   for (const load of loads) {
     if (load.lost || load.running >= load.capacity) continue;
+    if (elsewhere && avoid.has(load.name)) continue;
     if (!best || better(load, best)) best = load;
   }
   return best?.name;
@@ -59,11 +72,25 @@ function better(a: EngineLoad, b: EngineLoad): boolean {
 
 export interface Lease {
   readonly engine: string;
-  /** Frees the slot; calling it again does nothing. */
-  release(): void;
+  /**
+   * Frees the slot; calling it again does nothing. `handOver`: nobody waiting gets it now,
+   * because the caller acquires again at once (a retry with `first`), which keeps a retry from
+   * losing its turn to the trials queued behind it.
+   */
+  release(options?: { handOver?: boolean }): void;
+}
+
+export interface AcquireOptions {
+  signal?: AbortSignal;
+  /** Engines to stay off while another one is live (see `pickEngine`). */
+  avoid?: ReadonlySet<string>;
+  /** Served before every waiter without it (a retry should not queue behind the whole eval). */
+  first?: boolean;
 }
 
 interface Waiter {
+  avoid: ReadonlySet<string>;
+  first: boolean;
   resolve(lease: Lease): void;
   reject(error: unknown): void;
 }
@@ -98,23 +125,32 @@ export class Placement {
   /** A slot now, or undefined when none is free. Waiting callers go first. */
   tryAcquire(): Lease | undefined {
     if (this.waiters.length > 0) return undefined;
-    return this.take();
+    return this.take(new Set());
   }
 
   /**
-   * A slot as soon as one is free, first come first served. Rejects with SandboxUnavailable
-   * once every engine is lost, and with the signal's reason when it aborts.
+   * A slot as soon as one is free, first come first served (`first`: ahead of the others).
+   * A waiter that cannot use a free slot (it avoids that engine) does not hold up the
+   * waiters behind it. Rejects with SandboxUnavailable once every engine is lost, and with
+   * the signal's reason when it aborts. (`acquire(signal)` is `acquire({ signal })`.)
    */
-  acquire(signal?: AbortSignal): Promise<Lease> {
+  acquire(options: AcquireOptions | AbortSignal = {}): Promise<Lease> {
+    const {
+      signal,
+      avoid = new Set<string>(),
+      first = false,
+    } = options instanceof AbortSignal ? { signal: options } : options;
     if (signal?.aborted) return Promise.reject(signal.reason);
     const allLost = this.allLostError();
     if (allLost) return Promise.reject(allLost);
     if (this.waiters.length === 0) {
-      const lease = this.take();
+      const lease = this.take(avoid);
       if (lease) return Promise.resolve(lease);
     }
     return new Promise<Lease>((resolve, reject) => {
       const waiter: Waiter = {
+        avoid,
+        first,
         resolve: (lease) => {
           signal?.removeEventListener('abort', onAbort);
           resolve(lease);
@@ -130,7 +166,11 @@ export class Placement {
         reject(signal?.reason);
       };
       signal?.addEventListener('abort', onAbort, { once: true });
-      this.waiters.push(waiter);
+      const behind = first ? this.waiters.findIndex((w) => !w.first) : -1;
+      if (behind >= 0) this.waiters.splice(behind, 0, waiter);
+      else this.waiters.push(waiter);
+      // A free slot this waiter can use (the ones ahead avoid it) is handed out now.
+      this.wake();
     });
   }
 
@@ -144,7 +184,12 @@ export class Placement {
     engine.lost = true;
     engine.lostReason = reason;
     const allLost = this.allLostError();
-    if (allLost) for (const waiter of this.waiters.splice(0)) waiter.reject(allLost);
+    if (allLost) {
+      for (const waiter of this.waiters.splice(0)) waiter.reject(allLost);
+      return;
+    }
+    // A retry that avoided another engine may now have only the one it avoided left.
+    this.wake();
   }
 
   isLost(name: string): boolean {
@@ -162,28 +207,36 @@ export class Placement {
     return engine;
   }
 
-  private take(): Lease | undefined {
-    const name = pickEngine(this.engines, this.concurrency);
+  private take(avoid: ReadonlySet<string>): Lease | undefined {
+    const name = pickEngine(this.engines, this.concurrency, avoid);
     if (name === undefined) return undefined;
     const engine = this.find(name);
     engine.running++;
     let released = false;
     return {
       engine: name,
-      release: () => {
+      release: (options = {}) => {
         if (released) return;
         released = true;
         engine.running--;
-        this.wake();
+        if (!options.handOver) this.wake();
       },
     };
   }
 
+  /** Hands free slots to waiters in order; one that can use none of them is skipped, not waited on. */
   private wake(): void {
-    while (this.waiters.length > 0) {
-      const lease = this.take();
-      if (!lease) return;
-      this.waiters.shift()?.resolve(lease);
+    for (let i = 0; i < this.waiters.length;) {
+      const waiter = this.waiters[i]!;
+      const lease = this.take(waiter.avoid);
+      if (!lease) {
+        // Nothing free at all: nobody behind can be served either.
+        if (pickEngine(this.engines, this.concurrency) === undefined) return;
+        i++;
+        continue;
+      }
+      this.waiters.splice(i, 1);
+      waiter.resolve(lease);
     }
   }
 

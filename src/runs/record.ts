@@ -18,12 +18,44 @@ export const HARNESS_DIR = '.sandbox-harness';
 const RUN_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 const CONTAINER_ID = /^[0-9a-f]{12,64}$/;
 
+/** An engine's name in a fleet (engines.yaml `name:`, a context name, or made from a URL). */
+const ENGINE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
+const engineName = z.string().regex(ENGINE_NAME, { error: 'expected an engine name' });
+
+/**
+ * Where a run's engine is found again (see `EngineRef` in src/fleet/engines-file.ts). Hostile
+ * data like the rest of the record: plain names, an absolute YAML path, an engine URL without
+ * credentials; whatever it names is resolved with the user's own files and keys.
+ */
+const engineRefSchema = z.union([
+  z.strictObject({
+    file: z
+      .string()
+      .max(4096)
+      .regex(/^\/[^\0\n]*\.ya?ml$/, { error: 'expected the absolute path of an engines file (.yaml)' }),
+    entry: engineName,
+  }),
+  z.strictObject({
+    context: z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$/, { error: 'expected a docker context name' }),
+  }),
+  z.strictObject({
+    url: z
+      .string()
+      .max(500)
+      .regex(/^(tcp|https|http|ssh|unix):\/\/[^\s:@/]*(@[^\s:@/]+)?[^\s@]*$/, {
+        error: 'expected an engine URL without a password (tcp://, ssh://, unix://)',
+      }),
+  }),
+]);
+
 const containerSchema = z.object({
   role: z.string().max(64),
   id: z.string().regex(CONTAINER_ID),
   kept: z.boolean(),
   /** Which engine holds it ('local' unless an eval ran on a fleet). */
-  engine: z.string().max(200).optional(),
+  engine: engineName.optional(),
 });
 
 const gateSchema = z.object({
@@ -90,7 +122,10 @@ export const runRecordSchema = z.object({
       buildNetwork: z.boolean().optional(),
     })
     .optional(),
-  engine: z.string().optional(),
+  /** The engine its sandboxes ran on: `local`, or the fleet's name for it. */
+  engine: engineName.optional(),
+  /** How to reach that engine again; absent for the local engine. */
+  engineRef: engineRefSchema.optional(),
   provider: z.object({ name: z.string(), model: z.string() }),
   checker: z.object({ name: z.string(), model: z.string() }).optional(),
   keep: z.enum(['on-failure', 'always', 'never']),
@@ -119,6 +154,7 @@ export type RunRecord = z.infer<typeof runRecordSchema>;
 export type AttemptRecord = z.infer<typeof attemptRecordSchema>;
 export type ContainerRecord = z.infer<typeof containerSchema>;
 export type ReviewRecord = z.infer<typeof reviewSchema>;
+export type EngineRefRecord = z.infer<typeof engineRefSchema>;
 
 export function newRunId(now = new Date()): string {
   const stamp = now.toISOString().replace(/[-:]/g, '').replace('T', '-').replace(/\..*$/, '');

@@ -52,6 +52,14 @@ export class CappedOutput extends Writable {
     return this.headBytes + this.tailBytes;
   }
 
+  /** The bytes kept: all of them unless `truncated`. */
+  bytes(): Buffer {
+    const head = Buffer.concat(this.head);
+    let tail = Buffer.concat(this.tail);
+    if (tail.length > this.tailLimit) tail = tail.subarray(tail.length - this.tailLimit);
+    return Buffer.concat([head, tail]);
+  }
+
   text(): string {
     let head = Buffer.concat(this.head);
     let tail = Buffer.concat(this.tail);

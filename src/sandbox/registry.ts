@@ -56,10 +56,34 @@ export interface SandboxProvider {
   preflight(): Promise<void>;
 }
 
-export async function sandboxProvider(name: string = 'docker'): Promise<SandboxProvider> {
+/**
+ * One engine of several (an eval's fleet): the name records and reports use for it, and the
+ * connection the fleet made to it. Only the backend that made the connection understands it
+ * (for `docker`, a DockerEngine from `src/fleet/`), so nothing above this folder needs the type.
+ */
+export interface EngineHandle {
+  readonly name: string;
+  readonly connection: unknown;
+}
+
+export interface ProviderOptions {
+  /** The engine to bind to; absent: the local engine, named `local`. */
+  engine?: EngineHandle;
+}
+
+/**
+ * The provider of a backend. With `engine`, every sandbox, image and pre-flight check goes to
+ * that engine and `backend.engine` is its name; without, to the local engine.
+ */
+export async function sandboxProvider(
+  name: string = 'docker',
+  options: ProviderOptions = {},
+): Promise<SandboxProvider> {
   switch (name) {
-    case 'docker':
-      return (await import('./docker/provider.js')).dockerProvider();
+    case 'docker': {
+      const docker = await import('./docker/provider.js');
+      return options.engine ? docker.dockerProviderFor(options.engine) : docker.dockerProvider();
+    }
     default:
       throw new UsageError(`unknown sandbox backend "${name}"`, {
         hint: `use one of: ${BACKEND_NAMES.join(', ')}`,

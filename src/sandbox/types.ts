@@ -41,6 +41,12 @@ export interface ExecOptions {
   fast?: boolean;
 }
 
+/** Options of the file calls; `fast` as in `ExecOptions`: for the agent's own calls only. */
+export interface FileCallOptions {
+  signal?: AbortSignal;
+  fast?: boolean;
+}
+
 export interface ExecResult {
   exitCode: number;
   stdout: string;
@@ -149,7 +155,7 @@ export interface Sandbox {
    * `not-a-file`, `is-a-directory`, `through-link` when any folder on the way or the file
    * itself is a symlink, `too-large`, `permission`, `invalid-path`).
    */
-  readFile(path: string, options?: { maxBytes?: number; signal?: AbortSignal }): Promise<Buffer>;
+  readFile(path: string, options?: FileCallOptions & { maxBytes?: number }): Promise<Buffer>;
 
   /**
    * Writes workspace files as the sandbox user, creating folders, never following a symlink
@@ -157,10 +163,10 @@ export interface Sandbox {
    * redirect. Each file is replaced whole (temp file + rename). Also throws
    * `is-a-directory`, `permission`, `invalid-path`.
    */
-  writeFiles(files: readonly WriteFile[], options?: { signal?: AbortSignal }): Promise<void>;
+  writeFiles(files: readonly WriteFile[], options?: FileCallOptions): Promise<void>;
 
   /** Entries below a workspace folder, without descending into `.git` or `node_modules`. */
-  listFiles(path?: string, options?: { maxEntries?: number; signal?: AbortSignal }): Promise<FileEntry[]>;
+  listFiles(path?: string, options?: FileCallOptions & { maxEntries?: number }): Promise<FileEntry[]>;
 
   /**
    * What changed under the workspace since the sandbox was created, by a scan whose cost

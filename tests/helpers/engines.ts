@@ -226,43 +226,6 @@ async function startOne(owner: Owner, readyTimeoutMs: number): Promise<TestEngin
     const logFile = join(dir, 'dockerd.log');
     // An empty config file: the host's /etc/docker/daemon.json (hosts, storage...) must not apply.
     await writeFile(join(dir, 'daemon.json'), '{}\n');
-    const args = [
-      `--net=/run/netns/${name}`,
-      'dockerd',
-      '--config-file',
-      join(dir, 'daemon.json'),
-      '--data-root',
-      join(dir, 'data'),
-      '--exec-root',
-      join(dir, 'exec'),
-      '--pidfile',
-      join(dir, 'docker.pid'),
-      '--cgroup-parent',
-      `/${name}`,
-      '-H',
-      `unix://${socketPath}`,
-      '-H',
-      `tcp://${address}:${PORT}`,
-      '--tlsverify',
-      '--tlscacert',
-      join(certs.server, 'ca.pem'),
-      '--tlscert',
-      join(certs.server, 'cert.pem'),
-      '--tlskey',
-      join(certs.server, 'key.pem'),
-      '--bridge',
-      'none',
-      '--iptables=false',
-      '--ip-masq=false',
-    ];
-    const log = openSync(logFile, 'a');
-    const child = spawn('nsenter', args, { detached: true, stdio: ['ignore', log, log] });
-    closeSync(log);
-    let exited: string | undefined;
-    child.once('exit', (code, signal) => (exited = `exited with ${code ?? signal}`));
-    child.once('error', (error) => (exited = error.message));
-    child.unref();
-
     const tls = await readTlsFiles({
       ca: join(certs.client, 'ca.pem'),
       cert: join(certs.client, 'cert.pem'),
@@ -270,21 +233,7 @@ async function startOne(owner: Owner, readyTimeoutMs: number): Promise<TestEngin
     });
     const endpoint: EngineEndpoint = { transport: 'tcp', host: address, port: PORT, tls };
     const engine = new DockerEngine(endpoint);
-    const deadline = Date.now() + readyTimeoutMs;
-    for (;;) {
-      if (exited) throw new Error(`dockerd of ${name} ${exited}; log:\n${await tail(logFile)}`);
-      try {
-        await engine.ping(1000);
-        break;
-      } catch (error) {
-        if (Date.now() > deadline) {
-          throw new Error(
-            `dockerd of ${name} did not answer over TLS within ${readyTimeoutMs} ms (${String(error)}); log:\n${await tail(logFile)}`,
-          );
-        }
-        await new Promise((r) => setTimeout(r, 200));
-      }
-    }
+    await runDockerd({ name, dir, address, engine }, readyTimeoutMs);
     return {
       name,
       slot,
@@ -304,6 +253,89 @@ async function startOne(owner: Owner, readyTimeoutMs: number): Promise<TestEngin
     await teardown(name, dir);
     throw error;
   }
+}
+
+/** dockerd of engine `name` in its namespace, until it answers over TLS (or fails saying why). */
+async function runDockerd(
+  e: { name: string; dir: string; address: string; engine: DockerEngine },
+  readyTimeoutMs: number,
+): Promise<void> {
+  const { name, dir, address } = e;
+  const server = join(dir, 'tls', 'server');
+  const logFile = join(dir, 'dockerd.log');
+  const args = [
+    `--net=/run/netns/${name}`,
+    'dockerd',
+    '--config-file',
+    join(dir, 'daemon.json'),
+    '--data-root',
+    join(dir, 'data'),
+    '--exec-root',
+    join(dir, 'exec'),
+    '--pidfile',
+    join(dir, 'docker.pid'),
+    '--cgroup-parent',
+    `/${name}`,
+    '-H',
+    `unix://${join(dir, 'docker.sock')}`,
+    '-H',
+    `tcp://${address}:${PORT}`,
+    '--tlsverify',
+    '--tlscacert',
+    join(server, 'ca.pem'),
+    '--tlscert',
+    join(server, 'cert.pem'),
+    '--tlskey',
+    join(server, 'key.pem'),
+    '--bridge',
+    'none',
+    '--iptables=false',
+    '--ip-masq=false',
+  ];
+  const log = openSync(logFile, 'a');
+  const child = spawn('nsenter', args, { detached: true, stdio: ['ignore', log, log] });
+  closeSync(log);
+  let exited: string | undefined;
+  child.once('exit', (code, signal) => (exited = `exited with ${code ?? signal}`));
+  child.once('error', (error) => (exited = error.message));
+  child.unref();
+  const deadline = Date.now() + readyTimeoutMs;
+  for (;;) {
+    if (exited) throw new Error(`dockerd of ${name} ${exited}; log:\n${await tail(logFile)}`);
+    try {
+      await e.engine.ping(1000);
+      return;
+    } catch (error) {
+      if (Date.now() > deadline) {
+        throw new Error(
+          `dockerd of ${name} did not answer over TLS within ${readyTimeoutMs} ms (${String(error)}); log:\n${await tail(logFile)}`,
+        );
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+
+/**
+ * The engine dies as a machine that crashes would: dockerd is killed (SIGKILL) and its TCP
+ * port refuses from then on. Its containerd and containers live on until `restartEngine` or
+ * `stopEngines`.
+ */
+export async function killEngine(e: Pick<TestEngine, 'name' | 'dir'>): Promise<void> {
+  const pid = Number((await readFile(join(e.dir, 'docker.pid'), 'utf8').catch(() => '')).trim());
+  if (!Number.isInteger(pid) || pid <= 0 || !(await isDockerdOf(pid, e.dir))) {
+    throw new Error(`no dockerd of ${e.name} to kill`);
+  }
+  signal(pid, 'SIGKILL');
+  await waitGone([pid], 10_000);
+}
+
+/** dockerd of a killed engine started again on the same data root, address and certificates. */
+export async function restartEngine(
+  e: Pick<TestEngine, 'name' | 'dir' | 'address' | 'engine'>,
+  readyTimeoutMs = 60_000,
+): Promise<void> {
+  await runDockerd(e, readyTimeoutMs);
 }
 
 async function tail(file: string, lines = 20): Promise<string> {

@@ -4,8 +4,9 @@
  * whole tree, Ctrl-C, output caps, background children cut off. Each case runs both ways on
  * the same real Docker sandbox, and the channel must agree.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
+import { DockerEngine } from '../../src/sandbox/docker/engine.js';
 import type { Sandbox } from '../../src/sandbox/types.js';
 import { fixtureImage } from '../helpers/docker.js';
 
@@ -81,6 +82,49 @@ describe.each([
     expect(Date.now() - started).toBeLessThan(15_000);
     await new Promise((resolve) => setTimeout(resolve, 1500));
     expect((await sandbox.exec('echo clean', { fast })).stdout).toBe('clean\n');
+  });
+});
+
+describe('the command channel over many commands', () => {
+  it('answers each of a hundred commands with its own output and exit code, and keeps its relay folder small', async () => {
+    for (let i = 0; i < 100; i++) {
+      const r = await sandbox.exec(`echo out${i}; echo err${i} >&2; exit ${i % 7}`, { fast: true });
+      expect([r.stdout, r.stderr, r.exitCode]).toEqual([`out${i}\n`, `err${i}\n`, i % 7]);
+    }
+    // Relays are made and removed in batches; they must not pile up with every command.
+    const left = await sandbox.exec('ls /tmp/.sandbox-harness-channel-*/ | wc -l', { fast: true });
+    expect(Number(left.stdout.trim())).toBeGreaterThan(0);
+    expect(Number(left.stdout.trim())).toBeLessThanOrEqual(3 * 48);
+  });
+});
+
+describe('file calls over the command channel', () => {
+  it('read, write and list with no exec of their own once the channel runs, bytes exact', async () => {
+    await sandbox.exec('true', { fast: true });
+    const execs = vi.spyOn(DockerEngine.prototype, 'startExec');
+    try {
+      const bytes = Buffer.from([0, 1, 2, 255, 10, 0x53, 0x48, 0x58, 0]);
+      await sandbox.writeFiles([{ path: 'channel/bin.dat', content: bytes, mode: 0o600 }], { fast: true });
+      expect(await sandbox.readFile('channel/bin.dat', { fast: true })).toEqual(bytes);
+      const listed = await sandbox.listFiles('channel', { fast: true });
+      expect(listed).toEqual([{ path: 'channel/bin.dat', type: 'file', size: bytes.length }]);
+      expect(execs).not.toHaveBeenCalled();
+    } finally {
+      execs.mockRestore();
+    }
+    // The same file, read by one exec, agrees.
+    expect(await sandbox.readFile('channel/bin.dat')).toEqual(
+      Buffer.from([0, 1, 2, 255, 10, 0x53, 0x48, 0x58, 0]),
+    );
+  });
+
+  it('input over the cap goes by exec, and what follows is still in step', async () => {
+    const big = Buffer.alloc(2 * 1024 * 1024, 0x61);
+    await sandbox.writeFiles([{ path: 'channel/big.txt', content: big }], { fast: true });
+    expect(
+      (await sandbox.readFile('channel/big.txt', { fast: true, maxBytes: 4 * 1024 * 1024 })).length,
+    ).toBe(big.length);
+    expect((await sandbox.exec('echo after', { fast: true })).stdout).toBe('after\n');
   });
 });
 

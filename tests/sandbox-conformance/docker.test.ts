@@ -7,7 +7,7 @@ import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import { describeSandboxConformance } from './conformance.js';
-import { describeFileConformance } from './files.js';
+import { describeFileConformance, type ArrangeStep } from './files.js';
 import { fixtureImage } from '../helpers/docker.js';
 import { cpuStats, engineGet } from '../helpers/engine-api.js';
 import { shellQuote } from '../../src/sandbox/shell.js';
@@ -96,37 +96,56 @@ async function orphanContainer(name: string): Promise<string> {
   });
 }
 
-const made: Sandbox[] = [];
-describeFileConformance({
-  name: 'docker',
-  make: async (spec = {}) => {
-    const sandbox = await dockerBackend().create({
-      image: await fixtureImage('conformance'),
-      role: 'file-conformance',
-      ...spec,
-    });
-    made.push(sandbox);
-    return sandbox;
-  },
-  arrange: async (sandbox, steps) => {
-    const q = shellQuote;
-    const lines = steps.map((step) => {
-      if ('symlink' in step)
-        return `mkdir -p "$(dirname ${q(step.symlink.path)})" && ln -s ${q(step.symlink.target)} ${q(step.symlink.path)}`;
-      if ('hardlink' in step) return `ln ${q(step.hardlink.existing)} ${q(step.hardlink.path)}`;
-      if ('fifo' in step) return `mkfifo ${q(step.fifo)}`;
-      if ('mkdir' in step) return `mkdir -p ${q(step.mkdir)}`;
-      if ('remove' in step) return `rm -rf ${q(step.remove)}`;
-      if ('write' in step) return `printf %s ${q(step.write.content)} > ${q(step.write.path)}`;
-      return `chmod ${step.chmod.mode.toString(8)} ${q(step.chmod.path)}`;
-    });
-    const result = await sandbox.exec(lines.join(' && '));
-    if (result.exitCode !== 0) throw new Error(`arrange failed: ${result.stderr}`);
-  },
-  cleanup: async () => {
-    await Promise.all(made.splice(0).map((s) => s.dispose()));
-  },
-});
+/** The same sandbox with every file call made as the agent's tools make them: over the command channel. */
+function overTheChannel(sandbox: Sandbox): Sandbox {
+  return new Proxy(sandbox, {
+    get(target, key, receiver) {
+      if (key === 'readFile' || key === 'listFiles')
+        return (path: string, options = {}) => target[key](path, { ...options, fast: true });
+      if (key === 'writeFiles')
+        return (files: Parameters<Sandbox['writeFiles']>[0], options = {}) =>
+          target.writeFiles(files, { ...options, fast: true });
+      const value: unknown = Reflect.get(target, key, receiver);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+for (const fast of [false, true]) {
+  const made: Sandbox[] = [];
+  describeFileConformance({
+    name: fast ? 'docker, file calls over the command channel' : 'docker',
+    make: async (spec = {}) => {
+      const sandbox = await dockerBackend().create({
+        image: await fixtureImage('conformance'),
+        role: 'file-conformance',
+        ...spec,
+      });
+      made.push(sandbox);
+      return fast ? overTheChannel(sandbox) : sandbox;
+    },
+    arrange,
+    cleanup: async () => {
+      await Promise.all(made.splice(0).map((s) => s.dispose()));
+    },
+  });
+}
+
+async function arrange(sandbox: Sandbox, steps: ArrangeStep[]): Promise<void> {
+  const q = shellQuote;
+  const lines = steps.map((step) => {
+    if ('symlink' in step)
+      return `mkdir -p "$(dirname ${q(step.symlink.path)})" && ln -s ${q(step.symlink.target)} ${q(step.symlink.path)}`;
+    if ('hardlink' in step) return `ln ${q(step.hardlink.existing)} ${q(step.hardlink.path)}`;
+    if ('fifo' in step) return `mkfifo ${q(step.fifo)}`;
+    if ('mkdir' in step) return `mkdir -p ${q(step.mkdir)}`;
+    if ('remove' in step) return `rm -rf ${q(step.remove)}`;
+    if ('write' in step) return `printf %s ${q(step.write.content)} > ${q(step.write.path)}`;
+    return `chmod ${step.chmod.mode.toString(8)} ${q(step.chmod.path)}`;
+  });
+  const result = await sandbox.exec(lines.join(' && '));
+  if (result.exitCode !== 0) throw new Error(`arrange failed: ${result.stderr}`);
+}
 
 describe('docker backend specifics', () => {
   it('applies the hardening baseline to every container', async () => {

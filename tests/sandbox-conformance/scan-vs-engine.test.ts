@@ -1,11 +1,13 @@
 /**
- * The fast change scan (inside the sandbox, against the start marker and the host's copy of
- * the pristine tree) and the engine's own diff must agree on every case here: the engine's
- * diff is the cross-check, kept off the hot path because its cost grows with the image.
+ * The two fast change lists, the scan inside the sandbox (against the start marker and the
+ * host's copy of the pristine tree) and, on a local overlay2 engine, the walk of the
+ * container's writable layer from the host, must agree with each other and with the engine's
+ * own diff on every case here: the engine's diff is the cross-check, kept off the hot path
+ * because its cost grows with the image.
  */
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { DockerEngine, dockerEngine } from '../../src/sandbox/docker/engine.js';
 import type { Sandbox, TreeEntry } from '../../src/sandbox/types.js';
 import { fixtureImage } from '../helpers/docker.js';
 
@@ -40,8 +42,41 @@ async function engineView(sandbox: Sandbox, tree: ReadonlyMap<string, TreeEntry>
   return [...out].sort();
 }
 
-async function scanView(sandbox: Sandbox): Promise<string[]> {
-  return (await sandbox.changes()).changes.map((c) => `${c.kind} ${c.path}`).sort();
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+const view = (changes: { kind: string; path: string }[]) => changes.map((c) => `${c.kind} ${c.path}`).sort();
+
+/** What `changes()` says, and proof of which way it found out: how many execs it started. */
+async function changesOf(sandbox: Sandbox): Promise<{ view: string[]; execs: number }> {
+  const execs = vi.spyOn(DockerEngine.prototype, 'startExec');
+  try {
+    return { view: view((await sandbox.changes()).changes), execs: execs.mock.calls.length };
+  } finally {
+    execs.mockRestore();
+  }
+}
+
+/**
+ * Both fast ways on one sandbox: the one its backend made it with (the writable layer, on
+ * this machine's engine) and the in-sandbox scan (what a sandbox re-attached by id uses: it
+ * has no proof that layers on this host are its own).
+ */
+async function fastViews(sandbox: Sandbox, runId: string): Promise<{ layer: string[]; scan: string[] }> {
+  const layer = await changesOf(sandbox);
+  // The overlay walk runs nothing in the sandbox; the scan is one exec.
+  expect(layer.execs).toBe(0);
+  const attached = await dockerBackend().attach({ id: sandbox.id, runId });
+  const scan = await changesOf(attached);
+  expect(scan.execs).toBe(1);
+  return { layer: layer.view, scan: scan.view };
+}
+
+async function scanView(sandbox: Sandbox, runId: string): Promise<string[]> {
+  const { layer, scan } = await fastViews(sandbox, runId);
+  expect(layer).toEqual(scan);
+  return scan;
 }
 
 const cases: [string, string][] = [
@@ -62,27 +97,62 @@ const cases: [string, string][] = [
 describe('the change scan agrees with the engine diff', () => {
   it.each(cases)('%s', async (_name, command) => {
     const image = await fixtureImage('conformance');
-    const sandbox = await dockerBackend().create({ image, role: 'scan-vs-engine' });
+    const runId = `scan-vs-engine-${made.length}`;
+    const sandbox = await dockerBackend().create({ image, role: 'scan-vs-engine', runId });
     made.push(sandbox);
     const run = await sandbox.exec(command);
     expect(run.exitCode, run.stderr).toBe(0);
     const tree = await dockerBackend().workspaceTree(image);
-    expect(await scanView(sandbox)).toEqual(await engineView(sandbox, tree));
+    expect(await scanView(sandbox, runId)).toEqual(await engineView(sandbox, tree));
   });
 });
 
 describe('where the scan is stricter than the engine diff', () => {
   it('a new hard link also marks the file it shares data with (the engine diff lists only the new name)', async () => {
     const image = await fixtureImage('conformance');
-    const sandbox = await dockerBackend().create({ image, role: 'scan-vs-engine' });
+    const runId = 'scan-vs-engine-hard-link';
+    const sandbox = await dockerBackend().create({ image, role: 'scan-vs-engine', runId });
     made.push(sandbox);
     await sandbox.exec('ln src/greeting.txt src/alias.txt');
     const tree = await dockerBackend().workspaceTree(image);
     expect(await engineView(sandbox, tree)).toEqual(['added src/alias.txt']);
-    const scan = (await sandbox.changes()).changes;
-    expect(scan.map((c) => [c.path, c.kind, c.links])).toEqual([
-      ['src/alias.txt', 'added', 2],
-      ['src/greeting.txt', 'modified', 2],
-    ]);
+    const attached = await dockerBackend().attach({ id: sandbox.id, runId });
+    for (const box of [sandbox, attached]) {
+      const scan = (await box.changes()).changes;
+      expect(scan.map((c) => [c.path, c.kind, c.links])).toEqual([
+        ['src/alias.txt', 'added', 2],
+        ['src/greeting.txt', 'modified', 2],
+      ]);
+    }
+  });
+});
+
+describe('the writable layer, read from the host', () => {
+  it("is used only with proof that it is this sandbox's own, and never follows a link the sandbox made", async () => {
+    const image = await fixtureImage('conformance');
+    const runId = 'scan-vs-engine-links';
+    const sandbox = await dockerBackend().create({ image, role: 'scan-vs-engine', runId });
+    made.push(sandbox);
+    // Folders that lead out of the workspace, to the container's root and to a path that is
+    // the host's own root when resolved on the host: a walk that followed them would list them.
+    const run = await sandbox.exec(
+      'rm -r src/nested && ln -s / src/nested && mkdir -p lib && ln -s /etc lib/etc && ln -s ../../../../../../.. lib/up',
+    );
+    expect(run.exitCode, run.stderr).toBe(0);
+    const { layer, scan } = await fastViews(sandbox, runId);
+    expect(layer).toEqual(scan);
+    expect(layer).toEqual(
+      expect.arrayContaining(['added lib', 'added lib/etc', 'added lib/up', 'modified src/nested']),
+    );
+    expect(layer.filter((line) => /^added (src\/nested|lib\/(etc|up))\//.test(line))).toEqual([]);
+  });
+
+  it('a stopped sandbox is not read from its layers: changes() says it is gone, as the scan would', async () => {
+    const image = await fixtureImage('conformance');
+    const sandbox = await dockerBackend().create({ image, role: 'scan-vs-engine' });
+    made.push(sandbox);
+    await sandbox.exec('echo x > new.txt');
+    await dockerEngine().stopContainer(sandbox.id, 0);
+    await expect(sandbox.changes()).rejects.toMatchObject({ code: 'SANDBOX_DEAD' });
   });
 });

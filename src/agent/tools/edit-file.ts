@@ -86,7 +86,9 @@ export const editFileTool = defineTool({
     assertEditable(path, editable);
     let original: string;
     try {
-      original = (await sandbox.readFile(path, { maxBytes: limits.maxReadBytes })).toString('utf8');
+      original = (await sandbox.readFile(path, { maxBytes: limits.maxReadBytes, fast: true })).toString(
+        'utf8',
+      );
     } catch (error) {
       if (error instanceof SandboxFileError)
         throw new ToolError(error.message, 'use write_file to create a new file');
@@ -117,7 +119,7 @@ export const editFileTool = defineTool({
         `the edited file would be ${bytes} bytes, over the ${limits.maxWriteBytes}-byte limit`,
       );
     }
-    await sandbox.writeFiles([{ path, content: updated }], signal ? { signal } : {});
+    await sandbox.writeFiles([{ path, content: updated }], { fast: true, ...(signal ? { signal } : {}) });
     return { content: `edited ${path} at line ${lineNumberAt(original, at)}`, isError: false };
   },
 });

@@ -23,7 +23,7 @@ export const listFilesTool = defineTool({
       }
     }
     const scanLimit = limits.maxListEntries * 10;
-    const entries = await sandbox.listFiles(base, { maxEntries: scanLimit });
+    const entries = await sandbox.listFiles(base, { maxEntries: scanLimit, fast: true });
     const shown: string[] = [];
     let matched = 0;
     for (const entry of entries) {

@@ -14,7 +14,8 @@ export const readFileTool = defineTool({
     const path = resolveFilePath(raw);
     let content: Buffer;
     try {
-      content = await sandbox.readFile(path, { maxBytes: limits.maxReadBytes });
+      // Its content is the agent's own information: the fast channel may carry it (see run_command).
+      content = await sandbox.readFile(path, { maxBytes: limits.maxReadBytes, fast: true });
     } catch (error) {
       if (error instanceof SandboxFileError) {
         throw new ToolError(

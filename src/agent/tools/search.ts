@@ -24,6 +24,7 @@ export const searchTool = defineTool({
       throw new ToolError('pattern must be a single line');
     const base = resolveWorkspacePath(raw ?? '.');
     const result = await sandbox.exec(searchCommand(pattern, base), {
+      fast: true,
       cwd: WORKSPACE,
       timeoutMs: 60_000,
       maxOutputBytes: limits.maxCommandOutputBytes,

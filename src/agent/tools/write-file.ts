@@ -20,7 +20,8 @@ export const writeFileTool = defineTool({
         `content is ${bytes} bytes, over the ${limits.maxWriteBytes}-byte limit for write_file`,
       );
     }
-    await sandbox.writeFiles([{ path, content }], signal ? { signal } : {});
+    // Written by the agent into its own sandbox; every change is gated and verified afterwards.
+    await sandbox.writeFiles([{ path, content }], { fast: true, ...(signal ? { signal } : {}) });
     return { content: `wrote ${bytes} bytes to ${path}`, isError: false };
   },
 });

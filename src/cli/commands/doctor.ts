@@ -53,7 +53,8 @@
  */
 import { errorMessage, UsageError } from '../../errors.js';
 import { EXIT_CODES } from '../exit-codes.js';
-import { resolveEngines, type EngineSpec } from '../../fleet/engines-file.js';
+import type { EngineSpec } from '../../fleet/engines-file.js';
+import { enginesNamed, resolveEngineFlags } from '../engine-flags.js';
 import { ensureBaseImageOn } from '../../fleet/images.js';
 import { defaultCapacity } from '../../fleet/placement.js';
 import { runDoctor, type DoctorCheck, type DoctorReport } from '../../sandbox/docker/doctor.js';
@@ -224,13 +225,8 @@ function prepareHint(options: DoctorCommandOptions): string {
 }
 
 export async function doctorCommand(ctx: CliContext, options: DoctorCommandOptions = {}): Promise<number> {
-  if (options.engines !== undefined || (options.engine ?? []).length > 0) {
-    const specs = await resolveEngines({
-      ...(options.engines !== undefined ? { file: options.engines } : {}),
-      refs: options.engine ?? [],
-      cwd: ctx.cwd,
-      env: ctx.env,
-    });
+  if (enginesNamed(options)) {
+    const specs = await resolveEngineFlags(ctx, options);
     const fleet = await doctorFleet(specs, {
       prepare: options.prepare === true,
       prepareHint: prepareHint(options),

@@ -3,7 +3,12 @@ import { availableParallelism } from 'node:os';
 import { relative, resolve, join } from 'node:path';
 import { UsageError, ConfigError } from '../../errors.js';
 import { loadSuite } from '../../evals/suite.js';
-import { runEval } from '../../evals/runner.js';
+import { runEval, type TrialPlacement } from '../../evals/runner.js';
+import { fleetDeps, fleetPlacement, sharedBaselines, type EvalTask } from '../../evals/engines.js';
+import { formatEngineTally } from '../../evals/progress.js';
+import { connectFleet } from '../../fleet/fleet.js';
+import { DEFAULT_RESOURCES } from '../../sandbox/types.js';
+import type { FixDeps } from '../../fix/context.js';
 import { summarize, compareSummaries, readHarnessVersion, type EvalSummary } from '../../evals/summary.js';
 import { writeReports } from '../../evals/report.js';
 import { createProgressReporter } from '../../evals/progress.js';
@@ -11,8 +16,9 @@ import { fixTrialRunner } from '../../evals/fix-trial.js';
 import { fixDeps } from '../../fix/deps.js';
 import { memoryBaselineCache } from '../../fix/baseline.js';
 import { sandboxProvider } from '../../sandbox/registry.js';
+import { enginesNamed, resolveEngineFlags, type EngineFlags } from '../engine-flags.js';
 import { exitCodeForEval } from '../exit-codes.js';
-import { loadCatalog } from '../../catalog/load.js';
+import { loadCatalog, resourcesFromCatalog } from '../../catalog/load.js';
 import { JsonlEventSink } from '../../agent/events.js';
 import type { KeepPolicy } from '../../fix/run-fix.js';
 import { print, printJson, note, type CliContext } from '../context.js';
@@ -20,7 +26,7 @@ import { shortPath } from '../format.js';
 import { exportView } from '../../view/export.js';
 import { openViewSource, runHref } from '../../view/source.js';
 
-export interface EvalCommandOptions {
+export interface EvalCommandOptions extends EngineFlags {
   n?: string;
   concurrency?: string;
   out?: string;
@@ -48,7 +54,7 @@ export async function evalCommand(
   options: EvalCommandOptions,
 ): Promise<number> {
   const n = positiveInt('-n', options.n, 1000);
-  const concurrency = positiveInt('--concurrency', options.concurrency, 64);
+  const concurrency = positiveInt('--concurrency', options.concurrency, 1000);
   const keep = options.keep as KeepPolicy | undefined;
   if (keep !== undefined && !['on-failure', 'always', 'never'].includes(keep)) {
     throw new UsageError(`--keep: expected on-failure, always or never, got "${options.keep}"`);
@@ -65,7 +71,11 @@ export async function evalCommand(
     }
   }
   // Check every catalog before the first trial: a typo must not look like failed trials.
-  for (const task of suite.tasks) await loadCatalog(task.catalog, { cwd: ctx.cwd });
+  const tasks: EvalTask[] = [];
+  for (const task of suite.tasks) {
+    const catalog = await loadCatalog(task.catalog, { cwd: ctx.cwd });
+    tasks.push({ id: task.id, catalog, repoDir: task.repo ?? catalog.repoDir });
+  }
 
   const outDir = resolve(
     ctx.cwd,
@@ -78,20 +88,30 @@ export async function evalCommand(
   );
   await mkdir(outDir, { recursive: true });
   // One baseline per (image, catalog, test command) for the whole eval, not one per trial.
-  const deps = fixDeps(await sandboxProvider(), { baselines: memoryBaselineCache() });
-  await deps.ping();
-
-  // Build (or find) each task's image once, before trials race to build the same one.
-  if (!options.json) note(ctx, `preparing sandbox images for ${suite.tasks.length} task(s) ...`);
-  for (const task of suite.tasks) {
-    const catalog = await loadCatalog(task.catalog, { cwd: ctx.cwd });
-    await deps.image({
-      repoDir: task.repo ?? catalog.repoDir,
-      catalog,
-      rebuild: false,
-      logFile: join(outDir, `image-${task.id}.log`),
-      onProgress: () => undefined,
-    });
+  const baselines = sharedBaselines(memoryBaselineCache());
+  const say = (line: string) => {
+    if (!options.json) note(ctx, line);
+  };
+  const engines = enginesNamed(options)
+    ? await connectEngines(ctx, options, tasks, concurrency, { outDir, baselines, say })
+    : undefined;
+  let deps: FixDeps | ((engine: string, signal: AbortSignal) => Promise<FixDeps>);
+  if (engines) deps = engines.deps;
+  else {
+    const local = fixDeps(await sandboxProvider(), { baselines });
+    await local.ping();
+    // Build (or find) each task's image once, before trials race to build the same one.
+    say(`preparing sandbox images for ${tasks.length} task(s) ...`);
+    for (const task of tasks) {
+      await local.image({
+        repoDir: task.repoDir,
+        catalog: task.catalog,
+        rebuild: false,
+        logFile: join(outDir, `image-${task.id}.log`),
+        onProgress: () => undefined,
+      });
+    }
+    deps = local;
   }
 
   const reporter = options.json
@@ -111,17 +131,23 @@ export async function evalCommand(
       return { emit: (event) => sink.emit({ ...event, trial }) };
     },
   });
-  const run = await runEval({
-    suite,
-    ...(n ? { n } : {}),
-    concurrency: concurrency ?? suite.defaults.concurrency ?? availableParallelism(),
-    outDir,
-    resume: options.resume ?? false,
-    runner,
-    signal: ctx.signal,
-    ...(reporter ? { onProgress: (p) => reporter.update(p) } : {}),
-  });
-  reporter?.finish();
+  let run;
+  try {
+    run = await runEval({
+      suite,
+      ...(n ? { n } : {}),
+      concurrency: concurrency ?? suite.defaults.concurrency ?? availableParallelism(),
+      ...(engines ? { placement: engines.placement } : {}),
+      outDir,
+      resume: options.resume ?? false,
+      runner,
+      signal: ctx.signal,
+      ...(reporter ? { onProgress: (p) => reporter.update(p) } : {}),
+    });
+  } finally {
+    engines?.stop();
+    reporter?.finish();
+  }
   const summary = summarize(run.results, {
     suite,
     n: run.n,
@@ -147,15 +173,29 @@ export async function evalCommand(
       );
       return undefined;
     });
+  const notRun = run.total - run.results.length;
   if (options.json) {
-    printJson(ctx, { outDir, interrupted: run.interrupted, files, view: view?.index, summary, comparison });
+    printJson(ctx, {
+      outDir,
+      interrupted: run.interrupted,
+      ...(run.enginesLost ? { enginesLost: run.enginesLost } : {}),
+      files,
+      view: view?.index,
+      summary,
+      comparison,
+    });
   } else {
     print(ctx, `\n${headline(suite.name, summary, run)}`);
+    if (run.enginesLost) print(ctx, `${run.enginesLost}; ${notRun} trial(s) not run`);
     for (const t of summary.tasks) {
       print(
         ctx,
         `  ${t.taskId.padEnd(24)} ${String(t.passes).padStart(3)}/${t.scored}  ${percent(t.passRate).padStart(4)}  [${percent(t.interval.low)}, ${percent(t.interval.high)}]${t.infrastructure ? `  infra ${t.infrastructure}` : ''}`,
       );
+    }
+    if (engines || summary.engines.length > 1) {
+      print(ctx, 'engines:');
+      for (const e of summary.engines) print(ctx, `  ${formatEngineTally({ ...e, name: e.engine })}`);
     }
     if (comparison) {
       const regressions = comparison.tasks.filter((t) => t.regression).map((t) => t.taskId);
@@ -177,14 +217,75 @@ export async function evalCommand(
       );
     print(
       ctx,
-      `results: ${shortPath(ctx.cwd, join(outDir, 'results.jsonl'))}${run.interrupted ? `  (resume with: sandbox-harness eval ${suiteFile} --out ${shortPath(ctx.cwd, outDir)} --resume)` : ''}`,
+      `results: ${shortPath(ctx.cwd, join(outDir, 'results.jsonl'))}${run.interrupted || run.enginesLost ? `  (resume with: sandbox-harness eval ${suiteFile} --out ${shortPath(ctx.cwd, outDir)} --resume${engineFlags(options)})` : ''}`,
     );
   }
   return exitCodeForEval({
     interrupted: run.interrupted,
-    unscored: { infrastructure: summary.overall.infrastructure, error: summary.overall.errors },
+    // Trials left unrun because every engine was lost could not be scored either.
+    unscored: {
+      infrastructure: summary.overall.infrastructure + (run.enginesLost ? notRun : 0),
+      error: summary.overall.errors,
+    },
     regression: comparison?.tasks.some((t) => t.regression) ?? false,
   });
+}
+
+function engineFlags(options: EvalCommandOptions): string {
+  return [
+    ...(options.engines !== undefined ? [` --engines ${options.engines}`] : []),
+    ...(options.engine ?? []).map((e) => ` --engine ${e}`),
+  ].join('');
+}
+
+interface ConnectedEngines {
+  placement: TrialPlacement;
+  deps: (engine: string, signal: AbortSignal) => Promise<FixDeps>;
+  stop: () => void;
+}
+
+/**
+ * The engines named by `--engines`/`--engine`, all answering, each with its capacity (the
+ * engines file's, else its CPUs over the largest CPU limit of the suite's catalogs), watched
+ * while trials run. Without `--concurrency` the total is the sum of the capacities.
+ */
+async function connectEngines(
+  ctx: CliContext,
+  options: EvalCommandOptions,
+  tasks: readonly EvalTask[],
+  concurrency: number | undefined,
+  context: { outDir: string; baselines: ReturnType<typeof sharedBaselines>; say: (line: string) => void },
+): Promise<ConnectedEngines> {
+  const specs = await resolveEngineFlags(ctx, options);
+  const trialCpus = Math.max(
+    ...tasks.map((t) => resourcesFromCatalog(t.catalog.catalog).cpus ?? DEFAULT_RESOURCES.cpus),
+  );
+  const fleet = await connectFleet(specs, {
+    trialCpus,
+    ...(concurrency !== undefined ? { concurrency } : {}),
+  });
+  const total = fleet.engines.reduce((sum, e) => sum + e.capacity, 0);
+  context.say(
+    `${fleet.engines.length} engine(s), ${concurrency !== undefined && concurrency < total ? `${concurrency} of ${total}` : total} trial(s) at once:`,
+  );
+  for (const e of fleet.engines) {
+    context.say(
+      `  ${e.name}: ${e.endpoint}, capacity ${e.capacity} (${e.capacityFrom === 'cpus' ? `${e.cpus} CPUs / ${trialCpus} per trial` : 'engines file'})`,
+    );
+  }
+  const stopMonitor = fleet.monitor();
+  return {
+    placement: fleetPlacement(fleet),
+    deps: fleetDeps({
+      fleet,
+      tasks,
+      baselines: context.baselines,
+      logDir: context.outDir,
+      signal: ctx.signal,
+      onLine: context.say,
+    }),
+    stop: stopMonitor,
+  };
 }
 
 /**

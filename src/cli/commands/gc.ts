@@ -1,17 +1,26 @@
-import { UsageError } from '../../errors.js';
+import { errorMessage, UsageError } from '../../errors.js';
+import { engineHandle } from '../../fleet/fleet.js';
 import { resolveRun } from '../../runs/record.js';
+import { describeEndpoint } from '../../sandbox/docker/endpoint.js';
 import { collectGarbage, dockerEngine } from '../../sandbox/docker/index.js';
+import type { GcReport } from '../../sandbox/docker/gc.js';
+import { enginesNamed, resolveEngineFlags, type EngineFlags } from '../engine-flags.js';
+import { EXIT_CODES } from '../exit-codes.js';
 import { parseAge } from '../format.js';
 import { print, printJson, type CliContext } from '../context.js';
 import { runsDirOf, type RunsLocation } from './runs.js';
 
-export interface GcCommandOptions extends RunsLocation {
+/** With `--engines`/`--engine`: collect on each of those engines instead of the local one. */
+export interface GcCommandOptions extends EngineFlags, RunsLocation {
   olderThan?: string;
   all?: boolean;
   run?: string;
   dryRun?: boolean;
   json?: boolean;
 }
+
+/** One engine's part of `gc --engines`: what it removed, or why it could not. */
+export type EngineGcReport = { name: string; endpoint: string } & (GcReport | { error: string });
 
 /**
  * The run id whose containers `--run` means: `last` or a unique prefix of a recorded run is
@@ -30,7 +39,12 @@ async function runIdOf(ctx: CliContext, ref: string, where: RunsLocation): Promi
   );
 }
 
-/** Removes this tool's containers (kept ones when asked) and, with --all, its unused repo images. */
+/**
+ * Removes this tool's containers (kept ones when asked) and, with --all, its unused repo
+ * images: on the local engine, or on every engine named by `--engines`/`--engine` (kept
+ * containers of an eval over several engines stay where their trials ran). Exit 3 when an
+ * engine could not be reached; the others are still collected.
+ */
 export async function gcCommand(ctx: CliContext, options: GcCommandOptions): Promise<number> {
   let olderThanMs: number | undefined;
   if (options.olderThan !== undefined) {
@@ -42,29 +56,67 @@ export async function gcCommand(ctx: CliContext, options: GcCommandOptions): Pro
     }
   }
   const runId = options.run === undefined ? undefined : await runIdOf(ctx, options.run, options);
-  const report = await collectGarbage(dockerEngine(), {
+  const gcOptions = {
     ...(olderThanMs !== undefined ? { olderThanMs } : {}),
     ...(runId !== undefined ? { runId } : {}),
     all: options.all ?? false,
     dryRun: options.dryRun ?? false,
-  });
+  };
+  const verb = options.dryRun ? 'would remove' : 'removed';
+  const ofRun = runId !== undefined ? ` of run ${runId}` : '';
+  const keptNote = () => {
+    if (!options.all && olderThanMs === undefined && runId === undefined) {
+      print(
+        ctx,
+        'kept containers of failed runs stay; use --run <run-id>, --older-than 24h or --all to remove them',
+      );
+    }
+  };
+
+  if (enginesNamed(options)) {
+    const specs = await resolveEngineFlags(ctx, options);
+    const reports: EngineGcReport[] = await Promise.all(
+      specs.map(async (spec) => {
+        const endpoint = describeEndpoint(spec.endpoint);
+        try {
+          const report = await collectGarbage(engineHandle(spec).connection, gcOptions);
+          return { name: spec.name, endpoint, ...report };
+        } catch (error) {
+          return { name: spec.name, endpoint, error: errorMessage(error).split('\n')[0] ?? '' };
+        }
+      }),
+    );
+    const failed = reports.filter((r) => 'error' in r).length;
+    if (options.json) printJson(ctx, { ...(runId !== undefined ? { run: runId } : {}), engines: reports });
+    else {
+      for (const r of reports) {
+        if ('error' in r) {
+          print(ctx, `${r.name} (${r.endpoint}): not reachable: ${r.error}`);
+          continue;
+        }
+        for (const line of reportLines(r, verb, ofRun)) print(ctx, `${r.name}: ${line}`);
+      }
+      keptNote();
+    }
+    return failed > 0 ? EXIT_CODES.infrastructure : EXIT_CODES.ok;
+  }
+
+  const report = await collectGarbage(dockerEngine(), gcOptions);
   if (options.json) {
     printJson(ctx, { ...(runId !== undefined ? { run: runId } : {}), ...report });
     return 0;
   }
-  const verb = options.dryRun ? 'would remove' : 'removed';
-  for (const c of report.containers)
-    print(ctx, `${verb} container ${c.id.slice(0, 12)} ${c.name}${c.kept ? ' (kept)' : ''}`);
-  for (const i of report.images) print(ctx, `${verb} image ${i.tags[0] ?? i.id.slice(7, 19)}`);
-  print(
-    ctx,
-    `${verb} ${report.containers.length} container(s) and ${report.images.length} image(s)${runId !== undefined ? ` of run ${runId}` : ''}`,
-  );
-  if (!options.all && olderThanMs === undefined && runId === undefined) {
-    print(
-      ctx,
-      'kept containers of failed runs stay; use --run <run-id>, --older-than 24h or --all to remove them',
-    );
-  }
+  for (const line of reportLines(report, verb, ofRun)) print(ctx, line);
+  keptNote();
   return 0;
+}
+
+function reportLines(report: GcReport, verb: string, ofRun: string): string[] {
+  return [
+    ...report.containers.map(
+      (c) => `${verb} container ${c.id.slice(0, 12)} ${c.name}${c.kept ? ' (kept)' : ''}`,
+    ),
+    ...report.images.map((i) => `${verb} image ${i.tags[0] ?? i.id.slice(7, 19)}`),
+    `${verb} ${report.containers.length} container(s) and ${report.images.length} image(s)${ofRun}`,
+  ];
 }

@@ -13,7 +13,11 @@ import {
 } from '../../runs/record.js';
 import { loadCatalog } from '../../catalog/load.js';
 import { sandboxProvider } from '../../sandbox/registry.js';
-import type { AttachRequest } from '../../sandbox/types.js';
+import type { AttachRequest, SandboxBackend } from '../../sandbox/types.js';
+import { resolveStoredEngine, type EngineSpec } from '../../fleet/engines-file.js';
+import { enginesNamed, resolveEngineFlags, type EngineFlags } from '../engine-flags.js';
+import { engineHandle } from '../../fleet/fleet.js';
+import { HarnessError } from '../../errors.js';
 import { formatTestRun, runTestLayers } from '../../fix/test-layers.js';
 import { print, printJson, note, type CliContext } from '../context.js';
 import { formatDuration, table } from '../format.js';
@@ -27,6 +31,63 @@ export interface RunsLocation {
 export interface AttemptChoice {
   /** Which attempt's kept sandbox; default the last one that kept one. */
   attempt?: string;
+}
+
+/** `--engines`/`--engine`: where to look for a run's containers instead of what its record says. */
+export type EngineChoice = EngineFlags;
+
+/**
+ * The backend that holds a run's containers: on the engine its record names. That engine is
+ * found among the engines the user names (`--engines`/`--engine`), else by the reference the
+ * record keeps (an engines file entry, a context, a URL: resolved with the user's own files
+ * and keys), else it is the local engine. Containers there are still only used when they
+ * carry the run's id (`SandboxBackend.attach`).
+ */
+export async function backendOfRun(
+  ctx: CliContext,
+  record: RunRecord,
+  choice: EngineChoice,
+): Promise<SandboxBackend> {
+  const name = record.engine ?? 'local';
+  let spec: EngineSpec | undefined;
+  if (enginesNamed(choice)) {
+    const specs = await resolveEngineFlags(ctx, choice);
+    spec = specs.find((s) => s.name === name);
+    if (!spec) {
+      throw new UsageError(
+        `run ${record.id} ran on engine ${name}, which is not among the engines named (${specs.map((s) => s.name).join(', ')})`,
+        {
+          hint: `Name that engine: the engines file that lists it as \`${name}\`, or --engine with its context or URL.`,
+        },
+      );
+    }
+  } else if (record.engineRef) {
+    try {
+      spec = await resolveStoredEngine(record.engineRef, { env: ctx.env });
+    } catch (error) {
+      if (!(error instanceof HarnessError)) throw error;
+      throw new UsageError(
+        `run ${record.id} ran on engine ${name}, which cannot be reached as its record says (${describeRef(record.engineRef)}): ${error.message}`,
+        {
+          hint: `Name the engine again: --engines FILE (listing it as \`${name}\`) or --engine CONTEXT-OR-URL.`,
+        },
+      );
+    }
+  } else if (name !== 'local') {
+    throw new UsageError(
+      `run ${record.id} ran on engine ${name}, and its record does not say how to reach it`,
+      {
+        hint: `Name the engine: --engines FILE (listing it as \`${name}\`) or --engine CONTEXT-OR-URL.`,
+      },
+    );
+  }
+  if (!spec) return (await sandboxProvider()).backend;
+  return (await sandboxProvider('docker', { engine: engineHandle({ ...spec, name }) })).backend;
+}
+
+function describeRef(ref: NonNullable<RunRecord['engineRef']>): string {
+  if ('file' in ref) return `entry ${ref.entry} of ${ref.file}`;
+  return 'context' in ref ? `docker context ${ref.context}` : ref.url;
 }
 
 /** Where run records are: `--runs-dir`, else the repo of `--catalog`, else `--repo` or the working directory. */
@@ -100,23 +161,34 @@ async function attemptFiles(run: StoredRun): Promise<string[]> {
 export async function inspectCommand(
   ctx: CliContext,
   ref: string,
-  options: RunsLocation & AttemptChoice & { json?: boolean },
+  options: RunsLocation & AttemptChoice & EngineChoice & { json?: boolean },
 ): Promise<number> {
   const run = await resolveRun(await runsDirOf(ctx, options), ref);
   const record = run.record;
-  const { backend } = await sandboxProvider();
+  const kept = record.containers.filter((c) => c.kept);
+  // The record is worth reading even when its engine is out of reach; the state says why.
+  let backend: SandboxBackend | undefined;
+  let unreachable = 'no engine';
+  if (kept.length > 0) {
+    try {
+      backend = await backendOfRun(ctx, record, options);
+    } catch (error) {
+      if (!(error instanceof HarnessError)) throw error;
+      unreachable = error.message;
+    }
+  }
   const containers = await Promise.all(
-    record.containers
-      .filter((c) => c.kept)
-      .map(async (c) => ({
-        ...c,
-        ...(await backend.state({ id: c.id, runId: record.id }).catch((error: unknown) => ({
-          exists: false,
-          running: false,
-          status:
-            error instanceof UsageError ? `refused: ${error.message}` : 'unknown (engine not reachable)',
-        }))),
-      })),
+    kept.map(async (c) => ({
+      ...c,
+      ...(backend === undefined
+        ? { exists: false, running: false, status: `unknown (${unreachable})` }
+        : await backend.state({ id: c.id, runId: record.id }).catch((error: unknown) => ({
+            exists: false,
+            running: false,
+            status:
+              error instanceof UsageError ? `refused: ${error.message}` : 'unknown (engine not reachable)',
+          }))),
+    })),
   );
   const attemptDirs = await attemptFiles(run);
   let shown: string | undefined = attemptDirs[attemptDirs.length - 1];
@@ -150,6 +222,7 @@ export async function inspectCommand(
     `  catalog   ${record.catalog.name} (${record.catalog.hash.slice(0, 12)})`,
     `  model     ${record.provider.name} ${record.provider.model}${record.checker ? `; checker ${record.checker.name} ${record.checker.model}` : ''}`,
     `  image     ${record.image ? `${record.image.tag} ${record.image.id.slice(7, 19)}${record.image.buildNetwork ? ' (built with network)' : ''}` : '-'}`,
+    ...(record.engine && record.engine !== 'local' ? [`  engine    ${record.engine}`] : []),
     `  baseline  ${record.baseline ? `${record.baseline.failing ? 'tests fail' : 'tests pass'}${record.baseline.reusedFrom ? ` (reused from ${record.baseline.reusedFrom})` : ''}` : '-'}`,
     `  outcome   ${record.outcome}${record.message ? ` — ${record.message}` : ''}`,
     `  duration  ${record.durationMs === undefined ? '-' : formatDuration(record.durationMs)}, ${record.turns} turns, ${record.tokens.input}+${record.tokens.output} tokens`,
@@ -339,12 +412,12 @@ function keptAttemptSandbox(run: StoredRun, choice: AttemptChoice): AttachReques
 export async function rerunTestsCommand(
   ctx: CliContext,
   ref: string,
-  options: RunsLocation & AttemptChoice & { json?: boolean },
+  options: RunsLocation & AttemptChoice & EngineChoice & { json?: boolean },
 ): Promise<number> {
   const run = await resolveRun(await runsDirOf(ctx, options), ref);
   const request = keptAttemptSandbox(run, options);
   const id = request.id;
-  const { backend } = await sandboxProvider();
+  const backend = await backendOfRun(ctx, run.record, options);
   const sandbox = await backend.attach(request);
   try {
     if (!options.json) note(ctx, `running the tests again in kept container ${id.slice(0, 12)} ...`);
@@ -372,12 +445,12 @@ export async function rerunTestsCommand(
 export async function shellCommand(
   ctx: CliContext,
   ref: string,
-  options: RunsLocation & AttemptChoice,
+  options: RunsLocation & AttemptChoice & EngineChoice,
 ): Promise<number> {
   const run = await resolveRun(await runsDirOf(ctx, options), ref);
   const request = keptAttemptSandbox(run, options);
   const id = request.id;
-  const { backend } = await sandboxProvider();
+  const backend = await backendOfRun(ctx, run.record, options);
   // The record is only a claim: the container must be this run's sandbox before anything else,
   // so a forged record learns nothing about someone else's container, terminal or not.
   const state = await backend.state(request);
@@ -387,7 +460,11 @@ export async function shellCommand(
       hint: `Use \`docker exec -it -u 1000 ${id.slice(0, 12)} sh\` from a script, or run it in a terminal.`,
     });
   }
-  note(ctx, `shell in kept container ${id.slice(0, 12)} (run ${run.record.id}); no network; exit to leave`);
+  const where = backend.engine === 'local' ? '' : ` on engine ${backend.engine}`;
+  note(
+    ctx,
+    `shell in kept container ${id.slice(0, 12)}${where} (run ${run.record.id}); no network; exit to leave`,
+  );
   try {
     return await backend.interactiveShell(request, { stdin: process.stdin, stdout: process.stdout });
   } finally {

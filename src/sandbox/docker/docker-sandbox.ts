@@ -2,14 +2,17 @@
  * The Docker implementation of the sandbox contract: one hardened container per sandbox,
  * the repo baked into its image at /workspace, every command a `docker exec` as the sandbox
  * user. Files, the change scan and the freeze come from the POSIX layer; this file adds the
- * container's lifecycle, the disk budget, kept containers and the pristine tree.
+ * container's lifecycle, the disk budget, kept containers, the pristine tree and, on a local
+ * overlay2 engine, the change list read from the container's writable layer.
  */
+import { randomBytes } from 'node:crypto';
 import { posix } from 'node:path';
 import { ImageError, SandboxDead, UsageError, DiskBudgetExceeded } from '../../errors.js';
 import { runScript } from '../posix/exec.js';
 import { workspaceRelative } from '../posix/paths.js';
 import { PosixSandbox, type PosixSandboxOptions } from '../posix/posix-sandbox.js';
 import { HIDE_SCRIPT, START_MARKER } from '../posix/scripts.js';
+import type { ParsedScan } from '../posix/scan.js';
 import type { ProcessSpec, StartedProcess, Transport } from '../posix/transport.js';
 import { packTar, readTarTree, type TarInput } from '../tar.js';
 import {
@@ -28,6 +31,7 @@ import {
 import { dockerEngine, IDLE_CONTAINER_LIMITS, StorageQuotaUnsupported, type DockerEngine } from './engine.js';
 import { KEPT_NAME_PREFIX, LABEL, containerLabels, containerName } from './labels.js';
 import { reapOrphans } from './gc.js';
+import { layerMarker, scanOverlay, type OverlayLayers } from './upper-dir.js';
 
 const USER = `${SANDBOX_UID}:${SANDBOX_GID}`;
 const BASE_ENV = ['HOME=/home/sandbox', 'LANG=C.UTF-8', 'SANDBOX_HARNESS=1'];
@@ -93,13 +97,37 @@ export class DockerSandbox extends PosixSandbox {
   private disposed = false;
   private watchdog: NodeJS.Timeout | undefined;
   private diskExceeded: DiskBudgetExceeded | undefined;
+  /** What this sandbox's start marker holds: proof that layers found on this host are its own. */
+  private readonly marker: string | undefined;
+  private layers: Promise<OverlayLayers | undefined> | undefined;
 
   constructor(
     private readonly engine: DockerEngine,
-    options: PosixSandboxOptions & { diskBudget?: number },
+    options: PosixSandboxOptions & { diskBudget?: number; marker?: string },
   ) {
     super(options);
+    this.marker = options.marker;
     if (options.diskBudget !== undefined) this.watchDisk(options.diskBudget);
+  }
+
+  /**
+   * On an overlay2 engine of this host whose folders this process may read, the change list
+   * comes from the container's writable layer (see upper-dir.ts); anywhere else (an engine on
+   * another machine, another storage driver, no access) from the scan inside the sandbox.
+   */
+  protected override async hostScan(maxRecords: number): Promise<ParsedScan | undefined> {
+    if (this.marker === undefined) return undefined;
+    this.layers ??= this.findLayers();
+    const layers = await this.layers;
+    return layers ? scanOverlay(layers, WORKSPACE.slice(1), maxRecords) : undefined;
+  }
+
+  private async findLayers(): Promise<OverlayLayers | undefined> {
+    const driver = (await this.engine.inspectContainer(this.id).catch(() => undefined))?.graphDriver;
+    if (driver?.name !== 'overlay2' || !driver.upperDir || !driver.mergedDir) return undefined;
+    if (!posix.isAbsolute(driver.upperDir) || !posix.isAbsolute(driver.mergedDir)) return undefined;
+    const layers = { upperDir: driver.upperDir, mergedDir: driver.mergedDir };
+    return (await layerMarker(layers, START_MARKER)) === this.marker ? layers : undefined;
   }
 
   /**
@@ -172,10 +200,10 @@ export class DockerSandbox extends PosixSandbox {
 }
 
 /** Root-owned folders and files placed before start: the catalog, the start marker. */
-function injectedTar(spec: SandboxSpec): Promise<Buffer> {
+function injectedTar(spec: SandboxSpec, marker: string): Promise<Buffer> {
   const entries: TarInput[] = [];
   const seenDirs = new Set<string>();
-  const files = [...(spec.files ?? []), { path: START_MARKER, content: '' }];
+  const files = [...(spec.files ?? []), { path: START_MARKER, content: marker }];
   for (const file of files) {
     const absolute = posix.normalize(file.path);
     if (!posix.isAbsolute(absolute) || absolute === WORKSPACE || absolute.startsWith(`${WORKSPACE}/`)) {
@@ -271,18 +299,20 @@ export class DockerBackend implements SandboxBackend {
     } else {
       id = await engine.createContainer(options);
     }
+    const marker = randomBytes(16).toString('hex');
     const sandbox = new DockerSandbox(engine, {
       id,
       image: spec.image,
       labels,
       env: [],
+      marker,
       transport: new ExecTransport(engine, id),
       tree: () => this.workspaceTree(spec.image),
       ...(spec.hidden ? { hidden: spec.hidden.map((p) => workspaceRelative(p)) } : {}),
       ...(this.quotaSupported ? {} : { diskBudget: resources.diskBytes }),
     });
     try {
-      await engine.putArchive(id, '/', await injectedTar(spec));
+      await engine.putArchive(id, '/', await injectedTar(spec, marker));
       await engine.startContainer(id);
       if (spec.hidden && spec.hidden.length > 0) {
         const hidden = await runScript(

@@ -97,6 +97,8 @@ export interface ContainerDetails {
   env: string[];
   labels: Record<string, string>;
   hostConfig: Record<string, unknown>;
+  /** The storage driver and, for overlay2, where the container's layers are on the engine's host. */
+  graphDriver: { name: string; upperDir?: string; mergedDir?: string };
 }
 
 export interface ImageSummary {
@@ -429,6 +431,7 @@ export class DockerEngine {
         env: c.Config.Env ?? [],
         labels: c.Config.Labels ?? {},
         hostConfig: c.HostConfig as unknown as Record<string, unknown>,
+        graphDriver: graphDriverOf(c.GraphDriver),
       };
     } catch (error) {
       if (statusOf(error) === 404) return undefined;
@@ -987,6 +990,19 @@ function logEveryCall(docker: Docker, where: string): void {
 }
 
 /** The storage driver cannot enforce a writable-layer quota; the backend watches the size instead. */
+/** dockerode types GraphDriver.Data for devicemapper only; overlay2 names its folders there. */
+function graphDriverOf(raw: { Name?: string; Data?: unknown } | undefined): ContainerDetails['graphDriver'] {
+  const data = (raw?.Data ?? {}) as Record<string, unknown>;
+  const text = (value: unknown) => (typeof value === 'string' && value !== '' ? value : undefined);
+  const upperDir = text(data.UpperDir);
+  const mergedDir = text(data.MergedDir);
+  return {
+    name: raw?.Name ?? '',
+    ...(upperDir ? { upperDir } : {}),
+    ...(mergedDir ? { mergedDir } : {}),
+  };
+}
+
 export class StorageQuotaUnsupported extends HarnessError {
   constructor(message: string) {
     super('STORAGE_QUOTA_UNSUPPORTED', 'infrastructure', message);

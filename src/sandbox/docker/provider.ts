@@ -1,10 +1,10 @@
 /** The Docker backend as a `SandboxProvider`: sandboxes, repo images and the pre-flight check. */
 import { statfs } from 'node:fs/promises';
 import { ImageError, SandboxUnavailable } from '../../errors.js';
-import type { RepoImageRequest, RepoImageResult, SandboxProvider } from '../registry.js';
+import type { EngineHandle, RepoImageRequest, RepoImageResult, SandboxProvider } from '../registry.js';
 import { scanBuildContext } from './build-context.js';
 import { DockerBackend, dockerBackend } from './docker-sandbox.js';
-import { dockerEngine, type DockerEngine } from './engine.js';
+import { dockerEngine, DockerEngine } from './engine.js';
 import { buildRepoImage, resolveDockerfile } from './images.js';
 
 /** Below this much free space in the engine's storage, runs refuse to start. */
@@ -38,9 +38,12 @@ async function repoImage(engine: DockerEngine, request: RepoImageRequest): Promi
   if (request.prebuilt) {
     const details = await engine.inspectImage(request.prebuilt);
     if (!details) {
-      throw new ImageError(`the catalog's sandbox.image ${request.prebuilt} does not exist locally`, {
-        hint: 'Build or pull it first, or use sandbox.dockerfile to let sandbox-harness build it from the repo.',
-      });
+      throw new ImageError(
+        `the catalog's sandbox.image ${request.prebuilt} does not exist ${engine.where ? `on ${engine.where}` : 'locally'}`,
+        {
+          hint: 'Build or pull it first, or use sandbox.dockerfile to let sandbox-harness build it from the repo.',
+        },
+      );
     }
     // The files the host apply compares against are the repo as it is now.
     const context = await scanBuildContext({
@@ -78,6 +81,14 @@ async function repoImage(engine: DockerEngine, request: RepoImageRequest): Promi
     buildNetwork: built.network,
     hostFiles: built.snapshot,
   };
+}
+
+/** A provider bound to one engine of a fleet: its sandboxes, images and checks all go there. */
+export function dockerProviderFor(handle: EngineHandle): SandboxProvider {
+  if (!(handle.connection instanceof DockerEngine)) {
+    throw new TypeError(`engine ${handle.name}: the docker backend needs a DockerEngine connection`);
+  }
+  return dockerProvider(new DockerBackend(handle.connection, handle.name), handle.connection);
 }
 
 export function dockerProvider(

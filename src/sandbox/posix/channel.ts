@@ -6,8 +6,9 @@
  * its token, output capped to head and tail, background children cut off.
  *
  * What comes back over the channel is the command's own word: a process of the sandbox could
- * write a forged end marker into the channel's output. So only commands whose result is the
- * agent's own information use it (its tool calls); verdicts (tests, scans, the freeze) never do.
+ * write a forged end marker into the channel's output. So only calls whose result is the
+ * agent's own information use it (its tool calls: commands, file reads, writes and listings);
+ * verdicts (tests, the change list, the export, the freeze) never do.
  */
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
@@ -21,6 +22,7 @@ import {
   type ExecResult,
 } from '../types.js';
 import { CHANNEL_SCRIPT } from './scripts.js';
+import type { ScriptResult } from './exec.js';
 import type { StartedProcess, Transport } from './transport.js';
 
 /** How long past its own timeout the host waits for a command before it kills the tree. */
@@ -76,6 +78,22 @@ interface Pending {
   out: StreamCut;
   err: StreamCut;
   settle: () => void;
+}
+
+interface RawOptions {
+  stdin?: Buffer;
+  timeoutMs?: number;
+  maxStdoutBytes: number;
+  maxStderrBytes: number;
+  signal?: AbortSignal;
+}
+
+interface RawResult {
+  exitCode: number;
+  out: CappedOutput;
+  err: CappedOutput;
+  timedOut: boolean;
+  durationMs: number;
 }
 
 export class CommandChannel {
@@ -140,7 +158,60 @@ export class CommandChannel {
   }
 
   /** Runs one command (one at a time); `kill` kills a command's tree by its token. */
-  run(command: string, options: ExecOptions, kill: (token: string) => Promise<void>): Promise<ExecResult> {
+  async run(
+    command: string,
+    options: ExecOptions,
+    kill: (token: string) => Promise<void>,
+  ): Promise<ExecResult> {
+    const max = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
+    const raw = await this.enqueue(command, { ...options, maxStdoutBytes: max, maxStderrBytes: max }, kill);
+    return {
+      exitCode: raw.exitCode,
+      stdout: raw.out.text(),
+      stderr: raw.err.text(),
+      timedOut: raw.timedOut,
+      truncated: raw.out.truncated || raw.err.truncated,
+      durationMs: raw.durationMs,
+    };
+  }
+
+  /**
+   * Runs one of the harness's scripts for the agent's own file calls (a read, a listing, a
+   * write), bytes exact, with `stdin` handed over through the channel: what `runScript` does
+   * with one exec. The result is the sandbox's word, like every channel result.
+   */
+  async script(
+    command: string,
+    options: {
+      stdin?: Buffer;
+      timeoutMs?: number;
+      maxStdoutBytes: number;
+      maxStderrBytes?: number;
+      signal?: AbortSignal;
+    },
+    kill: (token: string) => Promise<void>,
+  ): Promise<ScriptResult> {
+    const raw = await this.enqueue(
+      command,
+      { ...options, maxStderrBytes: options.maxStderrBytes ?? 64 * 1024 },
+      kill,
+    );
+    const stderrBytes = raw.err.bytes();
+    return {
+      exitCode: raw.timedOut ? 124 : raw.exitCode,
+      stdout: raw.out.bytes(),
+      stdoutOverflowed: raw.out.truncated,
+      stderr: raw.timedOut ? 'timed out' : stderrBytes.toString('utf8'),
+      stderrBytes,
+      stderrOverflowed: raw.err.truncated,
+    };
+  }
+
+  private enqueue(
+    command: string,
+    options: RawOptions,
+    kill: (token: string) => Promise<void>,
+  ): Promise<RawResult> {
     const result = this.queue.then(() => this.runNow(command, options, kill));
     this.queue = result.catch(() => undefined);
     return result;
@@ -148,27 +219,28 @@ export class CommandChannel {
 
   private async runNow(
     command: string,
-    options: ExecOptions,
+    options: RawOptions,
     kill: (token: string) => Promise<void>,
-  ): Promise<ExecResult> {
+  ): Promise<RawResult> {
     if (this.lost !== undefined) throw new ChannelLost(this.lost);
     if (options.signal?.aborted) throw abortError(options.signal);
     const timeoutMs = options.timeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS;
     const timeoutSec = Math.max(1, Math.ceil(timeoutMs / 1000));
-    const max = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
     const token = randomBytes(8).toString('hex');
     const marker = Buffer.from(`\0SHX ${token} `);
     let settle!: () => void;
     const done = new Promise<void>((resolve) => (settle = resolve));
     const pending: Pending = {
-      out: new StreamCut(marker, new CappedOutput(max)),
-      err: new StreamCut(marker, new CappedOutput(max)),
+      out: new StreamCut(marker, new CappedOutput(options.maxStdoutBytes)),
+      err: new StreamCut(marker, new CappedOutput(options.maxStderrBytes)),
       settle,
     };
     this.current = pending;
     const started = Date.now();
     const lines = command.split('\n');
-    this.input.write(`${token} ${timeoutSec} ${lines.length}\n${lines.join('\n')}\n`);
+    const stdin = options.stdin ?? Buffer.alloc(0);
+    this.input.write(`${token} ${timeoutSec} ${lines.length} ${stdin.length}\n${lines.join('\n')}\n`);
+    if (stdin.length > 0) this.input.write(stdin);
 
     let abortListener: (() => void) | undefined;
     const aborted = new Promise<'aborted'>((resolve) => {
@@ -203,14 +275,7 @@ export class CommandChannel {
         first === 'deadline' || ((code === 124 || code === 137) && durationMs >= timeoutSec * 1000 - 50);
       // `timeout` killed its process group; what escaped it is found by its token.
       if (timedOut && first === 'done') await kill(token);
-      return {
-        exitCode: code,
-        stdout: pending.out.sink.text(),
-        stderr: pending.err.sink.text(),
-        timedOut,
-        truncated: pending.out.sink.truncated || pending.err.sink.truncated,
-        durationMs,
-      };
+      return { exitCode: code, out: pending.out.sink, err: pending.err.sink, timedOut, durationMs };
     } finally {
       if (timer) clearTimeout(timer);
       if (abortListener) options.signal?.removeEventListener('abort', abortListener);

@@ -136,6 +136,9 @@ export async function killTree(transport: Transport, token: string): Promise<voi
   }
 }
 
+/** The environment of the harness's scripts: the C locale and the system's own programs. */
+export const SCRIPT_ENV = ['LC_ALL=C', 'PATH=/usr/local/bin:/usr/bin:/bin'] as const;
+
 export interface ScriptOptions {
   /** Bytes of stdout kept; more is an overflow the caller must treat as an error. */
   maxStdoutBytes: number;
@@ -177,7 +180,7 @@ export async function runScript(
   const running: StartedProcess = await transport.start({
     argv: ['timeout', '-k', '1', String(timeoutSec), '/bin/sh', '-c', script, 'sandbox-harness', ...args],
     cwd: options.cwd ?? WORKSPACE,
-    env: ['LC_ALL=C', 'PATH=/usr/local/bin:/usr/bin:/bin'],
+    env: [...SCRIPT_ENV],
     ...(options.stdin ? { stdin: options.stdin } : {}),
     ...(options.user ? { user: options.user } : {}),
     stdout: options.stdout ?? buffer,

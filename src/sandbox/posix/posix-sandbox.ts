@@ -6,7 +6,13 @@
  */
 import { randomBytes } from 'node:crypto';
 import { PassThrough } from 'node:stream';
-import { HarnessError, SandboxDead, SandboxFileError, type SandboxFileProblem } from '../../errors.js';
+import {
+  abortError,
+  HarnessError,
+  SandboxDead,
+  SandboxFileError,
+  type SandboxFileProblem,
+} from '../../errors.js';
 import { packTar, readTarSafely } from '../tar.js';
 import {
   WORKSPACE,
@@ -16,15 +22,24 @@ import {
   type ExecResult,
   type ExportLimits,
   type ExportResult,
+  type FileCallOptions,
   type FileEntry,
   type Sandbox,
   type WorkspaceTree,
   type WriteFile,
 } from '../types.js';
 import { ChannelLost, CommandChannel } from './channel.js';
-import { killTree, runCommand, runScript, type ScriptResult } from './exec.js';
+import {
+  killTree,
+  runCommand,
+  runScript,
+  SCRIPT_ENV,
+  type ScriptOptions,
+  type ScriptResult,
+} from './exec.js';
+import { shellJoin } from '../shell.js';
 import { workspaceRelative } from './paths.js';
-import { changesFromScan, parseScan } from './scan.js';
+import { changesFromScan, parseScan, type ParsedScan } from './scan.js';
 import {
   EXPORT_SCRIPT,
   FILE_PROBLEMS,
@@ -40,6 +55,8 @@ export const DEFAULT_SCAN_ENTRIES = 100_000;
 /** Files per write script: keeps every command line far below the kernel's argument limits. */
 const WRITE_BATCH = 100;
 const DEFAULT_EXPORT = { maxFileBytes: 5 * 1024 * 1024, maxTotalBytes: 50 * 1024 * 1024 };
+/** Most input a call hands over through the command channel (it passes through the sandbox's /tmp). */
+const CHANNEL_INPUT_BYTES = 1024 * 1024;
 
 function problemOf(exitCode: number): SandboxFileProblem | undefined {
   const problem = FILE_PROBLEMS[exitCode as keyof typeof FILE_PROBLEMS];
@@ -153,19 +170,20 @@ export abstract class PosixSandbox implements Sandbox {
     channel?.close();
   }
 
-  async readFile(path: string, options: { maxBytes?: number; signal?: AbortSignal } = {}): Promise<Buffer> {
+  async readFile(path: string, options: FileCallOptions & { maxBytes?: number } = {}): Promise<Buffer> {
     const rel = workspaceRelative(path);
     const maxBytes = options.maxBytes ?? 10 * 1024 * 1024;
     const result = await this.script(READ_SCRIPT, [rel, String(maxBytes)], {
       maxStdoutBytes: maxBytes,
       ...(options.signal ? { signal: options.signal } : {}),
+      ...(options.fast ? { fast: true } : {}),
     });
     this.throwFileProblem(result, path);
     if (result.stdoutOverflowed) throw new SandboxFileError(`${path}: grew past the read limit`, 'too-large');
     return result.stdout;
   }
 
-  async writeFiles(files: readonly WriteFile[], options: { signal?: AbortSignal } = {}): Promise<void> {
+  async writeFiles(files: readonly WriteFile[], options: FileCallOptions = {}): Promise<void> {
     for (let start = 0; start < files.length; start += WRITE_BATCH) {
       const batch = files.slice(start, start + WRITE_BATCH);
       const args: string[] = [randomBytes(6).toString('hex')];
@@ -187,20 +205,20 @@ export abstract class PosixSandbox implements Sandbox {
         stdin: tar,
         timeoutMs: 120_000,
         ...(options.signal ? { signal: options.signal } : {}),
+        // The channel hands input over through the sandbox's /tmp: small writes only.
+        ...(options.fast && tar.length <= CHANNEL_INPUT_BYTES ? { fast: true } : {}),
       });
       this.throwFileProblem(result, batch.length === 1 ? batch[0]!.path : 'writing files');
     }
   }
 
-  async listFiles(
-    path = '.',
-    options: { maxEntries?: number; signal?: AbortSignal } = {},
-  ): Promise<FileEntry[]> {
+  async listFiles(path = '.', options: FileCallOptions & { maxEntries?: number } = {}): Promise<FileEntry[]> {
     const rel = path === '.' || path === '' || path === WORKSPACE ? '.' : workspaceRelative(path);
     const max = options.maxEntries ?? 5000;
     const result = await this.script(LIST_SCRIPT, [rel, String(max)], {
       maxStdoutBytes: 16 * 1024 * 1024,
       ...(options.signal ? { signal: options.signal } : {}),
+      ...(options.fast ? { fast: true } : {}),
     });
     this.throwFileProblem(result, path);
     const entries: FileEntry[] = [];
@@ -214,8 +232,20 @@ export abstract class PosixSandbox implements Sandbox {
     return entries.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
   }
 
+  /**
+   * A backend's own way to list what changed without running anything in the sandbox (the
+   * same records the scan script prints), or undefined to use the script.
+   */
+  protected async hostScan(_maxRecords: number): Promise<ParsedScan | undefined> {
+    return undefined;
+  }
+
   async changes(limits: ChangeScanLimits = {}): Promise<ChangeScan> {
     const max = limits.maxEntries ?? DEFAULT_SCAN_ENTRIES;
+    await this.checkUsable();
+    if (limits.signal?.aborted) throw abortError(limits.signal);
+    const [fastTree, fast] = await Promise.all([this.tree(), this.hostScan(max)]);
+    if (fast) return changesFromScan(fast, fastTree, max, this.hidden);
     const [tree, result] = await Promise.all([
       this.tree(),
       this.script(SCAN_SCRIPT, [String(max + 1)], {
@@ -362,13 +392,32 @@ export abstract class PosixSandbox implements Sandbox {
    */
   protected abstract hardFreeze(reason: string): Promise<void>;
 
+  /**
+   * One of the harness's scripts: with `fast` (the agent's own file calls) over the command
+   * channel when it runs, else one exec. A file call can safely run twice, so a channel lost
+   * midway falls back to an exec.
+   */
   private async script(
     script: string,
     args: readonly string[],
-    options: Parameters<typeof runScript>[3],
+    options: ScriptOptions & { fast?: boolean },
   ): Promise<ScriptResult> {
     await this.checkUsable();
-    return this.guard(() => runScript(this.transport, script, args, options));
+    const { fast, ...rest } = options;
+    if (fast && !rest.user && !rest.stdout && (rest.cwd === undefined || rest.cwd === WORKSPACE)) {
+      const channel = await this.openChannel();
+      if (channel?.usable) {
+        const command = `${SCRIPT_ENV.join(' ')} exec /bin/sh -c ${shellJoin([script, 'sandbox-harness', ...args])}`;
+        try {
+          return await this.guard(() =>
+            channel.script(command, rest, (token) => killTree(this.transport, token)),
+          );
+        } catch (error) {
+          if (!(error instanceof ChannelLost)) throw error;
+        }
+      }
+    }
+    return this.guard(() => runScript(this.transport, script, args, rest));
   }
 
   /** A backend error while the sandbox died for a reason the backend knows better (disk) becomes that reason. */

@@ -7,7 +7,7 @@
 import { posix } from 'node:path';
 import type { ChangeScan, EntryType, PathChange, TreeEntry, WorkspaceTree } from '../types.js';
 
-interface ScanRecord {
+export interface ScanRecord {
   path: string;
   type: EntryType;
   mode: number;

@@ -189,15 +189,36 @@ exit 0
 
 /**
  * The command channel's server: one long-lived process that runs the commands it reads on
- * stdin (`<token> <timeout-sec> <line-count>` then that many lines of command), each like the
+ * stdin (`<token> <timeout-sec> <line-count> <input-bytes>`, that many lines of command, then
+ * that many bytes of the command's stdin: `read` takes a byte at a time from a pipe, so
+ * `head -c` gets exactly the input), each like the
  * exec wrapper does (under `timeout`, in the workspace, its tree marked with the token, its
  * output relayed through fifos that are cut once it exits), and ends each command's output
- * on stdout and on stderr with `\\0SHX <token> <exit code>\\0`.
+ * on stdout and on stderr with `\\0SHX <token> <exit code>\\0`. The next command's relays and
+ * the watchdog that cuts them off are started as soon as one command has answered, and fifos
+ * are made and removed in batches, so a command waits on no process but its own.
  */
 export const CHANNEL_SCRIPT = `
 d=$(mktemp -d /tmp/.sandbox-harness-channel-XXXXXX) || exit 125
-n=0
-while IFS=' ' read -r tok t lines; do
+n=0; made=0; old=
+ready() {
+  n=$((n + 1)); o="$d/o$n"; e="$d/e$n"; w="$d/w$n"
+  if [ "$made" -lt "$n" ]; then
+    set --; i=$n
+    while [ "$i" -lt $((n + 16)) ]; do set -- "$@" "$d/o$i" "$d/e$i" "$d/w$i"; i=$((i + 1)); done
+    mkfifo "$@" 2>/dev/null && made=$((i - 1))
+  fi
+  if [ -p "$o" ] && [ -p "$e" ] && [ -p "$w" ]; then
+    cat "$o" & ro=$!
+    cat "$e" >&2 & re=$!
+    ( read -r _ < "$w"; sleep 0.3; kill "$ro" "$re" ) >/dev/null 2>&1 & k=$!
+    ok=1
+  else
+    ok=
+  fi
+}
+ready
+while IFS=' ' read -r tok t lines ib; do
   cmd=; i=0
   while [ "$i" -lt "$lines" ]; do
     IFS= read -r l || break
@@ -205,22 +226,25 @@ while IFS=' ' read -r tok t lines; do
 $l"; fi
     i=$((i + 1))
   done
-  n=$((n + 1)); o="$d/o$n"; e="$d/e$n"
-  if mkfifo "$o" "$e" 2>/dev/null; then
-    cat "$o" & ro=$!
-    cat "$e" >&2 & re=$!
-    (cd ${WORKSPACE} && SANDBOX_HARNESS_EXEC=$tok exec timeout -k 2 "$t" /bin/sh -c "$cmd") >"$o" 2>"$e" </dev/null &
+  in=/dev/null
+  if [ "\${ib:-0}" -gt 0 ]; then in="$d/i$n"; head -c "$ib" > "$in"; old="$old $in"; fi
+  if [ -n "$ok" ]; then
+    (cd ${WORKSPACE} && SANDBOX_HARNESS_EXEC=$tok exec timeout -k 2 "$t" /bin/sh -c "$cmd") >"$o" 2>"$e" <"$in" &
     wait $!; rc=$?
-    ( sleep 0.3; kill "$ro" "$re" ) >/dev/null 2>&1 & k=$!
+    echo > "$w"
     wait "$ro" "$re" 2>/dev/null
     kill "$k" 2>/dev/null
-    rm -f "$o" "$e"
+    old="$old $o $e $w"
   else
     rc=125; printf 'sandbox-harness: cannot create the output relay in %s (is /tmp full?)\\n' "$d" >&2
   fi
   printf '\\0SHX %s %s\\0' "$tok" "$rc"
   printf '\\0SHX %s %s\\0' "$tok" "$rc" >&2
+  if [ $((n % 32)) = 0 ]; then rm -f $old; old=; fi
+  ready
 done
+kill "$ro" "$re" "$k" 2>/dev/null
+rm -rf "$d"
 `;
 
 /** Paths (args) removed before the agent starts: held-out files the attempt must not see. */

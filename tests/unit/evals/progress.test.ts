@@ -138,3 +138,89 @@ describe('createProgressReporter', () => {
     expect(chunks).toEqual(['[3/10] pass 2 fail 1\n', '[4/10] pass 2 fail 1\n']);
   });
 });
+
+describe('progress over several engines', () => {
+  const engines: EvalProgress['engines'] = [
+    {
+      name: 'local',
+      inFleet: true,
+      capacity: 2,
+      running: 1,
+      lost: false,
+      trials: 3,
+      passes: 2,
+      infrastructure: 0,
+      meanTrialMs: 41_000,
+    },
+    {
+      name: 'box-b',
+      inFleet: true,
+      capacity: 4,
+      running: 0,
+      lost: true,
+      trials: 2,
+      passes: 0,
+      infrastructure: 2,
+      meanTrialMs: 5_000,
+    },
+    {
+      name: 'old',
+      inFleet: false,
+      capacity: 0,
+      running: 0,
+      lost: false,
+      trials: 1,
+      passes: 1,
+      infrastructure: 0,
+      meanTrialMs: 1000,
+    },
+  ];
+
+  it('shows each engine of the eval on the redrawn line: running over capacity, or lost', () => {
+    expect(formatProgressLine(progress({ engines }))).toBe(
+      '[######..............] 3/10 pass 2 fail 1 running 2 [local 1/2 box-b lost] elapsed 1m00s eta 2m20s',
+    );
+  });
+
+  it('names the engine of each finished trial, where a retried one failed first, and what each engine did', () => {
+    const last = result({ taskId: 'fix-it', trial: 1 }, 'ready-for-review', {
+      engine: 'local',
+      infraRetried: true,
+      firstTry: { engine: 'box-b', category: 'infrastructure', durationMs: 5000 },
+    });
+    expect(formatProgressEvent(progress({ engines, last }))).toBe(
+      '[3/10] fix-it#1 ready-for-review on local (4 turns, 2s, retried after infrastructure failure on box-b) pass 2 fail 1 eta 2m20s' +
+        ' | local 3 run, 2 pass, 41s avg; box-b (lost) 2 run, 0 pass, 2 infra, 5s avg',
+    );
+  });
+
+  it('says nothing about engines for an eval on one engine', () => {
+    const one = [engines[0]!];
+    expect(formatProgressLine(progress({ engines: one }))).not.toContain('[local');
+    expect(
+      formatProgressEvent(
+        progress({
+          engines: one,
+          last: result({ taskId: 't', trial: 0 }, 'ready-for-review', { engine: 'local' }),
+        }),
+      ),
+    ).not.toMatch(/ on local|\|/);
+  });
+
+  it('prints a lost engine on a line of its own, also on a terminal', () => {
+    const written: string[] = [];
+    const reporter = createProgressReporter({ write: (c: string) => written.push(c), isTTY: true });
+    reporter.update(progress({ engines }));
+    reporter.update(
+      progress({ engines, notice: 'engine box-b lost (gone); its trials are retried on the other engines' }),
+    );
+    expect(written[1]).toMatch(
+      /^\rengine box-b lost \(gone\); its trials are retried on the other engines *\n$/,
+    );
+    expect(written[2]).toMatch(/^\r\[######/);
+    const plain: string[] = [];
+    const log = createProgressReporter({ write: (c: string) => plain.push(c) }, { tty: false });
+    log.update(progress({ notice: 'engine box-b lost (gone)' }));
+    expect(plain).toEqual(['[3/10] engine box-b lost (gone)\n']);
+  });
+});

@@ -184,3 +184,28 @@ describe('writeReports', () => {
     });
   });
 });
+
+describe('the engines section', () => {
+  const fleet = summaryFor({ t: ['ready-for-review', 'tests-failed'] });
+  fleet.engines = [
+    { engine: 'local', trials: 2, passes: 1, infrastructure: 0, retriedElsewhere: 0, meanTrialMs: 61_000 },
+    { engine: 'box<b>', trials: 1, passes: 0, infrastructure: 1, retriedElsewhere: 1, meanTrialMs: 4_000 },
+  ];
+
+  it('shows trial runs, passes, infrastructure failures and mean time per engine in both reports', () => {
+    const md = renderMarkdown(fleet);
+    expect(md).toContain('## Engines');
+    expect(md).toContain('| local | 2 | 1 | 0 | 0 | 1m01s |');
+    expect(md).toContain('| box<b> | 1 | 0 | 1 | 1 | 4s |');
+    const html = renderHtml(fleet);
+    expect(html).toContain('<h2>Engines</h2>');
+    expect(html).toContain('<td>box&lt;b&gt;</td><td>1</td><td>0</td><td>1</td><td>1</td><td>4s</td>');
+  });
+
+  it('is left out of an eval that ran on the local engine alone', () => {
+    const local = summaryFor({ t: ['ready-for-review'] }, { engine: 'local' });
+    expect(local.engines.map((e) => e.engine)).toEqual(['local']);
+    expect(renderMarkdown(local)).not.toContain('## Engines');
+    expect(renderHtml(local)).not.toContain('<h2>Engines</h2>');
+  });
+});

@@ -235,3 +235,31 @@ describe('readHarnessVersion', () => {
     expect(await readHarnessVersion('/')).toBe('unknown');
   });
 });
+
+describe('per engine', () => {
+  it('counts trial runs, passes, infrastructure failures and mean time where they ran, first tries included', () => {
+    const results: TrialResult[] = [
+      result({ taskId: 'a', trial: 0 }, 'ready-for-review', { engine: 'local', durationMs: 1000 }),
+      result({ taskId: 'a', trial: 1 }, 'tests-failed', { engine: 'box-a', durationMs: 3000 }),
+      // First try lost with engine box-b after 500 ms, retried on box-a, passed there.
+      result({ taskId: 'a', trial: 2 }, 'ready-for-review', {
+        engine: 'box-a',
+        durationMs: 2000,
+        infraRetried: true,
+        firstTry: { engine: 'box-b', category: 'infrastructure', durationMs: 500, error: 'lost' },
+      }),
+      result({ taskId: 'a', trial: 3 }, 'infrastructure', { engine: 'box-b', durationMs: 100 }),
+    ];
+    const s = summaryOf(results, ['a'], 4);
+    expect(s.engines).toEqual([
+      { engine: 'local', trials: 1, passes: 1, infrastructure: 0, retriedElsewhere: 0, meanTrialMs: 1000 },
+      { engine: 'box-a', trials: 2, passes: 1, infrastructure: 0, retriedElsewhere: 0, meanTrialMs: 2500 },
+      { engine: 'box-b', trials: 2, passes: 0, infrastructure: 2, retriedElsewhere: 1, meanTrialMs: 300 },
+    ]);
+  });
+
+  it('names results that do not say where they ran `unknown`', () => {
+    const s = summaryOf(trials('a', ['ready-for-review']), ['a'], 1);
+    expect(s.engines.map((e) => e.engine)).toEqual(['unknown']);
+  });
+});

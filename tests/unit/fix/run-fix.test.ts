@@ -302,6 +302,20 @@ describe('runFix with fakes', () => {
     expect(h2.created.filter((c) => c.sandbox.disposed?.keep)).toEqual([]);
   });
 
+  it('makes the verification sandbox while the agent works, and removes it unused, even under --keep always', async () => {
+    const h = await harness();
+    const result = await runFix(h.options({ maxAttempts: 1, keep: 'always' }), h.deps(scripted(idleTurns)));
+    expect(result.outcome).toBe('failed');
+    const verify = h.created.filter((c) => c.spec.role === 'verify-1');
+    expect(verify).toHaveLength(1);
+    // Made before the agent ran its first command, from the image alone.
+    expect(h.created.findIndex((c) => c.spec.role === 'verify-1')).toBe(
+      h.created.findIndex((c) => c.spec.role === 'attempt-1') + 1,
+    );
+    expect(verify[0]!.sandbox.disposed).toEqual({ keep: false });
+    expect(h.created.find((c) => c.spec.role === 'attempt-1')?.sandbox.disposed).toEqual({ keep: true });
+  });
+
   it('--keep always keeps the sandboxes of a successful run too', async () => {
     const h = await harness();
     const result = await runFix(h.options({ keep: 'always' }), h.deps(scripted(fixingTurns)));

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigError, UsageError } from '../../../src/errors.js';
-import { loadEnginesFile, resolveEngines } from '../../../src/fleet/engines-file.js';
+import { loadEnginesFile, resolveEngines, resolveStoredEngine } from '../../../src/fleet/engines-file.js';
 import { contextId, describeEndpoint } from '../../../src/sandbox/docker/endpoint.js';
 
 const HOST_KEY = 'AAAAC3NzaC1lZDI1NTE5AAAAIJZKOkoU4T0kFRbMTuXxLXbM4dnpYHsgCHMHnL9kOc67';
@@ -179,5 +179,58 @@ describe('resolveEngines combines the file and --engine', () => {
     expect((error as UsageError).message).toMatch(
       /^--engine tcp:\/\/10\.0\.0\.5:2375: 10\.0\.0\.5:2375 without TLS is refused/,
     );
+  });
+});
+
+describe('an engine can be found again from what a run record keeps', () => {
+  it('keeps for each engine a reference without secrets: the file entry, the context or the URL', async () => {
+    await writeFile(
+      path.join(dir, 'engines.yaml'),
+      'engines:\n  - name: gpu-1\n    host: tcp://10.0.0.5:2376\n    tls: { ca: certs/ca.pem, cert: certs/cert.pem, key: certs/key.pem }\n',
+    );
+    const specs = await resolveEngines({
+      file: 'engines.yaml',
+      refs: ['build-box', 'ssh://ci@runner-3'],
+      cwd: dir,
+      env,
+    });
+    expect(specs.map((s) => s.ref)).toEqual([
+      { file: path.join(dir, 'engines.yaml'), entry: 'gpu-1' },
+      { context: 'build-box' },
+      { url: 'ssh://ci@runner-3' },
+    ]);
+    expect(JSON.stringify(specs.map((s) => s.ref))).not.toMatch(/PRIVATE|cert\b|key\b/);
+    // The local engine used by default needs none.
+    expect((await resolveEngines({ cwd: dir, env }))[0]?.ref).toBeUndefined();
+  });
+
+  it('resolves each kind of reference to the same engine, keys read again from where they are kept', async () => {
+    await writeFile(
+      path.join(dir, 'engines.yaml'),
+      'engines:\n  - name: gpu-1\n    host: tcp://10.0.0.5:2376\n    tls: { ca: certs/ca.pem, cert: certs/cert.pem, key: certs/key.pem }\n',
+    );
+    const fromFile = await resolveStoredEngine(
+      { file: path.join(dir, 'engines.yaml'), entry: 'gpu-1' },
+      { env },
+    );
+    expect([fromFile.name, describeEndpoint(fromFile.endpoint)]).toEqual([
+      'gpu-1',
+      'tcp://10.0.0.5:2376 (TLS)',
+    ]);
+    expect(fromFile.endpoint.transport === 'tcp' && fromFile.endpoint.tls?.key.toString()).toBe('key');
+    const context = await resolveStoredEngine({ context: 'build-box' }, { env });
+    expect([context.name, describeEndpoint(context.endpoint)]).toEqual([
+      'build-box',
+      'unix:///run/build-box.sock',
+    ]);
+    const url = await resolveStoredEngine({ url: 'ssh://ci@runner-3' }, { env });
+    expect([url.name, describeEndpoint(url.endpoint)]).toEqual(['runner-3', 'ssh://ci@runner-3:22']);
+  });
+
+  it('says so when the engines file no longer lists the engine', async () => {
+    await writeFile(path.join(dir, 'engines.yaml'), 'engines:\n  - context: build-box\n');
+    await expect(
+      resolveStoredEngine({ file: path.join(dir, 'engines.yaml'), entry: 'gpu-1' }, { env }),
+    ).rejects.toThrow(/engines\.yaml no longer lists an engine named gpu-1 \(it has build-box\)/);
   });
 });

@@ -7,10 +7,16 @@ import type { EngineInfo } from '../../../src/sandbox/docker/engine.js';
 /** An engine that answers (or not) as the test says, with the CPUs it says. */
 class FakeEngine implements EngineClient {
   answering = true;
+  /** Stopped answering without refusing: a ping only ends by its own time limit. */
+  hanging = false;
   pings = 0;
   constructor(private readonly cpus: number) {}
-  async ping(): Promise<void> {
+  async ping(timeoutMs = 3000): Promise<void> {
     this.pings++;
+    if (this.hanging) {
+      await new Promise((resolve) => setTimeout(resolve, timeoutMs));
+      throw new SandboxUnavailable('Docker engine check: cannot reach the Docker engine (ETIMEDOUT)');
+    }
     if (!this.answering)
       throw new SandboxUnavailable('Docker engine check: cannot reach the Docker engine (ECONNREFUSED)');
   }
@@ -91,3 +97,78 @@ describe('a fleet of engines for one eval', () => {
     });
   });
 });
+
+describe('a lost engine stops its trials at once', () => {
+  it('aborts the slots on an engine found lost, with an error naming it, and tells who listens once', async () => {
+    const fakes = { a: new FakeEngine(2), b: new FakeEngine(2) };
+    const fleet = await fleetOf(fakes, [spec('a'), spec('b')]);
+    const lost: string[] = [];
+    fleet.onLost((engine, reason) => lost.push(`${engine}: ${reason}`));
+    const onA = await fleet.acquire();
+    const onB = await fleet.acquire();
+    expect([onA.engine.name, onB.engine.name]).toEqual(['a', 'b']);
+    fakes.b.answering = false;
+    // Three trials failed on b at once: one check for all of them.
+    const checks = await Promise.all(
+      [1, 2, 3].map(() => fleet.checkEngine('b', { attempts: 2, delayMs: 0 })),
+    );
+    expect(checks).toEqual(['lost', 'lost', 'lost']);
+    expect(fakes.b.pings).toBe(3); // 1 at connect + 2 for the shared check
+    expect(onB.lost.aborted).toBe(true);
+    expect(onB.lost.reason).toBeInstanceOf(SandboxUnavailable);
+    expect((onB.lost.reason as Error).message).toMatch(
+      /^engine b \(unix:\/\/\/run\/b\.sock\) stopped answering: no answer to 2 pings: /,
+    );
+    expect(onA.lost.aborted).toBe(false);
+    expect(lost).toEqual([expect.stringMatching(/^b: no answer to 2 pings/)]);
+    fleet.markLost('b', 'again');
+    expect(lost).toHaveLength(1);
+  });
+
+  it('finds an engine that hangs while it runs trials, and leaves idle engines alone', async () => {
+    const fakes = { a: new FakeEngine(2), b: new FakeEngine(2) };
+    const fleet = await fleetOf(fakes, [spec('a'), spec('b')]);
+    const slot = await fleet.acquire({ avoid: new Set(['a']) });
+    expect(slot.engine.name).toBe('b');
+    fakes.b.hanging = true;
+    const pingsOfA = fakes.a.pings;
+    const stop = fleet.monitor({ intervalMs: 5, timeoutMs: 10, misses: 3 });
+    try {
+      await new Promise<void>((resolve) => slot.lost.addEventListener('abort', () => resolve()));
+    } finally {
+      stop();
+    }
+    expect(fleet.loads().map((l) => [l.name, l.lost])).toEqual([
+      ['a', false],
+      ['b', true],
+    ]);
+    expect((slot.lost.reason as Error).message).toMatch(/no answer to 3 pings in a row: .*ETIMEDOUT/);
+    // a ran no trial: the monitor did not ping it.
+    expect(fakes.a.pings).toBe(pingsOfA);
+  });
+
+  it('forgets missed pings of an engine that answers again before it is lost', async () => {
+    const fakes = { a: new FakeEngine(2) };
+    const fleet = await fleetOf(fakes, [spec('a')]);
+    await fleet.acquire();
+    fakes.a.answering = false;
+    const stop = fleet.monitor({ intervalMs: 5, timeoutMs: 10, misses: 3 });
+    try {
+      // Two misses, then it answers, then two more misses: never three in a row.
+      await waitFor(() => fakes.a.pings >= 3);
+      fakes.a.answering = true;
+      await waitFor(() => fakes.a.pings >= 5);
+      fakes.a.answering = false;
+      const at = fakes.a.pings;
+      await waitFor(() => fakes.a.pings >= at + 2);
+      fakes.a.answering = true;
+    } finally {
+      stop();
+    }
+    expect(fleet.loads()[0]?.lost).toBe(false);
+  });
+});
+
+async function waitFor(condition: () => boolean): Promise<void> {
+  while (!condition()) await new Promise((resolve) => setTimeout(resolve, 1));
+}

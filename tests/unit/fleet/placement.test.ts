@@ -163,3 +163,68 @@ describe('Placement keeps the count of running trials per engine', () => {
     expect(() => new Placement([{ name: 'a', capacity: 1 }], 0)).toThrow(/concurrency/);
   });
 });
+
+describe('a retry avoids the engine of its first try', () => {
+  it('picks another engine even when the avoided one has more room', () => {
+    const loads = [load('a', 8, 0), load('b', 2, 1)];
+    expect(pickEngine(loads, undefined, new Set(['a']))).toBe('b');
+  });
+
+  it('waits for another live engine that is full rather than going back', () => {
+    expect(pickEngine([load('a', 8, 0), load('b', 1, 1)], undefined, new Set(['a']))).toBeUndefined();
+  });
+
+  it('goes back to the avoided engine when it is the only live one, and never to a lost one', () => {
+    expect(pickEngine([load('a', 2, 0), load('b', 2, 0, true)], undefined, new Set(['a']))).toBe('a');
+    expect(pickEngine([load('a', 2, 0, true), load('b', 2, 0)], undefined, new Set(['a']))).toBe('b');
+  });
+
+  it('does not let a waiting retry hold up the trials behind it', async () => {
+    const placement = new Placement([
+      { name: 'a', capacity: 1 },
+      { name: 'b', capacity: 1 },
+    ]);
+    const onA = await placement.acquire();
+    const onB = await placement.acquire();
+    expect([onA.engine, onB.engine]).toEqual(['a', 'b']);
+    const retry = placement.acquire({ avoid: new Set(['a']), first: true });
+    const next = placement.acquire();
+    onA.release();
+    // `a` is free but the retry avoids it: the next trial takes it, the retry waits for `b`.
+    expect((await next).engine).toBe('a');
+    onB.release();
+    expect((await retry).engine).toBe('b');
+  });
+
+  it('serves a retry before trials that were already waiting', async () => {
+    const placement = new Placement([{ name: 'only', capacity: 1 }]);
+    const held = await placement.acquire();
+    const order: string[] = [];
+    const waiting = placement.acquire().then((l) => (order.push('waiting'), l));
+    // The trial that held the slot failed as infrastructure and hands it over to its retry.
+    held.release({ handOver: true });
+    const retry = placement.acquire({ avoid: new Set(['only']), first: true }).then((l) => {
+      order.push('retry');
+      return l;
+    });
+    (await retry).release();
+    (await waiting).release();
+    expect(order).toEqual(['retry', 'waiting']);
+  });
+
+  it('gives a waiting retry the engine it avoided as soon as every other engine is lost', async () => {
+    const placement = new Placement([
+      { name: 'a', capacity: 2 },
+      { name: 'b', capacity: 1 },
+    ]);
+    await placement.acquire({ avoid: new Set(['a']) }); // b, busy
+    let placed: string | undefined;
+    const retry = placement.acquire({ avoid: new Set(['a']), first: true }).then((l) => (placed = l.engine));
+    await Promise.resolve();
+    // `a` has room, but `b` still lives: the retry waits for `b`.
+    expect(placed).toBeUndefined();
+    placement.markLost('b', 'gone');
+    await retry;
+    expect(placed).toBe('a');
+  });
+});

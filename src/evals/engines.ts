@@ -1,0 +1,143 @@
+/**
+ * An eval over a fleet of engines: the scheduler's view of the fleet (`fleetPlacement`), and
+ * per engine the dependencies of a trial (`fleetDeps`): a sandbox provider bound to that
+ * engine, made ready before its first trial (the base image shipped there, each task's repo
+ * image built there), and one baseline cache for the whole eval.
+ */
+import { join } from 'node:path';
+import type { LoadedCatalog } from '../catalog/load.js';
+import type { BaselineCache, BaselineResult } from '../fix/baseline.js';
+import type { FixDeps } from '../fix/context.js';
+import { fixDeps } from '../fix/deps.js';
+import type { Fleet } from '../fleet/fleet.js';
+import { ensureBaseImageOn } from '../fleet/images.js';
+import { sandboxProvider } from '../sandbox/registry.js';
+import type { TrialPlacement } from './runner.js';
+
+/** The scheduler's view of a fleet: slots by free capacity, lost engines, retries elsewhere. */
+export function fleetPlacement(fleet: Fleet): TrialPlacement {
+  return {
+    async acquire({ replacing, ...options }) {
+      replacing?.release({ handOver: true });
+      const slot = await fleet.acquire(options);
+      return { engine: slot.engine.name, lost: slot.lost, release: (o) => slot.release(o) };
+    },
+    checkEngine: (engine) => fleet.checkEngine(engine),
+    loads: () => fleet.loads(),
+    onLost: (listener) => fleet.onLost(listener),
+  };
+}
+
+export interface EvalTask {
+  id: string;
+  catalog: LoadedCatalog;
+  repoDir: string;
+}
+
+export interface FleetDepsOptions {
+  fleet: Fleet;
+  tasks: readonly EvalTask[];
+  /** Shared by every engine (see `sharedBaselines`). */
+  baselines: BaselineCache;
+  /** Where each engine's image build logs go (`image-<task>-<engine>.log`). */
+  logDir: string;
+  /** The eval's own signal (Ctrl-C): an engine's preparation serves many trials, so no one trial's signal stops it. */
+  signal: AbortSignal;
+  onLine?: (line: string) => void;
+}
+
+/**
+ * The dependencies of a trial on a fleet engine, ready before its first trial there: the
+ * engine answers and has room, every base image the tasks need is there (shipped from the
+ * local engine, checked by image id), and every task's repo image is built there (reused by
+ * content hash afterwards). Trials that arrive while it is being prepared wait for the same
+ * preparation; one that fails is tried again by the next trial (a lost engine gets none).
+ */
+export function fleetDeps(
+  options: FleetDepsOptions,
+): (engine: string, signal: AbortSignal) => Promise<FixDeps> {
+  const ready = new Map<string, Promise<FixDeps>>();
+  return (name, signal) => {
+    let pending = ready.get(name);
+    if (!pending) {
+      pending = prepareEngine(options, name);
+      ready.set(name, pending);
+      pending.catch(() => ready.delete(name));
+    }
+    return untilAborted(pending, signal);
+  };
+}
+
+async function prepareEngine(options: FleetDepsOptions, name: string): Promise<FixDeps> {
+  const engine = options.fleet.engines.find((e) => e.name === name);
+  if (!engine) throw new RangeError(`no engine named ${name} in this fleet`);
+  const provider = await sandboxProvider('docker', { engine: { name, connection: engine.engine } });
+  const deps = fixDeps(provider, {
+    baselines: options.baselines,
+    ...(engine.ref ? { engineRef: engine.ref } : {}),
+  });
+  const signal = options.signal;
+  const say = (line: string) => options.onLine?.(`${name}: ${line}`);
+  await provider.preflight();
+  // What a repo image is built FROM (or the prebuilt image itself) must be there first: a
+  // build that finds no base would bootstrap one there, ten times slower than shipping it.
+  const bases = new Set(
+    options.tasks.map((t) => t.catalog.catalog.sandbox.image ?? t.catalog.catalog.sandbox.baseImage),
+  );
+  for (const image of bases) {
+    const presence = await ensureBaseImageOn(engine.engine, {
+      ...(image ? { image } : {}),
+      method: 'ship',
+      signal,
+      onLine: say,
+    });
+    if (presence.how !== 'present') {
+      say(`${presence.tag} ${presence.how} in ${(presence.durationMs / 1000).toFixed(1)} s`);
+    }
+  }
+  for (const task of options.tasks) {
+    const image = await deps.image({
+      repoDir: task.repoDir,
+      catalog: task.catalog,
+      rebuild: false,
+      logFile: join(options.logDir, `image-${task.id}-${name}.log`),
+      onProgress: () => undefined,
+      signal,
+    });
+    if (!image.reused) say(`built ${image.tag} for ${task.id}`);
+  }
+  return deps;
+}
+
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
+/**
+ * One baseline cache for trials on several engines. A trial waiting for a baseline that
+ * another trial measures on another engine must not inherit that engine's loss: when the
+ * measurement it waited for fails, it measures (or waits for a new measurement) again, and
+ * only a failure of its own measurement is its failure.
+ */
+export function sharedBaselines(inner: BaselineCache): BaselineCache {
+  return {
+    async get(key: string, measure: () => Promise<BaselineResult>): Promise<BaselineResult> {
+      for (;;) {
+        let mine = false;
+        try {
+          return await inner.get(key, () => {
+            mine = true;
+            return measure();
+          });
+        } catch (error) {
+          if (mine) throw error;
+        }
+      }
+    },
+  };
+}

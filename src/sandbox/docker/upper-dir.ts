@@ -1,0 +1,161 @@
+/**
+ * The change list of a sandbox on a local overlay2 engine, read from the host without an
+ * exec: the container's writable layer (its overlay "upper" folder) holds exactly the paths
+ * that were written, so walking it costs what the change costs, not what the image holds.
+ * Every path found there is looked up in the container's merged view for what it is now,
+ * and every folder found there is listed in the merged view for what it holds now (which
+ * shows deletions, whiteouts and replaced folders alike). The result has the shape of the
+ * in-sandbox scan and is interpreted by the same code (`changesFromScan`).
+ *
+ * Like the in-sandbox scan it is only a hint: every byte that leaves the sandbox is exported
+ * and re-hashed, and the verification sandbox is checked to hold exactly the allowed change.
+ * But it is a walk of folders a sandbox process may be changing while the host reads them,
+ * so no path below the layer roots is ever resolved by name: each folder is opened with
+ * O_NOFOLLOW relative to its parent's descriptor (through /proc/self/fd, Node's openat), and a
+ * folder swapped for a link to the host's files is refused by the kernel, not followed.
+ */
+import { constants } from 'node:fs';
+import { lstat, open, readdir, type FileHandle } from 'node:fs/promises';
+import type { EntryType } from '../types.js';
+import type { ParsedScan } from '../posix/scan.js';
+
+export interface OverlayLayers {
+  /** The container's writable layer on this host. */
+  upperDir: string;
+  /** The container's root as its processes see it (mounted while it runs). */
+  mergedDir: string;
+}
+
+const DIRECTORY_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
+
+/** Where an open folder can be named without resolving any path by name again. */
+const fdPath = (handle: FileHandle, name?: string) =>
+  name === undefined ? `/proc/self/fd/${handle.fd}` : `/proc/self/fd/${handle.fd}/${name}`;
+
+/** A child folder of an open folder, opened without following a link; undefined if not a folder now. */
+async function openChild(parent: FileHandle, name: string): Promise<FileHandle | undefined> {
+  try {
+    return await open(fdPath(parent, name), DIRECTORY_FLAGS);
+  } catch {
+    return undefined;
+  }
+}
+
+function typeOf(stats: { isFile(): boolean; isDirectory(): boolean; isSymbolicLink(): boolean }): EntryType {
+  if (stats.isFile()) return 'file';
+  if (stats.isDirectory()) return 'directory';
+  if (stats.isSymbolicLink()) return 'symlink';
+  return 'other';
+}
+
+/**
+ * Reads what `marker` holds in the writable layer, if `layers` really are this host's
+ * folders of the container that was given that marker: the proof that the engine's paths
+ * name this container here (an engine elsewhere names paths of its own machine).
+ */
+export async function layerMarker(layers: OverlayLayers, markerPath: string): Promise<string | undefined> {
+  let root: FileHandle | undefined;
+  const handles: FileHandle[] = [];
+  try {
+    root = await open(layers.upperDir, DIRECTORY_FLAGS);
+    let folder = root;
+    const parts = markerPath.split('/').filter(Boolean);
+    for (const part of parts.slice(0, -1)) {
+      const next = await openChild(folder, part);
+      if (!next) return undefined;
+      handles.push(next);
+      folder = next;
+    }
+    const file = await open(fdPath(folder, parts.at(-1)!), constants.O_RDONLY | constants.O_NOFOLLOW);
+    handles.push(file);
+    const buffer = Buffer.alloc(128);
+    const { bytesRead } = await file.read(buffer, 0, buffer.length, 0);
+    return buffer.subarray(0, bytesRead).toString('utf8');
+  } catch {
+    return undefined;
+  } finally {
+    await Promise.all([root, ...handles].map((h) => h?.close().catch(() => undefined)));
+  }
+}
+
+/**
+ * The changed entries under `folder` (e.g. `workspace`) as scan records, and the children of
+ * every folder that holds a change. At most `maxRecords` records; the caller treats that many
+ * as an incomplete scan. Undefined when the layers cannot be read (not mounted, no access).
+ */
+export async function scanOverlay(
+  layers: OverlayLayers,
+  folder: string,
+  maxRecords: number,
+): Promise<ParsedScan | undefined> {
+  let upperRoot: FileHandle | undefined;
+  let mergedRoot: FileHandle | undefined;
+  try {
+    upperRoot = await open(layers.upperDir, DIRECTORY_FLAGS);
+    mergedRoot = await open(layers.mergedDir, DIRECTORY_FLAGS);
+  } catch {
+    await upperRoot?.close().catch(() => undefined);
+    return undefined;
+  }
+  const scan: ParsedScan = { records: [], children: new Map() };
+  try {
+    // Not mounted: the container is not running, and the caller's own way says so.
+    const merged = await openChild(mergedRoot, folder);
+    if (!merged) return undefined;
+    const upper = await openChild(upperRoot, folder);
+    if (!upper) {
+      // Nothing was ever written there: no change at all.
+      await merged.close();
+      return scan;
+    }
+    await walk(upper, merged, '', scan, maxRecords);
+    return scan;
+  } finally {
+    await upperRoot.close().catch(() => undefined);
+    await mergedRoot.close().catch(() => undefined);
+  }
+}
+
+/** Takes ownership of both handles and closes them. */
+async function walk(
+  upper: FileHandle,
+  merged: FileHandle,
+  rel: string,
+  scan: ParsedScan,
+  maxRecords: number,
+): Promise<void> {
+  try {
+    const [written, present] = await Promise.all([readdir(fdPath(upper)), readdir(fdPath(merged))]);
+    scan.children.set(rel, new Set(present));
+    for (const name of written) {
+      if (scan.records.length > maxRecords) return;
+      // A whiteout (a deletion) has no merged counterpart; the folder's listing shows it.
+      let stats;
+      try {
+        stats = await lstat(fdPath(merged, name));
+      } catch {
+        continue;
+      }
+      const path = rel === '' ? name : `${rel}/${name}`;
+      scan.records.push({
+        path,
+        type: typeOf(stats),
+        mode: stats.mode & 0o7777,
+        links: stats.nlink,
+        size: stats.size,
+      });
+      if (!stats.isDirectory()) continue;
+      const upperChild = await openChild(upper, name);
+      if (!upperChild) continue;
+      const mergedChild = await openChild(merged, name);
+      if (!mergedChild) {
+        await upperChild.close();
+        continue;
+      }
+      await walk(upperChild, mergedChild, path, scan, maxRecords);
+    }
+  } finally {
+    await upper.close().catch(() => undefined);
+    await merged.close().catch(() => undefined);
+  }
+}
