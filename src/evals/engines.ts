@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type { LoadedCatalog } from '../catalog/load.js';
 import type { BaselineCache, BaselineResult } from '../fix/baseline.js';
 import type { FixDeps } from '../fix/context.js';
-import { fixDeps } from '../fix/deps.js';
+import { fixDeps, reuseImages } from '../fix/deps.js';
 import type { Fleet } from '../fleet/fleet.js';
 import { ensureBaseImageOn } from '../fleet/images.js';
 import { sandboxProvider } from '../sandbox/registry.js';
@@ -72,10 +72,12 @@ async function prepareEngine(options: FleetDepsOptions, name: string): Promise<F
   const engine = options.fleet.engines.find((e) => e.name === name);
   if (!engine) throw new RangeError(`no engine named ${name} in this fleet`);
   const provider = await sandboxProvider('docker', { engine: { name, connection: engine.engine } });
-  const deps = fixDeps(provider, {
-    baselines: options.baselines,
-    ...(engine.ref ? { engineRef: engine.ref } : {}),
-  });
+  const deps = reuseImages(
+    fixDeps(provider, {
+      baselines: options.baselines,
+      ...(engine.ref ? { engineRef: engine.ref } : {}),
+    }),
+  );
   const signal = options.signal;
   const say = (line: string) => options.onLine?.(`${name}: ${line}`);
   await provider.preflight();

@@ -110,15 +110,180 @@ function verdict(c: RateComparison): string {
 }
 
 // ---------------------------------------------------------------------------------------
+// Tables: built once, rendered to Markdown and to HTML
+
+interface Row {
+  cells: string[];
+  /** The row that sums up the others (rendered bold / with its own class). */
+  total?: boolean;
+  className?: 'regression' | 'improvement';
+}
+
+interface Table {
+  header: string[];
+  rows: Row[];
+}
+
+const rowsOf = (rows: string[][]): Row[] => rows.map((cells) => ({ cells }));
+
+function overallTable(summary: EvalSummary): Table {
+  const o = summary.overall;
+  return {
+    header: [
+      'scored',
+      'passes',
+      'pass rate',
+      '95% CI',
+      'infrastructure (not scored)',
+      'mean turns',
+      'median turns',
+      'tokens in',
+      'tokens out',
+      'mean trial time',
+    ],
+    rows: rowsOf([
+      [
+        `${o.scored}/${o.planned}`,
+        String(o.passes),
+        formatPercent(o.passRate),
+        formatInterval(o.interval),
+        `${o.infrastructure}${o.infraRetried > 0 ? ` (${o.infraRetried} retried)` : ''}`,
+        formatNumber(o.turns.mean),
+        formatNumber(o.turns.median),
+        String(o.inputTokens.total),
+        String(o.outputTokens.total),
+        formatDuration(o.durationMs.mean),
+      ],
+    ]),
+  };
+}
+
+const OVERALL_NOTE =
+  'Infrastructure failures and interrupted trials are reported but left out of the pass rate. ' +
+  'Overall pass@k is the mean of the per-task values.';
+
+function overallKTable(summary: EvalSummary): Table {
+  return {
+    header: ['', ...ks(summary.n, 'k=')],
+    rows: rowsOf([
+      ['pass@k', ...kValues(summary.overall.passAtK)],
+      ['pass^k', ...kValues(summary.overall.passHatK)],
+    ]),
+  };
+}
+
+function perTaskTable(summary: EvalSummary): Table {
+  return {
+    header: [
+      'task',
+      'scored',
+      'passes',
+      'pass rate',
+      '95% CI',
+      'infra',
+      'mean turns',
+      'median turns',
+      'tokens in',
+      'tokens out',
+      'mean time',
+      'flaky',
+    ],
+    rows: rowsOf(summary.tasks.map(taskCells)),
+  };
+}
+
+function taskKTable(summary: EvalSummary, symbol: 'pass@' | 'pass^'): Table {
+  return {
+    header: ['task', ...ks(summary.n, symbol)],
+    rows: rowsOf(
+      summary.tasks.map((t) => [t.taskId, ...kValues(symbol === 'pass@' ? t.passAtK : t.passHatK)]),
+    ),
+  };
+}
+
+function categoriesTable(summary: EvalSummary): Table {
+  return {
+    header: ['task', ...FAILURE_CATEGORIES],
+    rows: [
+      ...rowsOf(
+        summary.tasks.map((t) => [t.taskId, ...FAILURE_CATEGORIES.map((c) => String(t.categories[c]))]),
+      ),
+      {
+        cells: ['all', ...FAILURE_CATEGORIES.map((c) => String(summary.overall.categories[c]))],
+        total: true,
+      },
+    ],
+  };
+}
+
+function flakyLines(summary: EvalSummary): string[] {
+  return summary.tasks.filter((t) => t.flaky).map((t) => `${t.taskId}: ${t.passes}/${t.scored} passed`);
+}
+
+const NO_FLAKY = 'None: every task either always passed or always failed.';
+
+function provenanceTable(summary: EvalSummary): Table {
+  return {
+    header: ['', ''],
+    rows: rowsOf([
+      ['harness version', summary.harnessVersion],
+      ['suite', `${summary.suite.name} (${summary.suite.file})`],
+      ['suite sha256', summary.suite.sha256],
+      ['providers', summary.providers.join(', ') || 'n/a'],
+      ['models', summary.models.join(', ') || 'n/a'],
+      ['image ids', summary.imageIds.join(', ') || 'n/a'],
+      ...summary.tasks.map((t) => [`catalog hash: ${t.taskId}`, t.catalogHashes.join(', ') || 'n/a']),
+    ]),
+  };
+}
+
+function comparisonTable(c: SummaryComparison): Table {
+  const row = (name: string, r: RateComparison, status: string, total = false): Row => ({
+    cells: [
+      name,
+      r.previous ? `${formatPercent(r.previous.passRate)} ${formatInterval(r.previous.interval)}` : 'absent',
+      r.current ? `${formatPercent(r.current.passRate)} ${formatInterval(r.current.interval)}` : 'absent',
+      formatDelta(r.delta),
+      [verdict(r), status].filter(Boolean).join(' '),
+    ],
+    ...(total ? { total } : {}),
+    ...(r.regression
+      ? { className: 'regression' as const }
+      : r.improvement
+        ? { className: 'improvement' as const }
+        : {}),
+  });
+  return {
+    header: ['task', 'previous', 'current', 'delta', 'flag'],
+    rows: [
+      ...c.tasks.map((t) => row(t.taskId, t, t.status === 'both' ? '' : t.status)),
+      row('overall', c.overall, '', true),
+    ],
+  };
+}
+
+function comparisonLead(c: SummaryComparison): string {
+  return (
+    `Previous: ${c.previous.suiteName}, harness ${c.previous.harnessVersion}, started ${c.previous.startedAt}. ` +
+    'A change is flagged only when the two 95% intervals do not overlap.'
+  );
+}
+
+const DIFFERENCES_LEAD = 'Differences between the two runs (read before trusting a delta):';
+
+// ---------------------------------------------------------------------------------------
 // Markdown
 
 function mdCell(text: string): string {
   return text.replace(/\\/g, '\\\\').replace(/\|/g, '\\|').replace(/\r?\n/g, ' ');
 }
 
-function mdTable(header: string[], rows: string[][]): string {
+function mdTable(table: Table): string {
   const line = (cells: string[]): string => `| ${cells.map(mdCell).join(' | ')} |`;
-  return [line(header), `|${header.map(() => ' --- ').join('|')}|`, ...rows.map(line)].join('\n');
+  const row = (r: Row): string => line(r.total ? r.cells.map((c, i) => (i === 0 ? `**${c}**` : c)) : r.cells);
+  return [line(table.header), `|${table.header.map(() => ' --- ').join('|')}|`, ...table.rows.map(row)].join(
+    '\n',
+  );
 }
 
 function ks(n: number, symbol: string): string[] {
@@ -137,132 +302,19 @@ export function renderMarkdown(summary: EvalSummary, comparison?: SummaryCompari
   if (o.recorded < o.planned) {
     out.push(`**Incomplete:** ${o.recorded} of ${o.planned} trials have a result.`, '');
   }
-
-  out.push('## Overall', '');
-  out.push(
-    mdTable(
-      [
-        'scored',
-        'passes',
-        'pass rate',
-        '95% CI',
-        'infrastructure (not scored)',
-        'mean turns',
-        'median turns',
-        'tokens in',
-        'tokens out',
-        'mean trial time',
-      ],
-      [
-        [
-          `${o.scored}/${o.planned}`,
-          String(o.passes),
-          formatPercent(o.passRate),
-          formatInterval(o.interval),
-          `${o.infrastructure}${o.infraRetried > 0 ? ` (${o.infraRetried} retried)` : ''}`,
-          formatNumber(o.turns.mean),
-          formatNumber(o.turns.median),
-          String(o.inputTokens.total),
-          String(o.outputTokens.total),
-          formatDuration(o.durationMs.mean),
-        ],
-      ],
-    ),
-    '',
-  );
-  out.push(
-    'Infrastructure failures and interrupted trials are reported but left out of the pass rate. ' +
-      'Overall pass@k is the mean of the per-task values.',
-    '',
-  );
-  out.push(
-    mdTable(
-      ['', ...ks(summary.n, 'k=')],
-      [
-        ['pass@k', ...kValues(o.passAtK)],
-        ['pass^k', ...kValues(o.passHatK)],
-      ],
-    ),
-    '',
-  );
-
-  out.push('## Per task', '');
-  out.push(
-    mdTable(
-      [
-        'task',
-        'scored',
-        'passes',
-        'pass rate',
-        '95% CI',
-        'infra',
-        'mean turns',
-        'median turns',
-        'tokens in',
-        'tokens out',
-        'mean time',
-        'flaky',
-      ],
-      summary.tasks.map(taskCells),
-    ),
-    '',
-  );
-
-  out.push('### pass@k per task', '');
-  out.push(
-    mdTable(
-      ['task', ...ks(summary.n, 'pass@')],
-      summary.tasks.map((t) => [t.taskId, ...kValues(t.passAtK)]),
-    ),
-    '',
-  );
-  out.push('### pass^k per task', '');
-  out.push(
-    mdTable(
-      ['task', ...ks(summary.n, 'pass^')],
-      summary.tasks.map((t) => [t.taskId, ...kValues(t.passHatK)]),
-    ),
-    '',
-  );
-
-  out.push('## Failure categories', '');
-  out.push(
-    mdTable(
-      ['task', ...FAILURE_CATEGORIES.map((c) => c)],
-      [
-        ...summary.tasks.map((t) => [t.taskId, ...FAILURE_CATEGORIES.map((c) => String(t.categories[c]))]),
-        ['**all**', ...FAILURE_CATEGORIES.map((c) => String(o.categories[c]))],
-      ],
-    ),
-    '',
-  );
-
+  out.push('## Overall', '', mdTable(overallTable(summary)), '', OVERALL_NOTE, '');
+  out.push(mdTable(overallKTable(summary)), '');
+  out.push('## Per task', '', mdTable(perTaskTable(summary)), '');
+  out.push('### pass@k per task', '', mdTable(taskKTable(summary, 'pass@')), '');
+  out.push('### pass^k per task', '', mdTable(taskKTable(summary, 'pass^')), '');
+  out.push('## Failure categories', '', mdTable(categoriesTable(summary)), '');
   out.push('## Flaky tasks', '');
-  if (o.flakyTasks.length === 0) out.push('None: every task either always passed or always failed.', '');
-  else {
-    const flaky = summary.tasks.filter((t) => t.flaky);
-    out.push(...flaky.map((t) => `- ${mdCell(t.taskId)}: ${t.passes}/${t.scored} passed`), '');
-  }
-
+  const flaky = flakyLines(summary);
+  if (flaky.length === 0) out.push(NO_FLAKY, '');
+  else out.push(...flaky.map((line) => `- ${mdCell(line)}`), '');
   if (comparison) out.push(...markdownComparison(comparison));
   out.push(...markdownEngines(summary));
-
-  out.push('## Provenance', '');
-  out.push(
-    mdTable(
-      ['', ''],
-      [
-        ['harness version', summary.harnessVersion],
-        ['suite', `${summary.suite.name} (${summary.suite.file})`],
-        ['suite sha256', summary.suite.sha256],
-        ['providers', summary.providers.join(', ') || 'n/a'],
-        ['models', summary.models.join(', ') || 'n/a'],
-        ['image ids', summary.imageIds.join(', ') || 'n/a'],
-        ...summary.tasks.map((t) => [`catalog hash: ${t.taskId}`, t.catalogHashes.join(', ') || 'n/a']),
-      ],
-    ),
-    '',
-  );
+  out.push('## Provenance', '', mdTable(provenanceTable(summary)), '');
   return `${out.join('\n')}`;
 }
 
@@ -279,69 +331,45 @@ const ENGINE_HEADER = [
 ];
 
 /** Rows of the engines section; none for an eval that ran on the local engine alone. */
-function engineRows(summary: EvalSummary): string[][] {
+function engineTable(summary: EvalSummary): Table | undefined {
   const engines = summary.engines ?? [];
-  if (engines.length === 0 || (engines.length === 1 && engines[0]?.engine === 'local')) return [];
-  return engines.map((e) => [
-    e.engine,
-    String(e.trials),
-    String(e.passes),
-    String(e.infrastructure),
-    String(e.retriedElsewhere),
-    formatDuration(e.meanTrialMs),
-  ]);
+  if (engines.length === 0 || (engines.length === 1 && engines[0]?.engine === 'local')) return undefined;
+  return {
+    header: ENGINE_HEADER,
+    rows: rowsOf(
+      engines.map((e) => [
+        e.engine,
+        String(e.trials),
+        String(e.passes),
+        String(e.infrastructure),
+        String(e.retriedElsewhere),
+        formatDuration(e.meanTrialMs),
+      ]),
+    ),
+  };
 }
 
 const ENGINES_NOTE =
   'A trial whose first try failed as infrastructure counts on both engines: the failed try where it ran, the retry where that ran.';
 
 function markdownEngines(summary: EvalSummary): string[] {
-  const rows = engineRows(summary);
-  if (rows.length === 0) return [];
-  return ['## Engines', '', ENGINES_NOTE, '', mdTable(ENGINE_HEADER, rows), ''];
+  const table = engineTable(summary);
+  return table ? ['## Engines', '', ENGINES_NOTE, '', mdTable(table), ''] : [];
 }
 
 function htmlEngines(summary: EvalSummary): string[] {
-  const rows = engineRows(summary);
-  if (rows.length === 0) return [];
-  return [
-    '<h2>Engines</h2>',
-    `<p>${escapeHtml(ENGINES_NOTE)}</p>`,
-    htmlTable(
-      ENGINE_HEADER,
-      rows.map((cells) => ({ cells })),
-    ),
-  ];
+  const table = engineTable(summary);
+  return table ? ['<h2>Engines</h2>', `<p>${escapeHtml(ENGINES_NOTE)}</p>`, htmlTable(table)] : [];
 }
 
 function markdownComparison(c: SummaryComparison): string[] {
   const out: string[] = ['## Comparison with the previous summary', ''];
-  out.push(
-    `Previous: ${mdCell(c.previous.suiteName)}, harness ${mdCell(c.previous.harnessVersion)}, started ${c.previous.startedAt}. ` +
-      'A change is flagged only when the two 95% intervals do not overlap.',
-    '',
-  );
+  out.push(mdCell(comparisonLead(c)), '');
   if (c.regressions.length > 0) out.push(`**Regressions:** ${c.regressions.map(mdCell).join(', ')}`, '');
   if (c.improvements.length > 0) out.push(`**Improvements:** ${c.improvements.map(mdCell).join(', ')}`, '');
-  const row = (name: string, r: RateComparison, status = ''): string[] => [
-    name,
-    r.previous ? `${formatPercent(r.previous.passRate)} ${formatInterval(r.previous.interval)}` : 'absent',
-    r.current ? `${formatPercent(r.current.passRate)} ${formatInterval(r.current.interval)}` : 'absent',
-    formatDelta(r.delta),
-    [verdict(r), status].filter(Boolean).join(' '),
-  ];
-  out.push(
-    mdTable(
-      ['task', 'previous', 'current', 'delta', 'flag'],
-      [
-        ...c.tasks.map((t) => row(t.taskId, t, t.status === 'both' ? '' : t.status)),
-        row('**overall**', c.overall),
-      ],
-    ),
-    '',
-  );
+  out.push(mdTable(comparisonTable(c)), '');
   if (c.differences.length > 0) {
-    out.push('Differences between the two runs (read before trusting a delta):', '');
+    out.push(DIFFERENCES_LEAD, '');
     out.push(...c.differences.map((d) => `- ${mdCell(d)}`), '');
   }
   return out;
@@ -367,7 +395,7 @@ table{border-collapse:collapse;margin:.5rem 0;font-variant-numeric:tabular-nums}
 th,td{border:1px solid #d0d7de;padding:.25rem .5rem;text-align:right}
 th:first-child,td:first-child{text-align:left}
 thead th{background:#f6f8fa}
-tr.regression td{background:#ffebe9}tr.improvement td{background:#dafbe1}
+tr.regression td{background:#ffebe9}tr.improvement td{background:#dafbe1}tr.total td{font-weight:600}
 .flag-regression{color:#cf222e;font-weight:600}.flag-improvement{color:#1a7f37;font-weight:600}
 .warn{background:#fff8c5;border:1px solid #d4a72c;padding:.5rem .75rem;border-radius:4px}
 svg{max-width:100%;height:auto}
@@ -389,11 +417,14 @@ function td(cells: string[]): string {
   return cells.map((c) => `<td>${escapeHtml(c)}</td>`).join('');
 }
 
-function htmlTable(header: string[], rows: Array<{ cells: string[]; className?: string }>): string {
-  const body = rows
-    .map((r) => `<tr${r.className ? ` class="${escapeHtml(r.className)}"` : ''}>${td(r.cells)}</tr>`)
+function htmlTable(table: Table): string {
+  const body = table.rows
+    .map((r) => {
+      const classes = [r.className, r.total ? 'total' : undefined].filter(Boolean).join(' ');
+      return `<tr${classes ? ` class="${classes}"` : ''}>${td(r.cells)}</tr>`;
+    })
     .join('');
-  return `<table>${th(header)}<tbody>${body}</tbody></table>`;
+  return `<table>${th(table.header)}<tbody>${body}</tbody></table>`;
 }
 
 const CHART = { label: 200, plot: 480, value: 170, row: 26, top: 10, axis: 26 };
@@ -554,125 +585,38 @@ export function renderReportSections(summary: EvalSummary, comparison?: SummaryC
   }
 
   sections.push('<h2>Pass rate per task</h2>', renderPassRateChart(summary));
-
   sections.push(
     '<h2>Overall</h2>',
-    htmlTable(
-      [
-        'scored',
-        'passes',
-        'pass rate',
-        '95% CI',
-        'infrastructure (not scored)',
-        'mean turns',
-        'median turns',
-        'tokens in',
-        'tokens out',
-        'mean trial time',
-      ],
-      [
-        {
-          cells: [
-            `${o.scored}/${o.planned}`,
-            String(o.passes),
-            formatPercent(o.passRate),
-            formatInterval(o.interval),
-            `${o.infrastructure}${o.infraRetried > 0 ? ` (${o.infraRetried} retried)` : ''}`,
-            formatNumber(o.turns.mean),
-            formatNumber(o.turns.median),
-            String(o.inputTokens.total),
-            String(o.outputTokens.total),
-            formatDuration(o.durationMs.mean),
-          ],
-        },
-      ],
-    ),
-    `<p class="meta">${e('Infrastructure failures and interrupted trials are reported but left out of the pass rate. Overall pass@k is the mean of the per-task values.')}</p>`,
-    htmlTable(
-      ['', ...ks(summary.n, 'k=')],
-      [{ cells: ['pass@k', ...kValues(o.passAtK)] }, { cells: ['pass^k', ...kValues(o.passHatK)] }],
-    ),
+    htmlTable(overallTable(summary)),
+    `<p class="meta">${e(OVERALL_NOTE)}</p>`,
+    htmlTable(overallKTable(summary)),
   );
-
   sections.push(
     '<h2>Per task</h2>',
-    htmlTable(
-      [
-        'task',
-        'scored',
-        'passes',
-        'pass rate',
-        '95% CI',
-        'infra',
-        'mean turns',
-        'median turns',
-        'tokens in',
-        'tokens out',
-        'mean time',
-        'flaky',
-      ],
-      summary.tasks.map((t) => ({ cells: taskCells(t) })),
-    ),
-    '<h2>pass@k and pass^k per task</h2>',
-    htmlTable(
-      ['task', ...ks(summary.n, 'pass@'), ...ks(summary.n, 'pass^')],
-      summary.tasks.map((t) => ({ cells: [t.taskId, ...kValues(t.passAtK), ...kValues(t.passHatK)] })),
-    ),
+    htmlTable(perTaskTable(summary)),
+    '<h3>pass@k per task</h3>',
+    htmlTable(taskKTable(summary, 'pass@')),
+    '<h3>pass^k per task</h3>',
+    htmlTable(taskKTable(summary, 'pass^')),
   );
-
+  sections.push('<h2>Failure categories</h2>', htmlTable(categoriesTable(summary)));
+  const flaky = flakyLines(summary);
   sections.push(
-    '<h2>Failure categories</h2>',
-    htmlTable(
-      ['task', ...FAILURE_CATEGORIES.map((c) => c)],
-      [
-        ...summary.tasks.map((t) => ({
-          cells: [t.taskId, ...FAILURE_CATEGORIES.map((c) => String(t.categories[c]))],
-        })),
-        { cells: ['all', ...FAILURE_CATEGORIES.map((c) => String(o.categories[c]))] },
-      ],
-    ),
-  );
-
-  sections.push('<h2>Flaky tasks</h2>');
-  const flaky = summary.tasks.filter((t) => t.flaky);
-  sections.push(
+    '<h2>Flaky tasks</h2>',
     flaky.length === 0
-      ? '<p>None: every task either always passed or always failed.</p>'
-      : `<ul>${flaky.map((t) => `<li>${e(`${t.taskId}: ${t.passes}/${t.scored} passed`)}</li>`).join('')}</ul>`,
+      ? `<p>${e(NO_FLAKY)}</p>`
+      : `<ul>${flaky.map((line) => `<li>${e(line)}</li>`).join('')}</ul>`,
   );
-
   if (comparison) sections.push(...htmlComparison(comparison));
   sections.push(...htmlEngines(summary));
-
-  sections.push(
-    '<h2>Provenance</h2>',
-    htmlTable(
-      ['', ''],
-      [
-        { cells: ['harness version', summary.harnessVersion] },
-        { cells: ['suite', `${summary.suite.name} (${summary.suite.file})`] },
-        { cells: ['suite sha256', summary.suite.sha256] },
-        { cells: ['providers', summary.providers.join(', ') || 'n/a'] },
-        { cells: ['models', summary.models.join(', ') || 'n/a'] },
-        { cells: ['image ids', summary.imageIds.join(', ') || 'n/a'] },
-        ...summary.tasks.map((t) => ({
-          cells: [`catalog hash: ${t.taskId}`, t.catalogHashes.join(', ') || 'n/a'],
-        })),
-      ],
-    ),
-  );
-
+  sections.push('<h2>Provenance</h2>', htmlTable(provenanceTable(summary)));
   return sections;
 }
 
 function htmlComparison(c: SummaryComparison): string[] {
   const e = escapeHtml;
   const out: string[] = ['<h2>Comparison with the previous summary</h2>'];
-  out.push(
-    `<p class="meta">${e(
-      `Previous: ${c.previous.suiteName}, harness ${c.previous.harnessVersion}, started ${c.previous.startedAt}. A change is flagged only when the two 95% intervals do not overlap.`,
-    )}</p>`,
-  );
+  out.push(`<p class="meta">${e(comparisonLead(c))}</p>`);
   if (c.regressions.length > 0) {
     out.push(`<p class="flag-regression">${e(`Regressions: ${c.regressions.join(', ')}`)}</p>`);
   }
@@ -681,32 +625,9 @@ function htmlComparison(c: SummaryComparison): string[] {
   }
   if (c.differences.length > 0) {
     out.push(
-      `<div class="warn"><p>${e('Differences between the two runs (read before trusting a delta):')}</p><ul>${c.differences
-        .map((d) => `<li>${e(d)}</li>`)
-        .join('')}</ul></div>`,
+      `<div class="warn"><p>${e(DIFFERENCES_LEAD)}</p><ul>${c.differences.map((d) => `<li>${e(d)}</li>`).join('')}</ul></div>`,
     );
   }
-  out.push(renderComparisonChart(c));
-  const row = (name: string, r: RateComparison, status: string): { cells: string[]; className?: string } => {
-    const cells = [
-      name,
-      r.previous ? `${formatPercent(r.previous.passRate)} ${formatInterval(r.previous.interval)}` : 'absent',
-      r.current ? `${formatPercent(r.current.passRate)} ${formatInterval(r.current.interval)}` : 'absent',
-      formatDelta(r.delta),
-      [verdict(r), status].filter(Boolean).join(' '),
-    ];
-    if (r.regression) return { cells, className: 'regression' };
-    if (r.improvement) return { cells, className: 'improvement' };
-    return { cells };
-  };
-  out.push(
-    htmlTable(
-      ['task', 'previous', 'current', 'delta', 'flag'],
-      [
-        ...c.tasks.map((t) => row(t.taskId, t, t.status === 'both' ? '' : t.status)),
-        row('overall', c.overall, ''),
-      ],
-    ),
-  );
+  out.push(renderComparisonChart(c), htmlTable(comparisonTable(c)));
   return out;
 }

@@ -259,6 +259,10 @@ async function runAgent(
   signal: AbortSignal,
 ): Promise<AgentLoopResult> {
   const agent = run.catalog.catalog.agent;
+  // The agent's calls go over the sandbox's command channel; starting it now, while the
+  // first model call runs, takes its start-up off the first tool call. Its outcome does not
+  // matter here: a channel that fails to start leaves every call to one exec each.
+  void box.exec('true', { fast: true, timeoutMs: 10_000 }).catch(() => undefined);
   const messages: Message[] = [];
   const entry: Run['transcript'][number] = { attempt: n, role: 'maker', system: plan.system, messages };
   run.transcript.push(entry);

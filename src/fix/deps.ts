@@ -34,3 +34,28 @@ export function fixDeps(provider: SandboxProvider, extra: Partial<FixDeps> = {})
     ...extra,
   };
 }
+
+/**
+ * The same deps, with each repo's image resolved once: within an eval every trial of a task
+ * asks for the image of the same, untouched repo (trials never apply), and hashing the repo
+ * again for each costs a quarter of a second. The key holds the catalog's bytes, so two
+ * catalogs of one repo (another recipe, other build options) are two images.
+ */
+export function reuseImages(deps: FixDeps): FixDeps {
+  const images = new Map<string, Promise<SandboxImage>>();
+  return {
+    ...deps,
+    image: (request) => {
+      if (request.rebuild) return deps.image(request);
+      const key = `${request.repoDir}\0${request.catalog.file}\0${request.catalog.hash}`;
+      const known = images.get(key);
+      // The one that made it says what it did; every later one found it made.
+      if (known) return known.then((image) => ({ ...image, reused: true }));
+      const pending = deps.image(request);
+      images.set(key, pending);
+      // A failure is not remembered: the next trial tries again (and says why, if it fails).
+      pending.catch(() => images.delete(key));
+      return pending;
+    },
+  };
+}

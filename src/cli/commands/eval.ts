@@ -13,7 +13,7 @@ import { summarize, compareSummaries, readHarnessVersion, type EvalSummary } fro
 import { writeReports } from '../../evals/report.js';
 import { createProgressReporter } from '../../evals/progress.js';
 import { fixTrialRunner } from '../../evals/fix-trial.js';
-import { fixDeps } from '../../fix/deps.js';
+import { fixDeps, reuseImages } from '../../fix/deps.js';
 import { memoryBaselineCache } from '../../fix/baseline.js';
 import { sandboxProvider } from '../../sandbox/registry.js';
 import { enginesNamed, resolveEngineFlags, type EngineFlags } from '../engine-flags.js';
@@ -98,7 +98,7 @@ export async function evalCommand(
   let deps: FixDeps | ((engine: string, signal: AbortSignal) => Promise<FixDeps>);
   if (engines) deps = engines.deps;
   else {
-    const local = fixDeps(await sandboxProvider(), { baselines });
+    const local = reuseImages(fixDeps(await sandboxProvider(), { baselines }));
     await local.ping();
     // Build (or find) each task's image once, before trials race to build the same one.
     say(`preparing sandbox images for ${tasks.length} task(s) ...`);

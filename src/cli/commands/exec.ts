@@ -1,6 +1,5 @@
 import { resolve } from 'node:path';
-import { dockerBackend } from '../../sandbox/docker/index.js';
-import { buildRepoImage } from '../../sandbox/docker/images.js';
+import { sandboxProvider } from '../../sandbox/registry.js';
 import { terminalProgress } from '../progress-line.js';
 import { printJson, type CliContext } from '../context.js';
 import { terminalSafe } from '../terminal.js';
@@ -28,20 +27,22 @@ export async function execCommand(
     throw new UsageError(`--timeout: expected a number of seconds, got "${options.timeout}"`);
   }
   const progress = options.json ? undefined : terminalProgress(ctx.stderr, ctx.isTTY);
+  const provider = await sandboxProvider();
   let image = options.image;
   if (!image) {
     const repoDir = resolve(ctx.cwd, options.repo ?? '.');
     progress?.phase('image', `sandbox image for ${repoDir}`);
-    const built = await buildRepoImage({
+    const built = await provider.repoImage({
       repoDir,
       rebuild: options.rebuild ?? false,
       onProgress: (l) => progress?.detail(l.slice(0, 120)),
+      signal: ctx.signal,
     });
     progress?.end(`${built.tag}${built.reused ? ' (cached)' : ' (built)'}`);
     image = built.tag;
   }
   progress?.phase('validate', `running in a sandbox: ${command.join(' ')}`);
-  const sandbox = await dockerBackend().create({ image, role: 'exec' });
+  const sandbox = await provider.backend.create({ image, role: 'exec' });
   try {
     // One argument is a shell command line; several are argv words, quoted for the shell.
     const line = command.length === 1 ? command[0]! : shellJoin(command);

@@ -125,7 +125,9 @@ describe('renderHtml with a comparison', () => {
     expect(comparison.improvements).toEqual(['always']);
     expect(comparison.regressions).toEqual([]);
     const flaggedRows = (page: string, flag: string): string[] =>
-      [...page.matchAll(new RegExp(`<tr class="${flag}"><td>([^<]*)</td>`, 'g'))].map((m) => m[1] ?? '');
+      [...page.matchAll(new RegExp(`<tr class="(?:[a-z]+ )*${flag}(?: [a-z]+)*"><td>([^<]*)</td>`, 'g'))].map(
+        (m) => m[1] ?? '',
+      );
     // Overall: 3/23 -> 16/29, [0.045, 0.32] vs [0.375, 0.716], also separated.
     expect(flaggedRows(html, 'improvement')).toEqual(['always', 'overall']);
     expect(flaggedRows(html, 'regression')).toEqual([]);
@@ -168,6 +170,34 @@ describe('renderMarkdown', () => {
   it('escapes pipes so a name cannot break a table', () => {
     const md = renderMarkdown(summaryFor({ a: ['ready-for-review'] }, { model: 'x|y' }));
     expect(md).toContain('x\\|y');
+  });
+});
+
+describe('report.md and report.html', () => {
+  /** Every table row of a Markdown report, cells trimmed and unbolded. */
+  const markdownRows = (md: string): string[][] =>
+    md
+      .split('\n')
+      .filter((line) => line.startsWith('| ') && !/^\|( --- \|)+$/.test(line))
+      .map((line) =>
+        line
+          .slice(2, -2)
+          .split(' | ')
+          .map((cell) => cell.replace(/^\*\*(.*)\*\*$/, '$1')),
+      );
+  const htmlRows = (html: string): string[][] =>
+    [...html.matchAll(/<tr[^>]*>(.*?)<\/tr>/g)].map((row) =>
+      [...(row[1] ?? '').matchAll(/<t[hd]>(.*?)<\/t[hd]>/g)].map((cell) =>
+        (cell[1] ?? '').replace(/&gt;/g, '>').replace(/&lt;/g, '<').replace(/&amp;/g, '&'),
+      ),
+    );
+
+  it('hold the same tables, row for row (one model, two renderings)', () => {
+    const comparison = compareSummaries(summaryFor({ always: tenFail, never: tenFail }), current);
+    const md = markdownRows(renderMarkdown(current, comparison));
+    const html = htmlRows(renderHtml(current, comparison));
+    expect(md.length).toBeGreaterThan(20);
+    expect(html).toEqual(md);
   });
 });
 
