@@ -3,7 +3,11 @@
  * checked before anything is written (content still what the sandbox started from, no
  * symlink anywhere under the repo root on the way); each file is written to a temp file in
  * its own folder, fsynced and renamed over the target; on any failure the files already
- * written are put back from in-memory backups and created folders are removed.
+ * written are put back from in-memory backups and created folders are removed. Before the
+ * first rename, a journal of the same backups is made durable outside the repo; it is
+ * removed when the apply is complete, so one found later means a crash mid-way, and
+ * `recoverInterruptedApply` (called by the next apply, and by `fix` before it reads the
+ * repo) undoes it.
  */
 import { randomBytes } from 'node:crypto';
 import { sha256 } from './hash.js';
@@ -11,6 +15,18 @@ import * as fsp from 'node:fs/promises';
 import path from 'node:path';
 import { ApplyError, errorMessage } from '../errors.js';
 import { pathProblem } from './allowlist.js';
+import {
+  defaultJournalDir,
+  journalFile,
+  journalTempFile,
+  newJournal,
+  parseJournal,
+  serializeJournal,
+  staleJournalTemps,
+  tempFileFor,
+  writerAlive,
+  type Journal,
+} from './apply-journal.js';
 import { normalisedMode, type ChangeEntry, type ChangeSet } from './change-set.js';
 
 export interface FileInfo {
@@ -86,6 +102,8 @@ export interface ApplyOptions {
    */
   expected: ReadonlyMap<string, string | null>;
   fs?: ApplyFs;
+  /** Where the crash journal goes; default `defaultJournalDir()`. */
+  journalDir?: string;
 }
 
 export interface ApplyResult {
@@ -120,22 +138,19 @@ export async function applyChangeSet(
   options: ApplyOptions,
 ): Promise<ApplyResult> {
   const fs = options.fs ?? nodeApplyFs;
-  // The repo folder itself may be reached through a symlink (a user's choice); below it, none.
-  const root = await fs.realpath(repoDir).catch((error: unknown) => {
-    throw new ApplyError(`the repo folder ${repoDir} cannot be opened: ${errorMessage(error)}`, {
-      cause: error,
-    });
-  });
-  if ((await fs.lstat(root))?.kind !== 'directory')
-    throw new ApplyError(`the repo path ${repoDir} is not a folder`);
-
+  const journalDir = options.journalDir ?? defaultJournalDir();
+  const root = await repoRoot(fs, repoDir);
   const plan = planEntries(root, changeSet.entries);
+  // A crash of an earlier apply is undone first: its half-written files would fail every check.
+  await recoverInterruptedApply(repoDir, { fs, journalDir });
 
   // Everything is checked before anything is written, and all problems are named at once.
   const stale: string[] = [];
+  const backups = new Map<string, Backup | null>();
   for (const item of plan) {
     const problem = await targetProblem(fs, root, item.entry.path, options.expected);
     if (problem) stale.push(`${item.entry.path} ${problem}`);
+    else backups.set(item.entry.path, await backupOf(fs, item, options.expected));
   }
   if (stale.length > 0) {
     throw new ApplyError(
@@ -147,6 +162,22 @@ export async function applyChangeSet(
     );
   }
 
+  const tempTag = randomBytes(6).toString('hex');
+  const journal = await writeJournal(
+    fs,
+    journalDir,
+    newJournal(
+      root,
+      tempTag,
+      plan.map((item) => ({
+        path: item.entry.path,
+        before: backups.get(item.entry.path) ?? null,
+        after: sha256(item.entry.content),
+      })),
+      await foldersToCreate(fs, root, plan),
+    ),
+  );
+
   const written: Written[] = [];
   const createdDirs: string[] = [];
   let current: string | undefined;
@@ -157,32 +188,224 @@ export async function applyChangeSet(
       // Checked again right before the write: the host may have changed since the first pass.
       const problem = await targetProblem(fs, root, item.entry.path, options.expected);
       if (problem) throw new ApplyError(`${item.entry.path} ${problem}`);
-      const existing = await fs.lstat(item.target);
-      const backup = existing
-        ? { content: await fs.readFile(item.target), mode: existing.mode & 0o777 }
-        : null;
-      await replaceFile(fs, item.target, item.entry.content, item.mode);
-      written.push({ path: item.entry.path, target: item.target, backup });
+      await replaceFile(fs, item.target, item.entry.content, item.mode, tempTag);
+      written.push({
+        path: item.entry.path,
+        target: item.target,
+        backup: backups.get(item.entry.path) ?? null,
+      });
     }
     current = undefined;
+    // Durability of the renames; the files themselves are already fsynced and in place.
+    for (const dir of new Set(plan.map((p) => path.dirname(p.target))))
+      await fs.syncDir(dir).catch(() => undefined);
+    // The commit point: with the journal gone, a crash no longer undoes the apply.
+    await fs.unlink(journal);
   } catch (error) {
-    const unrestored = await rollback(fs, written, createdDirs);
+    const unrestored = await rollback(fs, written, createdDirs, tempTag);
     const restored = written.length - unrestored.length;
     const what = current === undefined ? 'applying the change failed' : `could not write ${current}`;
-    const undo =
-      unrestored.length === 0
-        ? `restored the ${restored} file(s) already written; the host repo is as it was`
-        : `COULD NOT RESTORE ${unrestored.join(', ')}; check these files by hand`;
+    let undo: string;
+    if (unrestored.length === 0) {
+      undo = `restored the ${restored} file(s) already written; the host repo is as it was`;
+      await fs.unlink(journal).catch(() => undefined);
+    } else {
+      undo = `COULD NOT RESTORE ${unrestored.join(', ')}; the next run tries again from its journal, or check these files by hand`;
+    }
     throw new ApplyError(`${what}: ${errorMessage(error)}; ${undo}`, {
       cause: error,
       details: { unrestored },
     });
   }
-
-  // Durability of the renames; the files themselves are already fsynced and in place.
-  for (const dir of new Set(plan.map((p) => path.dirname(p.target))))
-    await fs.syncDir(dir).catch(() => undefined);
+  await fs.syncDir(journalDir).catch(() => undefined);
   return { written: written.map((w) => w.path), createdDirs };
+}
+
+export interface Recovery {
+  /** The journal that was found (and is now removed). */
+  journal: string;
+  /** Repo-relative paths put back as they were before the interrupted apply. */
+  restored: string[];
+  /** Paths that changed again since the crash, left as they are, each with why. */
+  leftAlone: string[];
+}
+
+/**
+ * Undoes an apply to `repoDir` that a crash interrupted, from its journal; undefined when
+ * there is none. A path is only put back when it holds what the apply wrote or what was
+ * there before; anything else changed since and is left for the user, named. Throws
+ * ApplyError when the journal cannot be used or another process is applying right now.
+ */
+export async function recoverInterruptedApply(
+  repoDir: string,
+  options: { fs?: ApplyFs; journalDir?: string } = {},
+): Promise<Recovery | undefined> {
+  const fs = options.fs ?? nodeApplyFs;
+  const journalDir = options.journalDir ?? defaultJournalDir();
+  const root = await repoRoot(fs, repoDir);
+  const file = journalFile(journalDir, root);
+  for (const litter of await staleJournalTemps(file)) await fs.unlink(litter).catch(() => undefined);
+  const info = await fs.lstat(file);
+  if (!info) return undefined;
+  const hint = `check the repo by hand (git status), then remove ${file}`;
+  if (info.kind !== 'file')
+    throw new ApplyError(`the apply journal ${file} is a ${info.kind}, not a file`, { hint });
+  const journal = parseJournal(await fs.readFile(file), root);
+  if (typeof journal === 'string') {
+    throw new ApplyError(`an interrupted apply to ${root} left ${file}, which cannot be used: ${journal}`, {
+      hint,
+    });
+  }
+  if (writerAlive(journal)) {
+    throw new ApplyError(`another process (pid ${journal.pid}) is applying a change to ${root} right now`, {
+      hint: `wait for it to finish; if pid ${journal.pid} is not sandbox-harness, ${hint}`,
+    });
+  }
+  try {
+    return { journal: file, ...(await undoJournal(fs, root, journal, file, journalDir)) };
+  } catch (error) {
+    throw new ApplyError(
+      `undoing the interrupted apply to ${root} failed: ${errorMessage(error)}; its journal is kept and the next run tries again`,
+      { cause: error, hint },
+    );
+  }
+}
+
+async function undoJournal(
+  fs: ApplyFs,
+  root: string,
+  journal: Journal,
+  file: string,
+  journalDir: string,
+): Promise<Omit<Recovery, 'journal'>> {
+  const restored: string[] = [];
+  const leftAlone: string[] = [];
+  const touched = new Set<string>();
+  for (const entry of [...journal.entries].reverse()) {
+    const target = path.join(root, ...entry.path.split('/'));
+    const unsafe = pathProblem(entry.path);
+    if (unsafe || !target.startsWith(root + path.sep)) {
+      leftAlone.push(`${entry.path} (not a plain path in the repo)`);
+      continue;
+    }
+    const parents = await parentsProblem(fs, root, entry.path);
+    if (parents === 'missing') {
+      if (entry.before !== null) leftAlone.push(`${entry.path} (deleted since)`);
+      continue;
+    }
+    if (parents) {
+      leftAlone.push(`${entry.path} (${parents})`);
+      continue;
+    }
+    const temp = tempFileFor(target, journal.tempTag);
+    if ((await fs.lstat(temp))?.kind === 'file') await fs.unlink(temp);
+    const before = entry.before
+      ? { content: Buffer.from(entry.before.content, 'base64'), mode: entry.before.mode }
+      : null;
+    const now = await fs.lstat(target);
+    if (!now) {
+      if (before) leftAlone.push(`${entry.path} (deleted since)`);
+      continue;
+    }
+    if (now.kind !== 'file') {
+      leftAlone.push(`${entry.path} (a ${now.kind} now)`);
+      continue;
+    }
+    const have = sha256(await fs.readFile(target));
+    const beforeHash = before ? sha256(before.content) : null;
+    if (have === beforeHash && (now.mode & 0o777) === before?.mode) continue;
+    if (have !== entry.after && have !== beforeHash) {
+      leftAlone.push(`${entry.path} (changed since the interrupted apply)`);
+      continue;
+    }
+    if (before) await replaceFile(fs, target, before.content, before.mode, journal.tempTag);
+    else await fs.unlink(target);
+    restored.push(entry.path);
+    touched.add(path.dirname(target));
+  }
+  for (const rel of [...journal.createdDirs].reverse()) {
+    const dir = path.join(root, ...rel.split('/'));
+    // Only empty folders go: one the user filled since is theirs now.
+    if (dir.startsWith(root + path.sep) && (await fs.lstat(dir))?.kind === 'directory')
+      await fs.rmdir(dir).catch(() => undefined);
+  }
+  for (const dir of touched) await fs.syncDir(dir).catch(() => undefined);
+  await fs.unlink(file);
+  await fs.syncDir(journalDir).catch(() => undefined);
+  return { restored, leftAlone };
+}
+
+type Backup = { content: Buffer; mode: number };
+
+async function repoRoot(fs: ApplyFs, repoDir: string): Promise<string> {
+  // The repo folder itself may be reached through a symlink (a user's choice); below it, none.
+  const root = await fs.realpath(repoDir).catch((error: unknown) => {
+    throw new ApplyError(`the repo folder ${repoDir} cannot be opened: ${errorMessage(error)}`, {
+      cause: error,
+    });
+  });
+  if ((await fs.lstat(root))?.kind !== 'directory')
+    throw new ApplyError(`the repo path ${repoDir} is not a folder`);
+  return root;
+}
+
+/** What is at `item.target` now, which the checks found to be the pristine file (or nothing). */
+async function backupOf(
+  fs: ApplyFs,
+  item: Planned,
+  expected: ReadonlyMap<string, string | null>,
+): Promise<Backup | null> {
+  const existing = await fs.lstat(item.target);
+  if (!existing) return null;
+  const content = await fs.readFile(item.target);
+  if (sha256(content) !== expected.get(item.entry.path))
+    throw new ApplyError(`nothing was written: ${item.entry.path} changed on the host while it was checked`);
+  return { content, mode: existing.mode & 0o777 };
+}
+
+/** Repo-relative folders the plan will create, parents first. */
+async function foldersToCreate(fs: ApplyFs, root: string, plan: Planned[]): Promise<string[]> {
+  const folders: string[] = [];
+  for (const item of plan) {
+    const segments = item.entry.path.split('/').slice(0, -1);
+    for (let i = 1; i <= segments.length; i++) {
+      const rel = segments.slice(0, i).join('/');
+      if (!folders.includes(rel) && !(await fs.lstat(path.join(root, ...segments.slice(0, i)))))
+        folders.push(rel);
+    }
+  }
+  return folders;
+}
+
+/** Writes the journal durably before anything in the repo changes; returns its path. */
+async function writeJournal(fs: ApplyFs, journalDir: string, journal: Journal): Promise<string> {
+  await fsp.mkdir(journalDir, { recursive: true, mode: 0o700 });
+  const file = journalFile(journalDir, journal.root);
+  const temp = journalTempFile(file, journal.tempTag);
+  try {
+    await fs.writeNewFile(temp, serializeJournal(journal), 0o600);
+    await fs.rename(temp, file);
+  } catch (error) {
+    await fs.unlink(temp).catch(() => undefined);
+    throw new ApplyError(
+      `nothing was written: the apply journal ${file} could not be written: ${errorMessage(error)}`,
+      {
+        cause: error,
+      },
+    );
+  }
+  try {
+    await fs.syncDir(journalDir);
+  } catch (error) {
+    await fs.unlink(file).catch(() => undefined);
+    throw new ApplyError(
+      `nothing was written: the apply journal ${file} could not be made durable: ${errorMessage(error)}`,
+      {
+        cause: error,
+      },
+    );
+  }
+  return file;
 }
 
 function planEntries(root: string, entries: readonly ChangeEntry[]): Planned[] {
@@ -222,18 +445,10 @@ async function targetProblem(
 ): Promise<string | undefined> {
   if (!expected.has(rel)) return 'has no recorded pristine state to compare against';
   const want = expected.get(rel) ?? null;
+  const parents = await parentsProblem(fs, root, rel);
+  if (parents === 'missing') return want === null ? undefined : 'no longer exists on the host';
+  if (parents) return parents;
   const segments = rel.split('/');
-  let dir = root;
-  for (const segment of segments.slice(0, -1)) {
-    dir = path.join(dir, segment);
-    const info = await fs.lstat(dir);
-    if (!info) return want === null ? undefined : 'no longer exists on the host';
-    if (info.kind === 'symlink') {
-      return `would be written through a symlink (${path.relative(root, dir)} is a symlink in the host repo); refusing`;
-    }
-    if (info.kind !== 'directory')
-      return `cannot be written: ${path.relative(root, dir)} is not a folder on the host`;
-  }
   const target = path.join(root, ...segments);
   const info = await fs.lstat(target);
   if (info?.kind === 'symlink') return 'is a symlink in the host repo; refusing to write through it';
@@ -243,6 +458,22 @@ async function targetProblem(
     return 'was created on the host since the sandbox was built (or differs only in letter case)';
   const have = sha256(await fs.readFile(target));
   return have === want ? undefined : 'changed on the host since the sandbox was built';
+}
+
+/** Why the folders on the way to `rel` cannot be written through, 'missing' when one is not there. */
+async function parentsProblem(fs: ApplyFs, root: string, rel: string): Promise<string | undefined> {
+  let dir = root;
+  for (const segment of rel.split('/').slice(0, -1)) {
+    dir = path.join(dir, segment);
+    const info = await fs.lstat(dir);
+    if (!info) return 'missing';
+    if (info.kind === 'symlink') {
+      return `would be written through a symlink (${path.relative(root, dir)} is a symlink in the host repo); refusing`;
+    }
+    if (info.kind !== 'directory')
+      return `cannot be written: ${path.relative(root, dir)} is not a folder on the host`;
+  }
+  return undefined;
 }
 
 async function ensureParents(fs: ApplyFs, root: string, rel: string, created: string[]): Promise<void> {
@@ -262,11 +493,15 @@ async function ensureParents(fs: ApplyFs, root: string, rel: string, created: st
   }
 }
 
-async function replaceFile(fs: ApplyFs, target: string, content: Buffer, mode: number): Promise<void> {
-  const temp = path.join(
-    path.dirname(target),
-    `.${path.basename(target)}.${randomBytes(6).toString('hex')}.sandbox-harness.tmp`,
-  );
+async function replaceFile(
+  fs: ApplyFs,
+  target: string,
+  content: Buffer,
+  mode: number,
+  tempTag: string,
+): Promise<void> {
+  // Named from the journal's tag, so a crash's leftover temp file is found and removed.
+  const temp = tempFileFor(target, tempTag);
   try {
     await fs.writeNewFile(temp, content, mode);
     await fs.rename(temp, target);
@@ -277,12 +512,17 @@ async function replaceFile(fs: ApplyFs, target: string, content: Buffer, mode: n
 }
 
 /** Undoes `written` (newest first) and removes `createdDirs`; returns the paths it could not restore. */
-async function rollback(fs: ApplyFs, written: Written[], createdDirs: string[]): Promise<string[]> {
+async function rollback(
+  fs: ApplyFs,
+  written: Written[],
+  createdDirs: string[],
+  tempTag: string,
+): Promise<string[]> {
   const unrestored: string[] = [];
   for (const item of [...written].reverse()) {
     try {
       if (item.backup === null) await fs.unlink(item.target);
-      else await replaceFile(fs, item.target, item.backup.content, item.backup.mode);
+      else await replaceFile(fs, item.target, item.backup.content, item.backup.mode, tempTag);
     } catch {
       unrestored.push(item.path);
     }

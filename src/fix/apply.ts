@@ -4,6 +4,7 @@
  * is still what the image was built from. The harness never commits, pushes or deploys.
  */
 import { applyChangeSet } from '../changes/apply.js';
+import { defaultJournalDir } from '../changes/apply-journal.js';
 import type { ChangeSet } from '../changes/change-set.js';
 import { changeSetPatch } from '../changes/patch.js';
 import { errorMessage } from '../errors.js';
@@ -25,7 +26,10 @@ export async function applyVerified(run: Run, image: SandboxImage, changeSet: Ch
   for (const entry of changeSet.entries)
     expected.set(entry.path, image.hostFiles.get(entry.path)?.sha256 ?? null);
   try {
-    await applyChangeSet(run.repoDir, changeSet, { expected });
+    await applyChangeSet(run.repoDir, changeSet, {
+      expected,
+      journalDir: defaultJournalDir(run.options.env),
+    });
     record.applied = true;
     run.progress.end(`${changeSet.entries.length} file(s) written`);
     return {

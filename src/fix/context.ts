@@ -4,6 +4,7 @@
  * with fakes), what it gets back (`FixResult`), and the one context a run carries from step
  * to step (`Run`).
  */
+import type { Recovery } from '../changes/apply.js';
 import type { LoadedCatalog } from '../catalog/load.js';
 import type { ChangeSet } from '../changes/change-set.js';
 import type { Ticket } from '../catalog/ticket.js';
@@ -126,6 +127,8 @@ export interface Prepared {
   recorder?: CassetteRecorder;
   /** Where model retries are reported once the event log exists. */
   retries: { sink?: EventSink };
+  /** An earlier apply to this repo that a crash interrupted, undone before anything read the repo. */
+  recovered?: Recovery;
 }
 
 /** One run, from the moment its record exists until it is closed. */

@@ -1,8 +1,11 @@
 /**
  * Step 1 of `fix`: everything that can be checked before anything is written: the catalog,
- * the ticket, the model provider, the engine. A bad input here leaves no trace.
+ * the ticket, the model provider, the engine. A bad input here leaves no trace. Last, an
+ * apply to the repo that a crash interrupted is undone.
  */
 import { resolve } from 'node:path';
+import { recoverInterruptedApply } from '../changes/apply.js';
+import { defaultJournalDir } from '../changes/apply-journal.js';
 import { loadCatalog } from '../catalog/load.js';
 import { loadTicket } from '../catalog/ticket.js';
 import type { EventSink } from '../agent/events.js';
@@ -63,7 +66,10 @@ export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepa
     : undefined;
   // The engine answers (and has room) before the run record is written.
   await deps.ping();
+  // A crash mid-apply left the repo half written: put it back before an image is built from it.
+  const recovered = await recoverInterruptedApply(repoDir, { journalDir: defaultJournalDir(options.env) });
   return {
+    ...(recovered ? { recovered } : {}),
     catalog,
     repoDir,
     ticket,

@@ -8,6 +8,7 @@
  * unit-testable with fakes; the CLI passes the real ones. `closeRun` runs exactly once,
  * whatever happened, and exit codes are the CLI's business (`cli/exit-codes.ts`).
  */
+import type { Recovery } from '../changes/apply.js';
 import { resolve } from 'node:path';
 import { JsonlEventSink, fanOut } from '../agent/events.js';
 import { buildSystemPrompt } from '../agent/prompt.js';
@@ -60,6 +61,7 @@ export async function runFix(options: FixOptions, deps: FixDeps): Promise<FixRes
   progress.end(
     `${prepared.catalog.catalog.name}: ticket ${prepared.ticket.id}, ${prepared.provider.name} ${prepared.provider.model}`,
   );
+  if (prepared.recovered) reportRecovery(prepared.recovered, progress);
   const { run, stopTimer } = await openRun(prepared, options, deps, progress);
   let ending: Ending;
   try {
@@ -69,6 +71,12 @@ export async function runFix(options: FixOptions, deps: FixDeps): Promise<FixRes
   }
   stopTimer();
   return closeRun(run, ending);
+}
+
+function reportRecovery(recovered: Recovery, progress: ProgressSink): void {
+  progress.phase('apply', 'undoing an earlier apply to this repo that was interrupted');
+  const left = recovered.leftAlone.length > 0 ? `; left as they are: ${recovered.leftAlone.join(', ')}` : '';
+  progress.end(`put back ${recovered.restored.length} file(s) as they were${left}`);
 }
 
 /** Step 2: the run record, the event log, and one signal for Ctrl-C and the run time limit. */

@@ -16,7 +16,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { applyChangeSet, nodeApplyFs, pristineHashes, type ApplyFs } from '../../../src/changes/apply.js';
+import {
+  applyChangeSet,
+  nodeApplyFs,
+  pristineHashes,
+  recoverInterruptedApply,
+  type ApplyFs,
+} from '../../../src/changes/apply.js';
 import { sha256 } from '../../../src/changes/hash.js';
 import type { ChangeEntry } from '../../../src/changes/change-set.js';
 import { ApplyError } from '../../../src/errors.js';
@@ -41,14 +47,23 @@ async function resetRepo(): Promise<void> {
   }
 }
 
+let state: string;
+const savedState = process.env.XDG_STATE_HOME;
+
 beforeEach(async () => {
   root = await mkdtemp(path.join(tmpdir(), 'apply-'));
   repo = path.join(root, 'repo');
   await resetRepo();
+  // Apply journals go to the user's state folder; here, a scratch one outside the compared tree.
+  state = await mkdtemp(path.join(tmpdir(), 'apply-state-'));
+  process.env.XDG_STATE_HOME = state;
 });
 
 afterEach(async () => {
   await rm(root, { recursive: true, force: true });
+  await rm(state, { recursive: true, force: true });
+  if (savedState === undefined) delete process.env.XDG_STATE_HOME;
+  else process.env.XDG_STATE_HOME = savedState;
 });
 
 /** Every entry under `dir` (links not followed) with its kind, permission bits and content hash. */
@@ -134,8 +149,9 @@ describe('applyChangeSet', () => {
     const failing: ApplyFs = {
       ...nodeApplyFs,
       async writeNewFile(file, content, mode) {
-        writes += 1;
-        if (writes === 2) {
+        // Writes into the repo only: the apply's journal is written first, outside it.
+        if (file.startsWith(repo)) writes += 1;
+        if (writes === 2 && file.startsWith(repo)) {
           // Leave a partial temp file behind, as a full disk would.
           await nodeApplyFs.writeNewFile(file, content.subarray(0, 3), mode);
           throw Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' });
@@ -344,12 +360,9 @@ describe('applyChangeSet against a failure at any step', () => {
       if (state === 'applied') await resetRepo();
     }
   });
-  // BUG (src/changes/apply.ts, with the lead's change-path rewrite): the rollback lives in
-  // memory, so a process killed between two renames (kill -9, power loss, OOM) leaves the
-  // repo half applied, and a kill between a temp write and its rename leaves the temp file.
-  // Crash consistency needs a journal (backups fsynced before the first rename) and a
-  // recovery step the next run calls. Remove `.fails` once that exists and is called here.
-  it.fails('a process killed at any operation leaves the repo as it was or fully applied', async () => {
+  // A crash skips the in-memory rollback; the journal written before the first rename lets
+  // the next run (here: recoverInterruptedApply, as `fix` and the next apply call it) undo it.
+  it('a process killed at any operation leaves the repo, once recovered, as it was or fully applied', async () => {
     const { before, after, ops } = await endStates();
     const scratch = await mkdtemp(path.join(tmpdir(), 'apply-kill-'));
     const plan = path.join(scratch, 'entries.json');
@@ -363,12 +376,13 @@ describe('applyChangeSet against a failure at any step', () => {
         })),
       ),
     );
+    const journals = path.join(scratch, 'journals');
     const child = path.join(scratch, 'apply-and-die.mjs');
     await writeFile(
       child,
       `import { readFileSync } from 'node:fs';
 import { applyChangeSet, nodeApplyFs, pristineHashes } from ${JSON.stringify(pathToFileURL(path.join(ROOT, 'dist', 'changes', 'apply.js')).href)};
-const [repo, plan, killAt] = process.argv.slice(2);
+const [repo, plan, killAt, journalDir] = process.argv.slice(2);
 const entries = JSON.parse(readFileSync(plan, 'utf8')).map((e) => ({
   ...e,
   content: e.content === undefined ? undefined : Buffer.from(e.content, 'base64'),
@@ -379,7 +393,7 @@ const fs = Object.fromEntries(Object.entries(nodeApplyFs).map(([name, op]) => [n
   if (++n === Number(killAt)) process.kill(process.pid, 'SIGKILL');
   return op(...args);
 }]));
-await applyChangeSet(repo, { entries }, { expected: pristineHashes({ entries }), fs });
+await applyChangeSet(repo, { entries }, { expected: pristineHashes({ entries }), fs, journalDir });
 `,
     );
     const states: string[] = [];
@@ -389,11 +403,14 @@ await applyChangeSet(repo, { entries }, { expected: pristineHashes({ entries }),
       const killPoints = ops.flatMap((name, i) => (mutating.has(name) ? [i + 1] : []));
       for (const killAt of [...killPoints, ops.length + 1]) {
         await new Promise<void>((resolve, reject) => {
-          execFile(process.execPath, [child, repo, plan, String(killAt)], (error) =>
+          execFile(process.execPath, [child, repo, plan, String(killAt), journals], (error) =>
             error && (error as { signal?: string }).signal !== 'SIGKILL' ? reject(error) : resolve(),
           );
         });
+        const recovered = await recoverInterruptedApply(repo, { journalDir: journals });
         const now = JSON.stringify(await tree(root));
+        expect(await readdir(journals)).toEqual([]);
+        if (recovered) expect(recovered.leftAlone).toEqual([]);
         states.push(
           `${killAt} ${ops[killAt - 1] ?? 'none'}: ${now === JSON.stringify(before) ? 'as it was' : now === JSON.stringify(after) ? 'applied' : 'HALF'}`,
         );
@@ -404,5 +421,106 @@ await applyChangeSet(repo, { entries }, { expected: pristineHashes({ entries }),
     }
     expect(states.at(-1)).toMatch(/: applied$/);
     expect(states.filter((line) => line.endsWith('HALF'))).toEqual([]);
+  });
+});
+
+describe('recoverInterruptedApply', () => {
+  const entries = () => [
+    modified('src/pricing.ts', 'export const fee = 0;\n'),
+    added('src/zones/eu/rates.ts', 'export const eu = 1;\n'),
+    modified('README.md', '# Shipping, fixed\n'),
+  ];
+
+  /**
+   * An apply that stops for good at its second rename into the repo, as if the process died
+   * there: src/pricing.ts is written, the rest is not, and no rollback runs.
+   */
+  async function crashMidway(): Promise<void> {
+    let renames = 0;
+    let reached!: () => void;
+    const stopped = new Promise<void>((resolve) => (reached = resolve));
+    const hanging: ApplyFs = {
+      ...nodeApplyFs,
+      rename: (from, to) => {
+        if (to.startsWith(repo) && ++renames === 2) {
+          reached();
+          return new Promise<void>(() => undefined);
+        }
+        return nodeApplyFs.rename(from, to);
+      },
+    };
+    void applyChangeSet(
+      repo,
+      { entries: entries() },
+      { expected: pristineHashes({ entries: entries() }), fs: hanging },
+    );
+    await stopped;
+  }
+
+  it('puts back what a crashed apply wrote, removes its folders and temp files, and its journal', async () => {
+    const before = await tree(root);
+    await crashMidway();
+    expect(await readFile(path.join(repo, 'src/pricing.ts'), 'utf8')).toBe('export const fee = 0;\n');
+    expect(await readdir(path.join(repo, 'src/zones/eu'))).toContainEqual(expect.stringMatching(/\.tmp$/));
+    const recovered = await recoverInterruptedApply(repo);
+    expect(recovered?.restored.sort()).toEqual(['src/pricing.ts']);
+    expect(recovered?.leftAlone).toEqual([]);
+    expect(await tree(root)).toEqual(before);
+    expect(await readdir(path.join(state, 'sandbox-harness', 'apply'))).toEqual([]);
+    // Nothing left to do the second time.
+    expect(await recoverInterruptedApply(repo)).toBeUndefined();
+  });
+
+  it('leaves a file the user changed after the crash as it is, and names it', async () => {
+    await crashMidway();
+    await writeFile(path.join(repo, 'src/pricing.ts'), 'export const fee = 7; // by hand\n');
+    const recovered = await recoverInterruptedApply(repo);
+    expect(recovered?.leftAlone).toEqual(['src/pricing.ts (changed since the interrupted apply)']);
+    expect(await readFile(path.join(repo, 'src/pricing.ts'), 'utf8')).toBe(
+      'export const fee = 7; // by hand\n',
+    );
+  });
+
+  it('the next apply recovers first, then applies on the repo as it was', async () => {
+    await crashMidway();
+    const result = await applyChangeSet(
+      repo,
+      { entries: entries() },
+      { expected: pristineHashes({ entries: entries() }) },
+    );
+    expect(result.written).toEqual(['src/pricing.ts', 'src/zones/eu/rates.ts', 'README.md']);
+    expect(await readFile(path.join(repo, 'README.md'), 'utf8')).toBe('# Shipping, fixed\n');
+  });
+
+  it('does not touch a repo while the process that is applying to it is alive', async () => {
+    const journals = path.join(state, 'sandbox-harness', 'apply');
+    await crashMidway();
+    const [name] = await readdir(journals);
+    const file = path.join(journals, name!);
+    const journal = JSON.parse(await readFile(file, 'utf8')) as { pid: number };
+    // The parent of this test process is alive and is not this process.
+    await writeFile(file, JSON.stringify({ ...journal, pid: process.ppid }));
+    const error = await applyError(recoverInterruptedApply(repo));
+    expect(error.message).toMatch(
+      new RegExp(`another process \\(pid ${process.ppid}\\) is applying a change`),
+    );
+    expect(await readFile(path.join(repo, 'src/pricing.ts'), 'utf8')).toBe('export const fee = 0;\n');
+  });
+
+  it('refuses a journal that is not one, or is another repo’s, and changes nothing', async () => {
+    const journals = path.join(state, 'sandbox-harness', 'apply');
+    await crashMidway();
+    const [name] = await readdir(journals);
+    const file = path.join(journals, name!);
+    const journal = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>;
+    await writeFile(file, JSON.stringify({ ...journal, root: '/etc' }));
+    expect((await applyError(recoverInterruptedApply(repo))).message).toMatch(
+      /cannot be used: it belongs to \/etc/,
+    );
+    await writeFile(file, '{"version": 1}');
+    expect((await applyError(recoverInterruptedApply(repo))).message).toMatch(
+      /cannot be used: it is not a journal/,
+    );
+    expect(await readFile(path.join(repo, 'src/pricing.ts'), 'utf8')).toBe('export const fee = 0;\n');
   });
 });

@@ -21,6 +21,8 @@ import { memoryBaselineCache } from '../../../src/fix/baseline.js';
 import { SandboxUnavailable } from '../../../src/errors.js';
 import { exitCodeForRun } from '../../../src/cli/exit-codes.js';
 import { sha256 } from '../../../src/changes/hash.js';
+import { applyChangeSet, nodeApplyFs, pristineHashes, type ApplyFs } from '../../../src/changes/apply.js';
+import { defaultJournalDir } from '../../../src/changes/apply-journal.js';
 import type { ModelProvider } from '../../../src/llm/types.js';
 import type { SandboxSpec } from '../../../src/sandbox/types.js';
 import {
@@ -129,7 +131,14 @@ async function harness(): Promise<Harness> {
       rebuild: false,
       cwd: root,
       // The host environment as a user has it: credentials included.
-      env: { ANTHROPIC_API_KEY: CANARY, HOME: '/root', PATH: '/usr/bin', SECRET_TOKEN: CANARY },
+      env: {
+        ANTHROPIC_API_KEY: CANARY,
+        HOME: '/root',
+        PATH: '/usr/bin',
+        SECRET_TOKEN: CANARY,
+        // Apply journals go here, not into the real home.
+        XDG_STATE_HOME: join(root, 'state'),
+      },
       signal: new AbortController().signal,
       readStdin: async () => '',
       // The provider itself comes from the deps; the name only has to be valid.
@@ -325,6 +334,72 @@ describe('runFix with fakes', () => {
       'attempt-1',
       'verify-1',
     ]);
+  });
+
+  it('undoes an earlier apply that a crash interrupted before it builds anything from the repo', async () => {
+    const h = await harness();
+    const target = join(h.repo, 'src', 'shipping.ts');
+    const pristine = await readFile(target);
+    const half = {
+      path: 'src/shipping.ts',
+      kind: 'modified',
+      type: 'file',
+      allowed: true,
+      binary: false,
+      modeChanged: false,
+    } as const;
+    const entries = [
+      { ...half, content: Buffer.from('// half of an earlier apply\n'), oldContent: pristine, mode: 0o644 },
+      {
+        ...half,
+        path: 'AGENTS.md',
+        content: Buffer.from('x\n'),
+        oldContent: await readFile(join(h.repo, 'AGENTS.md')),
+        mode: 0o644,
+      },
+    ];
+    // An apply whose second rename never returns: as if the process died right there.
+    let reached!: () => void;
+    const stopped = new Promise<void>((resolve) => (reached = resolve));
+    let renames = 0;
+    const dying: ApplyFs = {
+      ...nodeApplyFs,
+      rename: (from, to) => {
+        if (to.startsWith(h.repo) && ++renames === 2) {
+          reached();
+          return new Promise<void>(() => undefined);
+        }
+        return nodeApplyFs.rename(from, to);
+      },
+    };
+    void applyChangeSet(
+      h.repo,
+      { entries },
+      {
+        expected: pristineHashes({ entries }),
+        fs: dying,
+        journalDir: defaultJournalDir(h.options().env),
+      },
+    );
+    await stopped;
+    expect(await readFile(target, 'utf8')).toBe('// half of an earlier apply\n');
+    const deps = h.deps(scripted(fixingTurns));
+    let seenByImage = '';
+    const image = deps.image;
+    deps.image = async (...args) => {
+      seenByImage = await readFile(target, 'utf8');
+      return image(...args);
+    };
+    const lines: string[] = [];
+    const progress = {
+      phase: () => undefined,
+      detail: () => undefined,
+      end: (t: string) => void lines.push(t),
+    };
+    const result = await runFix(h.options({ progress }), deps);
+    expect(seenByImage).toBe(pristine.toString('utf8'));
+    expect(lines).toContain('put back 1 file(s) as they were');
+    expect(result.record.applied).toBe(true);
   });
 
   it('refuses to apply when the host file changed during the run, keeping the patch', async () => {
