@@ -176,6 +176,10 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
 
 async function fixTicket(run: Run): Promise<Ending> {
   const image = await resolveImage(run);
+  // Without held-out tests the first attempt's sandbox needs the image alone: it starts
+  // while the attempts are planned (the pristine tree read is as slow as a start-up).
+  if (run.catalog.catalog.agent.heldOutTests.length === 0)
+    run.sandboxes.makeAhead('attempt-1', { hidden: [] });
   const plan = await planAttempts(run, image);
   const result = await attemptsWithBaseline(run, plan, image);
   if (result === 'nothing-to-fix') {

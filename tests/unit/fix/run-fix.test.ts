@@ -161,7 +161,8 @@ describe('runFix with fakes', () => {
     expect(await readFile(join(h.repo, 'src', 'shipping.ts'), 'utf8')).toContain(
       'FREE_SHIPPING_THRESHOLD = 39;',
     );
-    expect(h.created.map((c) => c.spec.role)).toEqual(['baseline', 'attempt-1', 'verify-1']);
+    // The first attempt's sandbox starts as soon as the image is known, before the baseline's.
+    expect(h.created.map((c) => c.spec.role)).toEqual(['attempt-1', 'baseline', 'verify-1']);
     // The run record is in the repo, kept out of git status by its own .gitignore.
     expect(result.runDir.startsWith(join(h.repo, '.sandbox-harness', 'runs'))).toBe(true);
     expect(await readFile(join(h.repo, '.sandbox-harness', '.gitignore'), 'utf8')).toBe('*\n');
@@ -313,14 +314,25 @@ describe('runFix with fakes', () => {
 
   it('makes the verification sandbox while the agent works, and removes it unused, even under --keep always', async () => {
     const h = await harness();
-    const result = await runFix(h.options({ maxAttempts: 1, keep: 'always' }), h.deps(scripted(idleTurns)));
+    const turns: Turn[] = [
+      { content: [toolUse('r', 'run_command', { command: 'ls' })] },
+      { content: [text('no idea')] },
+    ];
+    let madeBeforeFirstCommand: boolean | undefined;
+    const onExec: ExecHandler = async (command, options, sandbox) => {
+      if (command === 'ls' && madeBeforeFirstCommand === undefined)
+        madeBeforeFirstCommand = h.created.some((c) => c.spec.role === 'verify-1');
+      return npmTest(command, options, sandbox);
+    };
+    const result = await runFix(
+      h.options({ maxAttempts: 1, keep: 'always' }),
+      h.deps(scripted(turns), onExec),
+    );
     expect(result.outcome).toBe('failed');
     const verify = h.created.filter((c) => c.spec.role === 'verify-1');
     expect(verify).toHaveLength(1);
     // Made before the agent ran its first command, from the image alone.
-    expect(h.created.findIndex((c) => c.spec.role === 'verify-1')).toBe(
-      h.created.findIndex((c) => c.spec.role === 'attempt-1') + 1,
-    );
+    expect(madeBeforeFirstCommand).toBe(true);
     expect(verify[0]!.sandbox.disposed).toEqual({ keep: false });
     expect(h.created.find((c) => c.spec.role === 'attempt-1')?.sandbox.disposed).toEqual({ keep: true });
   });
@@ -330,8 +342,8 @@ describe('runFix with fakes', () => {
     const result = await runFix(h.options({ keep: 'always' }), h.deps(scripted(fixingTurns)));
     expect(result.outcome).toBe('ready-for-review');
     expect(h.created.filter((c) => c.sandbox.disposed?.keep).map((c) => c.spec.role)).toEqual([
-      'baseline',
       'attempt-1',
+      'baseline',
       'verify-1',
     ]);
   });
