@@ -30,6 +30,7 @@ import type { AttemptRecord } from '../runs/record.js';
 import type { Sandbox, WorkspaceTree } from '../sandbox/types.js';
 import type { Run } from './context.js';
 import { failureFeedback, formatTestRun, type TestLayer } from './test-layers.js';
+import { warmChannel } from './sandboxes.js';
 import { verifyChange, type Verification } from './verify.js';
 import { reviewChange } from './review.js';
 
@@ -260,9 +261,8 @@ async function runAgent(
 ): Promise<AgentLoopResult> {
   const agent = run.catalog.catalog.agent;
   // The agent's calls go over the sandbox's command channel; starting it now, while the
-  // first model call runs, takes its start-up off the first tool call. Its outcome does not
-  // matter here: a channel that fails to start leaves every call to one exec each.
-  void box.exec('true', { fast: true, timeoutMs: 10_000 }).catch(() => undefined);
+  // first model call runs, takes its start-up off the first tool call.
+  warmChannel(box);
   const messages: Message[] = [];
   const entry: Run['transcript'][number] = { attempt: n, role: 'maker', system: plan.system, messages };
   run.transcript.push(entry);

@@ -14,6 +14,15 @@ interface Tracked {
   throwaway: boolean;
 }
 
+/**
+ * Starts a sandbox's command channel (a shell of the image's, started by the harness), so
+ * the first call over it does not pay the start-up. Its outcome does not matter: a channel
+ * that fails to start leaves every call to one exec each.
+ */
+export function warmChannel(sandbox: Sandbox): void {
+  void sandbox.exec('true', { fast: true, timeoutMs: 10_000 }).catch(() => undefined);
+}
+
 export class SandboxPool {
   private readonly live: Tracked[] = [];
   /** Ids in the order they were made. */
@@ -50,7 +59,7 @@ export class SandboxPool {
   makeAhead(role: string, extra: Partial<SandboxSpec> = {}): void {
     if (this.ahead.has(role)) return;
     const making = this.create(role, extra);
-    making.catch(() => undefined);
+    making.then(warmChannel, () => undefined);
     this.ahead.set(role, making);
   }
 

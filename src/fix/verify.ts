@@ -129,11 +129,14 @@ export async function verifyChange(
   }
 }
 
-/** The allowed change, written into a sandbox made from the pristine image. */
+/**
+ * The allowed change, written into a sandbox made from the pristine image: over its command
+ * channel (started when the sandbox was made ahead; nothing of the agent runs there).
+ */
 async function writeAllowed(box: Sandbox, changeSet: ChangeSet, signal: AbortSignal): Promise<void> {
   const files = changeSet.entries.filter((e) => e.content !== undefined);
   await box.writeFiles(
     files.map((e) => ({ path: e.path, content: e.content!, mode: hostMode(e.mode ?? 0o644) & 0o777 })),
-    { signal },
+    { signal, fast: true },
   );
 }

@@ -155,4 +155,67 @@ describe('the writable layer, read from the host', () => {
     await dockerEngine().stopContainer(sandbox.id, 0);
     await expect(sandbox.changes()).rejects.toMatchObject({ code: 'SANDBOX_DEAD' });
   });
+
+  it('exports what the in-sandbox export exports, refuses what it refuses, and runs nothing there', async () => {
+    const image = await fixtureImage('conformance');
+    const runId = 'scan-vs-engine-export';
+    const sandbox = await dockerBackend().create({ image, role: 'scan-vs-engine', runId });
+    made.push(sandbox);
+    const run = await sandbox.exec(
+      [
+        'echo more >> src/greeting.txt',
+        'mkdir -p lib/deep && printf new > lib/deep/new.txt && chmod 755 lib/deep/new.txt',
+        'ln -s ../README.md lib/readme',
+        'mkfifo lib/pipe',
+        'ln lib/deep/new.txt lib/alias.txt',
+        'head -c 3000 /dev/zero > lib/big.bin',
+        'ln -s / lib/root',
+      ].join(' && '),
+    );
+    expect(run.exitCode, run.stderr).toBe(0);
+    const paths = [
+      'src/greeting.txt',
+      'lib/deep/new.txt',
+      'lib/readme',
+      'lib/pipe',
+      'lib/alias.txt',
+      'lib/big.bin',
+      'lib/deep',
+      'lib/gone.txt',
+      'lib/root/etc/passwd',
+    ];
+    const exportOf = async (box: Sandbox) => {
+      const execs = vi.spyOn(DockerEngine.prototype, 'startExec');
+      try {
+        const result = await box.exportFiles(paths, { maxFileBytes: 2048 });
+        return {
+          execs: execs.mock.calls.length,
+          files: result.files.map((f) => [f.path, f.content.toString('utf8'), f.mode]).sort(),
+          refused: result.refused.map((r) => [r.path, r.kind]).sort(),
+        };
+      } finally {
+        execs.mockRestore();
+      }
+    };
+    const fromLayers = await exportOf(sandbox);
+    const inside = await exportOf(await dockerBackend().attach({ id: sandbox.id, runId }));
+    expect(fromLayers.execs).toBe(0);
+    expect(inside.execs).toBe(1);
+    expect(fromLayers.files).toEqual([['src/greeting.txt', expect.stringMatching(/more\n$/), 0o644]]);
+    expect(fromLayers.refused).toEqual([
+      ['lib/alias.txt', 'hard-link'],
+      ['lib/big.bin', 'too-large'],
+      ['lib/deep', 'directory'],
+      ['lib/deep/new.txt', 'hard-link'],
+      ['lib/gone.txt', 'missing'],
+      ['lib/pipe', 'special-file'],
+      ['lib/readme', 'symlink'],
+      // Through a link to the container's root: never read, whatever it leads to.
+      ['lib/root/etc/passwd', 'symlink'],
+    ]);
+    // The in-sandbox export follows a linked folder (the change set refuses such paths
+    // before any export); on everything else the two agree.
+    expect(inside.files.filter(([path]) => path !== 'lib/root/etc/passwd')).toEqual(fromLayers.files);
+    expect(inside.refused).toEqual(fromLayers.refused.filter(([path]) => path !== 'lib/root/etc/passwd'));
+  });
 });

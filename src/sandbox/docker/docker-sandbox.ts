@@ -21,6 +21,7 @@ import {
   SANDBOX_UID,
   WORKSPACE,
   type AttachRequest,
+  type ExportResult,
   type Sandbox,
   type SandboxBackend,
   type SandboxSpec,
@@ -31,7 +32,7 @@ import {
 import { dockerEngine, IDLE_CONTAINER_LIMITS, StorageQuotaUnsupported, type DockerEngine } from './engine.js';
 import { KEPT_NAME_PREFIX, LABEL, containerLabels, containerName } from './labels.js';
 import { reapOrphans } from './gc.js';
-import { layerMarker, scanOverlay, type OverlayLayers } from './upper-dir.js';
+import { exportOverlay, layerMarker, scanOverlay, type OverlayLayers } from './upper-dir.js';
 
 const USER = `${SANDBOX_UID}:${SANDBOX_GID}`;
 const BASE_ENV = ['HOME=/home/sandbox', 'LANG=C.UTF-8', 'SANDBOX_HARNESS=1'];
@@ -120,6 +121,17 @@ export class DockerSandbox extends PosixSandbox {
     this.layers ??= this.findLayers();
     const layers = await this.layers;
     return layers ? scanOverlay(layers, WORKSPACE.slice(1), maxRecords) : undefined;
+  }
+
+  /** The changed files' bytes from the same layers, read on the host; elsewhere from inside. */
+  protected override async hostExport(
+    paths: readonly string[],
+    caps: { maxFileBytes: number; maxTotalBytes: number },
+  ): Promise<ExportResult | undefined> {
+    if (this.marker === undefined) return undefined;
+    this.layers ??= this.findLayers();
+    const layers = await this.layers;
+    return layers ? exportOverlay(layers, WORKSPACE.slice(1), paths, caps) : undefined;
   }
 
   private async findLayers(): Promise<OverlayLayers | undefined> {
@@ -238,6 +250,12 @@ export class DockerBackend implements SandboxBackend {
   constructor(
     private readonly dockerEngineRef: DockerEngine = dockerEngine(),
     readonly engine = 'local',
+    /**
+     * Whether sandboxes may list and read their changes from their layers on this host
+     * (when the engine's storage allows it); off, they use the scripts inside the sandbox,
+     * as on a remote engine (the conformance suite runs both ways).
+     */
+    private readonly hostReads = true,
   ) {}
 
   /** How the disk budget is enforced on this engine: by the engine's quota, or by a watchdog. */
@@ -305,7 +323,7 @@ export class DockerBackend implements SandboxBackend {
       image: spec.image,
       labels,
       env: [],
-      marker,
+      ...(this.hostReads ? { marker } : {}),
       transport: new ExecTransport(engine, id),
       tree: () => this.workspaceTree(spec.image),
       ...(spec.hidden ? { hidden: spec.hidden.map((p) => workspaceRelative(p)) } : {}),

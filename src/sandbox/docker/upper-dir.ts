@@ -1,6 +1,6 @@
 /**
- * The change list of a sandbox on a local overlay2 engine, read from the host without an
- * exec: the container's writable layer (its overlay "upper" folder) holds exactly the paths
+ * The change list of a sandbox on a local overlay2 engine, and the changed files' bytes,
+ * read from the host without an exec: the container's writable layer (its overlay "upper" folder) holds exactly the paths
  * that were written, so walking it costs what the change costs, not what the image holds.
  * Every path found there is looked up in the container's merged view for what it is now,
  * and every folder found there is listed in the merged view for what it holds now (which
@@ -14,9 +14,9 @@
  * O_NOFOLLOW relative to its parent's descriptor (through /proc/self/fd, Node's openat), and a
  * folder swapped for a link to the host's files is refused by the kernel, not followed.
  */
-import { constants } from 'node:fs';
+import { constants, type Stats } from 'node:fs';
 import { lstat, open, readdir, type FileHandle } from 'node:fs/promises';
-import type { EntryType } from '../types.js';
+import type { EntryType, ExportedFile, ExportRefusal, ExportResult } from '../types.js';
 import type { ParsedScan } from '../posix/scan.js';
 
 export interface OverlayLayers {
@@ -158,4 +158,131 @@ async function walk(
     await upper.close().catch(() => undefined);
     await merged.close().catch(() => undefined);
   }
+}
+
+/**
+ * Reads `paths` (relative to `folder`) from the container's merged view, with the refusals of
+ * the in-sandbox export: only regular files with one link, within the caps. Each folder on
+ * the way is opened without following a link and the file itself with O_NOFOLLOW, so a path
+ * through a link is refused (the in-sandbox export would follow a linked folder; the change
+ * set already refuses such paths). Undefined when the view cannot be read (not running, no
+ * access): the caller then exports from inside the sandbox.
+ */
+export async function exportOverlay(
+  layers: OverlayLayers,
+  folder: string,
+  paths: readonly string[],
+  caps: { maxFileBytes: number; maxTotalBytes: number },
+): Promise<ExportResult | undefined> {
+  let mergedRoot: FileHandle | undefined;
+  let base: FileHandle | undefined;
+  try {
+    mergedRoot = await open(layers.mergedDir, DIRECTORY_FLAGS);
+    base = await openChild(mergedRoot, folder);
+  } catch {
+    // Reported below as not readable.
+  } finally {
+    await mergedRoot?.close().catch(() => undefined);
+  }
+  if (!base) return undefined;
+  const result: ExportResult = { files: [], refused: [] };
+  let total = 0;
+  try {
+    for (const path of paths) {
+      const read = await readOne(base, path, caps, total);
+      if ('kind' in read) result.refused.push({ path, ...read });
+      else {
+        total += read.content.length;
+        result.files.push({ path, ...read });
+      }
+    }
+  } finally {
+    await base.close().catch(() => undefined);
+  }
+  return result;
+}
+
+type Refusal = Omit<ExportRefusal, 'path'>;
+
+async function readOne(
+  base: FileHandle,
+  path: string,
+  caps: { maxFileBytes: number; maxTotalBytes: number },
+  total: number,
+): Promise<Omit<ExportedFile, 'path'> | Refusal> {
+  const parts = path.split('/');
+  const opened: FileHandle[] = [];
+  try {
+    let dir = base;
+    for (const [i, part] of parts.slice(0, -1).entries()) {
+      const next = await openChild(dir, part);
+      if (!next) {
+        const what = await lstat(fdPath(dir, part)).catch(() => undefined);
+        const where = parts.slice(0, i + 1).join('/');
+        if (!what) return { kind: 'missing', reason: 'no longer exists' };
+        if (what.isSymbolicLink())
+          return { kind: 'symlink', reason: `reached through a symbolic link (${where})` };
+        return { kind: 'missing', reason: `no longer exists (${where} is not a folder)` };
+      }
+      opened.push(next);
+      dir = next;
+    }
+    const name = parts.at(-1)!;
+    const stats = await lstat(fdPath(dir, name)).catch(() => undefined);
+    if (!stats) return { kind: 'missing', reason: 'no longer exists' };
+    const refusal = refusalOf(stats, caps, total);
+    if (refusal) return refusal;
+    // Opened without following a link and without blocking on a fifo swapped in meanwhile;
+    // what was opened is checked again, since the sandbox may be changing it.
+    const file = await open(
+      fdPath(dir, name),
+      constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK,
+    );
+    opened.push(file);
+    const now = await file.stat();
+    if (now.ino !== stats.ino || now.dev !== stats.dev)
+      return { kind: 'missing', reason: 'replaced while it was read' };
+    const again = refusalOf(now, caps, total);
+    if (again) return again;
+    const buffer = Buffer.alloc(Math.min(now.size, caps.maxFileBytes) + 1);
+    let got = 0;
+    while (got < buffer.length) {
+      const { bytesRead } = await file.read(buffer, got, buffer.length - got, got);
+      if (bytesRead === 0) break;
+      got += bytesRead;
+    }
+    if (got > caps.maxFileBytes)
+      return { kind: 'too-large', reason: `more than the ${caps.maxFileBytes}-byte per-file cap` };
+    if (total + got > caps.maxTotalBytes)
+      return { kind: 'over-total', reason: `reading it would pass the ${caps.maxTotalBytes}-byte total cap` };
+    return { content: buffer.subarray(0, got), mode: now.mode & 0o7777 };
+  } catch (error) {
+    return {
+      kind: 'missing',
+      reason: `could not be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
+    };
+  } finally {
+    await Promise.all(opened.map((h) => h.close().catch(() => undefined)));
+  }
+}
+
+function refusalOf(
+  stats: Stats,
+  caps: { maxFileBytes: number; maxTotalBytes: number },
+  total: number,
+): Refusal | undefined {
+  if (stats.isSymbolicLink()) return { kind: 'symlink', reason: 'a symbolic link is not a regular file' };
+  if (stats.isDirectory()) return { kind: 'directory', reason: 'a folder, not a file' };
+  if (!stats.isFile())
+    return { kind: 'special-file', reason: 'not a regular file (a fifo, socket or device)' };
+  if (stats.nlink > 1)
+    return { kind: 'hard-link', reason: 'a hard link (it shares its data with another file)' };
+  if (stats.size > caps.maxFileBytes)
+    return {
+      kind: 'too-large',
+      reason: `${stats.size} bytes is over the ${caps.maxFileBytes}-byte per-file cap`,
+    };
+  if (total + stats.size > caps.maxTotalBytes)
+    return { kind: 'over-total', reason: `reading it would pass the ${caps.maxTotalBytes}-byte total cap` };
+  return undefined;
 }

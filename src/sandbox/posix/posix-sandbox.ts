@@ -240,6 +240,17 @@ export abstract class PosixSandbox implements Sandbox {
     return undefined;
   }
 
+  /**
+   * A backend's own way to read changed files without running anything in the sandbox, with
+   * the export's refusals and caps, or undefined to use the export script.
+   */
+  protected async hostExport(
+    _paths: readonly string[],
+    _caps: { maxFileBytes: number; maxTotalBytes: number },
+  ): Promise<ExportResult | undefined> {
+    return undefined;
+  }
+
   async changes(limits: ChangeScanLimits = {}): Promise<ChangeScan> {
     const max = limits.maxEntries ?? DEFAULT_SCAN_ENTRIES;
     await this.checkUsable();
@@ -289,6 +300,13 @@ export abstract class PosixSandbox implements Sandbox {
     }
     if (wanted.size === 0) return result;
     await this.checkUsable();
+    if (limits.signal?.aborted) throw abortError(limits.signal);
+    const fromHost = await this.hostExport([...wanted], caps);
+    if (fromHost) {
+      result.files.push(...fromHost.files);
+      result.refused.push(...fromHost.refused);
+      return result;
+    }
     const stream = new PassThrough();
     // The archive is parsed as it arrives; a stream past every cap is cut, not buffered.
     const limit = caps.maxTotalBytes + caps.maxFileBytes + (wanted.size + 2) * 1536;

@@ -190,7 +190,8 @@ describe('runFix with fakes', () => {
     const h = await harness();
     await runFix(h.options(), h.deps(scripted(fixingTurns)));
     const verify = h.created.find((c) => c.spec.role === 'verify-1')!.sandbox;
-    expect(verify.commands).toEqual(['npm test']);
+    // The harness's channel start-up (made ahead), then the tests: nothing else runs there.
+    expect(verify.commands).toEqual(['true', 'npm test']);
     expect(verify.text('src/shipping.ts')).toContain('= 39;');
   });
 
