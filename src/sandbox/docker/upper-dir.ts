@@ -16,6 +16,8 @@
  */
 import { constants, type Stats } from 'node:fs';
 import { lstat, open, readdir, type FileHandle } from 'node:fs/promises';
+import { posix } from 'node:path';
+import pLimit from 'p-limit';
 import type { EntryType, ExportedFile, ExportRefusal, ExportResult } from '../types.js';
 import type { ParsedScan } from '../posix/scan.js';
 
@@ -174,6 +176,9 @@ export async function exportOverlay(
   paths: readonly string[],
   caps: { maxFileBytes: number; maxTotalBytes: number },
 ): Promise<ExportResult | undefined> {
+  // Every folder stays open for the export; past this many the process's descriptors could
+  // run out, and a file that could not be opened must never read as one that is missing.
+  if (new Set(paths.map((p) => posix.dirname(p))).size > MAX_EXPORT_FOLDERS) return undefined;
   let mergedRoot: FileHandle | undefined;
   let base: FileHandle | undefined;
   try {
@@ -185,64 +190,123 @@ export async function exportOverlay(
     await mergedRoot?.close().catch(() => undefined);
   }
   if (!base) return undefined;
-  const result: ExportResult = { files: [], refused: [] };
-  let total = 0;
+  const folders = new Folders(base);
+  const limit = pLimit(16);
   try {
-    for (const path of paths) {
-      const read = await readOne(base, path, caps, total);
-      if ('kind' in read) result.refused.push({ path, ...read });
+    // Looked at and read a few at a time; the total cap is applied in the order asked, as
+    // the archive of the in-sandbox export would.
+    const looked = await Promise.all(paths.map((path) => limit(() => look(folders, path, caps))));
+    let planned = 0;
+    const wanted = looked.map((found) => {
+      if ('kind' in found) return found;
+      if (planned + found.stats.size > caps.maxTotalBytes) return overTotal(caps);
+      planned += found.stats.size;
+      return found;
+    });
+    const read = await Promise.all(
+      wanted.map((found) => ('kind' in found ? found : limit(() => readFound(found, caps)))),
+    );
+    const result: ExportResult = { files: [], refused: [] };
+    let total = 0;
+    read.forEach((outcome, i) => {
+      const path = paths[i]!;
+      if ('kind' in outcome) result.refused.push({ path, ...outcome });
+      // A file that grew between the look and the read may still pass the total.
+      else if (total + outcome.content.length > caps.maxTotalBytes)
+        result.refused.push({ path, ...overTotal(caps) });
       else {
-        total += read.content.length;
-        result.files.push({ path, ...read });
+        total += outcome.content.length;
+        result.files.push({ path, ...outcome });
       }
-    }
+    });
+    return result;
   } finally {
-    await base.close().catch(() => undefined);
+    await folders.close();
   }
-  return result;
 }
+
+const MAX_EXPORT_FOLDERS = 256;
 
 type Refusal = Omit<ExportRefusal, 'path'>;
 
-async function readOne(
-  base: FileHandle,
+const overTotal = (caps: { maxTotalBytes: number }): Refusal => ({
+  kind: 'over-total',
+  reason: `reading it would pass the ${caps.maxTotalBytes}-byte total cap`,
+});
+
+/** Folders below the export's root, each opened once per export, by path. */
+class Folders {
+  private readonly open = new Map<string, Promise<FileHandle | Refusal>>();
+
+  constructor(private readonly base: FileHandle) {}
+
+  get(rel: string): Promise<FileHandle | Refusal> {
+    if (rel === '') return Promise.resolve(this.base);
+    let pending = this.open.get(rel);
+    if (!pending) {
+      pending = this.openFolder(rel);
+      this.open.set(rel, pending);
+    }
+    return pending;
+  }
+
+  private async openFolder(rel: string): Promise<FileHandle | Refusal> {
+    const cut = rel.lastIndexOf('/');
+    const parent = await this.get(cut < 0 ? '' : rel.slice(0, cut));
+    if ('kind' in parent) return parent;
+    const name = rel.slice(cut + 1);
+    const next = await openChild(parent, name);
+    if (next) return next;
+    const what = await lstat(fdPath(parent, name)).catch(() => undefined);
+    if (!what) return { kind: 'missing', reason: 'no longer exists' };
+    if (what.isSymbolicLink()) return { kind: 'symlink', reason: `reached through a symbolic link (${rel})` };
+    return { kind: 'missing', reason: `no longer exists (${rel} is not a folder)` };
+  }
+
+  async close(): Promise<void> {
+    const handles = await Promise.all(this.open.values());
+    await Promise.all(
+      [this.base, ...handles].map((h) => ('kind' in h ? undefined : h.close().catch(() => undefined))),
+    );
+  }
+}
+
+interface Found {
+  folder: FileHandle;
+  name: string;
+  stats: Stats;
+}
+
+async function look(
+  folders: Folders,
   path: string,
   caps: { maxFileBytes: number; maxTotalBytes: number },
-  total: number,
+): Promise<Found | Refusal> {
+  const cut = path.lastIndexOf('/');
+  const folder = await folders.get(cut < 0 ? '' : path.slice(0, cut));
+  if ('kind' in folder) return folder;
+  const name = path.slice(cut + 1);
+  const stats = await lstat(fdPath(folder, name)).catch(() => undefined);
+  if (!stats) return { kind: 'missing', reason: 'no longer exists' };
+  return refusalOf(stats, caps) ?? { folder, name, stats };
+}
+
+async function readFound(
+  found: Found,
+  caps: { maxFileBytes: number },
 ): Promise<Omit<ExportedFile, 'path'> | Refusal> {
-  const parts = path.split('/');
-  const opened: FileHandle[] = [];
+  let file: FileHandle | undefined;
   try {
-    let dir = base;
-    for (const [i, part] of parts.slice(0, -1).entries()) {
-      const next = await openChild(dir, part);
-      if (!next) {
-        const what = await lstat(fdPath(dir, part)).catch(() => undefined);
-        const where = parts.slice(0, i + 1).join('/');
-        if (!what) return { kind: 'missing', reason: 'no longer exists' };
-        if (what.isSymbolicLink())
-          return { kind: 'symlink', reason: `reached through a symbolic link (${where})` };
-        return { kind: 'missing', reason: `no longer exists (${where} is not a folder)` };
-      }
-      opened.push(next);
-      dir = next;
-    }
-    const name = parts.at(-1)!;
-    const stats = await lstat(fdPath(dir, name)).catch(() => undefined);
-    if (!stats) return { kind: 'missing', reason: 'no longer exists' };
-    const refusal = refusalOf(stats, caps, total);
-    if (refusal) return refusal;
     // Opened without following a link and without blocking on a fifo swapped in meanwhile;
     // what was opened is checked again, since the sandbox may be changing it.
-    const file = await open(
-      fdPath(dir, name),
+    file = await open(
+      fdPath(found.folder, found.name),
       constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK,
     );
-    opened.push(file);
     const now = await file.stat();
-    if (now.ino !== stats.ino || now.dev !== stats.dev)
+    if (now.ino !== found.stats.ino || now.dev !== found.stats.dev)
       return { kind: 'missing', reason: 'replaced while it was read' };
-    const again = refusalOf(now, caps, total);
+    const again = refusalOf(now, caps);
     if (again) return again;
     const buffer = Buffer.alloc(Math.min(now.size, caps.maxFileBytes) + 1);
     let got = 0;
@@ -253,8 +317,6 @@ async function readOne(
     }
     if (got > caps.maxFileBytes)
       return { kind: 'too-large', reason: `more than the ${caps.maxFileBytes}-byte per-file cap` };
-    if (total + got > caps.maxTotalBytes)
-      return { kind: 'over-total', reason: `reading it would pass the ${caps.maxTotalBytes}-byte total cap` };
     return { content: buffer.subarray(0, got), mode: now.mode & 0o7777 };
   } catch (error) {
     return {
@@ -262,15 +324,11 @@ async function readOne(
       reason: `could not be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
     };
   } finally {
-    await Promise.all(opened.map((h) => h.close().catch(() => undefined)));
+    await file?.close().catch(() => undefined);
   }
 }
 
-function refusalOf(
-  stats: Stats,
-  caps: { maxFileBytes: number; maxTotalBytes: number },
-  total: number,
-): Refusal | undefined {
+function refusalOf(stats: Stats, caps: { maxFileBytes: number }): Refusal | undefined {
   if (stats.isSymbolicLink()) return { kind: 'symlink', reason: 'a symbolic link is not a regular file' };
   if (stats.isDirectory()) return { kind: 'directory', reason: 'a folder, not a file' };
   if (!stats.isFile())
@@ -282,7 +340,5 @@ function refusalOf(
       kind: 'too-large',
       reason: `${stats.size} bytes is over the ${caps.maxFileBytes}-byte per-file cap`,
     };
-  if (total + stats.size > caps.maxTotalBytes)
-    return { kind: 'over-total', reason: `reading it would pass the ${caps.maxTotalBytes}-byte total cap` };
   return undefined;
 }
