@@ -23,7 +23,7 @@ import {
 import { testLayers } from '../catalog/schema.js';
 import { createAllowlist } from '../changes/allowlist.js';
 import { changeSetPatch } from '../changes/patch.js';
-import { HarnessError, Interrupted, RunTimeout, errorMessage } from '../errors.js';
+import { HarnessError, Interrupted, RunTimeout, SandboxUnavailable, errorMessage } from '../errors.js';
 import { contextWindowTokens } from '../llm/registry.js';
 import type { RunOutcome } from '../outcomes.js';
 import { RunDir, runsDirFor, type RunRecord } from '../runs/record.js';
@@ -67,7 +67,7 @@ export async function runFix(options: FixOptions, deps: FixDeps): Promise<FixRes
   try {
     ending = await fixTicket(run);
   } catch (error) {
-    ending = endingOfError(run, error);
+    ending = endingOfError(run, await blameTheEngine(run, error));
   }
   stopTimer();
   return closeRun(run, ending);
@@ -326,6 +326,22 @@ function failedEnding(run: Run, last: AttemptResult): Ending {
     outcome,
     message: `No verified fix after ${run.record.attempts.length} attempt(s); the last was ${last.verdict}.`,
   };
+}
+
+/**
+ * An unexpected failure (not one of ours) while the engine no longer answers is the engine
+ * failing (a broken stream, a cut connection surface as anything), not the run: it is
+ * infrastructure, which an eval retries elsewhere, rather than an error of the run.
+ */
+async function blameTheEngine(run: Run, caught: unknown): Promise<unknown> {
+  if (caught instanceof HarnessError || run.signal.aborted) return caught;
+  try {
+    await run.deps.ping();
+    return caught;
+  } catch (unreachable) {
+    if (!(unreachable instanceof HarnessError) || unreachable.category !== 'infrastructure') return caught;
+    return new SandboxUnavailable(`${errorMessage(caught)} (${unreachable.message})`, { cause: caught });
+  }
 }
 
 function endingOfError(run: Run, caught: unknown): Ending {

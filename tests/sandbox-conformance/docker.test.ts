@@ -5,6 +5,7 @@ import { KEPT_NAME_PREFIX, LABEL, containerLabels } from '../../src/sandbox/dock
 import { reapOrphans } from '../../src/sandbox/docker/gc.js';
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { PassThrough } from 'node:stream';
 import { promisify } from 'node:util';
 import { describeSandboxConformance } from './conformance.js';
 import { describeFileConformance, type ArrangeStep } from './files.js';
@@ -157,6 +158,29 @@ async function arrange(sandbox: Sandbox, steps: ArrangeStep[]): Promise<void> {
 }
 
 describe('docker backend specifics', () => {
+  it('an engine stream that breaks off while the pristine tree is read is the engine failing, not the run', async () => {
+    const image = await fixtureImage('conformance');
+    const engine = dockerEngine();
+    const real = engine.getArchive.bind(engine);
+    const cut = Object.create(engine) as DockerEngine;
+    // The archive starts to arrive, then the connection dies (an engine killed mid-read).
+    cut.getArchive = async (id, path) => {
+      const stream = await real(id, path);
+      const broken = new PassThrough();
+      stream?.once('data', (chunk: Buffer) => {
+        broken.write(chunk.subarray(0, 700));
+        broken.destroy(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }));
+        stream.destroy();
+      });
+      return broken;
+    };
+    const failure = await new DockerBackend(cut).workspaceTree(image).catch((error: unknown) => error);
+    expect(failure).toMatchObject({ code: 'SANDBOX_UNAVAILABLE', category: 'infrastructure' });
+    expect(String(failure)).toMatch(/broke off: socket hang up/);
+    // And a sound read of the same image still works.
+    expect((await new DockerBackend(engine).workspaceTree(image)).size).toBeGreaterThan(0);
+  });
+
   it('applies the hardening baseline to every container', async () => {
     const sandbox = await dockerBackend().create({
       image: await fixtureImage('conformance'),

@@ -7,7 +7,15 @@
  */
 import { randomBytes } from 'node:crypto';
 import { posix } from 'node:path';
-import { ImageError, SandboxDead, UsageError, DiskBudgetExceeded } from '../../errors.js';
+import {
+  DiskBudgetExceeded,
+  errorMessage,
+  HarnessError,
+  ImageError,
+  SandboxDead,
+  SandboxUnavailable,
+  UsageError,
+} from '../../errors.js';
 import { runScript } from '../posix/exec.js';
 import { workspaceRelative } from '../posix/paths.js';
 import { PosixSandbox, type PosixSandboxOptions } from '../posix/posix-sandbox.js';
@@ -380,8 +388,17 @@ export class DockerBackend implements SandboxBackend {
     try {
       const stream = await engine.getArchive(id, WORKSPACE);
       if (!stream) throw new ImageError(`image ${image} has no ${WORKSPACE} folder`);
-      const tree = await readTarTree(stream, posix.basename(WORKSPACE));
-      return tree as Map<string, TreeEntry>;
+      try {
+        return (await readTarTree(stream, posix.basename(WORKSPACE))) as Map<string, TreeEntry>;
+      } catch (error) {
+        if (error instanceof HarnessError) throw error;
+        // The engine's stream broke off (an engine that went away mid-read, a cut
+        // connection): the engine failed, like any call to it, not the run.
+        throw new SandboxUnavailable(
+          `reading the pristine tree of ${image} from ${engine.where ?? 'the local engine'} broke off: ${errorMessage(error)}`,
+          { cause: error },
+        );
+      }
     } finally {
       await engine.removeContainer(id).catch(() => undefined);
     }

@@ -501,6 +501,26 @@ describe('runFix with fakes', () => {
     expect(exitCode(result)).toBe(3);
   });
 
+  it('an unexpected failure while the engine no longer answers is infrastructure; while it answers, an error', async () => {
+    for (const engineAnswers of [false, true]) {
+      const h = await harness();
+      const deps = h.deps(scripted(fixingTurns));
+      // What a stream cut by a dying engine looks like from the caller: a plain error.
+      deps.image = async () => {
+        throw Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
+      };
+      // It answered when the run began (prepare asks), then went away.
+      let pings = 0;
+      deps.ping = async () => {
+        if (++pings > 1 && !engineAnswers)
+          throw new SandboxUnavailable('cannot reach the Docker engine (ECONNREFUSED)');
+      };
+      const result = await runFix(h.options(), deps);
+      expect(result.outcome).toBe(engineAnswers ? 'error' : 'infrastructure');
+      expect(result.record.error?.message ?? '').toMatch(/socket hang up/);
+    }
+  });
+
   it('a sandbox whose processes all died still has what the agent changed until then verified', async () => {
     const h = await harness();
     const killing: ExecHandler = (command, options, sandbox) => {
