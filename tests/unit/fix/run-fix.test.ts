@@ -39,7 +39,7 @@ const FIX_EDIT = toolUse('e1', 'edit_file', {
   search: 'FREE_SHIPPING_THRESHOLD = 50;',
   replacement: 'FREE_SHIPPING_THRESHOLD = 39;',
 });
-const CANARY = 'sk-ant-api03-CANARYcanaryCANARYcanary0123456789';
+const CANARY = 'sk-ant-api03-EXAMPLEcanaryCANARYcanary0123456789';
 
 async function listFiles(dir: string, base = dir): Promise<string[]> {
   const out: string[] = [];
