@@ -49,7 +49,7 @@ function printError(error: unknown, json: boolean): void {
 
 async function main(argv: string[]): Promise<number> {
   const json = argv.includes('--json');
-  const program = buildProgram();
+  const program = buildProgram((code) => process.exit(code));
   try {
     await program.command.parseAsync(argv);
     return program.exitCode();

@@ -29,13 +29,17 @@ function collect(value: string, previous: string[] = []): string[] {
   return [...previous, value];
 }
 
-export function buildProgram(): Program {
+/**
+ * `exitNow` ends the process at once (a second Ctrl-C, when the first one's clean-up takes
+ * too long); only `main.ts` decides how a process exits.
+ */
+export function buildProgram(exitNow: (code: number) => void): Program {
   let exitCode = 0;
   let controller: AbortController | undefined;
   const context = (): CliContext => {
     controller ??= installInterruptHandler(() => {
       process.stderr.write('second interrupt: exiting now (the host repo was not modified)\n');
-      process.exit(130);
+      exitNow(130);
     });
     return {
       stdout: process.stdout,
