@@ -139,6 +139,9 @@ function runIn(cwd: string, command: string, env: NodeJS.ProcessEnv, input?: str
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    // A command that exits without reading its input closes the pipe first: EPIPE here is
+    // not the command's result (seen once in CI as an uncaught exception failing the run).
+    child.stdin.on('error', () => undefined);
     child.stdin.end(input ?? '');
     child.on('close', (code) => resolve({ command, code, stdout, stderr }));
   });

@@ -39,6 +39,8 @@ export function startCli(
   let stderr = '';
   child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  // A command that exits without reading its input closes the pipe first: not its result.
+  child.stdin!.on('error', () => undefined);
   if (options.input !== undefined) child.stdin!.end(options.input);
   else child.stdin!.end();
   const done = new Promise<CliResult>((resolve) =>
