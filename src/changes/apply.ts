@@ -129,7 +129,7 @@ interface Planned {
 interface Written {
   path: string;
   target: string;
-  backup: { content: Buffer; mode: number } | null;
+  backup: Backup | null;
 }
 
 export async function applyChangeSet(
@@ -142,15 +142,16 @@ export async function applyChangeSet(
   const root = await repoRoot(fs, repoDir);
   const plan = planEntries(root, changeSet.entries);
   // A crash of an earlier apply is undone first: its half-written files would fail every check.
-  await recoverInterruptedApply(repoDir, { fs, journalDir });
+  await recoverAt(fs, root, journalDir);
 
   // Everything is checked before anything is written, and all problems are named at once.
+  // The bytes that were checked are the backup: nothing is read twice.
   const stale: string[] = [];
   const backups = new Map<string, Backup | null>();
   for (const item of plan) {
-    const problem = await targetProblem(fs, root, item.entry.path, options.expected);
-    if (problem) stale.push(`${item.entry.path} ${problem}`);
-    else backups.set(item.entry.path, await backupOf(fs, item, options.expected));
+    const check = await checkTarget(fs, root, item.entry.path, options.expected);
+    if ('problem' in check) stale.push(`${item.entry.path} ${check.problem}`);
+    else backups.set(item.entry.path, check.backup);
   }
   if (stale.length > 0) {
     throw new ApplyError(
@@ -241,8 +242,10 @@ export async function recoverInterruptedApply(
   options: { fs?: ApplyFs; journalDir?: string } = {},
 ): Promise<Recovery | undefined> {
   const fs = options.fs ?? nodeApplyFs;
-  const journalDir = options.journalDir ?? defaultJournalDir();
-  const root = await repoRoot(fs, repoDir);
+  return recoverAt(fs, await repoRoot(fs, repoDir), options.journalDir ?? defaultJournalDir());
+}
+
+async function recoverAt(fs: ApplyFs, root: string, journalDir: string): Promise<Recovery | undefined> {
   const file = journalFile(journalDir, root);
   for (const litter of await staleJournalTemps(file)) await fs.unlink(litter).catch(() => undefined);
   const info = await fs.lstat(file);
@@ -349,32 +352,17 @@ async function repoRoot(fs: ApplyFs, repoDir: string): Promise<string> {
   return root;
 }
 
-/** What is at `item.target` now, which the checks found to be the pristine file (or nothing). */
-async function backupOf(
-  fs: ApplyFs,
-  item: Planned,
-  expected: ReadonlyMap<string, string | null>,
-): Promise<Backup | null> {
-  const existing = await fs.lstat(item.target);
-  if (!existing) return null;
-  const content = await fs.readFile(item.target);
-  if (sha256(content) !== expected.get(item.entry.path))
-    throw new ApplyError(`nothing was written: ${item.entry.path} changed on the host while it was checked`);
-  return { content, mode: existing.mode & 0o777 };
-}
-
 /** Repo-relative folders the plan will create, parents first. */
 async function foldersToCreate(fs: ApplyFs, root: string, plan: Planned[]): Promise<string[]> {
-  const folders: string[] = [];
+  const folders = new Set<string>();
   for (const item of plan) {
     const segments = item.entry.path.split('/').slice(0, -1);
     for (let i = 1; i <= segments.length; i++) {
       const rel = segments.slice(0, i).join('/');
-      if (!folders.includes(rel) && !(await fs.lstat(path.join(root, ...segments.slice(0, i)))))
-        folders.push(rel);
+      if (!folders.has(rel) && !(await fs.lstat(path.join(root, ...segments.slice(0, i))))) folders.add(rel);
     }
   }
-  return folders;
+  return [...folders];
 }
 
 /** Writes the journal durably before anything in the repo changes; returns its path. */
@@ -443,21 +431,40 @@ async function targetProblem(
   rel: string,
   expected: ReadonlyMap<string, string | null>,
 ): Promise<string | undefined> {
-  if (!expected.has(rel)) return 'has no recorded pristine state to compare against';
+  const check = await checkTarget(fs, root, rel, expected);
+  return 'problem' in check ? check.problem : undefined;
+}
+
+/**
+ * Why `rel` cannot be written now, or what is there now (the pristine file, or nothing),
+ * which is what a rollback puts back. Never follows a symlink.
+ */
+async function checkTarget(
+  fs: ApplyFs,
+  root: string,
+  rel: string,
+  expected: ReadonlyMap<string, string | null>,
+): Promise<{ problem: string } | { backup: Backup | null }> {
+  if (!expected.has(rel)) return { problem: 'has no recorded pristine state to compare against' };
   const want = expected.get(rel) ?? null;
+  const nothing = { backup: null };
   const parents = await parentsProblem(fs, root, rel);
-  if (parents === 'missing') return want === null ? undefined : 'no longer exists on the host';
-  if (parents) return parents;
-  const segments = rel.split('/');
-  const target = path.join(root, ...segments);
+  if (parents === 'missing') return want === null ? nothing : { problem: 'no longer exists on the host' };
+  if (parents) return { problem: parents };
+  const target = path.join(root, ...rel.split('/'));
   const info = await fs.lstat(target);
-  if (info?.kind === 'symlink') return 'is a symlink in the host repo; refusing to write through it';
-  if (info && info.kind !== 'file') return `is a ${info.kind} on the host, not a file`;
-  if (!info) return want === null ? undefined : 'was deleted on the host since the sandbox was built';
+  if (info?.kind === 'symlink')
+    return { problem: 'is a symlink in the host repo; refusing to write through it' };
+  if (info && info.kind !== 'file') return { problem: `is a ${info.kind} on the host, not a file` };
+  if (!info)
+    return want === null ? nothing : { problem: 'was deleted on the host since the sandbox was built' };
   if (want === null)
-    return 'was created on the host since the sandbox was built (or differs only in letter case)';
-  const have = sha256(await fs.readFile(target));
-  return have === want ? undefined : 'changed on the host since the sandbox was built';
+    return {
+      problem: 'was created on the host since the sandbox was built (or differs only in letter case)',
+    };
+  const content = await fs.readFile(target);
+  if (sha256(content) !== want) return { problem: 'changed on the host since the sandbox was built' };
+  return { backup: { content, mode: info.mode & 0o777 } };
 }
 
 /** Why the folders on the way to `rel` cannot be written through, 'missing' when one is not there. */
