@@ -27,6 +27,7 @@ import { sha256 } from '../../../src/changes/hash.js';
 import type { ChangeEntry } from '../../../src/changes/change-set.js';
 import { ApplyError } from '../../../src/errors.js';
 import { ROOT } from '../../helpers/cli.js';
+import { applyThatDies } from '../../helpers/apply.js';
 
 let root: string;
 let repo: string;
@@ -431,30 +432,15 @@ describe('recoverInterruptedApply', () => {
     modified('README.md', '# Shipping, fixed\n'),
   ];
 
-  /**
-   * An apply that stops for good at its second rename into the repo, as if the process died
-   * there: src/pricing.ts is written, the rest is not, and no rollback runs.
-   */
-  async function crashMidway(): Promise<void> {
-    let renames = 0;
-    let reached!: () => void;
-    const stopped = new Promise<void>((resolve) => (reached = resolve));
-    const hanging: ApplyFs = {
-      ...nodeApplyFs,
-      rename: (from, to) => {
-        if (to.startsWith(repo) && ++renames === 2) {
-          reached();
-          return new Promise<void>(() => undefined);
-        }
-        return nodeApplyFs.rename(from, to);
-      },
-    };
-    void applyChangeSet(
-      repo,
-      { entries: entries() },
-      { expected: pristineHashes({ entries: entries() }), fs: hanging },
-    );
-    await stopped;
+  /** src/pricing.ts written, then the process dies at the second rename. */
+  const crashMidway = () => applyThatDies(repo, entries());
+
+  /** The one journal in the state folder, and what it says. */
+  async function theJournal<T>(): Promise<{ file: string; journal: T }> {
+    const journals = path.join(state, 'sandbox-harness', 'apply');
+    const [name] = await readdir(journals);
+    const file = path.join(journals, name!);
+    return { file, journal: JSON.parse(await readFile(file, 'utf8')) as T };
   }
 
   it('puts back what a crashed apply wrote, removes its folders and temp files, and its journal', async () => {
@@ -493,11 +479,8 @@ describe('recoverInterruptedApply', () => {
   });
 
   it('does not touch a repo while the process that is applying to it is alive', async () => {
-    const journals = path.join(state, 'sandbox-harness', 'apply');
     await crashMidway();
-    const [name] = await readdir(journals);
-    const file = path.join(journals, name!);
-    const journal = JSON.parse(await readFile(file, 'utf8')) as { pid: number };
+    const { file, journal } = await theJournal<{ pid: number }>();
     // The parent of this test process is alive and is not this process.
     await writeFile(file, JSON.stringify({ ...journal, pid: process.ppid }));
     const error = await applyError(recoverInterruptedApply(repo));
@@ -508,11 +491,8 @@ describe('recoverInterruptedApply', () => {
   });
 
   it('refuses a journal that is not one, or is another repo’s, and changes nothing', async () => {
-    const journals = path.join(state, 'sandbox-harness', 'apply');
     await crashMidway();
-    const [name] = await readdir(journals);
-    const file = path.join(journals, name!);
-    const journal = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>;
+    const { file, journal } = await theJournal<Record<string, unknown>>();
     await writeFile(file, JSON.stringify({ ...journal, root: '/etc' }));
     expect((await applyError(recoverInterruptedApply(repo))).message).toMatch(
       /cannot be used: it belongs to \/etc/,

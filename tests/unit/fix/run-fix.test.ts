@@ -21,8 +21,8 @@ import { memoryBaselineCache } from '../../../src/fix/baseline.js';
 import { SandboxUnavailable } from '../../../src/errors.js';
 import { exitCodeForRun } from '../../../src/cli/exit-codes.js';
 import { sha256 } from '../../../src/changes/hash.js';
-import { applyChangeSet, nodeApplyFs, pristineHashes, type ApplyFs } from '../../../src/changes/apply.js';
 import { defaultJournalDir } from '../../../src/changes/apply-journal.js';
+import { applyThatDies } from '../../helpers/apply.js';
 import type { ModelProvider } from '../../../src/llm/types.js';
 import type { SandboxSpec } from '../../../src/sandbox/types.js';
 import {
@@ -372,29 +372,7 @@ describe('runFix with fakes', () => {
       },
     ];
     // An apply whose second rename never returns: as if the process died right there.
-    let reached!: () => void;
-    const stopped = new Promise<void>((resolve) => (reached = resolve));
-    let renames = 0;
-    const dying: ApplyFs = {
-      ...nodeApplyFs,
-      rename: (from, to) => {
-        if (to.startsWith(h.repo) && ++renames === 2) {
-          reached();
-          return new Promise<void>(() => undefined);
-        }
-        return nodeApplyFs.rename(from, to);
-      },
-    };
-    void applyChangeSet(
-      h.repo,
-      { entries },
-      {
-        expected: pristineHashes({ entries }),
-        fs: dying,
-        journalDir: defaultJournalDir(h.options().env),
-      },
-    );
-    await stopped;
+    await applyThatDies(h.repo, entries, { journalDir: defaultJournalDir(h.options().env) });
     expect(await readFile(target, 'utf8')).toBe('// half of an earlier apply\n');
     const deps = h.deps(scripted(fixingTurns));
     let seenByImage = '';
