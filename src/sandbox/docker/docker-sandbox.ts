@@ -125,9 +125,7 @@ export class DockerSandbox extends PosixSandbox {
    * another machine, another storage driver, no access) from the scan inside the sandbox.
    */
   protected override async hostScan(maxRecords: number): Promise<ParsedScan | undefined> {
-    if (this.marker === undefined) return undefined;
-    this.layers ??= this.findLayers();
-    const layers = await this.layers;
+    const layers = await this.ownLayers();
     return layers ? scanOverlay(layers, WORKSPACE.slice(1), maxRecords) : undefined;
   }
 
@@ -136,10 +134,15 @@ export class DockerSandbox extends PosixSandbox {
     paths: readonly string[],
     caps: { maxFileBytes: number; maxTotalBytes: number },
   ): Promise<ExportResult | undefined> {
-    if (this.marker === undefined) return undefined;
-    this.layers ??= this.findLayers();
-    const layers = await this.layers;
+    const layers = await this.ownLayers();
     return layers ? exportOverlay(layers, WORKSPACE.slice(1), paths, caps) : undefined;
+  }
+
+  /** This container's layers on this host, found once; undefined without the marker's proof. */
+  private ownLayers(): Promise<OverlayLayers | undefined> {
+    if (this.marker === undefined) return Promise.resolve(undefined);
+    this.layers ??= this.findLayers();
+    return this.layers;
   }
 
   private async findLayers(): Promise<OverlayLayers | undefined> {
