@@ -245,8 +245,28 @@ export async function recoverInterruptedApply(
   return recoverAt(fs, await repoRoot(fs, repoDir), options.journalDir ?? defaultJournalDir());
 }
 
-async function recoverAt(fs: ApplyFs, root: string, journalDir: string): Promise<Recovery | undefined> {
+/**
+ * Recoveries under way in this process, by journal: runs that start together on one repo
+ * (an eval's trials) share one instead of undoing the same files side by side.
+ */
+const recovering = new Map<string, Promise<Recovery | undefined>>();
+
+function recoverAt(fs: ApplyFs, root: string, journalDir: string): Promise<Recovery | undefined> {
   const file = journalFile(journalDir, root);
+  let pending = recovering.get(file);
+  if (!pending) {
+    pending = recoverFrom(fs, root, file, journalDir).finally(() => recovering.delete(file));
+    recovering.set(file, pending);
+  }
+  return pending;
+}
+
+async function recoverFrom(
+  fs: ApplyFs,
+  root: string,
+  file: string,
+  journalDir: string,
+): Promise<Recovery | undefined> {
   for (const litter of await staleJournalTemps(file)) await fs.unlink(litter).catch(() => undefined);
   const info = await fs.lstat(file);
   if (!info) return undefined;

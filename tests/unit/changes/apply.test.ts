@@ -457,6 +457,14 @@ describe('recoverInterruptedApply', () => {
     expect(await recoverInterruptedApply(repo)).toBeUndefined();
   });
 
+  it('runs that start together on the repo (an eval’s trials) undo it once', async () => {
+    const before = await tree(root);
+    await crashMidway();
+    const all = await Promise.all([1, 2, 3].map(() => recoverInterruptedApply(repo)));
+    for (const recovered of all) expect(recovered?.restored).toEqual(['src/pricing.ts']);
+    expect(await tree(root)).toEqual(before);
+  });
+
   it('leaves a file the user changed after the crash as it is, and names it', async () => {
     await crashMidway();
     await writeFile(path.join(repo, 'src/pricing.ts'), 'export const fee = 7; // by hand\n');
