@@ -147,6 +147,63 @@ export function describeSandboxConformance(target: ConformanceTarget): void {
         }
       });
 
+      it('has no route out: no IPv4 route at all, IPv6 routes only on lo', async () => {
+        const v4 = await sandbox.exec("awk 'NR>1' /proc/net/route");
+        expect(v4.exitCode).toBe(0);
+        expect(v4.stdout.trim()).toBe('');
+        const v6 = await sandbox.exec("awk '{print $NF}' /proc/net/ipv6_route 2>/dev/null | sort -u");
+        expect(v6.exitCode).toBe(0);
+        for (const device of v6.stdout.trim().split('\n').filter(Boolean)) expect(device).toBe('lo');
+      });
+
+      it('resolves localhost, the loopback aliases and its own host name to loopback, from files', async () => {
+        // Each name with every address family: a name that went to DNS would fail here (no
+        // server answers), not wait; the exec timeout is only the guard against a hang.
+        const script = [
+          "const dns=require('dns'),os=require('os');",
+          "const names=['localhost','ip6-localhost','ip6-loopback',os.hostname()];",
+          'Promise.all(names.map((n)=>dns.promises.lookup(n,{all:true}).then((a)=>[n,a.map((x)=>x.address).sort()],(e)=>[n,e.code])))',
+          '.then((r)=>console.log(JSON.stringify(Object.fromEntries(r))));',
+        ].join('');
+        const r = await sandbox.exec(`node -e "${script}"`, { timeoutMs: 20_000 });
+        expect(r.exitCode, r.stderr).toBe(0);
+        const found = JSON.parse(r.stdout) as Record<string, unknown>;
+        const hostname = (await sandbox.exec('hostname')).stdout.trim();
+        expect(hostname).not.toBe('');
+        expect(found).toEqual({
+          localhost: ['127.0.0.1', '::1'],
+          'ip6-localhost': ['::1'],
+          'ip6-loopback': ['::1'],
+          [hostname]: ['127.0.0.1', '::1'],
+        });
+      });
+
+      it('serves and reaches HTTP on localhost, 127.0.0.1 and ::1 inside the sandbox', async () => {
+        const script = [
+          "const http=require('http');",
+          "const one=(host)=>new Promise((ok)=>{const s=http.createServer((q,res)=>res.end('hi from '+host));",
+          "s.on('error',(e)=>ok(host+' '+e.code));",
+          "s.listen(0,host,()=>{const u='http://'+(host.includes(':')?'['+host+']':host)+':'+s.address().port+'/';",
+          "fetch(u).then((x)=>x.text()).then((t)=>ok(t),(e)=>ok(host+' '+((e.cause&&e.cause.code)||e.message))).finally(()=>s.close());});});",
+          "(async()=>{for(const h of ['localhost','127.0.0.1','::1'])console.log(await one(h));})();",
+        ].join('');
+        const r = await sandbox.exec(`node -e "${script}"`, { timeoutMs: 20_000 });
+        expect(r.stdout.trim().split('\n'), r.stderr).toEqual([
+          'hi from localhost',
+          'hi from 127.0.0.1',
+          'hi from ::1',
+        ]);
+        expect(r.exitCode).toBe(0);
+      });
+
+      it('cannot change its hosts file or its resolver configuration', async () => {
+        const r = await sandbox.exec(
+          'for f in /etc/hosts /etc/resolv.conf; do stat -c "%U %a" "$f"; if [ -w "$f" ]; then echo "$f writable"; fi; (echo "1.2.3.4 evil" >> "$f") 2>/dev/null && echo "$f appended"; done',
+        );
+        expect(r.stdout.trim().split('\n')).toEqual(['root 644', 'root 644']);
+        expect((await sandbox.exec('cat /etc/hosts')).stdout).not.toContain('evil');
+      });
+
       it("sees none of the host process's variables", async () => {
         const env = await sandbox.exec('env');
         expect(env.stdout).not.toContain(canary);

@@ -8,6 +8,8 @@ import type { Readable, Writable } from 'node:stream';
 import { ImageError, Interrupted, SandboxDead, SandboxUnavailable, HarnessError } from '../../errors.js';
 import { describeEndpoint, type EngineEndpoint } from './endpoint.js';
 import { hostKeyAccepted } from './known-hosts.js';
+import { loopbackNameEntries, SANDBOX_HOSTNAME } from './loopback-names.js';
+import { packTar } from '../tar.js';
 
 export interface EngineInfo {
   serverVersion: string;
@@ -296,9 +298,37 @@ export class DockerEngine {
   // ---- containers -------------------------------------------------------------------
 
   async createContainer(options: ContainerCreateOptions): Promise<string> {
+    const id = await this.createBareContainer(options);
+    await this.giveLoopbackNames(id, options.image);
+    return id;
+  }
+
+  /**
+   * `localhost` and the sandbox's own name for every container this code makes, before it
+   * starts (see loopback-names.ts for why the engine's own hosts file is not used). A
+   * container that cannot get them is removed: none runs without them.
+   */
+  private async giveLoopbackNames(id: string, image: string): Promise<void> {
+    try {
+      loopbackTar ??= packTar(loopbackNameEntries());
+      await this.putArchive(id, '/', await loopbackTar);
+    } catch (error) {
+      await this.removeContainer(id).catch(() => undefined);
+      if (error instanceof HarnessError && error.code === 'SANDBOX_FILE') {
+        throw new ImageError(
+          `image ${image}: cannot place /etc/hosts and /etc/resolv.conf (${error.message}); is one of them a folder in the image?`,
+          { cause: error },
+        );
+      }
+      throw error;
+    }
+  }
+
+  private async createBareContainer(options: ContainerCreateOptions): Promise<string> {
     try {
       const container = await this.docker.createContainer({
         name: options.name,
+        Hostname: SANDBOX_HOSTNAME,
         Image: options.image,
         Entrypoint: options.entrypoint,
         Cmd: options.cmd,
@@ -306,6 +336,8 @@ export class DockerEngine {
         WorkingDir: options.workingDir,
         Env: options.env,
         Labels: options.labels,
+        // No network stack at all (a fresh namespace with lo only); the engine then writes no
+        // hosts file, so giveLoopbackNames does.
         NetworkDisabled: true,
         AttachStdin: false,
         AttachStdout: false,
@@ -959,6 +991,8 @@ function modemOptions(endpoint: EngineEndpoint): Docker.DockerOptions {
 }
 
 let shared: DockerEngine | undefined;
+/** The same two files for every container: packed once. */
+let loopbackTar: Promise<Buffer> | undefined;
 
 /** One engine per process: dockerode keeps an HTTP agent, so reuse it. */
 export function dockerEngine(): DockerEngine {

@@ -1,0 +1,60 @@
+/**
+ * The names a sandbox resolves with no network at all: `localhost` (IPv4 and IPv6), the
+ * usual Debian loopback aliases and the sandbox's own host name, all to loopback.
+ *
+ * Why the harness writes them itself: a container created with `NetworkDisabled` (which
+ * every sandbox is: no network stack set up by the engine at all) gets no hosts file from
+ * the engine, only the empty placeholder of the container's init layer, so `localhost`
+ * went to DNS and failed (`getaddrinfo EAI_AGAIN localhost`: vitest < 4, vite, any test
+ * server or database client on localhost). The engine's own hosts handling would need its
+ * network sandbox (`NetworkMode: none` without `NetworkDisabled`), which also switches IPv6
+ * off on lo, so `::1` could not be bound. Written into the container's filesystem before it
+ * starts, through the engine API, the files hold for every runtime that runs the container's
+ * root filesystem (runc, runsc) and need nothing the runtime does.
+ *
+ * Root-owned, mode 0644, in the root-owned /etc: the sandbox user cannot change them.
+ */
+import type { TarInput } from '../tar.js';
+
+/** Every sandbox's host name: the same in every sandbox, so test output does not vary with it. */
+export const SANDBOX_HOSTNAME = 'sandbox';
+
+export function hostsFile(hostname = SANDBOX_HOSTNAME): string {
+  return [
+    '# Written by sandbox-harness: this sandbox has no network; these names are its loopback.',
+    '127.0.0.1\tlocalhost',
+    '::1\tlocalhost ip6-localhost ip6-loopback',
+    `127.0.0.1\t${hostname}`,
+    `::1\t${hostname}`,
+    '',
+  ].join('\n');
+}
+
+/**
+ * No name server the sandbox could reach: a name not in the hosts file fails at once
+ * (connection refused on its own loopback, where the unprivileged sandbox user cannot bind
+ * port 53) instead of waiting for a server, and nothing of the host's resolver settings
+ * (its servers, its search domains) enters the sandbox.
+ */
+export function resolvConf(): string {
+  return [
+    '# Written by sandbox-harness: this sandbox has no network; only /etc/hosts resolves.',
+    'nameserver 127.0.0.1',
+    'options timeout:1 attempts:1',
+    '',
+  ].join('\n');
+}
+
+/** The hosts file and the resolver configuration, as entries of a tar unpacked at `/`. */
+export function loopbackNameEntries(hostname = SANDBOX_HOSTNAME): TarInput[] {
+  return [
+    {
+      name: 'etc/hosts',
+      type: 'file',
+      content: Buffer.from(hostsFile(hostname)),
+      mode: 0o644,
+      owner: 'root',
+    },
+    { name: 'etc/resolv.conf', type: 'file', content: Buffer.from(resolvConf()), mode: 0o644, owner: 'root' },
+  ];
+}
