@@ -138,7 +138,11 @@ export interface WriteFile {
   /** Workspace-relative path. */
   path: string;
   content: Buffer | string;
-  /** Permission bits; default 0o644. */
+  /**
+   * Permission bits (only the 0o777 ones: a write never sets a setuid, setgid or sticky bit).
+   * Without one, a file that exists keeps its own permission bits (a rewrite of a 0755 script
+   * stays 0755, as with `sed -i`) and a new file gets 0o644.
+   */
   mode?: number;
 }
 

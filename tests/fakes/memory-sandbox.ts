@@ -330,8 +330,10 @@ export class MemorySandbox implements Sandbox {
       if (parent?.type === 'directory' && parent.owner === 'root') {
         throw new SandboxFileError(`${file.path}: permission denied`, 'permission');
       }
-      // A new node: the rename breaks any hard link, as on a real filesystem.
-      this.nodes.set(rel, fileNode(file.content, file.mode ?? 0o644));
+      // A new node: the rename breaks any hard link, as on a real filesystem. Without a mode
+      // an existing file keeps its own permission bits; never a setuid, setgid or sticky bit.
+      const mode = file.mode ?? (existing?.type === 'file' ? existing.mode : 0o644);
+      this.nodes.set(rel, fileNode(file.content, mode & 0o777));
       this.touched.add(rel);
     }
   }

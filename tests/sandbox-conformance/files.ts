@@ -124,6 +124,95 @@ export function describeFileConformance(target: FileConformanceTarget): void {
       });
     });
 
+    describe("writeFiles keeps a file's mode", () => {
+      let box: Sandbox;
+      const modes: Record<string, number> = {
+        'bin/run.sh': 0o755,
+        'bin/private.sh': 0o700,
+        'bin/shared.txt': 0o664,
+        'bin/readonly.txt': 0o444,
+        'bin/setuid.sh': 0o4755,
+        'bin/setgid.sh': 0o6755,
+        'bin/explicit.sh': 0o755,
+        'bin/linked.sh': 0o755,
+      };
+      const exportedModes = async (paths: string[]) => {
+        const exported = await box.exportFiles(paths);
+        return Object.fromEntries(exported.files.map((f) => [f.path, f.mode & 0o7777]));
+      };
+      const scannedModes = async (paths: string[]) => {
+        const { changes } = await box.changes();
+        return Object.fromEntries(
+          changes.filter((c) => paths.includes(c.path)).map((c) => [c.path, (c.mode ?? -1) & 0o7777]),
+        );
+      };
+      beforeAll(async () => {
+        box = await target.make();
+        await target.arrange(box, [
+          { mkdir: 'bin' },
+          ...Object.entries(modes).flatMap(([path, mode]): ArrangeStep[] => [
+            { write: { path, content: 'before\n' } },
+            { chmod: { path, mode } },
+          ]),
+          { hardlink: { existing: 'bin/linked.sh', path: 'bin/alias.sh' } },
+          { symlink: { target: 'run.sh', path: 'bin/link.sh' } },
+        ]);
+        // The arranged modes really are there (setuid and setgid included): nothing below is vacuous.
+        expect(await scannedModes(Object.keys(modes))).toEqual(modes);
+      });
+
+      it('a rewrite without a mode keeps what the file has: 0755, 0700, 0664, 0444', async () => {
+        const kept = ['bin/run.sh', 'bin/private.sh', 'bin/shared.txt', 'bin/readonly.txt'];
+        await box.writeFiles(kept.map((path) => ({ path, content: `after ${path}\n` })));
+        for (const path of kept) expect((await box.readFile(path)).toString()).toBe(`after ${path}\n`);
+        const expected = Object.fromEntries(kept.map((p) => [p, modes[p]]));
+        expect(await exportedModes(kept)).toEqual(expected);
+        expect(await scannedModes(kept)).toEqual(expected);
+      });
+
+      it('a rewrite never keeps a setuid or setgid bit', async () => {
+        await box.writeFiles([
+          { path: 'bin/setuid.sh', content: 'after\n' },
+          { path: 'bin/setgid.sh', content: 'after\n' },
+        ]);
+        const expected = { 'bin/setuid.sh': 0o755, 'bin/setgid.sh': 0o755 };
+        expect(await exportedModes(Object.keys(expected))).toEqual(expected);
+        expect(await scannedModes(Object.keys(expected))).toEqual(expected);
+      });
+
+      it('a new file gets 0644; a mode asked for wins, without special bits', async () => {
+        await box.writeFiles([
+          { path: 'bin/new.txt', content: 'new\n' },
+          { path: 'bin/explicit.sh', content: 'after\n', mode: 0o644 },
+          { path: 'bin/new-special.sh', content: 'new\n', mode: 0o4755 },
+        ]);
+        expect(await exportedModes(['bin/new.txt', 'bin/explicit.sh', 'bin/new-special.sh'])).toEqual({
+          'bin/new.txt': 0o644,
+          'bin/explicit.sh': 0o644,
+          'bin/new-special.sh': 0o755,
+        });
+      });
+
+      it('keeps the mode of a hard link it replaces, and leaves the other name alone', async () => {
+        await box.writeFiles([{ path: 'bin/alias.sh', content: 'alias\n' }]);
+        expect((await box.readFile('bin/linked.sh')).toString()).toBe('before\n');
+        expect(await exportedModes(['bin/alias.sh', 'bin/linked.sh'])).toEqual({
+          'bin/alias.sh': 0o755,
+          'bin/linked.sh': 0o755,
+        });
+      });
+
+      it('never takes a mode through a symlink, and a folder where a file was is refused', async () => {
+        expect(await problem(box.writeFiles([{ path: 'bin/link.sh', content: 'evil' }]))).toBe(
+          'through-link',
+        );
+        await target.arrange(box, [{ remove: 'bin/private.sh' }, { mkdir: 'bin/private.sh' }]);
+        expect(await problem(box.writeFiles([{ path: 'bin/private.sh', content: 'x' }]))).toBe(
+          'is-a-directory',
+        );
+      });
+    });
+
     describe('listFiles', () => {
       it('lists files, folders and links with their types, without node_modules', async () => {
         const box = await target.make();

@@ -189,7 +189,8 @@ export abstract class PosixSandbox implements Sandbox {
       const args: string[] = [randomBytes(6).toString('hex')];
       for (const file of batch) {
         const rel = workspaceRelative(file.path);
-        args.push(((file.mode ?? 0o644) & 0o7777).toString(8), rel);
+        // No mode: the file's own (see WRITE_SCRIPT). Never a setuid, setgid or sticky bit.
+        args.push(file.mode === undefined ? 'keep' : (file.mode & 0o777).toString(8), rel);
       }
       const tar = await packTar(
         batch.map((file, index) => ({

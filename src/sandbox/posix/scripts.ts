@@ -63,6 +63,11 @@ exec cat -- "$f"
  * 0, 1, 2, ... in the order of the pairs. Each file is unpacked into a private staging
  * folder in the workspace (same filesystem) and renamed into place: whole files, and a
  * rename never writes through a link at the final name.
+ *
+ * A mode of `keep` (what the agent's file tools ask for) gives a file that already exists
+ * its own permission bits, as `sed -i` does, read in the same step as the rename; a new
+ * file gets 0644. Never a setuid, setgid or sticky bit: those are masked off here whatever
+ * the file had, and the host never asks for them.
  */
 export const WRITE_SCRIPT = `
 stage=.sandbox-harness-stage-$1
@@ -76,6 +81,13 @@ while [ $# -ge 2 ]; do
   mode=$1; p=$2; shift 2
   walk
   if [ -d "$f" ]; then fail 44 "$p"; fi
+  if [ "$mode" = keep ]; then
+    mode=644
+    if [ -f "$f" ] && [ ! -L "$f" ]; then
+      m=$(stat -c %a -- "$f" 2>/dev/null) || m=
+      case $m in '' | *[!0-7]*) ;; *) mode=$(printf '%o' $((0$m & 0777))) ;; esac
+    fi
+  fi
   chmod "$mode" "$stage/$i" 2>/dev/null && mv -f -- "$stage/$i" "$f" 2>/dev/null || fail 45 "$p"
   i=$((i + 1))
 done

@@ -111,6 +111,33 @@ describe('write_file', () => {
   });
 });
 
+describe("write_file and edit_file keep a file's mode", () => {
+  const modeOf = (sandbox: MemorySandbox, path: string) => {
+    const node = sandbox.nodes.get(path);
+    return node?.type === 'file' ? node.mode : undefined;
+  };
+
+  it('an executable file stays 0755 and a new file is 0644', async () => {
+    const sandbox = new MemorySandbox({
+      'src/cli.js': { type: 'file', content: '#!/usr/bin/env node\nrun(1);\n', mode: 0o755 },
+      'src/tool.js': { type: 'file', content: 'old\n', mode: 0o755 },
+    });
+    await run(sandbox, 'edit_file', { path: 'src/cli.js', search: 'run(1);', replacement: 'run(2);' });
+    await run(sandbox, 'write_file', { path: 'src/tool.js', content: 'new\n' });
+    await run(sandbox, 'write_file', { path: 'src/fresh.js', content: 'fresh\n' });
+    expect(sandbox.text('src/cli.js')).toBe('#!/usr/bin/env node\nrun(2);\n');
+    expect(modeOf(sandbox, 'src/cli.js')).toBe(0o755);
+    expect(modeOf(sandbox, 'src/tool.js')).toBe(0o755);
+    expect(modeOf(sandbox, 'src/fresh.js')).toBe(0o644);
+  });
+
+  it('a setuid bit the agent set is not kept by a tool write', async () => {
+    const sandbox = new MemorySandbox({ 'src/s.js': { type: 'file', content: 'x\n', mode: 0o4755 } });
+    await run(sandbox, 'write_file', { path: 'src/s.js', content: 'y\n' });
+    expect(modeOf(sandbox, 'src/s.js')).toBe(0o755);
+  });
+});
+
 describe('edit_file', () => {
   const file = [
     'function price(total) {', // 1

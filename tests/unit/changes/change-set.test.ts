@@ -276,10 +276,13 @@ describe('gateChangeSet', () => {
   it('rejects a setuid bit, a changed executable bit and a new executable file', async () => {
     const sandbox = new MemorySandbox(repo);
     await sandbox.writeFiles([
-      { path: 'src/pricing.ts', content: 'export const fee = 0;\n', mode: 0o4644 },
+      { path: 'src/pricing.ts', content: 'export const fee = 0;\n' },
       { path: 'src/rates.ts', content: 'export const rate = 1;\n', mode: 0o755 },
       { path: 'src/run.ts', content: '#!/bin/sh\n', mode: 0o755 },
     ]);
+    // A file write never sets a setuid bit; the agent's own `chmod u+s` (run_command) does.
+    const pricing = sandbox.nodes.get('src/pricing.ts');
+    if (pricing?.type === 'file') pricing.mode = 0o4644;
     const gate = gateChangeSet(await collect(sandbox));
     expect(gate.ok).toBe(false);
     if (gate.ok) return;
