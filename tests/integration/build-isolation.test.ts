@@ -111,6 +111,29 @@ describe('build network', () => {
         '',
       ].join('\n'),
     );
+    // A build step's own loopback works without network: a server on localhost answers.
+    await put(
+      repo,
+      'loopback.cjs',
+      [
+        "const http = require('http');",
+        'const one = (h) => new Promise((ok) => {',
+        "  const s = http.createServer((q, r) => r.end('pong'));",
+        "  s.on('error', (e) => ok(h + '=' + e.code));",
+        '  s.listen(0, h, () => {',
+        '    http',
+        '      .get({ host: h, port: s.address().port }, (res) => {',
+        "        let b = '';",
+        "        res.on('data', (d) => (b += d));",
+        "        res.on('end', () => { s.close(); ok(h + '=' + b); });",
+        '      })',
+        "      .on('error', (e) => { s.close(); ok(h + '=' + e.code); });",
+        '  });',
+        '});',
+        "(async () => console.log('loopback ' + [await one('localhost'), await one('127.0.0.1')].join(' ')))();",
+        '',
+      ].join('\n'),
+    );
     await put(
       repo,
       'Dockerfile.sandbox',
@@ -125,7 +148,7 @@ describe('build network', () => {
         'WORKDIR /workspace',
         'RUN { echo "interfaces=$(ls /sys/class/net | sort | tr "\\n" " ")"; ' +
           'if [ "$PROBE_DNS" = 1 ]; then getent hosts deb.debian.org >/dev/null && echo dns=resolved || echo dns=failed; fi; ' +
-          'PROBE_HOST=$PROBE_HOST PROBE_PORT=$PROBE_PORT node probe.cjs; } > /home/sandbox/probe.txt; cat /home/sandbox/probe.txt',
+          'PROBE_HOST=$PROBE_HOST PROBE_PORT=$PROBE_PORT node probe.cjs; node loopback.cjs; } > /home/sandbox/probe.txt; cat /home/sandbox/probe.txt',
         '',
       ].join('\n'),
     );
@@ -141,6 +164,7 @@ describe('build network', () => {
     const probe = await inImage(image.tag, 'cat /home/sandbox/probe.txt');
     expect(probe).toContain('interfaces=lo \n');
     expect(probe).toContain('dns=failed');
+    expect(probe).toContain('loopback localhost=pong 127.0.0.1=pong');
     expect(probe).toMatch(/tcp-error=(ENETUNREACH|EHOSTUNREACH|timeout)/);
     expect(probe).not.toContain(greeting);
     const { stdout } = await run('docker', [
