@@ -22,7 +22,7 @@ import { PosixSandbox, type PosixSandboxOptions } from '../posix/posix-sandbox.j
 import { HIDE_SCRIPT, START_MARKER } from '../posix/scripts.js';
 import type { ParsedScan } from '../posix/scan.js';
 import type { ProcessSpec, StartedProcess, Transport } from '../posix/transport.js';
-import { packTar, readTarTree, type TarInput } from '../tar.js';
+import { readTarTree, type TarInput } from '../tar.js';
 import {
   DEFAULT_RESOURCES,
   SANDBOX_GID,
@@ -223,7 +223,7 @@ export class DockerSandbox extends PosixSandbox {
 }
 
 /** Root-owned folders and files placed before start: the catalog, the start marker. */
-function injectedTar(spec: SandboxSpec, marker: string): Promise<Buffer> {
+function injectedFiles(spec: SandboxSpec, marker: string): TarInput[] {
   const entries: TarInput[] = [];
   const seenDirs = new Set<string>();
   const files = [...(spec.files ?? []), { path: START_MARKER, content: marker }];
@@ -248,7 +248,7 @@ function injectedTar(spec: SandboxSpec, marker: string): Promise<Buffer> {
       owner: 'root',
     });
   }
-  return packTar(entries);
+  return entries;
 }
 
 export class DockerBackend implements SandboxBackend {
@@ -299,7 +299,11 @@ export class DockerBackend implements SandboxBackend {
         { hint: 'Remove the VOLUME instructions from the sandbox Dockerfile.' },
       );
     }
+    // Placed by the engine with the container's hosts file, before it starts.
+    const marker = randomBytes(16).toString('hex');
+    const files = injectedFiles(spec, marker);
     const options = {
+      files,
       name: containerName(spec.runId, spec.role),
       image: spec.image,
       entrypoint: ['sleep'],
@@ -328,7 +332,6 @@ export class DockerBackend implements SandboxBackend {
     } else {
       id = await engine.createContainer(options);
     }
-    const marker = randomBytes(16).toString('hex');
     const sandbox = new DockerSandbox(engine, {
       id,
       image: spec.image,
@@ -341,7 +344,6 @@ export class DockerBackend implements SandboxBackend {
       ...(this.quotaSupported ? {} : { diskBudget: resources.diskBytes }),
     });
     try {
-      await engine.putArchive(id, '/', await injectedTar(spec, marker));
       await engine.startContainer(id);
       if (spec.hidden && spec.hidden.length > 0) {
         const hidden = await runScript(

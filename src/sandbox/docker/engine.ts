@@ -9,7 +9,7 @@ import { ImageError, Interrupted, SandboxDead, SandboxUnavailable, HarnessError 
 import { describeEndpoint, type EngineEndpoint } from './endpoint.js';
 import { hostKeyAccepted } from './known-hosts.js';
 import { loopbackNameEntries, SANDBOX_HOSTNAME } from './loopback-names.js';
-import { packTar } from '../tar.js';
+import { packTar, type TarInput } from '../tar.js';
 
 export interface EngineInfo {
   serverVersion: string;
@@ -74,6 +74,11 @@ export interface ContainerCreateOptions {
   nofile: number;
   /** Writable-layer quota; only where the storage driver supports it (see `storageQuota`). */
   diskBytes?: number;
+  /**
+   * Files placed before the container starts (ownership and modes as given), in the same
+   * archive as its hosts file: one write into the container's filesystem, not two.
+   */
+  files?: TarInput[];
 }
 
 export interface ContainerSummary {
@@ -299,24 +304,28 @@ export class DockerEngine {
 
   async createContainer(options: ContainerCreateOptions): Promise<string> {
     const id = await this.createBareContainer(options);
-    await this.giveLoopbackNames(id, options.image);
+    await this.placeFiles(id, options);
     return id;
   }
 
   /**
-   * `localhost` and the sandbox's own name for every container this code makes, before it
-   * starts (see loopback-names.ts for why the engine's own hosts file is not used). A
-   * container that cannot get them is removed: none runs without them.
+   * `localhost` and the sandbox's own name for every container this code makes, and the
+   * caller's files, before it starts (see loopback-names.ts for why the engine's own hosts
+   * file is not used). A container that cannot get them is removed: none runs without them.
    */
-  private async giveLoopbackNames(id: string, image: string): Promise<void> {
+  private async placeFiles(id: string, options: ContainerCreateOptions): Promise<void> {
     try {
       loopbackTar ??= packTar(loopbackNameEntries());
-      await this.putArchive(id, '/', await loopbackTar);
+      const tar = options.files?.length
+        ? await packTar([...loopbackNameEntries(), ...options.files])
+        : await loopbackTar;
+      await this.putArchive(id, '/', tar);
     } catch (error) {
       await this.removeContainer(id).catch(() => undefined);
       if (error instanceof HarnessError && error.code === 'SANDBOX_FILE') {
+        const names = ['/etc/hosts', '/etc/resolv.conf', ...(options.files ?? []).map((f) => `/${f.name}`)];
         throw new ImageError(
-          `image ${image}: cannot place /etc/hosts and /etc/resolv.conf (${error.message}); is one of them a folder in the image?`,
+          `image ${options.image}: cannot place ${names.join(', ')} (${error.message}); does the image have a folder or a file where one of them goes?`,
           { cause: error },
         );
       }
