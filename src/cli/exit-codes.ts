@@ -54,6 +54,7 @@ export function exitCodeForRun(run: RunEnding): number {
     case 'rejected':
     case 'not-approved':
     case 'timeout':
+    case 'budget':
       return EXIT_CODES.taskFailed;
     case 'infrastructure':
       return EXIT_CODES.infrastructure;

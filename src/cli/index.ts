@@ -87,6 +87,10 @@ export function buildProgram(exitNow: (code: number) => void): Program {
     .option('--cassette <file>', 'replay a recorded conversation (implies --provider replay)')
     .option('--record <file>', 'record the live conversation as a cassette')
     .option('--max-attempts <n>', 'attempts before giving up (1-10; default: the catalog)')
+    .option(
+      '--cost-limit <usd>',
+      "stop once the run's model calls cost this many US dollars (ends `budget`; default: the catalog's agent.costLimit)",
+    )
     .addOption(
       new Option('--keep <policy>', 'keep containers for inspection')
         .choices(['on-failure', 'always', 'never'])
@@ -107,7 +111,7 @@ export function buildProgram(exitNow: (code: number) => void): Program {
     .addHelpText(
       'after',
       `
-Outcomes: ready-for-review (exit 0), nothing-to-fix (0), failed, rejected, not-approved, timeout (1),
+Outcomes: ready-for-review (exit 0), nothing-to-fix (0), failed, rejected, not-approved, timeout, budget (1),
 error (2; 70 for a fault of the harness), infrastructure (3), interrupted (130).
 The harness never commits, pushes or deploys. Example:
   sandbox-harness fix OPS-412 --catalog examples/shipping-service/shipping-service.yaml \\
@@ -143,6 +147,10 @@ The harness never commits, pushes or deploys. Example:
     .option('--out <dir>', 'output folder (default: .sandbox-harness/evals/<suite>-<time>)')
     .option('--resume', 'skip trials already in <out>/results.jsonl (on any engines)')
     .option('--compare <summary.json>', 'compare with a previous summary; exit 1 on a regression')
+    .option(
+      '--cost-limit <usd>',
+      'stop each trial once its model calls cost this many US dollars (the trial ends `budget`)',
+    )
     .addOption(
       new Option('--keep <policy>', 'keep trial containers').choices(['on-failure', 'always', 'never']),
     )

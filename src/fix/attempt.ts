@@ -24,6 +24,7 @@ import {
   LimitExceeded,
   SandboxDead,
 } from '../errors.js';
+import { roundUsd } from '../llm/cost.js';
 import type { Message, ModelProvider } from '../llm/types.js';
 import { verdictForEmptyLoop, type AttemptVerdict } from '../outcomes.js';
 import type { AttemptRecord } from '../runs/record.js';
@@ -93,9 +94,12 @@ export async function runAttempt(
     containers: [],
   };
   run.record.attempts.push(record);
+  const spentBefore = run.costs.totalUsd;
   const finish = async (result: AttemptResult): Promise<AttemptResult> => {
     record.verdict = result.verdict;
     record.durationMs = Date.now() - started;
+    record.costUsd = roundUsd(run.costs.totalUsd - spentBefore);
+    run.record.cost = run.costs.snapshot();
     if (result.feedback) record.feedback = result.feedback;
     events.emit({ kind: 'attempt_end', attempt: n, status: result.verdict, durationMs: record.durationMs });
     await run.dir.writeRecord(run.record);
@@ -280,6 +284,7 @@ async function runAgent(
       maxTurns: agent.maxTurns,
       ...(agent.tokenBudget ? { tokenBudget: Math.max(0, agent.tokenBudget - used) } : {}),
       attemptDeadlineMs: run.catalog.catalog.sandbox.timeouts.attemptSec * 1000,
+      costExceeded: () => run.costs.exceeded(),
     },
     events: run.events,
     signal,

@@ -307,6 +307,8 @@ async function attemptsWithBaseline(
     const measured = await baseline;
     if (measured.passed && !force) return 'nothing-to-fix';
     if (last.verdict === 'passed') return last;
+    // The run's money is spent: no later attempt could call the model.
+    if (run.costs.exceeded()) break;
     // Every review round spent: no later attempt could be approved.
     if (last.verdict === 'changes-requested' && plan.review && plan.review.used >= plan.review.maxRounds)
       break;
@@ -316,6 +318,13 @@ async function attemptsWithBaseline(
 }
 
 function failedEnding(run: Run, last: AttemptResult): Ending {
+  if (run.costs.exceeded()) {
+    const spent = run.costs.totalUsd.toFixed(4);
+    return {
+      outcome: 'budget',
+      message: `The cost limit ($${run.costs.limitUsd}) was reached after ${run.record.attempts.length} attempt(s) ($${spent} spent) without a verified fix; the last was ${last.verdict}.`,
+    };
+  }
   const outcome: RunOutcome =
     last.verdict === 'rejected'
       ? 'rejected'
@@ -387,6 +396,7 @@ async function closeRun(run: Run, ending: Ending): Promise<FixResult> {
       message: ending.error.message,
     };
   }
+  record.cost = run.costs.snapshot();
   record.finishedAt = new Date().toISOString();
   record.durationMs = Date.now() - run.started;
   await run.dir.writeFile('transcript.json', `${JSON.stringify(run.transcript, null, 2)}\n`);

@@ -11,6 +11,7 @@ import { z } from 'zod';
 import { UsageError } from '../errors.js';
 import { ATTEMPT_VERDICTS, LOOP_STOPS, RUN_OUTCOMES } from '../outcomes.js';
 import { writeFileAtomic } from '../atomic-write.js';
+import { MODEL_ROLES } from '../llm/types.js';
 
 export const HARNESS_DIR = '.sandbox-harness';
 
@@ -93,6 +94,16 @@ export const attemptRecordSchema = z.object({
   feedback: z.string().optional(),
   message: z.string().optional(),
   reviews: z.array(reviewSchema).optional(),
+  /** What this attempt's model calls cost (maker, sub-agents, checker), in US dollars. */
+  costUsd: z.number().nonnegative().optional(),
+});
+
+const costSchema = z.object({
+  usd: z.number().nonnegative(),
+  byRole: z.partialRecord(z.enum(MODEL_ROLES), z.number().nonnegative()),
+  /** Models that answered without a price: their calls are counted as 0. */
+  unpriced: z.array(z.string()).optional(),
+  limitUsd: z.number().positive().optional(),
 });
 
 export const runRecordSchema = z.object({
@@ -143,6 +154,8 @@ export const runRecordSchema = z.object({
     .optional(),
   attempts: z.array(attemptRecordSchema),
   tokens: z.object({ input: z.number().int().nonnegative(), output: z.number().int().nonnegative() }),
+  /** What the run's model calls cost, from the price table (absent in records of older versions). */
+  cost: costSchema.optional(),
   turns: z.number().int().nonnegative(),
   containers: z.array(containerSchema),
   testCommand: z.array(z.object({ name: z.string(), command: z.string() })),

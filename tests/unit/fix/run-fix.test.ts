@@ -843,3 +843,54 @@ describe('runFix with an independent checker', () => {
     expect(p.asked).toContainEqual({ role: 'main', name: 'replay' });
   });
 });
+
+describe('runFix: money', () => {
+  const PRICES = '  prices:\n    scripted: { input: 2, output: 10 }\n';
+
+  it("a record's cost is the price table times the model's usage, per attempt and per role", async () => {
+    const h = await harness();
+    await h.catalog((yaml) => yaml.replace('  maxTurns: 20\n', `  maxTurns: 20\n${PRICES}`));
+    const turns: Turn[] = [
+      { content: [FIX_EDIT], usage: { inputTokens: 1200, outputTokens: 40 } },
+      { content: [text('fixed')], usage: { inputTokens: 1500, outputTokens: 20 } },
+    ];
+    const result = await runFix(h.options(), h.deps(scripted(turns)));
+    expect(result.outcome).toBe('ready-for-review');
+    const expected = ((1200 + 1500) * 2 + (40 + 20) * 10) / 1e6;
+    expect(result.record.cost?.usd).toBeCloseTo(expected, 9);
+    expect(result.record.cost?.byRole).toEqual({ main: result.record.cost?.usd });
+    expect(result.record.attempts[0]?.costUsd).toBeCloseTo(expected, 9);
+    expect(result.record.cost?.unpriced).toBeUndefined();
+    // What is on disk says the same.
+    const onDisk = JSON.parse(await readFile(join(result.runDir, 'run.json'), 'utf8'));
+    expect(onDisk.cost.usd).toBeCloseTo(expected, 9);
+  });
+
+  it('a cost limit stops the run as `budget` before the next model call, and no further attempt starts', async () => {
+    const h = await harness();
+    await h.catalog((yaml) =>
+      yaml.replace('  maxTurns: 20\n', `  maxTurns: 20\n${PRICES}  costLimit: 0.01\n`),
+    );
+    // Each call costs 0.0105: the first reaches the limit, so the model is never asked again.
+    const expensive: Turn[] = Array.from({ length: 10 }, (_, i) => ({
+      content: [toolUse(`r${i}`, 'run_command', { command: 'true' })],
+      usage: { inputTokens: 5000, outputTokens: 50 },
+    }));
+    const provider = scripted(expensive);
+    const result = await runFix(h.options(), h.deps(provider));
+    expect(result.outcome).toBe('budget');
+    expect(exitCode(result)).toBe(1);
+    expect(result.record.attempts).toHaveLength(1);
+    expect(result.record.attempts[0]).toMatchObject({ agentStop: 'budget', verdict: 'budget', turns: 1 });
+    expect(result.record.cost).toMatchObject({ limitUsd: 0.01 });
+    expect(result.record.cost?.usd).toBeCloseTo(0.0105, 9);
+    expect(result.record.message).toMatch(/cost limit \(\$0\.01\) was reached/);
+  });
+
+  it('--cost-limit overrides the catalog, and a limit on a model without a price is refused before anything runs', async () => {
+    const h = await harness();
+    const refused = runFix(h.options({ costLimitUsd: 1 }), h.deps(scripted(fixingTurns)));
+    await expect(refused).rejects.toThrow(/has no price/);
+    expect(h.created).toHaveLength(0);
+  });
+});
