@@ -268,6 +268,14 @@ export const agentSchema = z.strictObject({
       description:
         "Review every verified attempt with an independent checker (a fresh context, read-only tools, a throwaway sandbox): ready-for-review then needs its approval. provider/model default to the maker's; maxRounds bounds the reviews of a run.",
     }),
+  docs: z.array(glob, { error: 'expected a list of glob patterns' }).default(['docs/*.md']).meta({
+    description:
+      "Globs of the repo's topic documents: the system prompt lists each with its first line, and the agent reads one with read_doc when it needs it. [] turns it off.",
+  }),
+  skills: z.array(glob, { error: 'expected a list of glob patterns' }).default([]).meta({
+    description:
+      'Globs of skill folders, each with a SKILL.md whose front matter gives name and description (when it applies): listed in the system prompt, loaded by the skill tool.',
+  }),
   costLimit: z
     .number({ error: 'expected a positive number of US dollars' })
     .positive({ error: 'expected a positive number of US dollars' })

@@ -34,6 +34,7 @@ import type { Ending, FixDeps, FixOptions, FixResult, Prepared, Run, SandboxImag
 import { applyVerified } from './apply.js';
 import { heldOutPaths, pristineFromHost, readAgentsMd } from './repo.js';
 import { prepare } from './prepare.js';
+import { loadLibrary } from './library.js';
 import { silentProgress, type ProgressSink } from './progress.js';
 import { SandboxPool } from './sandboxes.js';
 
@@ -224,8 +225,18 @@ async function planAttempts(run: Run, image: SandboxImage): Promise<AttemptPlan>
   const heldOut = heldOutPaths(tree, agent.heldOutTests);
   if (heldOut.length > 0) run.record.heldOutTests = heldOut.slice(0, 200);
   const repoAgentsMd = await readAgentsMd(run.repoDir);
+  const pristine = pristineFromHost(run.repoDir);
+  const { library, skipped } = await loadLibrary(tree, pristine, { docs: agent.docs, skills: agent.skills });
+  if (library.docs.length > 0 || library.skills.length > 0 || skipped.length > 0) {
+    run.record.library = {
+      docs: library.docs.map((d) => d.path),
+      skills: library.skills.map((s) => s.name),
+      ...(skipped.length > 0 ? { skipped: skipped.slice(0, 50) } : {}),
+    };
+  }
   const system = buildSystemPrompt({
     ...(repoAgentsMd ? { repoAgentsMd } : {}),
+    library,
     rules: Object.entries(catalog.catalog.rules).map(([name, rule]) => ({ name, ...rule })),
     editableFiles: agent.editableFiles,
     testCommands: layers.map((l) => l.command),
@@ -238,6 +249,7 @@ async function planAttempts(run: Run, image: SandboxImage): Promise<AttemptPlan>
   });
   const tools = createDefaultToolRegistry({
     delegate: agent.delegate,
+    library,
     isEditable: (path) => allowlist.check(path).allowed,
     editableGlobs: agent.editableFiles,
     limits: { defaultCommandTimeoutSec: catalog.catalog.sandbox.timeouts.commandSec },
@@ -248,7 +260,7 @@ async function planAttempts(run: Run, image: SandboxImage): Promise<AttemptPlan>
     tools,
     allowlist,
     tree,
-    pristine: pristineFromHost(run.repoDir),
+    pristine,
     layers,
     heldOut,
     ...(contextWindow ? { contextWindow } : {}),

@@ -161,6 +161,14 @@ export const runRecordSchema = z.object({
   testCommand: z.array(z.object({ name: z.string(), command: z.string() })),
   heldOutTests: z.array(z.string()).optional(),
   patchFile: z.string().optional(),
+  /** The topic documents and skills offered to the agent (read_doc, skill), and what was left out. */
+  library: z
+    .object({
+      docs: z.array(z.string()),
+      skills: z.array(z.string()),
+      skipped: z.array(z.string()).optional(),
+    })
+    .optional(),
 });
 
 export type RunRecord = z.infer<typeof runRecordSchema>;

@@ -894,3 +894,41 @@ describe('runFix: money', () => {
     expect(h.created).toHaveLength(0);
   });
 });
+
+describe('runFix: docs and skills on demand', () => {
+  it('the prompt lists the repo docs and skills, and the model reads one of each through read_doc and skill', async () => {
+    const h = await harness();
+    const doc = '# Shipping rules explained\nThe threshold comes from the catalog.\n';
+    const skill =
+      '---\nname: fee-change\ndescription: When a ticket changes a fee or threshold\n---\nChange the constant only.\n';
+    const { mkdir } = await import('node:fs/promises');
+    await mkdir(join(h.repo, 'docs'), { recursive: true });
+    await mkdir(join(h.repo, 'skills', 'fee-change'), { recursive: true });
+    await writeFile(join(h.repo, 'docs', 'shipping.md'), doc);
+    await writeFile(join(h.repo, 'skills', 'fee-change', 'SKILL.md'), skill);
+    await h.catalog((yaml) => yaml.replace('  maxTurns: 20\n', '  maxTurns: 20\n  skills: ["skills/*"]\n'));
+    const turns: Turn[] = [
+      { content: [toolUse('d1', 'read_doc', { path: 'docs/shipping.md' })] },
+      { content: [toolUse('s1', 'skill', { name: 'fee-change' })] },
+      ...fixingTurns,
+    ];
+    const result = await runFix(
+      h.options(),
+      h.deps(scripted(turns), npmTest, undefined, {
+        'docs/shipping.md': doc,
+        'skills/fee-change/SKILL.md': skill,
+      }),
+    );
+    expect(result.outcome).toBe('ready-for-review');
+    expect(result.record.library).toEqual({ docs: ['docs/shipping.md'], skills: ['fee-change'] });
+    const transcript = JSON.parse(await readFile(join(result.runDir, 'transcript.json'), 'utf8')) as {
+      system: string;
+      messages: { role: string; content: { type: string; content?: string }[] }[];
+    }[];
+    expect(transcript[0]?.system).toContain('- docs/shipping.md: Shipping rules explained');
+    expect(transcript[0]?.system).toContain('- fee-change: When a ticket changes a fee or threshold');
+    const results = transcript[0]!.messages.flatMap((m) => m.content.filter((b) => b.type === 'tool_result'));
+    expect(results[0]?.content).toContain('The threshold comes from the catalog.');
+    expect(results[1]?.content).toContain('Change the constant only.');
+  });
+});
