@@ -53,11 +53,7 @@ const ESCAPE_SEQUENCE = /\u001b\[[0-9;?]*[ -/]*[@-~]/g;
 const CONTROL_OR_BIDI = /[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2066-\u2069]+/g;
 
 export function oneLine(text: string, max: number): string {
-  const flat = text
-    .replace(ESCAPE_SEQUENCE, '')
-    .replace(CONTROL_OR_BIDI, ' ')
-    .replace(/\s+/g, ' ')
-    .trim();
+  const flat = text.replace(ESCAPE_SEQUENCE, '').replace(CONTROL_OR_BIDI, ' ').replace(/\s+/g, ' ').trim();
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 

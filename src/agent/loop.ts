@@ -301,7 +301,12 @@ async function runLoop(options: AgentLoopOptions, budget: LoopBudget): Promise<A
         provider: provider.name,
         model: completion.model,
         durationMs: Date.now() - started,
-        tokens: { input: completion.usage.inputTokens, output: completion.usage.outputTokens },
+        tokens: {
+          input: completion.usage.inputTokens,
+          output: completion.usage.outputTokens,
+          ...(completion.usage.cacheReadTokens ? { cacheRead: completion.usage.cacheReadTokens } : {}),
+          ...(completion.usage.cacheWriteTokens ? { cacheWrite: completion.usage.cacheWriteTokens } : {}),
+        },
         stopReason: completion.stopReason,
         isError: false,
       });

@@ -252,6 +252,22 @@ Example:
     );
 
   where(
+    program
+      .command('export')
+      .description(
+        "a run's trajectory in a portable format: Harbor's ATIF (steps, tool calls, observations, tokens, cost)",
+      ),
+  )
+    .argument('<run-id>', 'a run id, a unique prefix, or "last"')
+    .addOption(new Option('--format <format>', 'trajectory format').choices(['atif']).default('atif'))
+    .option('-o, --out <file>', 'write here (atomically) instead of stdout')
+    .action(
+      run(async (ctx, id: string, options: Record<string, unknown>) =>
+        (await import('./commands/export.js')).exportCommand(ctx, id, options),
+      ),
+    );
+
+  where(
     program.command('logs').description("a run's event log (model calls, tool calls, attempts), readable"),
   )
     .argument('<run-id>', 'a run id, a unique prefix, or "last"')

@@ -127,10 +127,14 @@ export class CostMeter {
     return this.limitUsd !== undefined && this.totalUsd >= this.limitUsd;
   }
 
+  /** The price each model that answered was charged at (the record keeps it: prices change). */
+  readonly used = new Map<string, Price>();
+
   /** Counts one answered call; returns its cost. */
   add(role: ModelRole, model: string, usage: Usage): number {
     const price = priceFor(model, this.table);
     if (!price) this.unpriced.add(model);
+    else this.used.set(model, price);
     const cost = price ? costOf(usage, price) : 0;
     const entry = this.byRole.get(role) ?? emptyRole();
     entry.usd += cost;
@@ -163,6 +167,7 @@ export class CostMeter {
     return {
       usd: roundUsd(this.totalUsd),
       byRole,
+      ...(this.used.size > 0 ? { prices: Object.fromEntries([...this.used].sort()) } : {}),
       ...(this.unpriced.size > 0 ? { unpriced: [...this.unpriced].sort() } : {}),
       ...(this.limitUsd !== undefined ? { limitUsd: this.limitUsd } : {}),
     };
@@ -172,6 +177,8 @@ export class CostMeter {
 export interface CostSnapshot {
   usd: number;
   byRole: Partial<Record<ModelRole, number>>;
+  /** The price of each model that answered, as charged. */
+  prices?: Record<string, Price>;
   unpriced?: string[];
   limitUsd?: number;
 }

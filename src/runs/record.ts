@@ -12,6 +12,7 @@ import { UsageError } from '../errors.js';
 import { ATTEMPT_VERDICTS, LOOP_STOPS, RUN_OUTCOMES } from '../outcomes.js';
 import { writeFileAtomic } from '../atomic-write.js';
 import { MODEL_ROLES } from '../llm/types.js';
+import { priceSchema } from '../llm/cost.js';
 
 export const HARNESS_DIR = '.sandbox-harness';
 
@@ -101,6 +102,8 @@ export const attemptRecordSchema = z.object({
 const costSchema = z.object({
   usd: z.number().nonnegative(),
   byRole: z.partialRecord(z.enum(MODEL_ROLES), z.number().nonnegative()),
+  /** The price each model was charged at (USD per million tokens), as it was then. */
+  prices: z.record(z.string(), priceSchema).optional(),
   /** Models that answered without a price: their calls are counted as 0. */
   unpriced: z.array(z.string()).optional(),
   limitUsd: z.number().positive().optional(),

@@ -932,3 +932,50 @@ describe('runFix: docs and skills on demand', () => {
     expect(results[1]?.content).toContain('Change the constant only.');
   });
 });
+
+describe('runFix: portable trajectories', () => {
+  it('a run exports as ATIF that validates against the format, one agent step per model call, costs per step', async () => {
+    const { runToAtif } = await import('../../../src/runs/atif.js');
+    const { atifTrajectorySchema } = await import('../../helpers/atif-schema.js');
+    const h = await harness();
+    await h.catalog((yaml) =>
+      yaml.replace('  maxTurns: 20\n', '  maxTurns: 20\n  prices:\n    scripted: { input: 2, output: 10 }\n'),
+    );
+    const turns: Turn[] = [
+      { content: [text('Let me fix it.'), FIX_EDIT], usage: { inputTokens: 1200, outputTokens: 40 } },
+      { content: [text('fixed')], usage: { inputTokens: 1500, outputTokens: 20 } },
+    ];
+    const result = await runFix(h.options(), h.deps(scripted(turns)));
+    const transcript = JSON.parse(await readFile(join(result.runDir, 'transcript.json'), 'utf8'));
+    const events = (await readFile(join(result.runDir, 'events.jsonl'), 'utf8'))
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l));
+    const atif = runToAtif(result.record, transcript, events);
+    const parsed = atifTrajectorySchema.safeParse(atif);
+    expect(parsed.success, parsed.success ? '' : parsed.error.message).toBe(true);
+    expect(atif.steps.map((s) => s.source)).toEqual(['system', 'user', 'agent', 'agent']);
+    const [, user, first, last] = atif.steps;
+    expect(user?.message).toContain('OPS-412');
+    expect(first?.tool_calls).toEqual([
+      {
+        tool_call_id: 'e1',
+        function_name: 'edit_file',
+        arguments: expect.objectContaining({ path: 'src/shipping.ts' }),
+      },
+    ]);
+    expect(first?.observation?.results[0]).toMatchObject({ source_call_id: 'e1' });
+    expect(first?.metrics).toEqual({
+      prompt_tokens: 1200,
+      completion_tokens: 40,
+      cost_usd: (1200 * 2 + 40 * 10) / 1e6,
+    });
+    expect(last?.message).toBe('fixed');
+    expect(atif.final_metrics).toMatchObject({
+      total_prompt_tokens: 2700,
+      total_completion_tokens: 60,
+      total_cost_usd: result.record.cost?.usd,
+      total_steps: 4,
+    });
+  });
+});
