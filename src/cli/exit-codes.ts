@@ -82,3 +82,11 @@ export function exitCodeForEval(ending: EvalEnding): number {
   if (ending.unscored.error > 0) return EXIT_CODES.usage;
   return ending.regression ? EXIT_CODES.taskFailed : EXIT_CODES.ok;
 }
+
+/**
+ * A backlog: 0 when every item is passing; 1 when one is blocked, or items are left (a
+ * `work` stopped at its first blocked item).
+ */
+export function exitCodeForWork(statuses: readonly string[]): number {
+  return statuses.every((s) => s === 'passing') ? EXIT_CODES.ok : EXIT_CODES.taskFailed;
+}
