@@ -91,6 +91,10 @@ export function buildProgram(exitNow: (code: number) => void): Program {
       '--cost-limit <usd>',
       "stop once the run's model calls cost this many US dollars (ends `budget`; default: the catalog's agent.costLimit)",
     )
+    .option(
+      '--continue <run>',
+      "start from an earlier run's last attempt: its patch in the first sandbox, its feedback to the model, attempts numbered on",
+    )
     .addOption(
       new Option('--keep <policy>', 'keep containers for inspection')
         .choices(['on-failure', 'always', 'never'])
@@ -122,6 +126,36 @@ The harness never commits, pushes or deploys. Example:
         const { fixCommand } = await import('./commands/fix.js');
         return fixCommand(ctx, ticket, options);
       }),
+    );
+
+  program
+    .command('work')
+    .description(
+      'work a backlog one item at a time (WIP = 1): fix each, apply it, verify it with every earlier item applied; state beside the backlog',
+    )
+    .argument(
+      '<backlog>',
+      'backlog file (YAML: catalog, items with id, ticket, catalog?, verify?, dependsOn?, cassette?)',
+    )
+    .option('--status', 'print the items and their state, and do nothing else')
+    .option('--keep-going', 'after a blocked item, go on with the items that do not depend on it')
+    .addOption(new Option('--provider <name>', 'model provider').choices(['anthropic', 'openai', 'replay']))
+    .option('--model <id>', 'model id (provider default otherwise)')
+    .option('--json', 'print the state as JSON on stdout')
+    .addHelpText(
+      'after',
+      `
+An item is passing only when its verified patch was applied and its verification (the item's
+verify: command, else the catalog's tests) passes in a fresh sandbox of the repo with every
+earlier item applied. Anything else makes it blocked, with the reason; work stops there unless
+--keep-going. The state file (<backlog>.state.json) is written after every step: a killed work
+continues where it was, passing items are never redone. Nothing is committed or pushed.
+Exit codes: 0 every item passing, 1 an item blocked or left, 2 a bad backlog or catalog.`,
+    )
+    .action(
+      run(async (ctx, file: string, options: Record<string, unknown>) =>
+        (await import('./commands/work.js')).workCommand(ctx, file, options),
+      ),
     );
 
   program

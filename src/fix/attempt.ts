@@ -34,6 +34,8 @@ import { failureFeedback, formatTestRun, type TestLayer } from './test-layers.js
 import { warmChannel } from './sandboxes.js';
 import { verifyChange, type Verification } from './verify.js';
 import { reviewChange } from './review.js';
+import type { Continuation } from './continue.js';
+import { shellQuote } from '../agent/tools/paths.js';
 
 /** What every attempt of a run shares, worked out once. */
 export interface AttemptPlan {
@@ -115,6 +117,8 @@ export async function runAttempt(
       kept: false,
       engine: run.deps.backend.engine,
     });
+    const continued = run.continuation;
+    if (continued && n === continued.attemptsBefore + 1) await replayEarlierChange(box, continued, signal);
     const loop = await runAgent(run, plan, n, box, record, feedback, signal);
     if (loop.status === 'interrupted') throw abortError(signal);
     if (loop.sandboxError instanceof DiskBudgetExceeded) throw loop.sandboxError;
@@ -250,6 +254,27 @@ export async function runAttempt(
     throw error;
   } finally {
     await run.sandboxes.dropAhead(`verify-${n}`);
+  }
+}
+
+/**
+ * `--continue`: the earlier run's change, replayed onto today's repo, written into the first
+ * attempt's sandbox before the agent starts (never following a link; it is gated like any change).
+ */
+async function replayEarlierChange(
+  box: Sandbox,
+  continued: Continuation,
+  signal: AbortSignal,
+): Promise<void> {
+  if (continued.files.length > 0) await box.writeFiles(continued.files, { signal });
+  if (continued.deletions.length > 0) {
+    const removed = await box.exec(`rm -f -- ${continued.deletions.map(shellQuote).join(' ')}`, { signal });
+    if (removed.exitCode !== 0)
+      throw new HarnessError(
+        'CONTINUE',
+        'config',
+        `the earlier run's deletions could not be replayed: ${removed.stderr.trim()}`,
+      );
   }
 }
 

@@ -14,6 +14,8 @@ import type { RetryInfo } from '../llm/retry.js';
 import { CostMeter, defaultPrices } from '../llm/cost.js';
 import type { ModelProvider } from '../llm/types.js';
 import type { FixDeps, FixOptions, Prepared } from './context.js';
+import { loadContinuation } from './continue.js';
+import { runsDirFor } from '../runs/record.js';
 
 export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepared> {
   const catalog = await loadCatalog(options.catalogFile, { cwd: options.cwd });
@@ -73,6 +75,10 @@ export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepa
         'checker',
       )
     : undefined;
+  // Before anything is written: an earlier run whose patch no longer applies is refused here.
+  const continuation = options.continueFrom
+    ? await loadContinuation(options.runsDir ?? runsDirFor(repoDir), options.continueFrom, repoDir)
+    : undefined;
   // The engine answers (and has room) before the run record is written.
   await deps.ping();
   // A crash mid-apply left the repo half written: put it back before an image is built from it.
@@ -88,5 +94,6 @@ export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepa
     ...(session.recorder ? { recorder: session.recorder } : {}),
     retries,
     costs,
+    ...(continuation ? { continuation } : {}),
   };
 }

@@ -35,6 +35,7 @@ import { applyVerified } from './apply.js';
 import { heldOutPaths, pristineFromHost, readAgentsMd } from './repo.js';
 import { prepare } from './prepare.js';
 import { loadLibrary } from './library.js';
+import { continuationFeedback } from './continue.js';
 import { silentProgress, type ProgressSink } from './progress.js';
 import { SandboxPool } from './sandboxes.js';
 
@@ -105,6 +106,14 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
     ...(prepared.checker ? { checker: { name: prepared.checker.name, model: prepared.checker.model } } : {}),
     keep: options.keep,
     apply: options.apply,
+    ...(prepared.continuation
+      ? {
+          continuedFrom: {
+            runId: prepared.continuation.runId,
+            attempts: prepared.continuation.attemptsBefore,
+          },
+        }
+      : {}),
     attempts: [],
     tokens: { input: 0, output: 0 },
     turns: 0,
@@ -180,7 +189,7 @@ async function fixTicket(run: Run): Promise<Ending> {
   // Without held-out tests the first attempt's sandbox needs the image alone: it starts
   // while the attempts are planned (the pristine tree read is as slow as a start-up).
   if (run.catalog.catalog.agent.heldOutTests.length === 0)
-    run.sandboxes.makeAhead('attempt-1', { hidden: [] });
+    run.sandboxes.makeAhead(`attempt-${firstAttempt(run)}`, { hidden: [] });
   const plan = await planAttempts(run, image);
   const result = await attemptsWithBaseline(run, plan, image);
   if (result === 'nothing-to-fix') {
@@ -302,15 +311,17 @@ async function attemptsWithBaseline(
     },
   );
   baseline.catch(() => undefined);
-  let feedback: string | undefined;
+  // A continued run starts from the earlier run's feedback, and numbers its attempts on.
+  let feedback: string | undefined = run.continuation ? continuationFeedback(run.continuation) : undefined;
   let last: AttemptResult | undefined;
-  for (let n = 1; n <= plan.maxAttempts; n++) {
-    const signal = n === 1 ? AbortSignal.any([run.signal, gate.signal]) : run.signal;
+  const first = firstAttempt(run);
+  for (let n = first; n < first + plan.maxAttempts; n++) {
+    const signal = n === first ? AbortSignal.any([run.signal, gate.signal]) : run.signal;
     try {
       last = await runAttempt(run, plan, n, feedback, signal);
     } catch (error) {
       if (error instanceof BaselinePasses) {
-        const attempt = run.record.attempts[n - 1];
+        const attempt = run.record.attempts.find((a) => a.n === n);
         if (attempt) attempt.message = 'stopped: the tests already pass without a change';
         return 'nothing-to-fix';
       }
@@ -327,6 +338,11 @@ async function attemptsWithBaseline(
     feedback = last.feedback;
   }
   return last!;
+}
+
+/** The number of a run's first attempt: 1, or the one after those of the run it continues. */
+function firstAttempt(run: Run): number {
+  return (run.continuation?.attemptsBefore ?? 0) + 1;
 }
 
 function failedEnding(run: Run, last: AttemptResult): Ending {

@@ -144,6 +144,8 @@ export const runRecordSchema = z.object({
   checker: z.object({ name: z.string(), model: z.string() }).optional(),
   keep: z.enum(['on-failure', 'always', 'never']),
   apply: z.boolean(),
+  /** `fix --continue`: the run this one started from, and how many attempts it had made. */
+  continuedFrom: z.object({ runId: z.string(), attempts: z.number().int().nonnegative() }).optional(),
   applied: z.boolean().optional(),
   applyError: z.string().optional(),
   baseline: z

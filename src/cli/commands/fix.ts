@@ -27,6 +27,7 @@ export interface FixCommandOptions {
   runsDir?: string;
   review?: boolean;
   costLimit?: string;
+  continue?: string;
 }
 
 const KEEP_POLICIES: KeepPolicy[] = ['on-failure', 'always', 'never'];
@@ -122,6 +123,7 @@ export async function fixCommand(
       ...(options.record ? { record: options.record } : {}),
       ...(maxAttempts ? { maxAttempts } : {}),
       ...(costLimitUsd !== undefined ? { costLimitUsd } : {}),
+      ...(options.continue ? { continueFrom: options.continue } : {}),
       ...(options.runsDir ? { runsDir: resolve(ctx.cwd, options.runsDir) } : {}),
       keep,
       apply: options.apply !== false,

@@ -979,3 +979,53 @@ describe('runFix: portable trajectories', () => {
     });
   });
 });
+
+describe('runFix --continue', () => {
+  const WRONG_EDIT = toolUse('w1', 'edit_file', {
+    path: 'src/shipping.ts',
+    search: 'FREE_SHIPPING_THRESHOLD = 50;',
+    replacement: 'FREE_SHIPPING_THRESHOLD = 40;',
+  });
+
+  it("starts from the earlier run's last patch and feedback, numbers attempts on, and reaches ready-for-review", async () => {
+    const h = await harness();
+    const failed = await runFix(
+      h.options({ maxAttempts: 1 }),
+      h.deps(scripted([{ content: [WRONG_EDIT] }, { content: [text('done')] }])),
+    );
+    expect(failed.outcome).toBe('failed');
+    // The second run sees the first one's change already in its sandbox, and its test output.
+    const finish = toolUse('f1', 'edit_file', {
+      path: 'src/shipping.ts',
+      search: 'FREE_SHIPPING_THRESHOLD = 40;',
+      replacement: 'FREE_SHIPPING_THRESHOLD = 39;',
+    });
+    const provider = scripted([{ content: [finish] }, { content: [text('fixed')] }]);
+    const result = await runFix(h.options({ continueFrom: failed.runId }), h.deps(provider));
+    expect(result.outcome).toBe('ready-for-review');
+    expect(result.record.continuedFrom).toEqual({ runId: failed.runId, attempts: 1 });
+    expect(result.record.attempts.map((a) => a.n)).toEqual([2]);
+    expect(h.created.map((c) => c.spec.role)).toContain('attempt-2');
+    const transcript = JSON.parse(await readFile(join(result.runDir, 'transcript.json'), 'utf8'));
+    const first = JSON.stringify(transcript[0].messages[0]);
+    expect(first).toContain(`continues run ${failed.runId}`);
+    expect(first).toContain('src/shipping.ts');
+    expect(first).toContain('not ok 2');
+    expect(await readFile(join(h.repo, 'src', 'shipping.ts'), 'utf8')).toContain('= 39;');
+  });
+
+  it('a run whose patch no longer applies to the repo says so, and nothing runs', async () => {
+    const h = await harness();
+    const failed = await runFix(
+      h.options({ maxAttempts: 1 }),
+      h.deps(scripted([{ content: [WRONG_EDIT] }, { content: [text('done')] }])),
+    );
+    const file = join(h.repo, 'src', 'shipping.ts');
+    await writeFile(file, (await readFile(file, 'utf8')).replace('= 50;', '= 45;'));
+    const before = h.created.length;
+    await expect(
+      runFix(h.options({ continueFrom: failed.runId }), h.deps(scripted(fixingTurns))),
+    ).rejects.toThrow(/no longer applies: src\/shipping.ts changed since that run/);
+    expect(h.created.length).toBe(before);
+  });
+});
