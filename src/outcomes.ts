@@ -6,11 +6,12 @@
 
 /**
  * Budgets that end an agent loop early; the same words then name the attempt and the trial.
+ * `budget`: the run's cost limit in money was reached (no further model call may start);
  * `timeout` is the attempt's own time limit; `disk-budget`: the sandbox wrote more than its
  * budget and was stopped; `sandbox-stopped`: every process of the sandbox died under the
  * agent (it killed them all, or memory ran out).
  */
-const LIMITS = ['max-turns', 'token-budget', 'timeout', 'disk-budget', 'sandbox-stopped'] as const;
+const LIMITS = ['max-turns', 'token-budget', 'budget', 'timeout', 'disk-budget', 'sandbox-stopped'] as const;
 
 /** Why an agent loop stopped. */
 export const LOOP_STOPS = ['completed', ...LIMITS, 'interrupted'] as const;
@@ -48,6 +49,7 @@ export const RUN_OUTCOMES = [
   'rejected',
   'not-approved',
   'timeout',
+  'budget',
   ...UNSCORED,
 ] as const;
 export type RunOutcome = (typeof RUN_OUTCOMES)[number];
@@ -85,6 +87,7 @@ export function categoryOf(outcome: RunOutcome, lastVerdict: AttemptVerdict | un
     case 'no-changes':
     case 'max-turns':
     case 'token-budget':
+    case 'budget':
     case 'timeout':
     case 'disk-budget':
     case 'sandbox-stopped':
@@ -100,6 +103,7 @@ export function verdictForEmptyLoop(stop: LoopStop): AttemptVerdict {
   switch (stop) {
     case 'max-turns':
     case 'token-budget':
+    case 'budget':
     case 'timeout':
     case 'disk-budget':
     case 'sandbox-stopped':

@@ -31,7 +31,7 @@ export interface HarnessEvent {
   durationMs?: number;
   exitCode?: number;
   isError?: boolean;
-  tokens?: { input: number; output: number };
+  tokens?: { input: number; output: number; cacheRead?: number; cacheWrite?: number };
   stopReason?: string;
   status?: string;
   provider?: string;

@@ -38,6 +38,8 @@ export interface LoopLimits {
   tokenBudget?: number;
   /** Wall clock for this attempt; in-flight model and tool calls are aborted when it passes. */
   attemptDeadlineMs?: number;
+  /** The run's cost limit: true once it is reached, and no further model call may start. */
+  costExceeded?: () => boolean;
 }
 
 export interface SubAgentOptions {
@@ -104,10 +106,11 @@ export class LoopBudget {
   turns = 0;
   readonly usage: Usage = { inputTokens: 0, outputTokens: 0 };
 
-  constructor(private readonly limits: Pick<LoopLimits, 'maxTurns' | 'tokenBudget'>) {}
+  constructor(private readonly limits: Pick<LoopLimits, 'maxTurns' | 'tokenBudget' | 'costExceeded'>) {}
 
   /** The limit that forbids another model call, if one does. */
-  exhausted(): 'max-turns' | 'token-budget' | undefined {
+  exhausted(): 'max-turns' | 'token-budget' | 'budget' | undefined {
+    if (this.limits.costExceeded?.()) return 'budget';
     if (this.turns >= this.limits.maxTurns) return 'max-turns';
     const spent = this.usage.inputTokens + this.usage.outputTokens;
     if (this.limits.tokenBudget !== undefined && spent >= this.limits.tokenBudget) return 'token-budget';
@@ -298,7 +301,12 @@ async function runLoop(options: AgentLoopOptions, budget: LoopBudget): Promise<A
         provider: provider.name,
         model: completion.model,
         durationMs: Date.now() - started,
-        tokens: { input: completion.usage.inputTokens, output: completion.usage.outputTokens },
+        tokens: {
+          input: completion.usage.inputTokens,
+          output: completion.usage.outputTokens,
+          ...(completion.usage.cacheReadTokens ? { cacheRead: completion.usage.cacheReadTokens } : {}),
+          ...(completion.usage.cacheWriteTokens ? { cacheWrite: completion.usage.cacheWriteTokens } : {}),
+        },
         stopReason: completion.stopReason,
         isError: false,
       });

@@ -3,6 +3,7 @@
  * (harness rules, the repo's AGENTS.md, catalog rules, editable files, test commands); the
  * first user message carries this ticket and what the previous attempt taught us.
  */
+import { librarySection, type Library } from './library.js';
 
 export const DEFAULT_HARNESS_RULES = `You are a software engineer fixing a ticket in a repository.
 
@@ -44,6 +45,8 @@ export interface SystemPromptInput {
   testCommands: readonly string[];
   /** Where the read-only catalog is mounted inside the sandbox. */
   catalogPathInSandbox: string;
+  /** Topic documents and skills, listed a line each for `read_doc` and `skill`. */
+  library?: Library;
 }
 
 const MAX_AGENTS_MD_CHARS = 20_000;
@@ -87,6 +90,9 @@ export function buildSystemPrompt(input: SystemPromptInput): string {
       ].join('\n'),
     );
   }
+
+  const listing = librarySection(input.library);
+  if (listing) sections.push(listing);
 
   const agents = input.repoAgentsMd?.trim();
   if (agents) {

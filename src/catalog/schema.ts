@@ -8,6 +8,7 @@
  */
 import picomatch from 'picomatch';
 import { z } from 'zod';
+import { priceTableSchema } from '../llm/cost.js';
 
 export const DEFAULT_IGNORE_CHANGES = [
   'node_modules/.vite/**',
@@ -267,6 +268,26 @@ export const agentSchema = z.strictObject({
       description:
         "Review every verified attempt with an independent checker (a fresh context, read-only tools, a throwaway sandbox): ready-for-review then needs its approval. provider/model default to the maker's; maxRounds bounds the reviews of a run.",
     }),
+  docs: z.array(glob, { error: 'expected a list of glob patterns' }).default(['docs/*.md']).meta({
+    description:
+      "Globs of the repo's topic documents: the system prompt lists each with its first line, and the agent reads one with read_doc when it needs it. [] turns it off.",
+  }),
+  skills: z.array(glob, { error: 'expected a list of glob patterns' }).default([]).meta({
+    description:
+      'Globs of skill folders, each with a SKILL.md whose front matter gives name and description (when it applies): listed in the system prompt, loaded by the skill tool.',
+  }),
+  costLimit: z
+    .number({ error: 'expected a positive number of US dollars' })
+    .positive({ error: 'expected a positive number of US dollars' })
+    .optional()
+    .meta({
+      description:
+        'Stop the run once its model calls (maker, sub-agents and checker together) cost this many US dollars; the run ends `budget`. Needs a price for every model used (agent.prices or the built-in table).',
+    }),
+  prices: priceTableSchema.optional().meta({
+    description:
+      'Model prices in US dollars per million tokens ({input, output, cacheRead?, cacheWrite?}), by model name or a prefix ending in `*`; they override the built-in table (prices/default.yaml) model by model.',
+  }),
   delegate: z.boolean({ error: 'expected true or false' }).default(false).meta({
     description:
       'Offer the `delegate` tool: the agent hands a sub-task to a sub-agent with an empty context (same sandbox and tools, shared maxTurns and tokenBudget) and gets back only its conclusion. Off by default because it changes the tool list every model call sees.',

@@ -54,6 +54,7 @@ export function exitCodeForRun(run: RunEnding): number {
     case 'rejected':
     case 'not-approved':
     case 'timeout':
+    case 'budget':
       return EXIT_CODES.taskFailed;
     case 'infrastructure':
       return EXIT_CODES.infrastructure;
@@ -80,4 +81,12 @@ export function exitCodeForEval(ending: EvalEnding): number {
   if (ending.unscored.infrastructure > 0) return EXIT_CODES.infrastructure;
   if (ending.unscored.error > 0) return EXIT_CODES.usage;
   return ending.regression ? EXIT_CODES.taskFailed : EXIT_CODES.ok;
+}
+
+/**
+ * A backlog: 0 when every item is passing; 1 when one is blocked, or items are left (a
+ * `work` stopped at its first blocked item).
+ */
+export function exitCodeForWork(statuses: readonly string[]): number {
+  return statuses.every((s) => s === 'passing') ? EXIT_CODES.ok : EXIT_CODES.taskFailed;
 }

@@ -87,6 +87,14 @@ export function buildProgram(exitNow: (code: number) => void): Program {
     .option('--cassette <file>', 'replay a recorded conversation (implies --provider replay)')
     .option('--record <file>', 'record the live conversation as a cassette')
     .option('--max-attempts <n>', 'attempts before giving up (1-10; default: the catalog)')
+    .option(
+      '--cost-limit <usd>',
+      "stop once the run's model calls cost this many US dollars (ends `budget`; default: the catalog's agent.costLimit)",
+    )
+    .option(
+      '--continue <run>',
+      "start from an earlier run's last attempt: its patch in the first sandbox, its feedback to the model, attempts numbered on",
+    )
     .addOption(
       new Option('--keep <policy>', 'keep containers for inspection')
         .choices(['on-failure', 'always', 'never'])
@@ -107,7 +115,7 @@ export function buildProgram(exitNow: (code: number) => void): Program {
     .addHelpText(
       'after',
       `
-Outcomes: ready-for-review (exit 0), nothing-to-fix (0), failed, rejected, not-approved, timeout (1),
+Outcomes: ready-for-review (exit 0), nothing-to-fix (0), failed, rejected, not-approved, timeout, budget (1),
 error (2; 70 for a fault of the harness), infrastructure (3), interrupted (130).
 The harness never commits, pushes or deploys. Example:
   sandbox-harness fix OPS-412 --catalog examples/shipping-service/shipping-service.yaml \\
@@ -118,6 +126,36 @@ The harness never commits, pushes or deploys. Example:
         const { fixCommand } = await import('./commands/fix.js');
         return fixCommand(ctx, ticket, options);
       }),
+    );
+
+  program
+    .command('work')
+    .description(
+      'work a backlog one item at a time (WIP = 1): fix each, apply it, verify it with every earlier item applied; state beside the backlog',
+    )
+    .argument(
+      '<backlog>',
+      'backlog file (YAML: catalog, items with id, ticket, catalog?, verify?, dependsOn?, cassette?)',
+    )
+    .option('--status', 'print the items and their state, and do nothing else')
+    .option('--keep-going', 'after a blocked item, go on with the items that do not depend on it')
+    .addOption(new Option('--provider <name>', 'model provider').choices(['anthropic', 'openai', 'replay']))
+    .option('--model <id>', 'model id (provider default otherwise)')
+    .option('--json', 'print the state as JSON on stdout')
+    .addHelpText(
+      'after',
+      `
+An item is passing only when its verified patch was applied and its verification (the item's
+verify: command, else the catalog's tests) passes in a fresh sandbox of the repo with every
+earlier item applied. Anything else makes it blocked, with the reason; work stops there unless
+--keep-going. The state file (<backlog>.state.json) is written after every step: a killed work
+continues where it was, passing items are never redone. Nothing is committed or pushed.
+Exit codes: 0 every item passing, 1 an item blocked or left, 2 a bad backlog or catalog.`,
+    )
+    .action(
+      run(async (ctx, file: string, options: Record<string, unknown>) =>
+        (await import('./commands/work.js')).workCommand(ctx, file, options),
+      ),
     );
 
   program
@@ -143,6 +181,10 @@ The harness never commits, pushes or deploys. Example:
     .option('--out <dir>', 'output folder (default: .sandbox-harness/evals/<suite>-<time>)')
     .option('--resume', 'skip trials already in <out>/results.jsonl (on any engines)')
     .option('--compare <summary.json>', 'compare with a previous summary; exit 1 on a regression')
+    .option(
+      '--cost-limit <usd>',
+      'stop each trial once its model calls cost this many US dollars (the trial ends `budget`)',
+    )
     .addOption(
       new Option('--keep <policy>', 'keep trial containers').choices(['on-failure', 'always', 'never']),
     )
@@ -240,6 +282,22 @@ Example:
     .action(
       run(async (ctx, id: string, options: Record<string, unknown>) =>
         (await import('./commands/runs.js')).inspectCommand(ctx, id, options),
+      ),
+    );
+
+  where(
+    program
+      .command('export')
+      .description(
+        "a run's trajectory in a portable format: Harbor's ATIF (steps, tool calls, observations, tokens, cost)",
+      ),
+  )
+    .argument('<run-id>', 'a run id, a unique prefix, or "last"')
+    .addOption(new Option('--format <format>', 'trajectory format').choices(['atif']).default('atif'))
+    .option('-o, --out <file>', 'write here (atomically) instead of stdout')
+    .action(
+      run(async (ctx, id: string, options: Record<string, unknown>) =>
+        (await import('./commands/export.js')).exportCommand(ctx, id, options),
       ),
     );
 

@@ -22,6 +22,8 @@ export interface FixTrialOptions {
   env: NodeJS.ProcessEnv;
   /** Every event of every trial, tagged with its task and trial (for timing and overlap checks). */
   events?: (spec: TrialSpec) => EventSink | undefined;
+  /** Each trial stops once its model calls cost this many US dollars (`eval --cost-limit`). */
+  costLimitUsd?: number;
 }
 
 export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
@@ -63,6 +65,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
           signal: context.signal,
           readStdin: async () => '',
           ...(events ? { events } : {}),
+          ...(options.costLimitUsd !== undefined ? { costLimitUsd: options.costLimitUsd } : {}),
         },
         deps,
       );
@@ -115,6 +118,8 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
       durationMs: finishedAt.getTime() - startedAt.getTime(),
       finishedAt: finishedAt.toISOString(),
       runId: result.runId,
+      ...(record.cost ? { costUsd: record.cost.usd } : {}),
+      ...(record.cost?.unpriced ? { unpriced: record.cost.unpriced } : {}),
       ...(record.image ? { imageId: record.image.id } : {}),
       catalogHash: record.catalog.hash,
       provider: record.provider.name,

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { formatDuration } from './progress.js';
 import type { Interval } from './stats.js';
 import type {
+  CostSummary,
   EvalSummary,
   KValue,
   RateComparison,
@@ -192,6 +193,46 @@ function perTaskTable(summary: EvalSummary): Table {
   };
 }
 
+function formatUsd(value: number | null | undefined): string {
+  if (value === null || value === undefined) return '-';
+  return value >= 1 ? `$${value.toFixed(2)}` : `$${value.toFixed(4)}`;
+}
+
+/** Money per task and overall; none when no trial carried a cost (records of older versions). */
+function costTable(summary: EvalSummary): Table | undefined {
+  const overall = summary.overall.cost;
+  if (!overall) return undefined;
+  const budget = overall.atBudget;
+  const cells = (id: string, c: CostSummary | undefined): string[] => [
+    id,
+    formatUsd(c?.totalUsd),
+    formatUsd(c?.perTrial.mean),
+    formatUsd(c?.perSolvedUsd),
+    ...(budget ? [formatPercent(c?.atBudget?.passRate ?? null)] : []),
+  ];
+  return {
+    header: [
+      'task',
+      'total cost',
+      'mean cost per trial',
+      'cost per solved task',
+      ...(budget ? [`pass@1 within ${formatUsd(budget.budgetUsd)}`] : []),
+    ],
+    rows: [
+      ...rowsOf(summary.tasks.map((t) => cells(t.taskId, t.cost))),
+      { cells: cells('all', overall), total: true },
+    ],
+  };
+}
+
+function costNote(summary: EvalSummary): string {
+  const unpriced = summary.overall.cost?.unpriced ?? [];
+  return (
+    "Cost is the price table (prices/default.yaml, overridden by the catalog) times the tokens each trial used, every role included; cost per solved task is the scored trials' cost over their passes." +
+    (unpriced.length > 0 ? ` No price for: ${unpriced.join(', ')} (counted as $0).` : '')
+  );
+}
+
 function taskKTable(summary: EvalSummary, symbol: 'pass@' | 'pass^'): Table {
   return {
     header: ['task', ...ks(summary.n, symbol)],
@@ -307,6 +348,8 @@ export function renderMarkdown(summary: EvalSummary, comparison?: SummaryCompari
   out.push('## Per task', '', mdTable(perTaskTable(summary)), '');
   out.push('### pass@k per task', '', mdTable(taskKTable(summary, 'pass@')), '');
   out.push('### pass^k per task', '', mdTable(taskKTable(summary, 'pass^')), '');
+  const costs = costTable(summary);
+  if (costs) out.push('## Cost', '', mdTable(costs), '', mdCell(costNote(summary)), '');
   out.push('## Failure categories', '', mdTable(categoriesTable(summary)), '');
   out.push('## Flaky tasks', '');
   const flaky = flakyLines(summary);
@@ -599,6 +642,8 @@ export function renderReportSections(summary: EvalSummary, comparison?: SummaryC
     '<h3>pass^k per task</h3>',
     htmlTable(taskKTable(summary, 'pass^')),
   );
+  const costs = costTable(summary);
+  if (costs) sections.push('<h2>Cost</h2>', htmlTable(costs), `<p class="meta">${e(costNote(summary))}</p>`);
   sections.push('<h2>Failure categories</h2>', htmlTable(categoriesTable(summary)));
   const flaky = flakyLines(summary);
   sections.push(

@@ -67,6 +67,57 @@ interface TrialCounts extends RateSummary {
   categories: CategoryCounts;
   /** With review on: how often the checker approved, next to the tests' verdict. */
   review?: ReviewSummary;
+  /** Money, when the trials' records carry a cost (every trial, scored or not, cost it). */
+  cost?: CostSummary;
+}
+
+export interface CostSummary {
+  /** US dollars, over every recorded trial (unscored ones spent money too). */
+  totalUsd: number;
+  perTrial: Distribution;
+  /** Total cost over the scored trials divided by their passes; `null` with no pass. */
+  perSolvedUsd: number | null;
+  /**
+   * pass@1 when a trial counts only if it passed within `budgetUsd` (the eval's
+   * `--cost-limit`): comparable across agents that spend differently.
+   */
+  atBudget?: { budgetUsd: number; passRate: number | null };
+  /** Models that had no price: their calls were counted as 0. */
+  unpriced?: string[];
+}
+
+function costSummary(
+  all: readonly TrialResult[],
+  scored: readonly TrialResult[],
+  budgetUsd: number | undefined,
+): { cost?: CostSummary } {
+  const priced = all.filter((r) => r.costUsd !== undefined);
+  if (priced.length === 0) return {};
+  const costs = priced.map((r) => r.costUsd ?? 0);
+  const totalUsd = costs.reduce((a, b) => a + b, 0);
+  const scoredCost = scored.reduce((a, r) => a + (r.costUsd ?? 0), 0);
+  const passes = scored.filter((r) => r.category === PASSING_CATEGORY).length;
+  const unpriced = distinct(all.flatMap((r) => r.unpriced ?? []));
+  return {
+    cost: {
+      totalUsd,
+      perTrial: distribution(costs),
+      perSolvedUsd: passes === 0 ? null : scoredCost / passes,
+      ...(budgetUsd !== undefined
+        ? {
+            atBudget: {
+              budgetUsd,
+              passRate:
+                scored.length === 0
+                  ? null
+                  : scored.filter((r) => r.category === PASSING_CATEGORY && (r.costUsd ?? 0) <= budgetUsd)
+                      .length / scored.length,
+            },
+          }
+        : {}),
+      ...(unpriced.length > 0 ? { unpriced } : {}),
+    },
+  };
 }
 
 export interface ReviewSummary {
@@ -161,6 +212,8 @@ export interface SummaryMeta {
   startedAt: string;
   finishedAt: string;
   harnessVersion: string;
+  /** The eval's per-trial cost limit, for pass@1 at that budget. */
+  costLimitUsd?: number;
 }
 
 function emptyCategories(): CategoryCounts {
@@ -196,7 +249,12 @@ function curve(
   });
 }
 
-function summarizeTask(taskId: string, n: number, results: TrialResult[]): TaskSummary {
+function summarizeTask(
+  taskId: string,
+  n: number,
+  results: TrialResult[],
+  costLimitUsd?: number,
+): TaskSummary {
   const scoredResults = results.filter((r) => !UNSCORED_CATEGORIES.has(r.category));
   const scored = scoredResults.length;
   const passes = scoredResults.filter((r) => r.category === PASSING_CATEGORY).length;
@@ -222,6 +280,7 @@ function summarizeTask(taskId: string, n: number, results: TrialResult[]): TaskS
     categories,
     flaky: passes > 0 && passes < scored,
     ...withReview(scoredResults),
+    ...costSummary(results, scoredResults, costLimitUsd),
     imageIds: distinct(results.map((r) => r.imageId)),
     catalogHashes: distinct(results.map((r) => r.catalogHash)),
   };
@@ -245,7 +304,7 @@ export function summarize(results: readonly TrialResult[], meta: SummaryMeta): E
     if (list) list.push(r);
     else byTask.set(r.taskId, [r]);
   }
-  const tasks = [...byTask.entries()].map(([id, list]) => summarizeTask(id, meta.n, list));
+  const tasks = [...byTask.entries()].map(([id, list]) => summarizeTask(id, meta.n, list, meta.costLimitUsd));
 
   const scoredAll = results.filter((r) => !UNSCORED_CATEGORIES.has(r.category));
   const categories = emptyCategories();
@@ -272,6 +331,7 @@ export function summarize(results: readonly TrialResult[], meta: SummaryMeta): E
     categories,
     flakyTasks: tasks.filter((t) => t.flaky).map((t) => t.taskId),
     ...withReview(scoredAll),
+    ...costSummary(results, scoredAll, meta.costLimitUsd),
   };
 
   return {

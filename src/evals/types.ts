@@ -57,6 +57,10 @@ export interface TrialResult {
   verified?: boolean;
   /** With review on: whether the checker approved (its last review). */
   approved?: boolean;
+  /** What the trial's model calls cost in US dollars, from the price table. */
+  costUsd?: number;
+  /** Models of the trial that had no price (their calls counted as 0). */
+  unpriced?: string[];
 }
 
 /** The first try of a retried trial: the infrastructure failure that made the retry. */
@@ -129,4 +133,6 @@ export const trialResultSchema: z.ZodType<TrialResult> = z.object({
   engine: z.string().optional(),
   verified: z.boolean().optional(),
   approved: z.boolean().optional(),
+  costUsd: z.number().nonnegative().optional(),
+  unpriced: z.array(z.string()).optional(),
 });

@@ -24,6 +24,7 @@ import {
   LimitExceeded,
   SandboxDead,
 } from '../errors.js';
+import { roundUsd } from '../llm/cost.js';
 import type { Message, ModelProvider } from '../llm/types.js';
 import { verdictForEmptyLoop, type AttemptVerdict } from '../outcomes.js';
 import type { AttemptRecord } from '../runs/record.js';
@@ -33,6 +34,8 @@ import { failureFeedback, formatTestRun, type TestLayer } from './test-layers.js
 import { warmChannel } from './sandboxes.js';
 import { verifyChange, type Verification } from './verify.js';
 import { reviewChange } from './review.js';
+import type { Continuation } from './continue.js';
+import { shellQuote } from '../agent/tools/paths.js';
 
 /** What every attempt of a run shares, worked out once. */
 export interface AttemptPlan {
@@ -93,9 +96,12 @@ export async function runAttempt(
     containers: [],
   };
   run.record.attempts.push(record);
+  const spentBefore = run.costs.totalUsd;
   const finish = async (result: AttemptResult): Promise<AttemptResult> => {
     record.verdict = result.verdict;
     record.durationMs = Date.now() - started;
+    record.costUsd = roundUsd(run.costs.totalUsd - spentBefore);
+    run.record.cost = run.costs.snapshot();
     if (result.feedback) record.feedback = result.feedback;
     events.emit({ kind: 'attempt_end', attempt: n, status: result.verdict, durationMs: record.durationMs });
     await run.dir.writeRecord(run.record);
@@ -111,6 +117,8 @@ export async function runAttempt(
       kept: false,
       engine: run.deps.backend.engine,
     });
+    const continued = run.continuation;
+    if (continued && n === continued.attemptsBefore + 1) await replayEarlierChange(box, continued, signal);
     const loop = await runAgent(run, plan, n, box, record, feedback, signal);
     if (loop.status === 'interrupted') throw abortError(signal);
     if (loop.sandboxError instanceof DiskBudgetExceeded) throw loop.sandboxError;
@@ -249,6 +257,27 @@ export async function runAttempt(
   }
 }
 
+/**
+ * `--continue`: the earlier run's change, replayed onto today's repo, written into the first
+ * attempt's sandbox before the agent starts (never following a link; it is gated like any change).
+ */
+async function replayEarlierChange(
+  box: Sandbox,
+  continued: Continuation,
+  signal: AbortSignal,
+): Promise<void> {
+  if (continued.files.length > 0) await box.writeFiles(continued.files, { signal });
+  if (continued.deletions.length > 0) {
+    const removed = await box.exec(`rm -f -- ${continued.deletions.map(shellQuote).join(' ')}`, { signal });
+    if (removed.exitCode !== 0)
+      throw new HarnessError(
+        'CONTINUE',
+        'config',
+        `the earlier run's deletions could not be replayed: ${removed.stderr.trim()}`,
+      );
+  }
+}
+
 /** The agent loop in the attempt's sandbox; its turns and tokens go on the record as they are spent. */
 async function runAgent(
   run: Run,
@@ -280,6 +309,7 @@ async function runAgent(
       maxTurns: agent.maxTurns,
       ...(agent.tokenBudget ? { tokenBudget: Math.max(0, agent.tokenBudget - used) } : {}),
       attemptDeadlineMs: run.catalog.catalog.sandbox.timeouts.attemptSec * 1000,
+      costExceeded: () => run.costs.exceeded(),
     },
     events: run.events,
     signal,

@@ -13,6 +13,8 @@ import type { AgentLoopResult } from '../agent/loop.js';
 import type { HarnessError } from '../errors.js';
 import type { createProvider } from '../llm/registry.js';
 import type { CassetteRecorder } from '../llm/recording.js';
+import type { CostMeter } from '../llm/cost.js';
+import type { Continuation } from './continue.js';
 import type { Message, ModelProvider } from '../llm/types.js';
 import type { RunOutcome } from '../outcomes.js';
 import type { RunDir, RunRecord } from '../runs/record.js';
@@ -93,6 +95,10 @@ export interface FixOptions {
   events?: EventSink;
   /** Run id to use (evals choose their own). */
   runId?: string;
+  /** Stop once the run's model calls cost this many US dollars (overrides catalog `agent.costLimit`). */
+  costLimitUsd?: number;
+  /** Continue this earlier run (an id, a prefix or `last`): its last patch and feedback start attempt 1. */
+  continueFrom?: string;
 }
 
 export interface FixResult {
@@ -125,6 +131,10 @@ export interface Prepared {
   checker?: ModelProvider;
   /** Records every role's answers, for `--record`. */
   recorder?: CassetteRecorder;
+  /** What the run's model calls cost so far, per role; every provider above counts into it. */
+  costs: CostMeter;
+  /** With `--continue`: where the earlier run left off. */
+  continuation?: Continuation;
   /** Where model retries are reported once the event log exists. */
   retries: { sink?: EventSink };
   /** An earlier apply to this repo that a crash interrupted, undone before anything read the repo. */

@@ -11,8 +11,11 @@ import { loadTicket } from '../catalog/ticket.js';
 import type { EventSink } from '../agent/events.js';
 import { chooseProvider, createProvider, ProviderSession } from '../llm/registry.js';
 import type { RetryInfo } from '../llm/retry.js';
+import { CostMeter, defaultPrices } from '../llm/cost.js';
 import type { ModelProvider } from '../llm/types.js';
 import type { FixDeps, FixOptions, Prepared } from './context.js';
+import { loadContinuation } from './continue.js';
+import { runsDirFor } from '../runs/record.js';
 
 export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepared> {
   const catalog = await loadCatalog(options.catalogFile, { cwd: options.cwd });
@@ -46,10 +49,15 @@ export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepa
     ...(options.cassette ? { cassette: resolve(options.cwd, options.cassette) } : {}),
     env: options.env,
   };
+  // Every role's calls are priced as they are answered; a limit stops the next call.
+  const costs = new CostMeter(
+    { ...defaultPrices(), ...catalog.catalog.agent.prices },
+    options.costLimitUsd ?? catalog.catalog.agent.costLimit,
+  );
   const maker = { ...shared, name: choice.name, ...(choice.model ? { model: choice.model } : {}) };
-  const provider: ModelProvider = await make({ ...maker, role: 'main' });
+  const provider: ModelProvider = costs.meter(await make({ ...maker, role: 'main' }), 'main');
   const delegateProvider = catalog.catalog.agent.delegate
-    ? await make({ ...maker, role: 'delegate' })
+    ? costs.meter(await make({ ...maker, role: 'delegate' }), 'delegate')
     : undefined;
   // The checker may be another provider or model; by default it is the maker's, in a fresh context.
   const review: { provider?: string; model?: string } | undefined =
@@ -57,12 +65,19 @@ export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepa
   const checkerName = review?.provider ?? choice.name;
   const checkerModel = review?.model ?? (checkerName === choice.name ? choice.model : undefined);
   const checker = review
-    ? await make({
-        ...shared,
-        role: 'checker',
-        name: checkerName,
-        ...(checkerModel ? { model: checkerModel } : {}),
-      })
+    ? costs.meter(
+        await make({
+          ...shared,
+          role: 'checker',
+          name: checkerName,
+          ...(checkerModel ? { model: checkerModel } : {}),
+        }),
+        'checker',
+      )
+    : undefined;
+  // Before anything is written: an earlier run whose patch no longer applies is refused here.
+  const continuation = options.continueFrom
+    ? await loadContinuation(options.runsDir ?? runsDirFor(repoDir), options.continueFrom, repoDir)
     : undefined;
   // The engine answers (and has room) before the run record is written.
   await deps.ping();
@@ -78,5 +93,7 @@ export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepa
     ...(checker ? { checker } : {}),
     ...(session.recorder ? { recorder: session.recorder } : {}),
     retries,
+    costs,
+    ...(continuation ? { continuation } : {}),
   };
 }

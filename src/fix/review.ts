@@ -80,7 +80,7 @@ export async function reviewChange(
         patch: changeSetPatch(changeSet),
         testOutput: tail(formatTestRun(tests), 4096),
       }),
-      limits: { maxTurns: review?.maxTurns ?? 12 },
+      limits: { maxTurns: review?.maxTurns ?? 12, costExceeded: () => run.costs.exceeded() },
       events: nestedSink(run.events, 'checker', `review-${n}`),
       signal: run.signal,
       attempt: n,

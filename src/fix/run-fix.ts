@@ -34,6 +34,8 @@ import type { Ending, FixDeps, FixOptions, FixResult, Prepared, Run, SandboxImag
 import { applyVerified } from './apply.js';
 import { heldOutPaths, pristineFromHost, readAgentsMd } from './repo.js';
 import { prepare } from './prepare.js';
+import { loadLibrary } from './library.js';
+import { continuationFeedback } from './continue.js';
 import { silentProgress, type ProgressSink } from './progress.js';
 import { SandboxPool } from './sandboxes.js';
 
@@ -104,6 +106,14 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
     ...(prepared.checker ? { checker: { name: prepared.checker.name, model: prepared.checker.model } } : {}),
     keep: options.keep,
     apply: options.apply,
+    ...(prepared.continuation
+      ? {
+          continuedFrom: {
+            runId: prepared.continuation.runId,
+            attempts: prepared.continuation.attemptsBefore,
+          },
+        }
+      : {}),
     attempts: [],
     tokens: { input: 0, output: 0 },
     turns: 0,
@@ -179,7 +189,7 @@ async function fixTicket(run: Run): Promise<Ending> {
   // Without held-out tests the first attempt's sandbox needs the image alone: it starts
   // while the attempts are planned (the pristine tree read is as slow as a start-up).
   if (run.catalog.catalog.agent.heldOutTests.length === 0)
-    run.sandboxes.makeAhead('attempt-1', { hidden: [] });
+    run.sandboxes.makeAhead(`attempt-${firstAttempt(run)}`, { hidden: [] });
   const plan = await planAttempts(run, image);
   const result = await attemptsWithBaseline(run, plan, image);
   if (result === 'nothing-to-fix') {
@@ -224,8 +234,18 @@ async function planAttempts(run: Run, image: SandboxImage): Promise<AttemptPlan>
   const heldOut = heldOutPaths(tree, agent.heldOutTests);
   if (heldOut.length > 0) run.record.heldOutTests = heldOut.slice(0, 200);
   const repoAgentsMd = await readAgentsMd(run.repoDir);
+  const pristine = pristineFromHost(run.repoDir);
+  const { library, skipped } = await loadLibrary(tree, pristine, { docs: agent.docs, skills: agent.skills });
+  if (library.docs.length > 0 || library.skills.length > 0 || skipped.length > 0) {
+    run.record.library = {
+      docs: library.docs.map((d) => d.path),
+      skills: library.skills.map((s) => s.name),
+      ...(skipped.length > 0 ? { skipped: skipped.slice(0, 50) } : {}),
+    };
+  }
   const system = buildSystemPrompt({
     ...(repoAgentsMd ? { repoAgentsMd } : {}),
+    library,
     rules: Object.entries(catalog.catalog.rules).map(([name, rule]) => ({ name, ...rule })),
     editableFiles: agent.editableFiles,
     testCommands: layers.map((l) => l.command),
@@ -238,6 +258,7 @@ async function planAttempts(run: Run, image: SandboxImage): Promise<AttemptPlan>
   });
   const tools = createDefaultToolRegistry({
     delegate: agent.delegate,
+    library,
     isEditable: (path) => allowlist.check(path).allowed,
     editableGlobs: agent.editableFiles,
     limits: { defaultCommandTimeoutSec: catalog.catalog.sandbox.timeouts.commandSec },
@@ -248,7 +269,7 @@ async function planAttempts(run: Run, image: SandboxImage): Promise<AttemptPlan>
     tools,
     allowlist,
     tree,
-    pristine: pristineFromHost(run.repoDir),
+    pristine,
     layers,
     heldOut,
     ...(contextWindow ? { contextWindow } : {}),
@@ -290,15 +311,17 @@ async function attemptsWithBaseline(
     },
   );
   baseline.catch(() => undefined);
-  let feedback: string | undefined;
+  // A continued run starts from the earlier run's feedback, and numbers its attempts on.
+  let feedback: string | undefined = run.continuation ? continuationFeedback(run.continuation) : undefined;
   let last: AttemptResult | undefined;
-  for (let n = 1; n <= plan.maxAttempts; n++) {
-    const signal = n === 1 ? AbortSignal.any([run.signal, gate.signal]) : run.signal;
+  const first = firstAttempt(run);
+  for (let n = first; n < first + plan.maxAttempts; n++) {
+    const signal = n === first ? AbortSignal.any([run.signal, gate.signal]) : run.signal;
     try {
       last = await runAttempt(run, plan, n, feedback, signal);
     } catch (error) {
       if (error instanceof BaselinePasses) {
-        const attempt = run.record.attempts[n - 1];
+        const attempt = run.record.attempts.find((a) => a.n === n);
         if (attempt) attempt.message = 'stopped: the tests already pass without a change';
         return 'nothing-to-fix';
       }
@@ -307,6 +330,8 @@ async function attemptsWithBaseline(
     const measured = await baseline;
     if (measured.passed && !force) return 'nothing-to-fix';
     if (last.verdict === 'passed') return last;
+    // The run's money is spent: no later attempt could call the model.
+    if (run.costs.exceeded()) break;
     // Every review round spent: no later attempt could be approved.
     if (last.verdict === 'changes-requested' && plan.review && plan.review.used >= plan.review.maxRounds)
       break;
@@ -315,7 +340,19 @@ async function attemptsWithBaseline(
   return last!;
 }
 
+/** The number of a run's first attempt: 1, or the one after those of the run it continues. */
+function firstAttempt(run: Run): number {
+  return (run.continuation?.attemptsBefore ?? 0) + 1;
+}
+
 function failedEnding(run: Run, last: AttemptResult): Ending {
+  if (run.costs.exceeded()) {
+    const spent = run.costs.totalUsd.toFixed(4);
+    return {
+      outcome: 'budget',
+      message: `The cost limit ($${run.costs.limitUsd}) was reached after ${run.record.attempts.length} attempt(s) ($${spent} spent) without a verified fix; the last was ${last.verdict}.`,
+    };
+  }
   const outcome: RunOutcome =
     last.verdict === 'rejected'
       ? 'rejected'
@@ -387,6 +424,7 @@ async function closeRun(run: Run, ending: Ending): Promise<FixResult> {
       message: ending.error.message,
     };
   }
+  record.cost = run.costs.snapshot();
   record.finishedAt = new Date().toISOString();
   record.durationMs = Date.now() - run.started;
   await run.dir.writeFile('transcript.json', `${JSON.stringify(run.transcript, null, 2)}\n`);

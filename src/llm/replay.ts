@@ -90,6 +90,8 @@ export const CassetteTurnSchema = z.strictObject({
     .strictObject({
       inputTokens: z.number().int().nonnegative(),
       outputTokens: z.number().int().nonnegative(),
+      cacheReadTokens: z.number().int().nonnegative().optional(),
+      cacheWriteTokens: z.number().int().nonnegative().optional(),
     })
     .optional(),
 });

@@ -64,8 +64,13 @@ export interface CompletionRequest {
 export type StopReason = 'tool_use' | 'end_turn' | 'max_tokens' | 'other';
 
 export interface Usage {
+  /** Every prompt token, cached or not (what counts towards the context window). */
   inputTokens: number;
   outputTokens: number;
+  /** Of `inputTokens`, those served from the provider's prompt cache (when it says). */
+  cacheReadTokens?: number;
+  /** Of `inputTokens`, those written to the provider's prompt cache (when it says). */
+  cacheWriteTokens?: number;
 }
 
 export interface Completion {

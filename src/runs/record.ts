@@ -11,6 +11,8 @@ import { z } from 'zod';
 import { UsageError } from '../errors.js';
 import { ATTEMPT_VERDICTS, LOOP_STOPS, RUN_OUTCOMES } from '../outcomes.js';
 import { writeFileAtomic } from '../atomic-write.js';
+import { MODEL_ROLES } from '../llm/types.js';
+import { priceSchema } from '../llm/cost.js';
 
 export const HARNESS_DIR = '.sandbox-harness';
 
@@ -93,6 +95,18 @@ export const attemptRecordSchema = z.object({
   feedback: z.string().optional(),
   message: z.string().optional(),
   reviews: z.array(reviewSchema).optional(),
+  /** What this attempt's model calls cost (maker, sub-agents, checker), in US dollars. */
+  costUsd: z.number().nonnegative().optional(),
+});
+
+const costSchema = z.object({
+  usd: z.number().nonnegative(),
+  byRole: z.partialRecord(z.enum(MODEL_ROLES), z.number().nonnegative()),
+  /** The price each model was charged at (USD per million tokens), as it was then. */
+  prices: z.record(z.string(), priceSchema).optional(),
+  /** Models that answered without a price: their calls are counted as 0. */
+  unpriced: z.array(z.string()).optional(),
+  limitUsd: z.number().positive().optional(),
 });
 
 export const runRecordSchema = z.object({
@@ -130,6 +144,8 @@ export const runRecordSchema = z.object({
   checker: z.object({ name: z.string(), model: z.string() }).optional(),
   keep: z.enum(['on-failure', 'always', 'never']),
   apply: z.boolean(),
+  /** `fix --continue`: the run this one started from, and how many attempts it had made. */
+  continuedFrom: z.object({ runId: z.string(), attempts: z.number().int().nonnegative() }).optional(),
   applied: z.boolean().optional(),
   applyError: z.string().optional(),
   baseline: z
@@ -143,11 +159,21 @@ export const runRecordSchema = z.object({
     .optional(),
   attempts: z.array(attemptRecordSchema),
   tokens: z.object({ input: z.number().int().nonnegative(), output: z.number().int().nonnegative() }),
+  /** What the run's model calls cost, from the price table (absent in records of older versions). */
+  cost: costSchema.optional(),
   turns: z.number().int().nonnegative(),
   containers: z.array(containerSchema),
   testCommand: z.array(z.object({ name: z.string(), command: z.string() })),
   heldOutTests: z.array(z.string()).optional(),
   patchFile: z.string().optional(),
+  /** The topic documents and skills offered to the agent (read_doc, skill), and what was left out. */
+  library: z
+    .object({
+      docs: z.array(z.string()),
+      skills: z.array(z.string()),
+      skipped: z.array(z.string()).optional(),
+    })
+    .optional(),
 });
 
 export type RunRecord = z.infer<typeof runRecordSchema>;

@@ -90,6 +90,7 @@ const TONES: Record<string, 'good' | 'bad' | 'warn' | 'muted'> = {
   'sandbox-stopped': 'warn',
   'max-turns': 'warn',
   'token-budget': 'warn',
+  budget: 'warn',
   timeout: 'warn',
   'no-changes': 'warn',
   infrastructure: 'muted',

@@ -12,6 +12,7 @@ import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
 import { cleanEnv, runCli, startCli, treeHash, ROOT } from '../helpers/cli.js';
+import { atifTrajectorySchema } from '../helpers/atif-schema.js';
 import { canaryEnv, expectNoCanary, expectNoCanaryIn } from '../helpers/canary.js';
 import { engineGet } from '../helpers/engine-api.js';
 
@@ -131,6 +132,16 @@ describe('fix end to end (real Docker, replayed model)', { timeout: 300_000 }, (
     }
     // A successful run keeps no container (default policy on-failure).
     expect(await containersOfRun(json!.runId)).toEqual([]);
+    // The demo run as a portable trajectory (Harbor's ATIF), valid against the format.
+    const exported = await runCli(['export', json!.runId, '--format', 'atif', '--catalog', copy.catalog], {
+      cwd: copy.root,
+    });
+    expect(exported.code).toBe(0);
+    const atif = atifTrajectorySchema.safeParse(JSON.parse(exported.stdout));
+    expect(atif.success, atif.success ? '' : atif.error.message).toBe(true);
+    const agentSteps = atif.data!.steps.filter((s) => s.source === 'agent');
+    expect(agentSteps.length).toBe(record.turns);
+    expect(agentSteps.some((s) => s.tool_calls?.some((c) => c.function_name === 'edit_file'))).toBe(true);
   });
 
   it('(b) an edit to the test file is rejected, the reason reaches attempt 2, which fixes the code', async () => {

@@ -19,6 +19,9 @@ import {
   type ToolResult,
 } from './types.js';
 import { writeFileTool } from './write-file.js';
+import { readDocTool } from './read-doc.js';
+import { skillTool } from './skill.js';
+import type { Library } from '../library.js';
 
 /** The agent's tools, in the order the model sees them. Names are stable: cassettes depend on them. */
 export const DEFAULT_TOOLS: readonly AgentTool[] = [
@@ -110,14 +113,26 @@ export interface DefaultToolRegistryOptions {
    * opts in with `agent.delegate: true`.
    */
   delegate?: boolean;
+  /**
+   * The repo's topic documents and skills: `read_doc` and `skill` are offered (after the six
+   * stable tools) only when there is something to read, so a repo without any keeps the
+   * tool list every recorded conversation was made with.
+   */
+  library?: Library;
 }
 
 export function createDefaultToolRegistry(options: DefaultToolRegistryOptions = {}): ToolRegistry {
   const editable: EditablePolicy = options.isEditable
     ? { isEditable: options.isEditable, globs: options.editableGlobs ?? [] }
     : EVERYTHING_EDITABLE;
+  const library = options.library;
   return new ToolRegistry(
-    options.delegate ? [...DEFAULT_TOOLS, delegateTool] : DEFAULT_TOOLS,
+    [
+      ...DEFAULT_TOOLS,
+      ...(library && library.docs.length > 0 ? [readDocTool(library)] : []),
+      ...(library && library.skills.length > 0 ? [skillTool(library)] : []),
+      ...(options.delegate ? [delegateTool] : []),
+    ],
     editable,
     options.limits,
   );

@@ -23,6 +23,7 @@ import { JsonlEventSink } from '../../agent/events.js';
 import type { KeepPolicy } from '../../fix/run-fix.js';
 import { print, printJson, note, type CliContext } from '../context.js';
 import { shortPath } from '../format.js';
+import { parseCostLimit } from '../cost-flag.js';
 import { exportView } from '../../view/export.js';
 import { openViewSource, runHref } from '../../view/source.js';
 
@@ -34,6 +35,7 @@ export interface EvalCommandOptions extends EngineFlags {
   compare?: string;
   json?: boolean;
   keep?: string;
+  costLimit?: string;
 }
 
 function positiveInt(flag: string, value: string | undefined, max: number): number | undefined {
@@ -59,6 +61,7 @@ export async function evalCommand(
   if (keep !== undefined && !['on-failure', 'always', 'never'].includes(keep)) {
     throw new UsageError(`--keep: expected on-failure, always or never, got "${options.keep}"`);
   }
+  const costLimitUsd = parseCostLimit(options.costLimit);
   const absolute = resolve(ctx.cwd, suiteFile);
   const suite = await loadSuite(absolute, { displayPath: relative(ctx.cwd, absolute) || absolute });
   let previous: EvalSummary | undefined;
@@ -123,6 +126,7 @@ export async function evalCommand(
     keep: keep ?? suite.defaults.keep,
     deps,
     env: ctx.env,
+    ...(costLimitUsd !== undefined ? { costLimitUsd } : {}),
     // One log for the whole eval, every event tagged with its trial, so overlap and
     // per-trial overhead can be read off the times.
     events: (spec) => {
@@ -154,6 +158,7 @@ export async function evalCommand(
     startedAt: run.startedAt,
     finishedAt: run.finishedAt,
     harnessVersion: await readHarnessVersion(),
+    ...(costLimitUsd !== undefined ? { costLimitUsd } : {}),
   });
   const comparison = previous ? compareSummaries(summary, previous) : undefined;
   // report.html links each trial to its page in the static viewer written next to it.

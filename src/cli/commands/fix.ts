@@ -9,6 +9,7 @@ import { silentProgress } from '../../fix/progress.js';
 import { terminalProgress } from '../progress-line.js';
 import { print, printJson, type CliContext } from '../context.js';
 import { formatDuration, shortPath } from '../format.js';
+import { parseCostLimit } from '../cost-flag.js';
 
 export interface FixCommandOptions {
   catalog?: string;
@@ -25,6 +26,8 @@ export interface FixCommandOptions {
   rebuild?: boolean;
   runsDir?: string;
   review?: boolean;
+  costLimit?: string;
+  continue?: string;
 }
 
 const KEEP_POLICIES: KeepPolicy[] = ['on-failure', 'always', 'never'];
@@ -106,6 +109,7 @@ export async function fixCommand(
       throw new UsageError(`--max-attempts: expected an integer from 1 to 10, got "${options.maxAttempts}"`);
     }
   }
+  const costLimitUsd = parseCostLimit(options.costLimit);
   const catalogFile = await findCatalog(ctx.cwd, options.catalog);
   const progress = options.json ? silentProgress : terminalProgress(ctx.stderr, ctx.isTTY);
   const result = await runFix(
@@ -118,6 +122,8 @@ export async function fixCommand(
       ...(options.cassette ? { cassette: options.cassette } : {}),
       ...(options.record ? { record: options.record } : {}),
       ...(maxAttempts ? { maxAttempts } : {}),
+      ...(costLimitUsd !== undefined ? { costLimitUsd } : {}),
+      ...(options.continue ? { continueFrom: options.continue } : {}),
       ...(options.runsDir ? { runsDir: resolve(ctx.cwd, options.runsDir) } : {}),
       keep,
       apply: options.apply !== false,

@@ -113,7 +113,13 @@ export function fromAnthropicResponse(response: Anthropic.Message): Completion {
   return {
     content,
     stopReason: mapAnthropicStopReason(response.stop_reason),
-    usage: { inputTokens, outputTokens: usage?.output_tokens ?? 0 },
+    usage: {
+      inputTokens,
+      outputTokens: usage?.output_tokens ?? 0,
+      // Priced apart from fresh prompt tokens (see llm/cost.ts).
+      ...(usage?.cache_read_input_tokens ? { cacheReadTokens: usage.cache_read_input_tokens } : {}),
+      ...(usage?.cache_creation_input_tokens ? { cacheWriteTokens: usage.cache_creation_input_tokens } : {}),
+    },
     model: response.model,
   };
 }

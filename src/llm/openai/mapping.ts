@@ -319,8 +319,17 @@ export function fromOpenAIResponse(response: OpenAI.ChatCompletion, options: Fro
     usage: {
       inputTokens: response.usage?.prompt_tokens ?? 0,
       outputTokens: response.usage?.completion_tokens ?? 0,
+      ...(cachedPromptTokens(response.usage) ? { cacheReadTokens: cachedPromptTokens(response.usage) } : {}),
     },
     model:
       typeof response.model === 'string' && response.model !== '' ? response.model : options.fallbackModel,
   };
+}
+
+/** Prompt tokens an OpenAI-compatible server says it served from its cache (0 when it does not say). */
+function cachedPromptTokens(usage: unknown): number {
+  if (typeof usage !== 'object' || usage === null) return 0;
+  const details = (usage as { prompt_tokens_details?: { cached_tokens?: unknown } }).prompt_tokens_details;
+  const cached = details?.cached_tokens;
+  return typeof cached === 'number' && Number.isInteger(cached) && cached > 0 ? cached : 0;
 }

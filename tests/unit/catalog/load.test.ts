@@ -73,6 +73,8 @@ describe('loadCatalog on a valid catalog', () => {
         maxTurns: 30,
         ignoreChanges: DEFAULT_IGNORE_CHANGES,
         heldOutTests: [],
+        docs: ['docs/*.md'],
+        skills: [],
         delegate: false,
       });
       expect(resourcesFromCatalog(catalog)).toEqual({});

@@ -843,3 +843,189 @@ describe('runFix with an independent checker', () => {
     expect(p.asked).toContainEqual({ role: 'main', name: 'replay' });
   });
 });
+
+describe('runFix: money', () => {
+  const PRICES = '  prices:\n    scripted: { input: 2, output: 10 }\n';
+
+  it("a record's cost is the price table times the model's usage, per attempt and per role", async () => {
+    const h = await harness();
+    await h.catalog((yaml) => yaml.replace('  maxTurns: 20\n', `  maxTurns: 20\n${PRICES}`));
+    const turns: Turn[] = [
+      { content: [FIX_EDIT], usage: { inputTokens: 1200, outputTokens: 40 } },
+      { content: [text('fixed')], usage: { inputTokens: 1500, outputTokens: 20 } },
+    ];
+    const result = await runFix(h.options(), h.deps(scripted(turns)));
+    expect(result.outcome).toBe('ready-for-review');
+    const expected = ((1200 + 1500) * 2 + (40 + 20) * 10) / 1e6;
+    expect(result.record.cost?.usd).toBeCloseTo(expected, 9);
+    expect(result.record.cost?.byRole).toEqual({ main: result.record.cost?.usd });
+    expect(result.record.attempts[0]?.costUsd).toBeCloseTo(expected, 9);
+    expect(result.record.cost?.unpriced).toBeUndefined();
+    // What is on disk says the same.
+    const onDisk = JSON.parse(await readFile(join(result.runDir, 'run.json'), 'utf8'));
+    expect(onDisk.cost.usd).toBeCloseTo(expected, 9);
+  });
+
+  it('a cost limit stops the run as `budget` before the next model call, and no further attempt starts', async () => {
+    const h = await harness();
+    await h.catalog((yaml) =>
+      yaml.replace('  maxTurns: 20\n', `  maxTurns: 20\n${PRICES}  costLimit: 0.01\n`),
+    );
+    // Each call costs 0.0105: the first reaches the limit, so the model is never asked again.
+    const expensive: Turn[] = Array.from({ length: 10 }, (_, i) => ({
+      content: [toolUse(`r${i}`, 'run_command', { command: 'true' })],
+      usage: { inputTokens: 5000, outputTokens: 50 },
+    }));
+    const provider = scripted(expensive);
+    const result = await runFix(h.options(), h.deps(provider));
+    expect(result.outcome).toBe('budget');
+    expect(exitCode(result)).toBe(1);
+    expect(result.record.attempts).toHaveLength(1);
+    expect(result.record.attempts[0]).toMatchObject({ agentStop: 'budget', verdict: 'budget', turns: 1 });
+    expect(result.record.cost).toMatchObject({ limitUsd: 0.01 });
+    expect(result.record.cost?.usd).toBeCloseTo(0.0105, 9);
+    expect(result.record.message).toMatch(/cost limit \(\$0\.01\) was reached/);
+  });
+
+  it('--cost-limit overrides the catalog, and a limit on a model without a price is refused before anything runs', async () => {
+    const h = await harness();
+    const refused = runFix(h.options({ costLimitUsd: 1 }), h.deps(scripted(fixingTurns)));
+    await expect(refused).rejects.toThrow(/has no price/);
+    expect(h.created).toHaveLength(0);
+  });
+});
+
+describe('runFix: docs and skills on demand', () => {
+  it('the prompt lists the repo docs and skills, and the model reads one of each through read_doc and skill', async () => {
+    const h = await harness();
+    const doc = '# Shipping rules explained\nThe threshold comes from the catalog.\n';
+    const skill =
+      '---\nname: fee-change\ndescription: When a ticket changes a fee or threshold\n---\nChange the constant only.\n';
+    const { mkdir } = await import('node:fs/promises');
+    await mkdir(join(h.repo, 'docs'), { recursive: true });
+    await mkdir(join(h.repo, 'skills', 'fee-change'), { recursive: true });
+    await writeFile(join(h.repo, 'docs', 'shipping.md'), doc);
+    await writeFile(join(h.repo, 'skills', 'fee-change', 'SKILL.md'), skill);
+    await h.catalog((yaml) => yaml.replace('  maxTurns: 20\n', '  maxTurns: 20\n  skills: ["skills/*"]\n'));
+    const turns: Turn[] = [
+      { content: [toolUse('d1', 'read_doc', { path: 'docs/shipping.md' })] },
+      { content: [toolUse('s1', 'skill', { name: 'fee-change' })] },
+      ...fixingTurns,
+    ];
+    const result = await runFix(
+      h.options(),
+      h.deps(scripted(turns), npmTest, undefined, {
+        'docs/shipping.md': doc,
+        'skills/fee-change/SKILL.md': skill,
+      }),
+    );
+    expect(result.outcome).toBe('ready-for-review');
+    expect(result.record.library).toEqual({ docs: ['docs/shipping.md'], skills: ['fee-change'] });
+    const transcript = JSON.parse(await readFile(join(result.runDir, 'transcript.json'), 'utf8')) as {
+      system: string;
+      messages: { role: string; content: { type: string; content?: string }[] }[];
+    }[];
+    expect(transcript[0]?.system).toContain('- docs/shipping.md: Shipping rules explained');
+    expect(transcript[0]?.system).toContain('- fee-change: When a ticket changes a fee or threshold');
+    const results = transcript[0]!.messages.flatMap((m) => m.content.filter((b) => b.type === 'tool_result'));
+    expect(results[0]?.content).toContain('The threshold comes from the catalog.');
+    expect(results[1]?.content).toContain('Change the constant only.');
+  });
+});
+
+describe('runFix: portable trajectories', () => {
+  it('a run exports as ATIF that validates against the format, one agent step per model call, costs per step', async () => {
+    const { runToAtif } = await import('../../../src/runs/atif.js');
+    const { atifTrajectorySchema } = await import('../../helpers/atif-schema.js');
+    const h = await harness();
+    await h.catalog((yaml) =>
+      yaml.replace('  maxTurns: 20\n', '  maxTurns: 20\n  prices:\n    scripted: { input: 2, output: 10 }\n'),
+    );
+    const turns: Turn[] = [
+      { content: [text('Let me fix it.'), FIX_EDIT], usage: { inputTokens: 1200, outputTokens: 40 } },
+      { content: [text('fixed')], usage: { inputTokens: 1500, outputTokens: 20 } },
+    ];
+    const result = await runFix(h.options(), h.deps(scripted(turns)));
+    const transcript = JSON.parse(await readFile(join(result.runDir, 'transcript.json'), 'utf8'));
+    const events = (await readFile(join(result.runDir, 'events.jsonl'), 'utf8'))
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l));
+    const atif = runToAtif(result.record, transcript, events);
+    const parsed = atifTrajectorySchema.safeParse(atif);
+    expect(parsed.success, parsed.success ? '' : parsed.error.message).toBe(true);
+    expect(atif.steps.map((s) => s.source)).toEqual(['system', 'user', 'agent', 'agent']);
+    const [, user, first, last] = atif.steps;
+    expect(user?.message).toContain('OPS-412');
+    expect(first?.tool_calls).toEqual([
+      {
+        tool_call_id: 'e1',
+        function_name: 'edit_file',
+        arguments: expect.objectContaining({ path: 'src/shipping.ts' }),
+      },
+    ]);
+    expect(first?.observation?.results[0]).toMatchObject({ source_call_id: 'e1' });
+    expect(first?.metrics).toEqual({
+      prompt_tokens: 1200,
+      completion_tokens: 40,
+      cost_usd: (1200 * 2 + 40 * 10) / 1e6,
+    });
+    expect(last?.message).toBe('fixed');
+    expect(atif.final_metrics).toMatchObject({
+      total_prompt_tokens: 2700,
+      total_completion_tokens: 60,
+      total_cost_usd: result.record.cost?.usd,
+      total_steps: 4,
+    });
+  });
+});
+
+describe('runFix --continue', () => {
+  const WRONG_EDIT = toolUse('w1', 'edit_file', {
+    path: 'src/shipping.ts',
+    search: 'FREE_SHIPPING_THRESHOLD = 50;',
+    replacement: 'FREE_SHIPPING_THRESHOLD = 40;',
+  });
+
+  it("starts from the earlier run's last patch and feedback, numbers attempts on, and reaches ready-for-review", async () => {
+    const h = await harness();
+    const failed = await runFix(
+      h.options({ maxAttempts: 1 }),
+      h.deps(scripted([{ content: [WRONG_EDIT] }, { content: [text('done')] }])),
+    );
+    expect(failed.outcome).toBe('failed');
+    // The second run sees the first one's change already in its sandbox, and its test output.
+    const finish = toolUse('f1', 'edit_file', {
+      path: 'src/shipping.ts',
+      search: 'FREE_SHIPPING_THRESHOLD = 40;',
+      replacement: 'FREE_SHIPPING_THRESHOLD = 39;',
+    });
+    const provider = scripted([{ content: [finish] }, { content: [text('fixed')] }]);
+    const result = await runFix(h.options({ continueFrom: failed.runId }), h.deps(provider));
+    expect(result.outcome).toBe('ready-for-review');
+    expect(result.record.continuedFrom).toEqual({ runId: failed.runId, attempts: 1 });
+    expect(result.record.attempts.map((a) => a.n)).toEqual([2]);
+    expect(h.created.map((c) => c.spec.role)).toContain('attempt-2');
+    const transcript = JSON.parse(await readFile(join(result.runDir, 'transcript.json'), 'utf8'));
+    const first = JSON.stringify(transcript[0].messages[0]);
+    expect(first).toContain(`continues run ${failed.runId}`);
+    expect(first).toContain('src/shipping.ts');
+    expect(first).toContain('not ok 2');
+    expect(await readFile(join(h.repo, 'src', 'shipping.ts'), 'utf8')).toContain('= 39;');
+  });
+
+  it('a run whose patch no longer applies to the repo says so, and nothing runs', async () => {
+    const h = await harness();
+    const failed = await runFix(
+      h.options({ maxAttempts: 1 }),
+      h.deps(scripted([{ content: [WRONG_EDIT] }, { content: [text('done')] }])),
+    );
+    const file = join(h.repo, 'src', 'shipping.ts');
+    await writeFile(file, (await readFile(file, 'utf8')).replace('= 50;', '= 45;'));
+    const before = h.created.length;
+    await expect(
+      runFix(h.options({ continueFrom: failed.runId }), h.deps(scripted(fixingTurns))),
+    ).rejects.toThrow(/no longer applies: src\/shipping.ts changed since that run/);
+    expect(h.created.length).toBe(before);
+  });
+});

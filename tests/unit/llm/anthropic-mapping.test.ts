@@ -36,7 +36,13 @@ describe('fromAnthropicResponse (recorded responses)', () => {
       { type: 'text', text: 'The discount is now capped at 30% as the catalog requires. All tests pass.' },
     ]);
     expect(completion.stopReason).toBe('end_turn');
-    expect(completion.usage).toEqual({ inputTokens: 12 + 300 + 5000, outputTokens: 25 });
+    // Cache reads and writes stay part of the prompt, and are also told apart for pricing.
+    expect(completion.usage).toEqual({
+      inputTokens: 12 + 300 + 5000,
+      outputTokens: 25,
+      cacheReadTokens: 5000,
+      cacheWriteTokens: 300,
+    });
   });
 
   it('reports a reply cut at the output limit as max_tokens', () => {

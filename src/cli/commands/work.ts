@@ -1,0 +1,153 @@
+/**
+ * `work <backlog.yaml>`: the CLI's side of a backlog run: flags, the real `fix` and the
+ * verification sandbox, the list on the terminal. The flow itself is `work/run-backlog.ts`.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path, { join, relative, resolve } from 'node:path';
+import {
+  catalogSandboxEnv,
+  catalogSandboxFile,
+  loadCatalog,
+  resourcesFromCatalog,
+} from '../../catalog/load.js';
+import { testLayers } from '../../catalog/schema.js';
+import { fixDeps } from '../../fix/deps.js';
+import { runFix } from '../../fix/run-fix.js';
+import { silentProgress } from '../../fix/progress.js';
+import { sandboxProvider } from '../../sandbox/registry.js';
+import { loadBacklog, type Backlog, type BacklogItem } from '../../work/backlog.js';
+import {
+  readWorkState,
+  runBacklog,
+  stateFileFor,
+  type Verification,
+  type WorkState,
+} from '../../work/run-backlog.js';
+import { exitCodeForWork } from '../exit-codes.js';
+import { print, printJson, type CliContext } from '../context.js';
+import { terminalProgress } from '../progress-line.js';
+import { terminalSafe } from '../terminal.js';
+
+export interface WorkCommandOptions {
+  status?: boolean;
+  keepGoing?: boolean;
+  provider?: string;
+  model?: string;
+  json?: boolean;
+}
+
+function catalogOf(backlog: Backlog, item: BacklogItem): string {
+  // loadBacklog made sure one of the two is set.
+  return resolve(backlog.dir, item.catalog ?? backlog.catalog ?? '');
+}
+
+function statusLines(backlog: Backlog, state: WorkState): string[] {
+  const width = Math.max(4, ...backlog.items.map((i) => i.id.length));
+  return backlog.items.map((item) => {
+    const s = state.items[item.id] ?? { status: 'pending' as const };
+    const run = s.runId ? `  run ${s.runId}` : '';
+    const why = s.reason ? `  ${s.reason}` : '';
+    return terminalSafe(`${item.id.padEnd(width)}  ${s.status.padEnd(8)}${run}${why}`);
+  });
+}
+
+export async function workCommand(
+  ctx: CliContext,
+  file: string,
+  options: WorkCommandOptions,
+): Promise<number> {
+  const absolute = resolve(ctx.cwd, file);
+  const backlog = await loadBacklog(absolute, relative(ctx.cwd, absolute) || absolute);
+  const stateFile = stateFileFor(absolute);
+  if (options.status) {
+    const state = await readWorkState(stateFile, backlog);
+    if (options.json) printJson(ctx, { stateFile, items: state.items });
+    else for (const line of statusLines(backlog, state)) print(ctx, line);
+    return exitCodeForWork(backlog.items.map((i) => state.items[i.id]?.status ?? 'pending'));
+  }
+  const provider = await sandboxProvider();
+  const deps = fixDeps(provider);
+  const progress = options.json ? undefined : terminalProgress(ctx.stderr, ctx.isTTY);
+  const state = await runBacklog(
+    {
+      backlog,
+      stateFile,
+      keepGoing: options.keepGoing ?? false,
+      signal: ctx.signal,
+      onProgress: (line) => {
+        progress?.phase('attempt', line);
+        progress?.end(line);
+      },
+    },
+    {
+      fix: (item, signal) =>
+        runFix(
+          {
+            ticket: item.ticket,
+            catalogFile: catalogOf(backlog, item),
+            ...(options.provider ? { provider: options.provider } : {}),
+            ...(options.model ? { model: options.model } : {}),
+            ...(item.cassette ? { cassette: resolve(backlog.dir, item.cassette) } : {}),
+            keep: 'on-failure',
+            apply: true,
+            force: false,
+            rebuild: false,
+            cwd: backlog.dir,
+            env: ctx.env,
+            signal,
+            readStdin: async () => '',
+            progress: silentProgress,
+          },
+          deps,
+        ),
+      verify: async (item, signal): Promise<Verification> => {
+        const catalog = await loadCatalog(catalogOf(backlog, item));
+        const logs = await mkdtemp(join(tmpdir(), 'sandbox-harness-work-'));
+        try {
+          // Built from the repo as it is now: every item applied so far is in it.
+          const image = await deps.image({
+            repoDir: catalog.repoDir,
+            catalog,
+            rebuild: false,
+            logFile: join(logs, 'image-build.log'),
+            onProgress: () => undefined,
+            signal,
+          });
+          const box = await provider.backend.create({
+            image: image.tag,
+            role: 'work-verify',
+            env: { ...catalog.catalog.sandbox.env, ...catalogSandboxEnv() },
+            resources: resourcesFromCatalog(catalog.catalog),
+            files: [catalogSandboxFile(catalog)],
+            keep: 'never',
+          });
+          try {
+            const layers = testLayers(catalog.catalog);
+            const command = item.verify ?? layers.map((l) => `(${l.command})`).join(' && ');
+            const result = await box.exec(command, {
+              timeoutMs: catalog.catalog.sandbox.timeouts.testSec * 1000 * (item.verify ? 1 : layers.length),
+              signal,
+            });
+            return {
+              passed: result.exitCode === 0 && !result.timedOut,
+              exitCode: result.exitCode,
+              output: `${result.stdout}${result.stderr}`,
+            };
+          } finally {
+            await box.dispose();
+          }
+        } finally {
+          await rm(logs, { recursive: true, force: true });
+        }
+      },
+    },
+  );
+  const statuses = backlog.items.map((i) => state.items[i.id]?.status ?? 'pending');
+  if (options.json) printJson(ctx, { stateFile, items: state.items });
+  else {
+    for (const line of statusLines(backlog, state)) print(ctx, line);
+    print(ctx, `state: ${path.relative(ctx.cwd, stateFile) || stateFile}`);
+  }
+  return exitCodeForWork(statuses);
+}
