@@ -22,6 +22,7 @@ import {
 } from '../catalog/load.js';
 import { testLayers } from '../catalog/schema.js';
 import { createAllowlist } from '../changes/allowlist.js';
+import { createChangeIgnore, ignoreSettings, pristineGitignores } from '../changes/ignore.js';
 import { changeSetPatch } from '../changes/patch.js';
 import { HarnessError, Interrupted, RunTimeout, SandboxUnavailable, errorMessage } from '../errors.js';
 import { contextWindowTokens } from '../llm/registry.js';
@@ -236,6 +237,14 @@ async function planAttempts(run: Run, image: SandboxImage): Promise<AttemptPlan>
     neverEditable: [...(await catalogPathsInRepo(catalog)), ...agent.heldOutTests],
     ...(catalog.catalog.sandbox.dockerfile ? { protected: [catalog.catalog.sandbox.dockerfile] } : {}),
   });
+  const pristine = pristineFromHost(run.repoDir);
+  const gitignores = await pristineGitignores(tree, pristine);
+  const ignore = createChangeIgnore({
+    settings: ignoreSettings(agent.ignoreChanges),
+    gitignore: gitignores.matcher,
+    editable: agent.editableFiles,
+    tree,
+  });
   const tools = createDefaultToolRegistry({
     delegate: agent.delegate,
     isEditable: (path) => allowlist.check(path).allowed,
@@ -248,7 +257,8 @@ async function planAttempts(run: Run, image: SandboxImage): Promise<AttemptPlan>
     tools,
     allowlist,
     tree,
-    pristine: pristineFromHost(run.repoDir),
+    pristine,
+    ignore,
     layers,
     heldOut,
     ...(contextWindow ? { contextWindow } : {}),

@@ -85,6 +85,9 @@ export const attemptRecordSchema = z.object({
   /** Paths of the change set (cut to the first 200; `changedCount` has the number). */
   changedFiles: z.array(z.string()),
   changedCount: z.number().int().nonnegative().optional(),
+  /** New paths that were not the agent's change (build and test output, git's files), cut to 200. */
+  ignoredFiles: z.array(z.string()).optional(),
+  ignoredCount: z.number().int().nonnegative().optional(),
   gate: gateSchema.optional(),
   failingLayer: z.string().optional(),
   /** Which verdict came from the held-out tests (when the catalog has them). */
