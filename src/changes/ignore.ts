@@ -129,3 +129,16 @@ export function pristineGitignores(tree: WorkspaceTree, pristine: PristineSource
   }
   return pending;
 }
+
+/**
+ * `.git/info/exclude` lines for the sandbox's repository: the defaults in force and the
+ * dependency folders, so `git status` there lists what the gate looks at (the repo's own
+ * `.gitignore` files apply by themselves; catalog globs are picomatch, not git's syntax).
+ */
+export function gitExcludes(settings: IgnoreSettings): string[] {
+  const disabled = new Set(settings.disable);
+  return [
+    '/node_modules/',
+    ...DEFAULT_IGNORED.filter((d) => !disabled.has(d.name)).flatMap((d) => d.patterns),
+  ];
+}

@@ -98,6 +98,13 @@ export const attemptRecordSchema = z.object({
   reviews: z.array(reviewSchema).optional(),
 });
 
+/** Whether the attempt sandboxes' workspace was a git repository of the pristine tree, and if not why. */
+const workspaceGitSchema = z.object({
+  state: z.enum(['created', 'no-git', 'exists', 'failed']),
+  image: z.string().optional(),
+  note: z.string().optional(),
+});
+
 export const runRecordSchema = z.object({
   id: z.string().regex(RUN_ID),
   version: z.literal(2),
@@ -150,6 +157,7 @@ export const runRecordSchema = z.object({
   containers: z.array(containerSchema),
   testCommand: z.array(z.object({ name: z.string(), command: z.string() })),
   heldOutTests: z.array(z.string()).optional(),
+  workspaceGit: workspaceGitSchema.optional(),
   patchFile: z.string().optional(),
 });
 
