@@ -442,7 +442,10 @@ export class DockerBackend implements SandboxBackend {
         ...(options.signal ? { signal: options.signal } : {}),
       });
       if (made.exitCode === 3)
-        return { state: 'no-git', note: 'the sandbox image has no git, so the workspace is not a git repository' };
+        return {
+          state: 'no-git',
+          note: 'the sandbox image has no git, so the workspace is not a git repository',
+        };
       if (made.exitCode === 4)
         return {
           state: 'exists',
