@@ -44,6 +44,8 @@ export interface SystemPromptInput {
   testCommands: readonly string[];
   /** Where the read-only catalog is mounted inside the sandbox. */
   catalogPathInSandbox: string;
+  /** The workspace is a git repository of the untouched repo (see `SandboxBackend.workspaceGitImage`). */
+  workspaceGit?: boolean;
 }
 
 const MAX_AGENTS_MD_CHARS = 20_000;
@@ -84,7 +86,14 @@ export function buildSystemPrompt(input: SystemPromptInput): string {
         '## How the change is verified',
         'After you finish, these commands run in a fresh sandbox with only your changes to the editable files applied:',
         ...input.testCommands.map((command) => `- ${command}`),
+        "What the tests and builds write (build output, caches, paths the repository's .gitignore ignores) is not part of your change.",
       ].join('\n'),
+    );
+  }
+
+  if (input.workspaceGit) {
+    sections.push(
+      '## git\n/workspace is a git repository of the untouched repository (one commit): `git status` and `git diff` show what you changed.',
     );
   }
 

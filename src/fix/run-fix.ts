@@ -266,6 +266,7 @@ async function planAttempts(run: Run, image: SandboxImage): Promise<AttemptPlan>
     editableFiles: agent.editableFiles,
     testCommands: layers.map((l) => l.command),
     catalogPathInSandbox: CATALOG_SANDBOX_PATH,
+    workspaceGit: run.attemptImage.tag !== undefined,
   });
   const allowlist = createAllowlist({
     editable: agent.editableFiles,

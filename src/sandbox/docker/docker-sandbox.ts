@@ -52,7 +52,7 @@ const GIT_IMAGE_LABEL = 'sandbox-harness.workspace-git';
 const GIT_IMAGE_VERSION = 1;
 /** The git step reads the whole workspace once: more than an idle container, far less than a sandbox. */
 const DEFAULT_GIT_STEP_LIMITS = {
-  memoryBytes: 512 * 1024 * 1024,
+  memoryBytes: 1024 * 1024 * 1024,
   nanoCpus: 1e9,
   pids: 64,
   maxFileBytes: 4 * 1024 * 1024 * 1024,

@@ -255,7 +255,8 @@ export const HIDE_SCRIPT = `rm -rf -- "$@"`;
  * stdin (NUL-separated: `.` and a `:(exclude,literal)` one per held-out path, so no object
  * of a held-out file is ever written), no history, no remote, no hooks (an empty template),
  * no configuration but its own (system and global files are not read), dates and names
- * fixed so the same tree always gives the same commit, objects in one pack. Args: patterns
+ * fixed so the same tree always gives the same commit (no fsync: the image layer is the
+ * durable copy; loose objects cost nothing per sandbox, the scan never sees them). Args: patterns
  * for `.git/info/exclude` (caches, dependency folders), so `git status` shows what the gate
  * looks at. Exit 3: no git in the image; 4: the workspace has a `.git` already (left alone).
  */
@@ -272,8 +273,8 @@ mkdir -p .git/info || exit 5
 for p in "$@"; do printf '%s\\n' "$p"; done > .git/info/exclude || exit 5
 git config user.name sandbox-harness && git config user.email sandbox-harness@localhost &&
 git config core.fsmonitor false && git config gc.auto 0 || exit 5
-git add -A --pathspec-from-file=- --pathspec-file-nul >/dev/null || exit 6
-git commit -q --no-verify --allow-empty -m 'The workspace as the sandbox started (sandbox-harness)' >/dev/null || exit 7
-git repack -a -d -q >/dev/null 2>&1 && git prune-packed >/dev/null 2>&1
+git -c core.fsync=none add -A --pathspec-from-file=- --pathspec-file-nul >/dev/null || exit 6
+git -c core.fsync=none commit -q --no-verify --allow-empty \
+  -m 'The workspace as the sandbox started (sandbox-harness)' >/dev/null || exit 7
 exit 0
 `;
