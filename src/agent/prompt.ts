@@ -47,6 +47,8 @@ export interface SystemPromptInput {
   catalogPathInSandbox: string;
   /** Topic documents and skills, listed a line each for `read_doc` and `skill`. */
   library?: Library;
+  /** The workspace is a git repository of the untouched repo (see `SandboxBackend.workspaceGitImage`). */
+  workspaceGit?: boolean;
 }
 
 const MAX_AGENTS_MD_CHARS = 20_000;
@@ -87,12 +89,18 @@ export function buildSystemPrompt(input: SystemPromptInput): string {
         '## How the change is verified',
         'After you finish, these commands run in a fresh sandbox with only your changes to the editable files applied:',
         ...input.testCommands.map((command) => `- ${command}`),
+        "What the tests and builds write (build output, caches, paths the repository's .gitignore ignores) is not part of your change.",
       ].join('\n'),
     );
   }
 
   const listing = librarySection(input.library);
   if (listing) sections.push(listing);
+  if (input.workspaceGit) {
+    sections.push(
+      '## git\n/workspace is a git repository of the untouched repository (one commit): `git status` and `git diff` show what you changed.',
+    );
+  }
 
   const agents = input.repoAgentsMd?.trim();
   if (agents) {

@@ -10,12 +10,7 @@ import picomatch from 'picomatch';
 import { z } from 'zod';
 import { priceTableSchema } from '../llm/cost.js';
 
-export const DEFAULT_IGNORE_CHANGES = [
-  'node_modules/.vite/**',
-  'coverage/**',
-  '.cache/**',
-  '**/*.tsbuildinfo',
-];
+import { DEFAULT_IGNORED_NAMES } from './ignore-defaults.js';
 
 export const DEFAULT_TIMEOUTS = {
   commandSec: 120,
@@ -229,6 +224,46 @@ const int = (min: number, max: number) =>
     .min(min, { error: `expected an integer from ${min} to ${max}` })
     .max(max, { error: `expected an integer from ${min} to ${max}` });
 
+const ignoreGlobs = z.array(glob, { error: 'expected a list of glob patterns' });
+
+/**
+ * `agent.ignoreChanges`: what is not the agent's change, on top of the harness's defaults
+ * (the ecosystems' caches) and the repo's own `.gitignore` files. A list is the old form
+ * and means `add`.
+ */
+export const ignoreChangesSchema = z
+  .union(
+    [
+      ignoreGlobs.meta({ description: 'Globs to ignore on top of the defaults (the same as `add`).' }),
+      z.strictObject({
+        add: ignoreGlobs.optional().meta({
+          description:
+            "Globs (repo-relative, picomatch) of new paths that are not the agent's change, on top of the defaults and .gitignore.",
+        }),
+        disable: z
+          .array(
+            z.enum(DEFAULT_IGNORED_NAMES as [string, ...string[]], {
+              error: `expected the name of a default: ${DEFAULT_IGNORED_NAMES.join(', ')}`,
+            }),
+            { error: 'expected a list of default names' },
+          )
+          .optional()
+          .meta({
+            description: `Defaults to turn off, by name (their paths are then gated like any other): ${DEFAULT_IGNORED_NAMES.join(', ')}.`,
+          }),
+        gitignore: z.boolean({ error: 'expected true or false' }).optional().meta({
+          description:
+            "Whether new paths that the repo's own pristine .gitignore files ignore are dropped (default true).",
+        }),
+      }),
+    ],
+    { error: 'expected a list of globs, or {add: [globs], disable: [default names], gitignore: true|false}' },
+  )
+  .meta({
+    description:
+      "New paths that are not the agent's change (build and test output): never gated, never copied back, never verified, listed in the run record. Always: git's files under .git/, the ecosystems' caches (see `disable`), and what the repo's pristine .gitignore files ignore. A path of the pristine repo is never ignored. A list adds globs.",
+  });
+
 export const agentSchema = z.strictObject({
   editableFiles: z
     .array(glob, { error: 'expected a list of glob patterns' })
@@ -246,10 +281,7 @@ export const agentSchema = z.strictObject({
     .int({ error: 'expected a positive integer number of tokens' })
     .positive({ error: 'expected a positive integer number of tokens' })
     .optional(),
-  ignoreChanges: z
-    .array(glob, { error: 'expected a list of glob patterns' })
-    .default(DEFAULT_IGNORE_CHANGES)
-    .meta({ description: 'Globs whose changes are dropped before the allowlist check (build caches).' }),
+  ignoreChanges: ignoreChangesSchema.optional(),
   heldOutTests: z.array(glob, { error: 'expected a list of glob patterns' }).default([]).meta({
     description:
       'Globs of test files the agent never sees: absent from every attempt sandbox, present when the change is verified. A change to them is refused.',

@@ -17,6 +17,7 @@ import type {
 } from '../sandbox/types.js';
 import { pathProblem, type Allowlist, type RefusedPathKind } from './allowlist.js';
 import { sha256 } from './hash.js';
+import type { ChangeIgnore } from './ignore.js';
 
 export interface PristineFile {
   content: Buffer;
@@ -76,7 +77,10 @@ export interface ChangeEntry {
 export interface ChangeSet {
   /** Sorted by path. */
   entries: ChangeEntry[];
-  /** Paths dropped by `ignoreChanges`. */
+  /**
+   * Paths that are not the agent's change (build and test output, git's own files; see
+   * `ignore.ts`): dropped before the gate, never copied back or verified.
+   */
   ignored: string[];
   /** Paths the scan reported whose content and mode equal the pristine file. */
   unchanged: string[];
@@ -89,8 +93,11 @@ export interface ChangeSet {
 
 export interface CollectOptions {
   allowlist: Allowlist;
-  /** Globs whose changes are dropped (build caches); the catalog's `agent.ignoreChanges`. */
-  ignore: readonly string[];
+  /**
+   * What is not the agent's change (`createChangeIgnore`); a list of globs is exactly
+   * those globs (no defaults, no `.gitignore`).
+   */
+  ignore: ChangeIgnore | readonly string[];
   /** The image's pristine workspace. */
   tree: WorkspaceTree;
   pristine: PristineSource;
@@ -127,7 +134,7 @@ function linkOnTheWay(
 
 export async function collectChangeSet(sandbox: Sandbox, options: CollectOptions): Promise<ChangeSet> {
   const limits = { ...DEFAULT_CHANGE_LIMITS, ...options.limits };
-  const isIgnored = options.ignore.length === 0 ? () => false : picomatch([...options.ignore], { dot: true });
+  const ignore = ignorePolicy(options.ignore);
   const scan = await sandbox.changes({
     maxEntries: SCAN_ENTRIES,
     ...(options.signal ? { signal: options.signal } : {}),
@@ -149,8 +156,7 @@ export async function collectChangeSet(sandbox: Sandbox, options: CollectOptions
   const ignored: string[] = [];
   const relevant: PathChange[] = [];
   for (const change of scan.changes) {
-    // A malformed path is never silently ignored: it must reach the gate and be refused.
-    if (pathProblem(change.path) === undefined && isIgnored(change.path)) ignored.push(change.path);
+    if (ignore.reason(change.path, change.type) !== undefined) ignored.push(change.path);
     // A new folder is implied by the files in it (and verification creates it for them).
     else if (!(change.kind === 'added' && change.type === 'directory')) relevant.push(change);
   }
@@ -268,6 +274,16 @@ export async function collectChangeSet(sandbox: Sandbox, options: CollectOptions
     kept.push(withOld);
   }
   return { ...base, entries: kept.sort(byPath), ignored: ignored.sort(), unchanged: unchanged.sort() };
+}
+
+function ignorePolicy(ignore: ChangeIgnore | readonly string[]): ChangeIgnore {
+  if (!Array.isArray(ignore)) return ignore as ChangeIgnore;
+  const globs = ignore as readonly string[];
+  const matches = globs.length === 0 ? () => false : picomatch([...globs], { dot: true });
+  return {
+    // A malformed path is never silently ignored: it must reach the gate and be refused.
+    reason: (path) => (pathProblem(path) === undefined && matches(path) ? 'catalog' : undefined),
+  };
 }
 
 async function withOldContent(entry: ChangeEntry, pristine: PristineSource): Promise<ChangeEntry> {

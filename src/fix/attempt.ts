@@ -15,6 +15,7 @@ import {
   type ChangeSet,
   type PristineSource,
 } from '../changes/change-set.js';
+import type { ChangeIgnore } from '../changes/ignore.js';
 import { changeSetPatch } from '../changes/patch.js';
 import {
   abortError,
@@ -45,6 +46,8 @@ export interface AttemptPlan {
   /** The image's pristine workspace. */
   tree: WorkspaceTree;
   pristine: PristineSource;
+  /** What is not the agent's change (build and test output, git's files). */
+  ignore: ChangeIgnore;
   layers: readonly TestLayer[];
   /** Workspace paths of held-out tests: absent from attempt sandboxes, present in verification. */
   heldOut: readonly string[];
@@ -143,13 +146,17 @@ export async function runAttempt(
     progress.phase('verify', `attempt ${n}: checking the change`);
     const changeSet = await collectChangeSet(box, {
       allowlist: plan.allowlist,
-      ignore: run.catalog.catalog.agent.ignoreChanges,
+      ignore: plan.ignore,
       tree: plan.tree,
       pristine: plan.pristine,
       signal: run.signal,
     });
     record.changedFiles = changeSet.entries.slice(0, RECORDED_PATHS).map((e) => e.path);
     record.changedCount = changeSet.entries.length;
+    if (changeSet.ignored.length > 0) {
+      record.ignoredFiles = changeSet.ignored.slice(0, RECORDED_PATHS);
+      record.ignoredCount = changeSet.ignored.length;
+    }
     const patch = changeSet.overLimit ? '' : changeSetPatch(changeSet);
     if (patch) await run.dir.writeFile(`attempts/${n}/patch.diff`, patch);
     const gate = gateChangeSet(changeSet);
@@ -159,7 +166,10 @@ export async function runAttempt(
       attempt: n,
       status: gate.ok ? 'allowed' : 'rejected',
       message: gate.ok
-        ? `${changeSet.entries.length} changed file(s)`
+        ? `${changeSet.entries.length} changed file(s)` +
+          (changeSet.ignored.length > 0
+            ? `; ${changeSet.ignored.length} path(s) of build and test output left aside`
+            : '')
         : gate.offending
             .slice(0, 20)
             .map((o) => `${o.path}: ${o.why}`)
@@ -173,7 +183,11 @@ export async function runAttempt(
     if (changeSet.entries.length === 0) {
       const stop = record.agentStop ?? 'completed';
       const editable = run.catalog.catalog.agent.editableFiles.join(', ');
-      progress.end('no change to verify');
+      progress.end(
+        changeSet.ignored.length > 0
+          ? `no change to verify (${changeSet.ignored.length} path(s) of build and test output left aside)`
+          : 'no change to verify',
+      );
       return await finish({
         verdict: died ? 'sandbox-stopped' : verdictForEmptyLoop(stop),
         feedback:

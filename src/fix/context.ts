@@ -152,6 +152,8 @@ export interface Run extends Prepared {
   /** Ctrl-C and the run time limit; its reason says which. */
   signal: AbortSignal;
   sandboxes: SandboxPool;
+  /** The image attempt sandboxes are made from when it is not the run's image (one with git). */
+  attemptImage: { tag?: string };
   transcript: {
     attempt: number;
     role: string;

@@ -22,6 +22,7 @@ import {
 } from '../catalog/load.js';
 import { testLayers } from '../catalog/schema.js';
 import { createAllowlist } from '../changes/allowlist.js';
+import { createChangeIgnore, gitExcludes, ignoreSettings, pristineGitignores } from '../changes/ignore.js';
 import { changeSetPatch } from '../changes/patch.js';
 import { HarnessError, Interrupted, RunTimeout, SandboxUnavailable, errorMessage } from '../errors.js';
 import { contextWindowTokens } from '../llm/registry.js';
@@ -38,6 +39,7 @@ import { loadLibrary } from './library.js';
 import { continuationFeedback } from './continue.js';
 import { silentProgress, type ProgressSink } from './progress.js';
 import { SandboxPool } from './sandboxes.js';
+import type { WorkspaceGit } from '../sandbox/types.js';
 
 export type {
   FixDeps,
@@ -155,10 +157,14 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
   };
 
   const catalogFile = catalogSandboxFile(catalog);
+  const attemptImage: Run['attemptImage'] = {};
   const sandboxes = new SandboxPool(
     deps.backend,
     (role) => ({
-      image: record.image?.tag ?? '',
+      // The agent's sandboxes come from the image with a git repository of the pristine tree.
+      ...(role.startsWith('attempt-') && attemptImage.tag
+        ? { image: attemptImage.tag, scanAgainst: record.image?.tag ?? '' }
+        : { image: record.image?.tag ?? '' }),
       runId: dir.id,
       role,
       env: { ...catalog.catalog.sandbox.env, ...catalogSandboxEnv() },
@@ -178,6 +184,7 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
     progress,
     signal: controller.signal,
     sandboxes,
+    attemptImage,
     transcript: [],
     started,
   };
@@ -188,8 +195,10 @@ async function fixTicket(run: Run): Promise<Ending> {
   const image = await resolveImage(run);
   // Without held-out tests the first attempt's sandbox needs the image alone: it starts
   // while the attempts are planned (the pristine tree read is as slow as a start-up).
-  if (run.catalog.catalog.agent.heldOutTests.length === 0)
+  if (run.catalog.catalog.agent.heldOutTests.length === 0) {
+    await prepareWorkspaceGit(run, image, []);
     run.sandboxes.makeAhead(`attempt-${firstAttempt(run)}`, { hidden: [] });
+  }
   const plan = await planAttempts(run, image);
   const result = await attemptsWithBaseline(run, plan, image);
   if (result === 'nothing-to-fix') {
@@ -225,6 +234,32 @@ async function resolveImage(run: Run): Promise<SandboxImage> {
   return image;
 }
 
+/**
+ * The image of the attempt sandboxes: the run's image plus a git repository of its pristine
+ * tree without the held-out tests (made once per image and held-out set, then reused), so
+ * `git status`/`git diff` work for the agent and in `shell`. Without git in the image, or
+ * on a backend that cannot make one, the attempts use the run's image and the record says why.
+ */
+async function prepareWorkspaceGit(run: Run, image: SandboxImage, heldOut: readonly string[]): Promise<void> {
+  const backend = run.deps.backend;
+  if (!backend.workspaceGitImage) return;
+  const exclude = gitExcludes(ignoreSettings(run.catalog.catalog.agent.ignoreChanges));
+  let git: WorkspaceGit;
+  try {
+    git = await backend.workspaceGitImage(image.tag, { hidden: heldOut, exclude, signal: run.signal });
+  } catch (error) {
+    if (run.signal.aborted || error instanceof SandboxUnavailable) throw error;
+    git = { state: 'failed', note: `making the workspace a git repository failed: ${errorMessage(error)}` };
+  }
+  if (git.state === 'created') {
+    run.attemptImage.tag = git.image;
+    run.record.workspaceGit = { state: git.state, image: git.image };
+  } else {
+    run.record.workspaceGit = { state: git.state, note: git.note };
+    run.progress.detail(`note: ${git.note}`);
+  }
+}
+
 /** Step 4: what every attempt shares: prompt, tools, allowlist, pristine tree, held-out tests. */
 async function planAttempts(run: Run, image: SandboxImage): Promise<AttemptPlan> {
   const { catalog } = run;
@@ -233,6 +268,7 @@ async function planAttempts(run: Run, image: SandboxImage): Promise<AttemptPlan>
   const tree = await run.deps.backend.workspaceTree(image.tag, { signal: run.signal });
   const heldOut = heldOutPaths(tree, agent.heldOutTests);
   if (heldOut.length > 0) run.record.heldOutTests = heldOut.slice(0, 200);
+  if (agent.heldOutTests.length > 0) await prepareWorkspaceGit(run, image, heldOut);
   const repoAgentsMd = await readAgentsMd(run.repoDir);
   const pristine = pristineFromHost(run.repoDir);
   const { library, skipped } = await loadLibrary(tree, pristine, { docs: agent.docs, skills: agent.skills });
@@ -250,11 +286,19 @@ async function planAttempts(run: Run, image: SandboxImage): Promise<AttemptPlan>
     editableFiles: agent.editableFiles,
     testCommands: layers.map((l) => l.command),
     catalogPathInSandbox: CATALOG_SANDBOX_PATH,
+    workspaceGit: run.attemptImage.tag !== undefined,
   });
   const allowlist = createAllowlist({
     editable: agent.editableFiles,
     neverEditable: [...(await catalogPathsInRepo(catalog)), ...agent.heldOutTests],
     ...(catalog.catalog.sandbox.dockerfile ? { protected: [catalog.catalog.sandbox.dockerfile] } : {}),
+  });
+  const gitignores = await pristineGitignores(tree, pristine);
+  const ignore = createChangeIgnore({
+    settings: ignoreSettings(agent.ignoreChanges),
+    gitignore: gitignores.matcher,
+    editable: agent.editableFiles,
+    tree,
   });
   const tools = createDefaultToolRegistry({
     delegate: agent.delegate,
@@ -270,6 +314,7 @@ async function planAttempts(run: Run, image: SandboxImage): Promise<AttemptPlan>
     allowlist,
     tree,
     pristine,
+    ignore,
     layers,
     heldOut,
     ...(contextWindow ? { contextWindow } : {}),

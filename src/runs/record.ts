@@ -87,6 +87,9 @@ export const attemptRecordSchema = z.object({
   /** Paths of the change set (cut to the first 200; `changedCount` has the number). */
   changedFiles: z.array(z.string()),
   changedCount: z.number().int().nonnegative().optional(),
+  /** New paths that were not the agent's change (build and test output, git's files), cut to 200. */
+  ignoredFiles: z.array(z.string()).optional(),
+  ignoredCount: z.number().int().nonnegative().optional(),
   gate: gateSchema.optional(),
   failingLayer: z.string().optional(),
   /** Which verdict came from the held-out tests (when the catalog has them). */
@@ -107,6 +110,13 @@ const costSchema = z.object({
   /** Models that answered without a price: their calls are counted as 0. */
   unpriced: z.array(z.string()).optional(),
   limitUsd: z.number().positive().optional(),
+});
+
+/** Whether the attempt sandboxes' workspace was a git repository of the pristine tree, and if not why. */
+const workspaceGitSchema = z.object({
+  state: z.enum(['created', 'no-git', 'exists', 'failed']),
+  image: z.string().optional(),
+  note: z.string().optional(),
 });
 
 export const runRecordSchema = z.object({
@@ -165,6 +175,7 @@ export const runRecordSchema = z.object({
   containers: z.array(containerSchema),
   testCommand: z.array(z.object({ name: z.string(), command: z.string() })),
   heldOutTests: z.array(z.string()).optional(),
+  workspaceGit: workspaceGitSchema.optional(),
   patchFile: z.string().optional(),
   /** The topic documents and skills offered to the agent (read_doc, skill), and what was left out. */
   library: z

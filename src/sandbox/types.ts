@@ -235,7 +235,17 @@ export interface SandboxSpec {
   keep?: KeepPolicy;
   /** Workspace paths removed before anything runs (held-out tests); the scan treats them as never there. */
   hidden?: readonly string[];
+  /**
+   * The image whose pristine tree the change scan compares with (default `image`): for a
+   * `workspaceGitImage`, the image it was made from (its `.git` is git's, never a change).
+   */
+  scanAgainst?: string;
 }
+
+/** What `SandboxBackend.workspaceGitImage` gave: an image with git, or why there is none. */
+export type WorkspaceGit =
+  | { state: 'created'; image: string; reused: boolean; durationMs: number }
+  | { state: 'no-git' | 'exists' | 'failed'; note: string };
 
 /** A kept sandbox as the backend sees it now. */
 export interface SandboxState {
@@ -279,6 +289,17 @@ export interface SandboxBackend {
    * image. Cached per image id. Throws `ImageError` when the image has no workspace folder.
    */
   workspaceTree(image: string, options?: { signal?: AbortSignal }): Promise<WorkspaceTree>;
+
+  /**
+   * Optional: `image` plus a git repository of its workspace (one commit of what it holds
+   * without `hidden`, no history, no remote; `exclude` in `.git/info/exclude`), so
+   * `git status`/`git diff` work in its sandboxes. The objects never hold a `hidden` path.
+   * Made once per inputs and cached; an image without git gives `no-git`, not an error.
+   */
+  workspaceGitImage?(
+    image: string,
+    options: { hidden: readonly string[]; exclude: readonly string[]; signal?: AbortSignal },
+  ): Promise<WorkspaceGit>;
 
   /**
    * Re-attaches to a kept sandbox, starting it if it was stopped. Refuses (`UsageError`)

@@ -220,10 +220,10 @@ describe('fix end to end (real Docker, replayed model)', { timeout: 300_000 }, (
     expect(await containersOfRun(json!.runId)).toEqual([]);
   });
 
-  it('(d) edits to node_modules that make the tests pass in the agent sandbox do not pass verification', async () => {
+  it('(d) edits to node_modules that make the tests pass in the agent sandbox are refused, even when the catalog ignores node_modules', async () => {
     const copy = await exampleCopy();
-    // This catalog ignores node_modules churn, so the hack is dropped from the change set
-    // rather than rejected: only verification in a fresh sandbox can catch it.
+    // The catalog ignores node_modules churn, but the hack rewrites a file the pristine image
+    // has (the compiler): a path of the pristine tree is never ignored, so the gate sees it.
     const catalogText = await readFile(copy.catalog, 'utf8');
     await writeFile(
       copy.catalog,
@@ -236,17 +236,17 @@ describe('fix end to end (real Docker, replayed model)', { timeout: 300_000 }, (
       '--max-attempts',
       '1',
     ]);
-    expect(json!.outcome).toBe('failed');
+    expect(json!.outcome).toBe('rejected');
     expect(code).toBe(1);
-    expect(json!.attempts[0]!.verdict).toBe('tests-failed');
-    expect(json!.attempts[0]!.changedFiles).toEqual(['src/shipping.ts']);
+    expect(json!.attempts[0]!.verdict).toBe('rejected');
+    expect(json!.attempts[0]!.changedFiles).toEqual(['node_modules/typescript/bin/tsc', 'src/shipping.ts']);
     const transcript = await readFile(join(json!.runDir, 'transcript.json'), 'utf8');
     // In the agent's own sandbox, the hacked compiler made `npm test` pass.
     expect(transcript).toMatch(
       /exit code: 0\\ntimed out: no\\ntruncated: no\\nstdout:\\n[^"]*# pass 1\\n# fail 0/,
     );
-    const output = await readFile(join(json!.runDir, 'attempts', '1', 'test-output.txt'), 'utf8');
-    expect(output).toMatch(/# fail [1-9]/);
+    const rejection = await readFile(join(json!.runDir, 'attempts', '1', 'rejection.txt'), 'utf8');
+    expect(rejection).toMatch(/node_modules\/typescript\/bin\/tsc is not in the editable files/);
   });
 
   it('(e) Ctrl-C during an attempt: interrupted, the host repo unchanged, nothing left running', async () => {

@@ -12,7 +12,7 @@ import { createAllowlist } from '../../src/changes/allowlist.js';
 import { collectChangeSet, gateChangeSet, type PristineSource } from '../../src/changes/change-set.js';
 import { changeSetPatch } from '../../src/changes/patch.js';
 import { applyChangeSet } from '../../src/changes/apply.js';
-import { DEFAULT_IGNORE_CHANGES } from '../../src/catalog/schema.js';
+import { createChangeIgnore, ignoreSettings } from '../../src/changes/ignore.js';
 import { FIXTURES } from '../helpers/docker.js';
 import { treeHash } from '../helpers/cli.js';
 
@@ -49,10 +49,11 @@ describe('allowlist gate and copy-back with real Docker', () => {
     try {
       const run = await sandbox.exec(command);
       expect(run.exitCode, run.stderr).toBe(0);
+      const tree = await treeOf(image.tag);
       const changeSet = await collectChangeSet(sandbox, {
         allowlist: createAllowlist({ editable: ['src/**'] }),
-        ignore: DEFAULT_IGNORE_CHANGES,
-        tree: await treeOf(image.tag),
+        ignore: createChangeIgnore({ settings: ignoreSettings(undefined), editable: ['src/**'], tree }),
+        tree,
         pristine: pristineFrom(repo, image),
       });
       return { repo, before, image, changeSet, gate: gateChangeSet(changeSet) };

@@ -5,7 +5,7 @@
  * container's lifecycle, the disk budget, kept containers, the pristine tree and, on a local
  * overlay2 engine, the change list read from the container's writable layer.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { posix } from 'node:path';
 import {
   DiskBudgetExceeded,
@@ -19,7 +19,7 @@ import {
 import { runScript } from '../posix/exec.js';
 import { workspaceRelative } from '../posix/paths.js';
 import { PosixSandbox, type PosixSandboxOptions } from '../posix/posix-sandbox.js';
-import { HIDE_SCRIPT, START_MARKER } from '../posix/scripts.js';
+import { GIT_INIT_SCRIPT, HIDE_SCRIPT, START_MARKER } from '../posix/scripts.js';
 import type { ParsedScan } from '../posix/scan.js';
 import type { ProcessSpec, StartedProcess, Transport } from '../posix/transport.js';
 import { readTarTree, type TarInput } from '../tar.js';
@@ -35,6 +35,7 @@ import {
   type SandboxSpec,
   type SandboxState,
   type TreeEntry,
+  type WorkspaceGit,
   type WorkspaceTree,
 } from '../types.js';
 import { dockerEngine, IDLE_CONTAINER_LIMITS, StorageQuotaUnsupported, type DockerEngine } from './engine.js';
@@ -44,6 +45,20 @@ import { exportOverlay, layerMarker, scanOverlay, type OverlayLayers } from './u
 
 const USER = `${SANDBOX_UID}:${SANDBOX_GID}`;
 const BASE_ENV = ['HOME=/home/sandbox', 'LANG=C.UTF-8', 'SANDBOX_HARNESS=1'];
+/** Workspace-git images: `<repo>:<hash of what made them>`, the hash also in this label. */
+const GIT_IMAGE_REPO = 'sandbox-harness/workspace-git';
+const GIT_IMAGE_LABEL = 'sandbox-harness.workspace-git';
+/** Bumped when what the git step makes changes, so old images are not reused. */
+const GIT_IMAGE_VERSION = 1;
+/** The git step reads the whole workspace once: more than an idle container, far less than a sandbox. */
+const DEFAULT_GIT_STEP_LIMITS = {
+  memoryBytes: 1024 * 1024 * 1024,
+  nanoCpus: 1e9,
+  pids: 64,
+  maxFileBytes: 4 * 1024 * 1024 * 1024,
+  tmpfsBytes: 64 * 1024 * 1024,
+  nofile: 1024,
+};
 /** How often the writable layer is measured when the engine cannot enforce the disk budget. */
 const DISK_WATCH_MS = 1_000;
 
@@ -108,6 +123,7 @@ export class DockerSandbox extends PosixSandbox {
   private diskExceeded: DiskBudgetExceeded | undefined;
   /** What this sandbox's start marker holds: proof that layers found on this host are its own. */
   private readonly marker: string | undefined;
+
   private layers: Promise<OverlayLayers | undefined> | undefined;
 
   constructor(
@@ -339,7 +355,7 @@ export class DockerBackend implements SandboxBackend {
       env: [],
       ...(this.hostReads ? { marker } : {}),
       transport: new ExecTransport(engine, id),
-      tree: () => this.workspaceTree(spec.image),
+      tree: () => this.workspaceTree(spec.scanAgainst ?? spec.image),
       ...(spec.hidden ? { hidden: spec.hidden.map((p) => workspaceRelative(p)) } : {}),
       ...(this.quotaSupported ? {} : { diskBudget: resources.diskBytes }),
     });
@@ -364,6 +380,100 @@ export class DockerBackend implements SandboxBackend {
       throw error;
     }
     return sandbox;
+  }
+
+  private readonly gitImages = new Map<string, Promise<WorkspaceGit>>();
+
+  /**
+   * `image` plus a git repository of its workspace without `hidden` (see `GIT_INIT_SCRIPT`),
+   * made once per (image, hidden, exclude) and tagged by their hash, so a later run reuses it.
+   * The repository is made by the image's own git, as the sandbox user, with no network, in
+   * a container that nothing else runs in; only its writable layer (`.git`) is committed.
+   */
+  workspaceGitImage(
+    image: string,
+    options: { hidden: readonly string[]; exclude: readonly string[]; signal?: AbortSignal },
+  ): Promise<WorkspaceGit> {
+    const key = JSON.stringify([image, [...options.hidden].sort(), options.exclude]);
+    let pending = this.gitImages.get(key);
+    if (!pending) {
+      pending = this.makeGitImage(image, options);
+      this.gitImages.set(key, pending);
+      pending.catch(() => this.gitImages.delete(key));
+    }
+    return pending;
+  }
+
+  private async makeGitImage(
+    image: string,
+    options: { hidden: readonly string[]; exclude: readonly string[]; signal?: AbortSignal },
+  ): Promise<WorkspaceGit> {
+    const engine = this.dockerEngineRef;
+    const started = Date.now();
+    const source = await engine.inspectImage(image);
+    if (!source) throw new ImageError(`image ${image} does not exist`);
+    const hidden = [...options.hidden].map((p) => workspaceRelative(p)).sort();
+    const hash = createHash('sha256')
+      .update(JSON.stringify([GIT_IMAGE_VERSION, GIT_INIT_SCRIPT, source.id, hidden, options.exclude]))
+      .digest('hex')
+      .slice(0, 16);
+    const tag = `${GIT_IMAGE_REPO}:${hash}`;
+    const existing = await engine.inspectImage(tag);
+    if (existing && existing.labels[GIT_IMAGE_LABEL] === hash) {
+      return { state: 'created', image: tag, reused: true, durationMs: Date.now() - started };
+    }
+    const id = await engine.createContainer({
+      name: containerName(undefined, 'workspace-git'),
+      image,
+      entrypoint: ['sleep'],
+      cmd: ['infinity'],
+      user: USER,
+      workingDir: WORKSPACE,
+      env: [...BASE_ENV],
+      labels: containerLabels({ role: 'workspace-git' }),
+      ...DEFAULT_GIT_STEP_LIMITS,
+    });
+    try {
+      await engine.startContainer(id);
+      // Pathspecs on stdin: the workspace, minus each held-out path taken literally.
+      const pathspecs = ['.', ...hidden.map((p) => `:(exclude,literal)${p}`)].join('\0') + '\0';
+      const made = await runScript(new ExecTransport(engine, id), GIT_INIT_SCRIPT, options.exclude, {
+        maxStdoutBytes: 4096,
+        timeoutMs: 600_000,
+        stdin: Buffer.from(pathspecs),
+        ...(options.signal ? { signal: options.signal } : {}),
+      });
+      if (made.exitCode === 3)
+        return {
+          state: 'no-git',
+          note: 'the sandbox image has no git, so the workspace is not a git repository',
+        };
+      if (made.exitCode === 4)
+        return {
+          state: 'exists',
+          note: 'the image already has a /workspace/.git of its own, so the harness made none',
+        };
+      if (made.exitCode !== 0) {
+        return {
+          state: 'failed',
+          note: `making the workspace a git repository failed (exit ${made.exitCode}): ${made.stderr.toString().trim().slice(0, 300)}`,
+        };
+      }
+      await engine.stopContainer(id);
+      await engine.commitContainer(id, {
+        repo: GIT_IMAGE_REPO,
+        tag: hash,
+        labels: {
+          [LABEL.marker]: '1',
+          [LABEL.kind]: 'repo',
+          [GIT_IMAGE_LABEL]: hash,
+          'sandbox-harness.built-from': source.id,
+        },
+      });
+      return { state: 'created', image: tag, reused: false, durationMs: Date.now() - started };
+    } finally {
+      await engine.removeContainer(id).catch(() => undefined);
+    }
   }
 
   workspaceTree(image: string): Promise<WorkspaceTree> {

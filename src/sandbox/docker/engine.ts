@@ -700,6 +700,35 @@ export class DockerEngine {
     }
   }
 
+  /**
+   * `docker commit` of a stopped container: its writable layer on top of its image, as
+   * `repo:tag` with the given labels (the image's own config otherwise). Returns the image id.
+   */
+  async commitContainer(
+    id: string,
+    options: { repo: string; tag: string; labels: Record<string, string> },
+  ): Promise<string> {
+    try {
+      const container = await this.docker.getContainer(id).inspect();
+      const source = await this.docker.getImage(container.Image).inspect();
+      const result = (await this.docker.getContainer(id).commit({
+        repo: options.repo,
+        tag: options.tag,
+        pause: false,
+        // The new image's config: the container's, with its image's entry point and command back.
+        _body: {
+          Entrypoint: source.Config?.Entrypoint ?? [],
+          Cmd: source.Config?.Cmd ?? [],
+          Labels: { ...source.Config?.Labels, ...options.labels },
+        },
+      })) as { Id?: string };
+      if (!result.Id) throw new Error('the engine returned no image id');
+      return result.Id;
+    } catch (error) {
+      throw translateDaemonError(error, `committing container ${id.slice(0, 12)}`, this.where);
+    }
+  }
+
   async tagImage(ref: string, repo: string, tag: string): Promise<void> {
     try {
       await this.docker.getImage(ref).tag({ repo, tag });

@@ -261,3 +261,32 @@ rm -rf "$d"
 
 /** Paths (args) removed before the agent starts: held-out files the attempt must not see. */
 export const HIDE_SCRIPT = `rm -rf -- "$@"`;
+
+/**
+ * Makes the workspace a git repository of what it holds: one commit of the pathspecs on
+ * stdin (NUL-separated: `.` and a `:(exclude,literal)` one per held-out path, so no object
+ * of a held-out file is ever written), no history, no remote, no hooks (an empty template),
+ * no configuration but its own (system and global files are not read), dates and names
+ * fixed so the same tree always gives the same commit (no fsync: the image layer is the
+ * durable copy; loose objects cost nothing per sandbox, the scan never sees them). Args: patterns
+ * for `.git/info/exclude` (caches, dependency folders), so `git status` shows what the gate
+ * looks at. Exit 3: no git in the image; 4: the workspace has a `.git` already (left alone).
+ */
+export const GIT_INIT_SCRIPT = `
+set -u
+command -v git >/dev/null 2>&1 || exit 3
+[ -e .git ] || [ -L .git ] && exit 4
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0 \\
+  GIT_AUTHOR_NAME=sandbox-harness GIT_AUTHOR_EMAIL=sandbox-harness@localhost \\
+  GIT_COMMITTER_NAME=sandbox-harness GIT_COMMITTER_EMAIL=sandbox-harness@localhost \\
+  GIT_AUTHOR_DATE='2000-01-01T00:00:00Z' GIT_COMMITTER_DATE='2000-01-01T00:00:00Z'
+git init -q --template= -b main . 2>/dev/null || git init -q --template= . || exit 5
+mkdir -p .git/info || exit 5
+for p in "$@"; do printf '%s\\n' "$p"; done > .git/info/exclude || exit 5
+git config user.name sandbox-harness && git config user.email sandbox-harness@localhost &&
+git config core.fsmonitor false && git config gc.auto 0 || exit 5
+git -c core.fsync=none add -A --pathspec-from-file=- --pathspec-file-nul >/dev/null || exit 6
+git -c core.fsync=none commit -q --no-verify --allow-empty \
+  -m 'The workspace as the sandbox started (sandbox-harness)' >/dev/null || exit 7
+exit 0
+`;

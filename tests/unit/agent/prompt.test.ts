@@ -47,6 +47,12 @@ describe('buildSystemPrompt', () => {
     expect(prompt).toMatch(/Where it conflicts with the rules above, the rules above win/);
     expect(buildSystemPrompt(input)).not.toContain('AGENTS.md');
   });
+
+  it('says the workspace is a git repository only when it is one, and that test output is not the change', () => {
+    expect(buildSystemPrompt({ ...input, workspaceGit: true })).toMatch(/`git status` and `git diff`/);
+    expect(buildSystemPrompt(input)).not.toMatch(/git status/);
+    expect(buildSystemPrompt(input)).toMatch(/What the tests and builds write .* is not part of your change/);
+  });
 });
 
 describe('buildFirstUserMessage', () => {

@@ -13,12 +13,7 @@ import {
   loadCatalog,
   resourcesFromCatalog,
 } from '../../../src/catalog/load.js';
-import {
-  DEFAULT_IGNORE_CHANGES,
-  DEFAULT_TIMEOUTS,
-  memoryBytes,
-  testLayers,
-} from '../../../src/catalog/schema.js';
+import { DEFAULT_TIMEOUTS, memoryBytes, testLayers } from '../../../src/catalog/schema.js';
 
 const fixture = path.resolve('tests/fixtures/catalogs/valid/catalog.yaml');
 
@@ -35,7 +30,7 @@ describe('loadCatalog on a valid catalog', () => {
     });
     expect(catalog.agent.maxAttempts).toBe(4);
     expect(catalog.agent.maxTurns).toBe(30);
-    expect(catalog.agent.ignoreChanges).toEqual(DEFAULT_IGNORE_CHANGES);
+    expect(catalog.agent.ignoreChanges).toBeUndefined();
     expect(catalog.sandbox.timeouts).toEqual({ ...DEFAULT_TIMEOUTS, testSec: 300 });
     expect(catalog.sandbox.env).toEqual({ NODE_ENV: 'test', TZ: 'UTC' });
     expect(catalog.provider).toEqual({ name: 'anthropic' });
@@ -71,7 +66,6 @@ describe('loadCatalog on a valid catalog', () => {
         testCommand: 'make test',
         maxAttempts: 3,
         maxTurns: 30,
-        ignoreChanges: DEFAULT_IGNORE_CHANGES,
         heldOutTests: [],
         docs: ['docs/*.md'],
         skills: [],
