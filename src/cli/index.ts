@@ -103,6 +103,10 @@ export function buildProgram(exitNow: (code: number) => void): Program {
       "review every verified attempt with an independent checker (also the catalog's agent.review); ready-for-review then needs its approval",
     )
     .option('--runs-dir <dir>', 'where run records go (default: <repo>/.sandbox-harness/runs)')
+    .option(
+      '--runtime <name>',
+      "OCI runtime of every sandbox, as the engine names it: runc, runsc (gVisor), ... (default: the catalog's sandbox.runtime, else the engine's default; see doctor)",
+    )
     .option('--json', 'print only a JSON summary on stdout')
     .addHelpText(
       'after',
@@ -145,6 +149,10 @@ The harness never commits, pushes or deploys. Example:
     .option('--compare <summary.json>', 'compare with a previous summary; exit 1 on a regression')
     .addOption(
       new Option('--keep <policy>', 'keep trial containers').choices(['on-failure', 'always', 'never']),
+    )
+    .option(
+      '--runtime <name>',
+      "OCI runtime of every sandbox, as the engine names it: runc, runsc (gVisor), ... (default: the catalog's sandbox.runtime, else the engine's default; see doctor)",
     )
     .option('--json', 'print only a JSON summary on stdout')
     .addHelpText(
@@ -449,6 +457,10 @@ kept ones are (their run is over), when --run, --older-than or --all names them.
     .option('--image <image>', 'use this image instead of building one')
     .option('--rebuild', 'rebuild the image')
     .option('--timeout <sec>', 'command timeout in seconds', '120')
+    .option(
+      '--runtime <name>',
+      "OCI runtime of every sandbox, as the engine names it: runc, runsc (gVisor), ... (default: the catalog's sandbox.runtime, else the engine's default; see doctor)",
+    )
     .option('--json', 'JSON output')
     .action(
       run(async (ctx, command: string[], options: Record<string, unknown>) =>

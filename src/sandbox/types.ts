@@ -231,6 +231,11 @@ export interface SandboxSpec {
   keep?: KeepPolicy;
   /** Workspace paths removed before anything runs (held-out tests); the scan treats them as never there. */
   hidden?: readonly string[];
+  /**
+   * The OCI runtime by the engine's name for it (`runc`, `runsc`, `crun`); absent: the engine's
+   * default. A backend without runtimes refuses any name it does not know.
+   */
+  runtime?: string;
 }
 
 /** A kept sandbox as the backend sees it now. */

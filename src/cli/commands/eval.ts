@@ -34,6 +34,7 @@ export interface EvalCommandOptions extends EngineFlags {
   compare?: string;
   json?: boolean;
   keep?: string;
+  runtime?: string;
 }
 
 function positiveInt(flag: string, value: string | undefined, max: number): number | undefined {
@@ -100,6 +101,9 @@ export async function evalCommand(
   else {
     const local = reuseImages(fixDeps(await sandboxProvider(), { baselines }));
     await local.ping();
+    // A runtime the engine lacks (flag or any task's catalog) fails the eval before any build.
+    const asked = options.runtime ? [options.runtime] : tasks.map((t) => t.catalog.catalog.sandbox.runtime);
+    for (const runtime of new Set(asked)) if (runtime) await local.runtime?.(runtime);
     // Build (or find) each task's image once, before trials race to build the same one.
     say(`preparing sandbox images for ${tasks.length} task(s) ...`);
     for (const task of tasks) {
@@ -122,6 +126,7 @@ export async function evalCommand(
     outDir,
     keep: keep ?? suite.defaults.keep,
     deps,
+    ...(options.runtime ? { runtime: options.runtime } : {}),
     env: ctx.env,
     // One log for the whole eval, every event tagged with its trial, so overlap and
     // per-trial overhead can be read off the times.

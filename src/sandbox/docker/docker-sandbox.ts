@@ -286,6 +286,7 @@ export class DockerBackend implements SandboxBackend {
       ...(spec.runId ? { runId: spec.runId } : {}),
       ...(spec.role ? { role: spec.role } : {}),
       keep: spec.keep ?? 'never',
+      runtime: spec.runtime ?? 'default',
     });
     const image = await engine.inspectImage(spec.image);
     if (!image) {
@@ -314,6 +315,7 @@ export class DockerBackend implements SandboxBackend {
       maxFileBytes: resources.maxFileBytes,
       tmpfsBytes: resources.tmpfsBytes,
       nofile: 4096,
+      ...(spec.runtime ? { runtime: spec.runtime } : {}),
     };
     let id: string;
     if (this.quotaSupported !== false) {
