@@ -406,6 +406,10 @@ kept ones are (their run is over), when --run, --older-than or --all names them.
     .description(
       'make the Docker engine answer: on Debian as root, install docker.io and start dockerd; elsewhere say what to do',
     )
+    .option(
+      '--runtime <name>',
+      'also add this runtime to the local engine: runsc (gVisor) installs the Debian package, merges it into /etc/docker/daemon.json, reloads dockerd (SIGHUP) and checks a sandbox runs under it',
+    )
     .option('--json', 'JSON output')
     .action(
       run(async (ctx, options: Record<string, unknown>) =>

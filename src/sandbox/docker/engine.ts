@@ -38,6 +38,8 @@ export interface EngineInfo {
   /** The OCI runtimes the engine lists by name (`runc`, `runsc`, `crun`, ...), and its default. */
   runtimes: string[];
   defaultRuntime: string;
+  /** The program of each runtime, where the engine says (`runsc` -> `/usr/bin/runsc`). */
+  runtimePaths: Record<string, string>;
   /** `name=...` entries of the engine's security options: `userns` (remapped), `rootless`, `seccomp`. */
   securityOptions: string[];
   /** Which engine answers the Docker API: Docker's dockerd, or Podman's API service. */
@@ -1053,9 +1055,20 @@ function graphDriverOf(raw: { Name?: string; Data?: unknown } | undefined): Cont
 function runtimeFacts(
   info: Record<string, unknown>,
   version: Record<string, unknown>,
-): Pick<EngineInfo, 'runtimes' | 'defaultRuntime' | 'securityOptions' | 'product' | 'podmanVersion'> {
-  const runtimes =
-    info.Runtimes && typeof info.Runtimes === 'object' ? Object.keys(info.Runtimes).sort() : [];
+): Pick<
+  EngineInfo,
+  'runtimes' | 'defaultRuntime' | 'runtimePaths' | 'securityOptions' | 'product' | 'podmanVersion'
+> {
+  const listed = (info.Runtimes && typeof info.Runtimes === 'object' ? info.Runtimes : {}) as Record<
+    string,
+    unknown
+  >;
+  const runtimes = Object.keys(listed).sort();
+  const runtimePaths: Record<string, string> = {};
+  for (const [name, entry] of Object.entries(listed)) {
+    const path = (entry as { path?: unknown } | null)?.path;
+    if (typeof path === 'string' && path !== '') runtimePaths[name] = path;
+  }
   const securityOptions = Array.isArray(info.SecurityOptions)
     ? info.SecurityOptions.filter((o): o is string => typeof o === 'string')
     : [];
@@ -1067,6 +1080,7 @@ function runtimeFacts(
   return {
     runtimes,
     defaultRuntime: String(info.DefaultRuntime ?? ''),
+    runtimePaths,
     securityOptions,
     product: podman ? 'podman' : 'docker',
     ...(podman ? { podmanVersion: String(podman.Version ?? '') } : {}),

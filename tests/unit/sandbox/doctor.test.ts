@@ -22,6 +22,7 @@ const info = (serverVersion: string, apiVersion: string): EngineInfo => ({
   pidsLimit: true,
   runtimes: ['runc'],
   defaultRuntime: 'runc',
+  runtimePaths: { runc: 'runc' },
   securityOptions: ['name=seccomp,profile=default'],
   product: 'docker',
 });
