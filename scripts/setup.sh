@@ -38,6 +38,41 @@ fi
 
 node dist/main.js images ensure node
 
+# Stronger isolation (README "Stronger isolation"): the conformance suite also runs under
+# gVisor on this engine and against rootful Podman. runsc is registered in daemon.json by the
+# CLI (merged, reload by SIGHUP only when something changed; running containers keep running).
+# Podman's API service gets its own socket and runs its containers under runc: its default
+# here, crun 1.8, refuses cgroup v1 hybrid hosts. catatonit is Podman's --init.
+if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
+  extra=()
+  command -v runsc >/dev/null 2>&1 || extra+=(runsc)
+  command -v podman >/dev/null 2>&1 || extra+=(podman)
+  [ -x /usr/libexec/podman/catatonit ] || extra+=(catatonit)
+  if [ "${#extra[@]}" -gt 0 ]; then
+    echo "setup: apt-get install ${extra[*]} (for the gVisor and Podman conformance runs)" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y --no-install-recommends "${extra[@]}" >&2 ||
+      { apt-get update >&2 && apt-get install -y --no-install-recommends "${extra[@]}" >&2; }
+  fi
+  if [ -z "${DOCKER_HOST:-}" ]; then
+    node dist/main.js setup --runtime runsc >&2
+  fi
+  podman_socket="${SANDBOX_HARNESS_PODMAN_SOCKET:-/run/podman/podman.sock}"
+  if ! curl -sf --max-time 3 --unix-socket "$podman_socket" http://podman/_ping >/dev/null 2>&1 &&
+    ! node -e 'require("http").get({socketPath:process.argv[1],path:"/_ping",timeout:3000},r=>process.exit(r.statusCode===200?0:1)).on("error",()=>process.exit(1))' "$podman_socket" 2>/dev/null; then
+    echo "setup: starting the Podman API service at unix://$podman_socket (log: /var/log/sandbox-harness-podman.log)" >&2
+    mkdir -p "$(dirname "$podman_socket")"
+    setsid podman --runtime runc system service --time=0 "unix://$podman_socket" \
+      >>/var/log/sandbox-harness-podman.log 2>&1 </dev/null &
+    for _ in $(seq 1 60); do
+      node -e 'require("http").get({socketPath:process.argv[1],path:"/_ping",timeout:1000},r=>process.exit(r.statusCode===200?0:1)).on("error",()=>process.exit(1))' "$podman_socket" 2>/dev/null && break
+      sleep 0.5
+    done
+  fi
+else
+  echo "setup: not Debian as root; the runsc and Podman conformance runs need runsc registered and a Podman API service (README \"Stronger isolation\")" >&2
+fi
+
 # The viewer's browser tests drive Debian's Chromium through playwright-core, which
 # downloads no browser of its own.
 if ! command -v chromium >/dev/null 2>&1; then

@@ -417,6 +417,16 @@ export const sandboxSchema = z
     env: variables('environment variable').optional(),
     resources: resourcesSchema.optional(),
     timeouts: timeoutsSchema.prefault({}),
+    runtime: z
+      .string({ error: 'expected a runtime name the engine lists, such as "runc" or "runsc"' })
+      .regex(/^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$/, {
+        error: 'expected a runtime name the engine lists, such as "runc" or "runsc"',
+      })
+      .meta({
+        description:
+          "The OCI runtime every sandbox runs under, by the engine's name for it: runc (Docker's default; absent, the engine's default runtime is used: runc on Docker, crun on Podman), runsc (gVisor: a user-space kernel between the sandbox and the host), or any runtime the engine lists (`sandbox-harness doctor`). One the engine lacks is refused before anything is built. `--runtime` overrides it.",
+      })
+      .optional(),
   })
   .superRefine((sandbox, ctx) => {
     if (sandbox.dockerfile !== undefined && sandbox.image !== undefined) {

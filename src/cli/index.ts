@@ -111,6 +111,10 @@ export function buildProgram(exitNow: (code: number) => void): Program {
       "review every verified attempt with an independent checker (also the catalog's agent.review); ready-for-review then needs its approval",
     )
     .option('--runs-dir <dir>', 'where run records go (default: <repo>/.sandbox-harness/runs)')
+    .option(
+      '--runtime <name>',
+      "OCI runtime of every sandbox, as the engine names it: runc, runsc (gVisor), ... (default: the catalog's sandbox.runtime, else the engine's default; see doctor)",
+    )
     .option('--json', 'print only a JSON summary on stdout')
     .addHelpText(
       'after',
@@ -187,6 +191,10 @@ Exit codes: 0 every item passing, 1 an item blocked or left, 2 a bad backlog or 
     )
     .addOption(
       new Option('--keep <policy>', 'keep trial containers').choices(['on-failure', 'always', 'never']),
+    )
+    .option(
+      '--runtime <name>',
+      "OCI runtime of every sandbox, as the engine names it: runc, runsc (gVisor), ... (default: the catalog's sandbox.runtime, else the engine's default; see doctor)",
     )
     .option('--json', 'print only a JSON summary on stdout')
     .addHelpText(
@@ -456,6 +464,10 @@ kept ones are (their run is over), when --run, --older-than or --all names them.
     .description(
       'make the Docker engine answer: on Debian as root, install docker.io and start dockerd; elsewhere say what to do',
     )
+    .option(
+      '--runtime <name>',
+      'also add this runtime to the local engine: runsc (gVisor) installs the Debian package, merges it into /etc/docker/daemon.json, reloads dockerd (SIGHUP) and checks a sandbox runs under it',
+    )
     .option('--json', 'JSON output')
     .action(
       run(async (ctx, options: Record<string, unknown>) =>
@@ -507,6 +519,10 @@ kept ones are (their run is over), when --run, --older-than or --all names them.
     .option('--image <image>', 'use this image instead of building one')
     .option('--rebuild', 'rebuild the image')
     .option('--timeout <sec>', 'command timeout in seconds', '120')
+    .option(
+      '--runtime <name>',
+      "OCI runtime of every sandbox, as the engine names it: runc, runsc (gVisor), ... (default: the catalog's sandbox.runtime, else the engine's default; see doctor)",
+    )
     .option('--json', 'JSON output')
     .action(
       run(async (ctx, command: string[], options: Record<string, unknown>) =>

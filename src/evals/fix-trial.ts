@@ -20,6 +20,8 @@ export interface FixTrialOptions {
    */
   deps: FixDeps | ((engine: string, signal: AbortSignal) => Promise<FixDeps>);
   env: NodeJS.ProcessEnv;
+  /** The OCI runtime of every trial (`--runtime`); default each catalog's `sandbox.runtime`. */
+  runtime?: string;
   /** Every event of every trial, tagged with its task and trial (for timing and overlap checks). */
   events?: (spec: TrialSpec) => EventSink | undefined;
   /** Each trial stops once its model calls cost this many US dollars (`eval --cost-limit`). */
@@ -54,6 +56,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
           ...(spec.cassette ? { cassette: spec.cassette } : {}),
           ...(spec.provider ? { provider: spec.provider } : {}),
           ...(spec.model ? { model: spec.model } : {}),
+          ...(options.runtime ? { runtime: options.runtime } : {}),
           keep: options.keep,
           apply: false,
           force: false,
@@ -126,6 +129,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
       model: record.provider.model,
       containerIds: record.containers.map((c) => c.id),
       ...(record.engine ? { engine: record.engine } : {}),
+      ...(record.runtime ? { runtime: record.runtime } : {}),
       ...reviewFacts(record),
       attemptsUsed: record.attempts.length,
       ...(error ? { error } : {}),

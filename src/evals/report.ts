@@ -272,6 +272,7 @@ function provenanceTable(summary: EvalSummary): Table {
       ['suite sha256', summary.suite.sha256],
       ['providers', summary.providers.join(', ') || 'n/a'],
       ['models', summary.models.join(', ') || 'n/a'],
+      ['runtimes', summary.runtimes?.join(', ') || 'n/a'],
       ['image ids', summary.imageIds.join(', ') || 'n/a'],
       ...summary.tasks.map((t) => [`catalog hash: ${t.taskId}`, t.catalogHashes.join(', ') || 'n/a']),
     ]),

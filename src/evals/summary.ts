@@ -197,6 +197,8 @@ export interface EvalSummary {
   wallTimeMs: number;
   providers: string[];
   models: string[];
+  /** The OCI runtimes the trials ran under (absent in summaries written before runtimes were recorded). */
+  runtimes?: string[];
   imageIds: string[];
   /** Per task, every catalog hash its trials ran against (more than one means it changed mid-eval). */
   catalogHashes: Record<string, string[]>;
@@ -344,6 +346,7 @@ export function summarize(results: readonly TrialResult[], meta: SummaryMeta): E
     wallTimeMs: Math.max(0, Date.parse(meta.finishedAt) - Date.parse(meta.startedAt)) || 0,
     providers: distinct(results.map((r) => r.provider)),
     models: distinct(results.map((r) => r.model)),
+    runtimes: distinct(results.map((r) => r.runtime)),
     imageIds: distinct(results.map((r) => r.imageId)),
     catalogHashes: Object.fromEntries(tasks.map((t) => [t.taskId, t.catalogHashes])),
     tasks,
@@ -466,6 +469,8 @@ export function compareSummaries(current: EvalSummary, previous: EvalSummary): S
   if (current.n !== previous.n) differences.push(`n: ${previous.n} -> ${current.n}`);
   differences.push(...listDifference('providers', current.providers, previous.providers));
   differences.push(...listDifference('models', current.models, previous.models));
+  if (current.runtimes && previous.runtimes)
+    differences.push(...listDifference('runtimes', current.runtimes, previous.runtimes));
   differences.push(...listDifference('image ids', current.imageIds, previous.imageIds));
   for (const t of current.tasks) {
     const before = previous.catalogHashes[t.taskId];

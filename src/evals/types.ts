@@ -53,6 +53,8 @@ export interface TrialResult {
   firstTry?: FirstTry;
   /** The engine the trial ran on (a fleet's engine name; `local` otherwise). */
   engine?: string;
+  /** The OCI runtime its sandboxes ran under (`runc`, `runsc`, ...). */
+  runtime?: string;
   /** Some attempt's change passed the tests in verification (whatever the checker said). */
   verified?: boolean;
   /** With review on: whether the checker approved (its last review). */
@@ -131,6 +133,7 @@ export const trialResultSchema: z.ZodType<TrialResult> = z.object({
     })
     .optional(),
   engine: z.string().optional(),
+  runtime: z.string().optional(),
   verified: z.boolean().optional(),
   approved: z.boolean().optional(),
   costUsd: z.number().nonnegative().optional(),

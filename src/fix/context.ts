@@ -64,6 +64,11 @@ export interface FixDeps {
   baselines?: BaselineCache;
   /** How to reach the backend's engine again (an eval on a fleet); recorded with the run. */
   engineRef?: RunRecord['engineRef'];
+  /**
+   * The runtime sandboxes get when `asked` (or nothing) is asked for; throws `ConfigError` for
+   * one the engine lacks. Absent: the backend has no runtimes to choose from.
+   */
+  runtime?: (asked?: string) => Promise<string>;
 }
 
 export interface FixOptions {
@@ -99,6 +104,8 @@ export interface FixOptions {
   costLimitUsd?: number;
   /** Continue this earlier run (an id, a prefix or `last`): its last patch and feedback start attempt 1. */
   continueFrom?: string;
+  /** The OCI runtime (`--runtime`); overrides the catalog's `sandbox.runtime`. */
+  runtime?: string;
 }
 
 export interface FixResult {
@@ -139,6 +146,8 @@ export interface Prepared {
   retries: { sink?: EventSink };
   /** An earlier apply to this repo that a crash interrupted, undone before anything read the repo. */
   recovered?: Recovery;
+  /** The runtime: `asked` by the flag or the catalog (given to every sandbox), `name` what runs. */
+  runtime?: { asked?: string; name: string };
 }
 
 /** One run, from the moment its record exists until it is closed. */

@@ -6,6 +6,7 @@ export function fixDeps(provider: SandboxProvider, extra: Partial<FixDeps> = {})
   return {
     backend: provider.backend,
     ping: () => provider.preflight(),
+    ...(provider.runtime ? { runtime: (asked?: string) => provider.runtime!(asked) } : {}),
     image: async (request: ImageRequest): Promise<SandboxImage> => {
       const sandbox = request.catalog.catalog.sandbox;
       const image = await provider.repoImage({

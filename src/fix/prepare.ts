@@ -81,10 +81,18 @@ export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepa
     : undefined;
   // The engine answers (and has room) before the run record is written.
   await deps.ping();
+  // A runtime the engine lacks is the configuration's error, found before anything is built.
+  const asked = options.runtime ?? catalog.catalog.sandbox.runtime;
+  const runtime = deps.runtime
+    ? { ...(asked ? { asked } : {}), name: await deps.runtime(asked) }
+    : asked
+      ? { asked, name: asked }
+      : undefined;
   // A crash mid-apply left the repo half written: put it back before an image is built from it.
   const recovered = await recoverInterruptedApply(repoDir, { journalDir: defaultJournalDir(options.env) });
   return {
     ...(recovered ? { recovered } : {}),
+    ...(runtime ? { runtime } : {}),
     catalog,
     repoDir,
     ticket,

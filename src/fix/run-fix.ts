@@ -104,6 +104,7 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
     repoDir,
     engine: deps.backend.engine,
     ...(deps.engineRef ? { engineRef: deps.engineRef } : {}),
+    ...(prepared.runtime ? { runtime: prepared.runtime.name } : {}),
     provider: { name: provider.name, model: provider.model },
     ...(prepared.checker ? { checker: { name: prepared.checker.name, model: prepared.checker.model } } : {}),
     keep: options.keep,
@@ -171,6 +172,7 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
       resources: resourcesFromCatalog(catalog.catalog),
       files: [catalogFile],
       keep: options.keep,
+      ...(prepared.runtime?.asked ? { runtime: prepared.runtime.asked } : {}),
     }),
     options.keep,
   );

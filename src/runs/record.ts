@@ -150,6 +150,8 @@ export const runRecordSchema = z.object({
   engine: engineName.optional(),
   /** How to reach that engine again; absent for the local engine. */
   engineRef: engineRefSchema.optional(),
+  /** The OCI runtime its sandboxes ran under (`runc`, `runsc`, ...), as the engine names it. */
+  runtime: z.string().optional(),
   provider: z.object({ name: z.string(), model: z.string() }),
   checker: z.object({ name: z.string(), model: z.string() }).optional(),
   keep: z.enum(['on-failure', 'always', 'never']),

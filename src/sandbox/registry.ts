@@ -54,6 +54,11 @@ export interface SandboxProvider {
   repoImage(request: RepoImageRequest): Promise<RepoImageResult>;
   /** Throws `SandboxUnavailable` (with what to do) when the engine does not answer or is nearly full. */
   preflight(): Promise<void>;
+  /**
+   * The runtime a sandbox of this backend gets when `asked` (or nothing) is asked for, by name;
+   * `ConfigError` when the engine has no such runtime. Absent: the backend has no runtimes.
+   */
+  runtime?(asked?: string): Promise<string>;
 }
 
 /**

@@ -240,6 +240,11 @@ export interface SandboxSpec {
    * `workspaceGitImage`, the image it was made from (its `.git` is git's, never a change).
    */
   scanAgainst?: string;
+  /**
+   * The OCI runtime by the engine's name for it (`runc`, `runsc`, `crun`); absent: the engine's
+   * default. A backend without runtimes refuses any name it does not know.
+   */
+  runtime?: string;
 }
 
 /** What `SandboxBackend.workspaceGitImage` gave: an image with git, or why there is none. */

@@ -16,10 +16,14 @@ function endpoint(): { socketPath: string } | { host: string; port: number } {
   return { host: url.hostname, port: Number(url.port || 2375) };
 }
 
-/** GET `path` (e.g. `/containers/<id>/json`) and parse the JSON; 404 gives undefined. */
-export function engineGet<T>(path: string): Promise<T | undefined> {
+/**
+ * GET `path` (e.g. `/containers/<id>/json`) and parse the JSON; 404 gives undefined. `socketPath`
+ * asks another engine than the environment's (a Podman service, a second dockerd).
+ */
+export function engineGet<T>(path: string, socketPath?: string): Promise<T | undefined> {
   return new Promise((resolve, reject) => {
-    const req = request({ ...endpoint(), path: `${API}${path}`, method: 'GET' }, (res) => {
+    const where = socketPath ? { socketPath } : endpoint();
+    const req = request({ ...where, path: `${API}${path}`, method: 'GET' }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (chunk: Buffer) => chunks.push(chunk));
       res.on('end', () => {
@@ -47,10 +51,10 @@ export interface CpuStats {
 }
 
 /** One sample of a container's cgroup CPU accounting. */
-export async function cpuStats(id: string): Promise<CpuStats> {
+export async function cpuStats(id: string, socketPath?: string): Promise<CpuStats> {
   const stats = await engineGet<{
     cpu_stats?: { cpu_usage?: { total_usage?: number }; throttling_data?: { throttled_periods?: number } };
-  }>(`/containers/${id}/stats?stream=false&one-shot=true`);
+  }>(`/containers/${id}/stats?stream=false&one-shot=true`, socketPath);
   const usage = stats?.cpu_stats?.cpu_usage?.total_usage;
   const throttled = stats?.cpu_stats?.throttling_data?.throttled_periods;
   if (usage === undefined || throttled === undefined)

@@ -36,6 +36,7 @@ export interface EvalCommandOptions extends EngineFlags {
   json?: boolean;
   keep?: string;
   costLimit?: string;
+  runtime?: string;
 }
 
 function positiveInt(flag: string, value: string | undefined, max: number): number | undefined {
@@ -103,6 +104,9 @@ export async function evalCommand(
   else {
     const local = reuseImages(fixDeps(await sandboxProvider(), { baselines }));
     await local.ping();
+    // A runtime the engine lacks (flag or any task's catalog) fails the eval before any build.
+    const asked = options.runtime ? [options.runtime] : tasks.map((t) => t.catalog.catalog.sandbox.runtime);
+    for (const runtime of new Set(asked)) if (runtime) await local.runtime?.(runtime);
     // Build (or find) each task's image once, before trials race to build the same one.
     say(`preparing sandbox images for ${tasks.length} task(s) ...`);
     for (const task of tasks) {
@@ -125,6 +129,7 @@ export async function evalCommand(
     outDir,
     keep: keep ?? suite.defaults.keep,
     deps,
+    ...(options.runtime ? { runtime: options.runtime } : {}),
     env: ctx.env,
     ...(costLimitUsd !== undefined ? { costLimitUsd } : {}),
     // One log for the whole eval, every event tagged with its trial, so overlap and

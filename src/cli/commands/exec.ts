@@ -12,6 +12,7 @@ export interface ExecCommandOptions {
   rebuild?: boolean;
   timeout?: string;
   json?: boolean;
+  runtime?: string;
 }
 
 /** Runs one command in a fresh, hardened sandbox built from a repo; the sandbox is removed afterwards. */
@@ -28,6 +29,8 @@ export async function execCommand(
   }
   const progress = options.json ? undefined : terminalProgress(ctx.stderr, ctx.isTTY);
   const provider = await sandboxProvider();
+  // A runtime the engine lacks is refused before an image is built.
+  const runtime = await provider.runtime?.(options.runtime);
   let image = options.image;
   if (!image) {
     const repoDir = resolve(ctx.cwd, options.repo ?? '.');
@@ -42,7 +45,11 @@ export async function execCommand(
     image = built.tag;
   }
   progress?.phase('validate', `running in a sandbox: ${command.join(' ')}`);
-  const sandbox = await provider.backend.create({ image, role: 'exec' });
+  const sandbox = await provider.backend.create({
+    image,
+    role: 'exec',
+    ...(options.runtime ? { runtime: options.runtime } : {}),
+  });
   try {
     // One argument is a shell command line; several are argv words, quoted for the shell.
     const line = command.length === 1 ? command[0]! : shellJoin(command);
@@ -54,7 +61,7 @@ export async function execCommand(
       `exit ${result.exitCode}${result.timedOut ? ' (timed out)' : ''} in ${result.durationMs} ms`,
     );
     if (options.json) {
-      printJson(ctx, { image, container: sandbox.id, ...result });
+      printJson(ctx, { image, container: sandbox.id, ...(runtime ? { runtime } : {}), ...result });
     } else {
       if (result.stdout) ctx.stdout.write(terminalSafe(result.stdout));
       if (result.stderr) ctx.stderr.write(terminalSafe(result.stderr));

@@ -28,6 +28,7 @@ export interface FixCommandOptions {
   review?: boolean;
   costLimit?: string;
   continue?: string;
+  runtime?: string;
 }
 
 const KEEP_POLICIES: KeepPolicy[] = ['on-failure', 'always', 'never'];
@@ -62,6 +63,7 @@ export function fixSummaryJson(result: FixResult) {
     catalog: r.catalog,
     provider: r.provider,
     image: r.image,
+    ...(r.runtime ? { runtime: r.runtime } : {}),
     applied: r.applied ?? false,
     applyError: r.applyError,
     patchFile: r.patchFile,
@@ -130,6 +132,7 @@ export async function fixCommand(
       force: options.force ?? false,
       rebuild: options.rebuild ?? false,
       ...(options.review ? { review: true } : {}),
+      ...(options.runtime ? { runtime: options.runtime } : {}),
       cwd: ctx.cwd,
       env: ctx.env,
       signal: ctx.signal,

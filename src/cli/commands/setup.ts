@@ -7,10 +7,16 @@ import { spawn } from 'node:child_process';
 import { access } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { SandboxUnavailable } from '../../errors.js';
+import { SandboxUnavailable, UsageError } from '../../errors.js';
+import { setUpGvisor, type GvisorSetupResult } from '../../sandbox/docker/gvisor-setup.js';
 import { dockerEndpoint } from '../../sandbox/docker/doctor.js';
 import { dockerEngine } from '../../sandbox/docker/engine.js';
-import { packageRoot, type BaseKind, type EnsureBaseImageResult } from '../../sandbox/docker/images.js';
+import {
+  DEFAULT_BASE_IMAGE,
+  packageRoot,
+  type BaseKind,
+  type EnsureBaseImageResult,
+} from '../../sandbox/docker/images.js';
 import { note, print, printJson, type CliContext } from '../context.js';
 import { describeEnsureResult, imagesEnsure } from './images.js';
 
@@ -21,6 +27,8 @@ export interface SetupOptions {
   offline?: boolean;
   /** No progress output. */
   quiet?: boolean;
+  /** Also set up this OCI runtime on the local engine (`runsc`: gVisor). */
+  runtime?: string;
 }
 
 export interface SetupResult {
@@ -28,11 +36,14 @@ export interface SetupResult {
   /** `answering`: nothing had to be done; `started`: the set-up script made it answer. */
   engine: 'answering' | 'started';
   baseImages: EnsureBaseImageResult[];
+  /** What `--runtime runsc` did. */
+  gvisor?: GvisorSetupResult;
 }
 
 export interface SetupCommandOptions {
   json?: boolean;
   offline?: boolean;
+  runtime?: string;
 }
 
 async function runEnsureDocker(ctx: CliContext, quiet: boolean): Promise<{ code: number; output: string[] }> {
@@ -87,11 +98,29 @@ export async function setup(ctx: CliContext, options: SetupOptions = {}): Promis
       await imagesEnsure(ctx, { kind, offline: options.offline ?? false, quiet: options.quiet ?? false }),
     );
   }
-  return { endpoint: dockerEndpoint(), engine: state, baseImages };
+  let gvisor: GvisorSetupResult | undefined;
+  if (options.runtime !== undefined) {
+    if (options.runtime !== 'runsc') {
+      throw new UsageError(`--runtime: setup knows how to add runsc (gVisor), got "${options.runtime}"`, {
+        hint: "Register another runtime in the engine's daemon.json yourself; `sandbox-harness doctor` then probes it.",
+      });
+    }
+    const image = baseImages.find((b) => b.kind === 'node')?.tag ?? DEFAULT_BASE_IMAGE;
+    gvisor = await setUpGvisor({
+      engine,
+      image,
+      ...(options.quiet ? {} : { say: (line: string) => note(ctx, `setup: ${line}`) }),
+    });
+  }
+  return { endpoint: dockerEndpoint(), engine: state, baseImages, ...(gvisor ? { gvisor } : {}) };
 }
 
 export async function setupCommand(ctx: CliContext, options: SetupCommandOptions = {}): Promise<number> {
-  const result = await setup(ctx, { offline: options.offline === true, quiet: options.json === true });
+  const result = await setup(ctx, {
+    offline: options.offline === true,
+    quiet: options.json === true,
+    ...(options.runtime ? { runtime: options.runtime } : {}),
+  });
   if (options.json) {
     printJson(ctx, result);
     return 0;
@@ -101,5 +130,12 @@ export async function setupCommand(ctx: CliContext, options: SetupCommandOptions
     `Docker engine ${result.engine === 'started' ? 'started and answering' : 'answering'} at ${result.endpoint}`,
   );
   for (const image of result.baseImages) print(ctx, describeEnsureResult(image));
+  if (result.gvisor) {
+    const g = result.gvisor;
+    print(
+      ctx,
+      `runsc (gVisor): ${g.installed ? 'installed, ' : ''}${g.registered ? 'registered, ' : 'already registered, '}${g.reloaded ? 'engine reloaded, ' : ''}a hardened sandbox ran under it (kernel ${g.probe.kernel ?? '?'})`,
+    );
+  }
   return 0;
 }

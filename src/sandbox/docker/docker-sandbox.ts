@@ -38,7 +38,14 @@ import {
   type WorkspaceGit,
   type WorkspaceTree,
 } from '../types.js';
-import { dockerEngine, IDLE_CONTAINER_LIMITS, StorageQuotaUnsupported, type DockerEngine } from './engine.js';
+import {
+  dockerEngine,
+  IDLE_CONTAINER_LIMITS,
+  StorageQuotaUnsupported,
+  type DockerEngine,
+  type EngineInfo,
+} from './engine.js';
+import { isGvisor, processLimits } from './runtimes.js';
 import { KEPT_NAME_PREFIX, LABEL, containerLabels, containerName } from './labels.js';
 import { reapOrphans } from './gc.js';
 import { exportOverlay, layerMarker, scanOverlay, type OverlayLayers } from './upper-dir.js';
@@ -163,7 +170,9 @@ export class DockerSandbox extends PosixSandbox {
 
   private async findLayers(): Promise<OverlayLayers | undefined> {
     const driver = (await this.engine.inspectContainer(this.id).catch(() => undefined))?.graphDriver;
-    if (driver?.name !== 'overlay2' || !driver.upperDir || !driver.mergedDir) return undefined;
+    // Docker names it overlay2, Podman overlay: the same upper and merged folders; the marker proves them.
+    if ((driver?.name !== 'overlay2' && driver?.name !== 'overlay') || !driver.upperDir || !driver.mergedDir)
+      return undefined;
     if (!posix.isAbsolute(driver.upperDir) || !posix.isAbsolute(driver.mergedDir)) return undefined;
     const layers = { upperDir: driver.upperDir, mergedDir: driver.mergedDir };
     return (await layerMarker(layers, START_MARKER)) === this.marker ? layers : undefined;
@@ -285,6 +294,15 @@ export class DockerBackend implements SandboxBackend {
     private readonly hostReads = true,
   ) {}
 
+  private info: Promise<EngineInfo> | undefined;
+
+  /** Whether sandboxes of `runtime` run under gVisor here (the engine is asked once). */
+  private async underGvisor(runtime: string | undefined): Promise<boolean> {
+    this.info ??= this.dockerEngineRef.info();
+    this.info.catch(() => (this.info = undefined));
+    return isGvisor(await this.info, runtime);
+  }
+
   /** How the disk budget is enforced on this engine: by the engine's quota, or by a watchdog. */
   diskBudgetMode(): 'engine' | 'watchdog' | 'unknown' {
     return this.quotaSupported === undefined ? 'unknown' : this.quotaSupported ? 'engine' : 'watchdog';
@@ -302,6 +320,7 @@ export class DockerBackend implements SandboxBackend {
       ...(spec.runId ? { runId: spec.runId } : {}),
       ...(spec.role ? { role: spec.role } : {}),
       keep: spec.keep ?? 'never',
+      runtime: spec.runtime ?? 'default',
     });
     const image = await engine.inspectImage(spec.image);
     if (!image) {
@@ -318,6 +337,7 @@ export class DockerBackend implements SandboxBackend {
     // Placed by the engine with the container's hosts file, before it starts.
     const marker = randomBytes(16).toString('hex');
     const files = injectedFiles(spec, marker);
+    const processes = processLimits(resources.pids, await this.underGvisor(spec.runtime));
     const options = {
       files,
       name: containerName(spec.runId, spec.role),
@@ -330,10 +350,12 @@ export class DockerBackend implements SandboxBackend {
       labels,
       memoryBytes: resources.memoryBytes,
       nanoCpus: Math.round(resources.cpus * 1e9),
-      pids: resources.pids,
+      pids: processes.pids,
+      ...(processes.nproc ? { nproc: processes.nproc } : {}),
       maxFileBytes: resources.maxFileBytes,
       tmpfsBytes: resources.tmpfsBytes,
       nofile: 4096,
+      ...(spec.runtime ? { runtime: spec.runtime } : {}),
     };
     let id: string;
     if (this.quotaSupported !== false) {

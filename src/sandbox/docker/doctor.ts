@@ -16,6 +16,7 @@ import {
 import { BASE_IMAGES, baseImageStatus, DEFAULT_BASE_IMAGE } from './images.js';
 import { containerLabels } from './labels.js';
 import { BoundedBuffer } from '../posix/sinks.js';
+import { runtimeChecks } from './doctor-runtimes.js';
 
 export interface DoctorCheck {
   /** Stable identifier: `daemon`, `server-version`, `storage-driver`, `cgroups`, `kernel-limits`, `sandbox-container`, `disk-budget`, `disk`, `base-images`, `offline-bootstrap`. */
@@ -430,6 +431,7 @@ export async function runDoctor(options: DoctorOptions = {}): Promise<DoctorRepo
     checks.push(container.check);
     if (container.disk) Object.assign(facts, container.disk);
     if (container.check.ok) checks.push(await diskBudgetCheck(engine, probeImage, info.storageDriver));
+    if (container.check.ok) checks.push(...(await runtimeChecks(engine, info, probeImage)));
   } else {
     checks.push({
       name: 'sandbox-container',

@@ -5,7 +5,14 @@
  */
 import Docker from 'dockerode';
 import type { Readable, Writable } from 'node:stream';
-import { ImageError, Interrupted, SandboxDead, SandboxUnavailable, HarnessError } from '../../errors.js';
+import {
+  ConfigError,
+  ImageError,
+  Interrupted,
+  SandboxDead,
+  SandboxUnavailable,
+  HarnessError,
+} from '../../errors.js';
 import { describeEndpoint, type EngineEndpoint } from './endpoint.js';
 import { hostKeyAccepted } from './known-hosts.js';
 import { loopbackNameEntries, SANDBOX_HOSTNAME } from './loopback-names.js';
@@ -30,6 +37,17 @@ export interface EngineInfo {
   /** The engine's host name and its unique id. */
   name: string;
   id: string;
+  /** The OCI runtimes the engine lists by name (`runc`, `runsc`, `crun`, ...), and its default. */
+  runtimes: string[];
+  defaultRuntime: string;
+  /** The program of each runtime, where the engine says (`runsc` -> `/usr/bin/runsc`). */
+  runtimePaths: Record<string, string>;
+  /** `name=...` entries of the engine's security options: `userns` (remapped), `rootless`, `seccomp`. */
+  securityOptions: string[];
+  /** Which engine answers the Docker API: Docker's dockerd, or Podman's API service. */
+  product: 'docker' | 'podman';
+  /** Podman's own version (its API version is the Docker API it emulates). */
+  podmanVersion?: string;
 }
 
 /** What the engine stores (`GET /system/df`); sizes in bytes. It does not say how much disk is free. */
@@ -79,7 +97,21 @@ export interface ContainerCreateOptions {
    * archive as its hosts file: one write into the container's filesystem, not two.
    */
   files?: TarInput[];
+  /** The OCI runtime by the engine's name for it (`runsc`); absent: the engine's default. */
+  runtime?: string;
+  /** RLIMIT_NPROC; default `DEFAULT_NPROC`. */
+  nproc?: number;
 }
+
+/**
+ * RLIMIT_NPROC for every container. The pids cgroup (`PidsLimit`) is the sandbox's real bound
+ * on processes: the kernel counts NPROC per uid across every container of the host that runs
+ * as that uid, so a tight value here would let one sandbox's fork bomb starve the others. It
+ * is set at all because an engine that sets none passes on its own default, and Podman's
+ * exceeds this kind of machine's hard limit, so its containers fail to start ("error setting
+ * rlimit"), like a missing nofile.
+ */
+export const DEFAULT_NPROC = 16_384;
 
 export interface ContainerSummary {
   id: string;
@@ -294,6 +326,7 @@ export class DockerEngine {
         dockerRootDir: String(i.DockerRootDir ?? ''),
         name: String(i.Name ?? ''),
         id: String(i.ID ?? ''),
+        ...runtimeFacts(i, version as unknown as Record<string, unknown>),
       };
     } catch (error) {
       throw translateDaemonError(error, 'reading Docker engine info', this.where);
@@ -369,6 +402,7 @@ export class DockerEngine {
           Ulimits: [
             { Name: 'nofile', Soft: options.nofile, Hard: options.nofile },
             { Name: 'fsize', Soft: options.maxFileBytes, Hard: options.maxFileBytes },
+            { Name: 'nproc', Soft: options.nproc ?? DEFAULT_NPROC, Hard: options.nproc ?? DEFAULT_NPROC },
           ],
           Binds: [],
           Mounts: [],
@@ -378,12 +412,26 @@ export class DockerEngine {
           // Nothing reads container logs, and pid 1's stdout is reachable from inside.
           LogConfig: { Type: 'none', Config: {} },
           ...(options.diskBytes ? { StorageOpt: { size: String(options.diskBytes) } } : {}),
+          ...(options.runtime ? { Runtime: options.runtime } : {}),
         },
       });
       return container.id;
     } catch (error) {
       if (options.diskBytes && /storage-?opt|quota|xfs/i.test(daemonMessage(error))) {
         throw new StorageQuotaUnsupported(daemonMessage(error));
+      }
+      if (
+        options.runtime &&
+        /unknown or invalid runtime|runtime .*not (found|available)/i.test(daemonMessage(error))
+      ) {
+        throw new ConfigError(
+          `runtime "${options.runtime}" is not available on ${this.where ?? 'the local engine'}: ${daemonMessage(error)}`,
+          [],
+          {
+            hint: 'sandbox-harness doctor lists the runtimes the engine has (and how to add gVisor).',
+            cause: error,
+          },
+        );
       }
       if (statusOf(error) === 404) {
         throw new ImageError(`image ${options.image} does not exist`, {
@@ -1072,6 +1120,42 @@ function graphDriverOf(raw: { Name?: string; Data?: unknown } | undefined): Cont
     name: raw?.Name ?? '',
     ...(upperDir ? { upperDir } : {}),
     ...(mergedDir ? { mergedDir } : {}),
+  };
+}
+
+/** The runtimes, security options and product an engine reports (`/info`, `/version`). */
+function runtimeFacts(
+  info: Record<string, unknown>,
+  version: Record<string, unknown>,
+): Pick<
+  EngineInfo,
+  'runtimes' | 'defaultRuntime' | 'runtimePaths' | 'securityOptions' | 'product' | 'podmanVersion'
+> {
+  const listed = (info.Runtimes && typeof info.Runtimes === 'object' ? info.Runtimes : {}) as Record<
+    string,
+    unknown
+  >;
+  const runtimes = Object.keys(listed).sort();
+  const runtimePaths: Record<string, string> = {};
+  for (const [name, entry] of Object.entries(listed)) {
+    const path = (entry as { path?: unknown } | null)?.path;
+    if (typeof path === 'string' && path !== '') runtimePaths[name] = path;
+  }
+  const securityOptions = Array.isArray(info.SecurityOptions)
+    ? info.SecurityOptions.filter((o): o is string => typeof o === 'string')
+    : [];
+  const components = Array.isArray(version.Components) ? (version.Components as unknown[]) : [];
+  const podman = components.find(
+    (c): c is { Name: string; Version?: unknown } =>
+      typeof c === 'object' && c !== null && /podman/i.test(String((c as { Name?: unknown }).Name)),
+  );
+  return {
+    runtimes,
+    defaultRuntime: String(info.DefaultRuntime ?? ''),
+    runtimePaths,
+    securityOptions,
+    product: podman ? 'podman' : 'docker',
+    ...(podman ? { podmanVersion: String(podman.Version ?? '') } : {}),
   };
 }
 

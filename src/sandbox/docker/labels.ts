@@ -12,6 +12,8 @@ export const LABEL = {
   ownerPid: 'sandbox-harness.owner-pid',
   ownerHost: 'sandbox-harness.owner-host',
   kind: 'sandbox-harness.kind',
+  /** The OCI runtime a sandbox was made with (`runsc`), or `default`. */
+  runtime: 'sandbox-harness.runtime',
 } as const;
 
 /** Kept containers are renamed with this prefix (labels cannot change after creation). */
@@ -24,6 +26,7 @@ export function containerLabels(options: {
   runId?: string;
   role?: string;
   keep?: string;
+  runtime?: string;
   extra?: Record<string, string>;
 }): Record<string, string> {
   return {
@@ -36,6 +39,7 @@ export function containerLabels(options: {
     [LABEL.keep]: options.keep ?? 'never',
     [LABEL.ownerPid]: String(process.pid),
     [LABEL.ownerHost]: hostname(),
+    ...(options.runtime ? { [LABEL.runtime]: options.runtime } : {}),
   };
 }
 

@@ -6,6 +6,7 @@ import { scanBuildContext } from './build-context.js';
 import { DockerBackend, dockerBackend } from './docker-sandbox.js';
 import { dockerEngine, DockerEngine } from './engine.js';
 import { buildRepoImage, resolveDockerfile } from './images.js';
+import { effectiveRuntime, requireRuntime } from './runtimes.js';
 
 /** Below this much free space in the engine's storage, runs refuse to start. */
 export const DEFAULT_MIN_FREE_BYTES = 2 * 1024 ** 3;
@@ -98,6 +99,10 @@ export function dockerProvider(
   return {
     backend,
     repoImage: (request) => repoImage(engine, request),
+    async runtime(asked?: string) {
+      const info = asked ? await requireRuntime(engine, asked) : await engine.info();
+      return effectiveRuntime(info, asked);
+    },
     async preflight() {
       await engine.ping(5000);
       const floor = Number(process.env.SANDBOX_HARNESS_MIN_FREE_BYTES);

@@ -20,6 +20,11 @@ const info = (serverVersion: string, apiVersion: string): EngineInfo => ({
   memoryLimit: true,
   swapLimit: true,
   pidsLimit: true,
+  runtimes: ['runc'],
+  defaultRuntime: 'runc',
+  runtimePaths: { runc: 'runc' },
+  securityOptions: ['name=seccomp,profile=default'],
+  product: 'docker',
 });
 
 describe('engine API version', () => {
