@@ -314,8 +314,38 @@ export function renderMarkdown(summary: EvalSummary, comparison?: SummaryCompari
   else out.push(...flaky.map((line) => `- ${mdCell(line)}`), '');
   if (comparison) out.push(...markdownComparison(comparison));
   out.push(...markdownEngines(summary));
+  const tests = testsTable(summary);
+  if (tests) out.push(`## ${TESTS_HEADING}`, '', mdTable(tests), '', TESTS_NOTE, '');
   out.push('## Provenance', '', mdTable(provenanceTable(summary)), '');
   return `${out.join('\n')}`;
+}
+
+// ---------------------------------------------------------------------------------------
+// Per-test results (catalog agent.testReport; SWE-bench instances)
+
+const TESTS_HEADING = 'Per-test results';
+const TESTS_NOTE =
+  'From the JUnit report of each scored trial\'s last verification. "resolved": every FAIL_TO_PASS and PASS_TO_PASS test passed (a skipped or missing one did not); the trial page has every test.';
+
+/** One row per task whose trials had a test report; none when no trial had one. */
+function testsTable(summary: EvalSummary): Table | undefined {
+  const tasks = summary.tasks.filter((t) => t.tests);
+  if (tasks.length === 0) return undefined;
+  return {
+    header: ['task', 'trials with a report', 'report refused', 'resolved', 'failing most often'],
+    rows: rowsOf(
+      tasks.map((t) => {
+        const s = t.tests!;
+        return [
+          t.taskId,
+          String(s.trials),
+          String(s.refused),
+          s.named > 0 ? `${s.resolved}/${s.named}` : '-',
+          s.failing.map((f) => `${f.id} (${f.trials})`).join('; ') || '-',
+        ];
+      }),
+    ),
+  };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -609,6 +639,9 @@ export function renderReportSections(summary: EvalSummary, comparison?: SummaryC
   );
   if (comparison) sections.push(...htmlComparison(comparison));
   sections.push(...htmlEngines(summary));
+  const tests = testsTable(summary);
+  if (tests)
+    sections.push(`<h2>${e(TESTS_HEADING)}</h2>`, htmlTable(tests), `<p class="meta">${e(TESTS_NOTE)}</p>`);
   sections.push('<h2>Provenance</h2>', htmlTable(provenanceTable(summary)));
   return sections;
 }

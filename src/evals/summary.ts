@@ -108,6 +108,20 @@ export interface TaskSummary extends TrialCounts {
   flaky: boolean;
   imageIds: string[];
   catalogHashes: string[];
+  /** Per-test results, when the task's trials had a test report. */
+  tests?: TaskTests;
+}
+
+/** What the test reports of a task's scored trials said. */
+export interface TaskTests {
+  /** Scored trials whose last verification had a report (read or refused). */
+  trials: number;
+  refused: number;
+  /** Trials judged by named tests (FAIL_TO_PASS/PASS_TO_PASS), and how many resolved. */
+  named: number;
+  resolved: number;
+  /** The tests that failed most often (named ones that did not pass, else failed ones), most first. */
+  failing: { id: string; trials: number }[];
 }
 
 export interface OverallSummary extends TrialCounts {
@@ -224,6 +238,28 @@ function summarizeTask(taskId: string, n: number, results: TrialResult[]): TaskS
     ...withReview(scoredResults),
     imageIds: distinct(results.map((r) => r.imageId)),
     catalogHashes: distinct(results.map((r) => r.catalogHash)),
+    ...withTests(scoredResults),
+  };
+}
+
+const FAILING_SHOWN = 10;
+
+function withTests(results: readonly TrialResult[]): { tests?: TaskTests } {
+  const reported = results.flatMap((r) => (r.tests ? [r.tests] : []));
+  if (reported.length === 0) return {};
+  const counts = new Map<string, number>();
+  for (const t of reported) for (const id of new Set(t.failing)) counts.set(id, (counts.get(id) ?? 0) + 1);
+  return {
+    tests: {
+      trials: reported.length,
+      refused: reported.filter((t) => t.refused !== undefined).length,
+      named: reported.filter((t) => t.verdict !== undefined).length,
+      resolved: reported.filter((t) => t.verdict === 'resolved').length,
+      failing: [...counts]
+        .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))
+        .slice(0, FAILING_SHOWN)
+        .map(([id, trials]) => ({ id, trials })),
+    },
   };
 }
 
