@@ -316,6 +316,8 @@ export function renderMarkdown(summary: EvalSummary, comparison?: SummaryCompari
   out.push(...markdownEngines(summary));
   const tests = testsTable(summary);
   if (tests) out.push(`## ${TESTS_HEADING}`, '', mdTable(tests), '', TESTS_NOTE, '');
+  const instances = instancesTable(summary);
+  if (instances) out.push(`## ${INSTANCES_HEADING}`, '', mdTable(instances), '');
   out.push('## Provenance', '', mdTable(provenanceTable(summary)), '');
   return `${out.join('\n')}`;
 }
@@ -346,6 +348,39 @@ function testsTable(summary: EvalSummary): Table | undefined {
       }),
     ),
   };
+}
+
+const INSTANCES_HEADING = 'Gold patches and quarantined tests';
+
+/**
+ * An instance eval's flags: instances whose gold patch fails (left out of scoring, never a
+ * model's failure), and tests left out as flaky. None for a task suite, or when nothing is flagged.
+ */
+function instancesTable(summary: EvalSummary): Table | undefined {
+  const info = summary.instances;
+  if (!info) return undefined;
+  const rows: string[][] = [];
+  for (const id of info.goldFails)
+    rows.push([
+      id,
+      info.oracle
+        ? 'the gold patch does not resolve it'
+        : 'gold patch fails (quarantine file): not run, not scored',
+      '-',
+    ]);
+  for (const [id, list] of Object.entries(info.flakyTests ?? {}))
+    rows.push([id, 'tests flake under the gold patch', list.join('; ')]);
+  if (!info.oracle)
+    for (const [id, list] of Object.entries(info.quarantined))
+      if (list.length > 0)
+        rows.push([id, 'quarantined tests left out of FAIL_TO_PASS/PASS_TO_PASS', list.join('; ')]);
+  if (rows.length === 0)
+    rows.push([
+      'all',
+      info.oracle ? 'every gold patch resolved its instance; no test flaked' : 'nothing quarantined',
+      '-',
+    ]);
+  return { header: ['instance', 'flag', 'tests'], rows: rowsOf(rows) };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -642,6 +677,8 @@ export function renderReportSections(summary: EvalSummary, comparison?: SummaryC
   const tests = testsTable(summary);
   if (tests)
     sections.push(`<h2>${e(TESTS_HEADING)}</h2>`, htmlTable(tests), `<p class="meta">${e(TESTS_NOTE)}</p>`);
+  const instances = instancesTable(summary);
+  if (instances) sections.push(`<h2>${e(INSTANCES_HEADING)}</h2>`, htmlTable(instances));
   sections.push('<h2>Provenance</h2>', htmlTable(provenanceTable(summary)));
   return sections;
 }

@@ -167,6 +167,19 @@ export interface EvalSummary {
   overall: OverallSummary;
   /** Per engine, in the order engines first appear in the results; results without one as `unknown`. */
   engines: EngineSummary[];
+  /** An eval of SWE-bench-style instances: what the oracle found, or what a quarantine file left out. */
+  instances?: InstancesSummary;
+}
+
+export interface InstancesSummary {
+  /** The gold patches were applied instead of a model. */
+  oracle: boolean;
+  /** Instances whose own gold patch does not resolve them: never scored as a model's failure. */
+  goldFails: string[];
+  /** With the oracle: named tests that passed in some runs and not in others, per instance. */
+  flakyTests?: Record<string, string[]>;
+  /** Tests left out of FAIL_TO_PASS/PASS_TO_PASS, per instance. */
+  quarantined: Record<string, string[]>;
 }
 
 export interface SummaryMeta {
