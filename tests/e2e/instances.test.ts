@@ -4,13 +4,13 @@
  * --oracle, an empty patch none; a planted flaky test is found by N oracle runs, written to
  * a quarantine file, and left out (and recorded) by the eval after it.
  */
-import { mkdtemp, readFile, rm, writeFile, mkdir } from 'node:fs/promises';
+import { mkdtemp, readFile, readlink, rm, writeFile, mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine.js';
-import { runCli, treeHash } from '../helpers/cli.js';
+import { ROOT, runCli, treeHash } from '../helpers/cli.js';
 import { jsonl, makeInstanceRepos, REPO_SPECS, type InstanceRepos } from '../helpers/instance-repos.js';
 
 interface Result {
@@ -135,5 +135,23 @@ describe('instances end to end (real Docker, two local repos)', { timeout: 900_0
       expect(t.tests?.quarantined).toEqual(['the clock is steady']);
     }
     expect(await readFile(join(out, 'report.md'), 'utf8')).toContain('quarantined tests left out');
+  });
+
+  it('the example instance suite (the bundled shipping service and examples/parcels) resolves with its gold cassettes', async () => {
+    const out = join(root, 'example');
+    const r = await runCli(
+      ['eval', join(ROOT, 'examples', 'instances', 'suite.yaml'), '--out', out, '--json'],
+      {
+        cwd: root,
+      },
+    );
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout).summary.overall).toMatchObject({ scored: 2, passes: 2 });
+    // A folder is copied with its links as written (node_modules/.bin), never made absolute.
+    expect(
+      await readlink(
+        join(out, 'instances', 'shipping-service-OPS-412', 'repo', 'node_modules', '.bin', 'tsc'),
+      ),
+    ).toBe('../typescript/bin/tsc');
   });
 });

@@ -147,6 +147,18 @@ export const repoSpecSchema = z.strictObject({
   /** Folders or files of the local clone's folder copied into every working copy (dependencies: the build has no network). */
   carry: z.array(z.string().min(1)).default([]),
   maxAttempts: z.number().int().min(1).max(10).default(1),
+  /** Business rules for the catalog (injected into the sandbox as in any catalog). */
+  rules: z
+    .record(
+      z.string(),
+      z.strictObject({
+        value: z.union([z.number(), z.string(), z.boolean()]),
+        unit: z.string().optional(),
+        source: z.string().optional(),
+        description: z.string().optional(),
+      }),
+    )
+    .default({}),
   maxTurns: z.number().int().min(1).max(500).optional(),
   testSec: z.number().positive().optional(),
 });

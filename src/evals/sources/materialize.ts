@@ -67,6 +67,7 @@ export async function materializeInstances(
         visible,
         oracle: options.oracle === true,
         quarantined: quarantine?.tests[instance.instance_id] ?? [],
+        ...(options.onLine ? { onLine: options.onLine } : {}),
         ...(source.cassettes ? { cassettes: source.cassettes } : {}),
       }),
     );
@@ -93,6 +94,7 @@ function specFor(source: InstanceSuite, instance: Instance): RepoSpec {
       testReport: 'reports/junit.xml',
       carry: [],
       maxAttempts: 1,
+      rules: {},
       ...spec,
       testCommand: instance.test_command,
     };
@@ -112,6 +114,7 @@ interface OneOptions {
   oracle: boolean;
   quarantined: readonly string[];
   cassettes?: string;
+  onLine?: (line: string) => void;
 }
 
 async function materializeOne(instance: Instance, o: OneOptions): Promise<SuiteTask> {
@@ -119,7 +122,11 @@ async function materializeOne(instance: Instance, o: OneOptions): Promise<SuiteT
   const clone = await findLocalRepo(o.reposDir, instance.repo);
   const repoDir = path.join(o.dir, 'repo');
   await mkdir(o.dir, { recursive: true });
-  await makeWorkingCopy(clone, instance.base_commit, repoDir, o.spec.carry);
+  const copy = await makeWorkingCopy(clone, instance.base_commit, repoDir, o.spec.carry);
+  if (copy.from === 'folder')
+    o.onLine?.(
+      `  ${clone} is not a git clone: copied as it is (base_commit ${instance.base_commit} not checked)`,
+    );
   const testFiles = patchPaths(instance.test_patch);
   const goldFiles = patchPaths(instance.patch);
   const overlap = goldFiles.filter((f) => testFiles.includes(f));
@@ -134,7 +141,7 @@ async function materializeOne(instance: Instance, o: OneOptions): Promise<SuiteT
     name: id,
     owner: `instance ${id} of ${instance.repo} at ${instance.base_commit}`,
     repo: 'repo',
-    rules: {},
+    rules: o.spec.rules,
     agent: {
       editableFiles: o.spec.editableFiles ?? ['**'],
       testCommand: o.spec.testCommand,

@@ -99,6 +99,8 @@ export async function makeWorkingCopy(
   } else {
     await cp(clone, dest, {
       recursive: true,
+      // Links stay as written: never rewritten to absolute host paths.
+      verbatimSymlinks: true,
       filter: (source) => !source.split(path.sep).includes('.sandbox-harness'),
     });
   }
