@@ -164,6 +164,19 @@ export function formatTables(results) {
       ]),
     );
   }
+  const inst = results.instances;
+  if (inst) {
+    if (out.length) out.push('');
+    out.push(
+      ...table([
+        ['instances (examples/instances/suite.yaml --oracle)', `concurrency ${inst.concurrency}`],
+        ['trials', String(inst.trials)],
+        ['trials per minute', String(inst.trialsPerMinute)],
+        ['trial wall time, median', ms(inst.trialMs?.median)],
+        ['harness overhead per trial, median', ms(inst.overheadMs?.median)],
+      ]),
+    );
+  }
   const ev = results.eval;
   if (ev) {
     if (out.length) out.push('');

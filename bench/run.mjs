@@ -61,6 +61,7 @@ import { BenchInterrupted, installSignalHandlers, run } from './process.mjs';
 import { benchSandbox } from './sandbox-bench.mjs';
 import { benchChanges } from './changes-bench.mjs';
 import { benchEval } from './eval-bench.mjs';
+import { benchInstances } from './instances-bench.mjs';
 import { benchContext } from './context-bench.mjs';
 import { benchView } from './view-bench.mjs';
 import { benchFleet } from './fleet-bench.mjs';
@@ -262,6 +263,17 @@ async function main() {
     });
   }
 
+  let instancesResult;
+  if (!options.skipEval) {
+    log('instance benchmark: an oracle run of examples/instances/suite.yaml (a temp copy) ...');
+    instancesResult = await benchInstances({
+      packageRoot: PACKAGE_ROOT,
+      n: options.evalN,
+      log,
+      keepTemp: options.keepTemp,
+    });
+  }
+
   let fleetResult;
   let fleetEvalResult;
   if (!options.skipFleet) {
@@ -308,6 +320,7 @@ async function main() {
     changePath,
     ...(context ? { context } : {}),
     ...(evalResult ? { eval: evalResult } : {}),
+    ...(instancesResult ? { instances: instancesResult } : {}),
     ...(viewResult ? { view: viewResult } : {}),
     ...(fleetResult ? { fleet: fleetResult } : {}),
     ...(fleetEvalResult ? { fleetEval: fleetEvalResult } : {}),

@@ -113,3 +113,19 @@ export function verdictForEmptyLoop(stop: LoopStop): AttemptVerdict {
       return 'no-changes';
   }
 }
+
+/**
+ * One test case as its runner's report said it ended: `passed`, `failed` (a failure or an
+ * error element), `skipped`; `missing` is a test a task names that the report does not hold.
+ * A task that requires a test counts only `passed` as passing.
+ */
+export const TEST_STATUSES = ['passed', 'failed', 'skipped', 'missing'] as const;
+export type TestStatus = (typeof TEST_STATUSES)[number];
+
+/**
+ * How a task with named tests (SWE-bench's FAIL_TO_PASS and PASS_TO_PASS) came out:
+ * `resolved` when every named test passed, `unresolved` otherwise, `no-report` when the
+ * report could not be read or was refused (then nothing named can count as passed).
+ */
+export const TEST_VERDICTS = ['resolved', 'unresolved', 'no-report'] as const;
+export type TestVerdict = (typeof TEST_VERDICTS)[number];

@@ -324,6 +324,39 @@ export const agentSchema = z.strictObject({
     description:
       'Offer the `delegate` tool: the agent hands a sub-task to a sub-agent with an empty context (same sandbox and tools, shared maxTurns and tokenBudget) and gets back only its conclusion. Off by default because it changes the tool list every model call sees.',
   }),
+  testReport: z
+    .strictObject(
+      {
+        format: z.literal('junit', { error: 'expected "junit" (the one report format read today)' }).meta({
+          description: 'The report format: JUnit XML, which vitest, jest, mocha, node:test and pytest write.',
+        }),
+        path: repoRelativePath.meta({
+          description:
+            'Where the test command writes the report, relative to the workspace. Removed before the tests run; read back (bounded, no symlink) after, as hostile data.',
+        }),
+        failToPass: z.array(nonEmpty('a test id'), { error: 'expected a list of test ids' }).optional().meta({
+          description:
+            "Tests that must pass (SWE-bench FAIL_TO_PASS). With failToPass or passToPass set, a verification passes only when every named test passed in the report (skipped or missing is not passed); the test command's exit code is recorded next to it. Ids: `file > suite > name`, or pytest's `file::Class::name`.",
+        }),
+        passToPass: z
+          .array(nonEmpty('a test id'), { error: 'expected a list of test ids' })
+          .optional()
+          .meta({ description: 'Tests that must still pass (SWE-bench PASS_TO_PASS).' }),
+        quarantined: z
+          .array(nonEmpty('a test id'), { error: 'expected a list of test ids' })
+          .default([])
+          .meta({
+            description:
+              'Named tests left out of failToPass and passToPass (found flaky by `eval --oracle --quarantine`); recorded with every run.',
+          }),
+      },
+      { error: typeError('expected {format: junit, path: "reports/junit.xml"}') },
+    )
+    .optional()
+    .meta({
+      description:
+        'Per-test results: a report file the test command writes in the sandbox, shown in the run record, inspect, the viewer and eval reports.',
+    }),
 });
 
 const MEMORY = /^(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)$/i;

@@ -164,3 +164,12 @@ export function findCollisions(paths: readonly string[]): Map<string, string[]> 
   }
   return out;
 }
+
+/**
+ * A glob that matches exactly one path, whatever characters it holds: each glob character
+ * in a one-character class (`[*]`), so a test file named `a[1].ts` or `(x).js` is named, not
+ * matched as a pattern. Passes the catalog's glob checks (no backslash).
+ */
+export function literalGlob(path: string): string {
+  return path.replace(/[*?[\]{}()!+@]/g, (c) => `[${c}]`);
+}

@@ -167,8 +167,21 @@ Exit codes: 0 every item passing, 1 an item blocked or left, 2 a bad backlog or 
     .description(
       'run every task of a suite N times, each trial in fresh containers; write summary.json, report.md, report.html',
     )
-    .argument('<suite>', 'suite file (YAML)')
+    .argument(
+      '<suite>',
+      'suite file (YAML), SWE-bench-style instances (JSONL), or an instance suite (YAML with instances:)',
+    )
     .option('-n, --n <n>', 'trials per task (default: the suite)')
+    .option('--repos <dir>', 'instances: the folder of local clones (owner__name, owner/name or name)')
+    .option('--visible-tests', 'instances: apply the test patch where the agent sees it (default: held out)')
+    .option(
+      '--oracle',
+      'instances: apply each gold patch instead of calling a model; reports gold patches that fail and tests that flake over -n runs',
+    )
+    .option(
+      '--quarantine <file>',
+      'instances: with --oracle, write the flaky tests and failing gold patches found there; without, leave them out of FAIL_TO_PASS/PASS_TO_PASS',
+    )
     .option(
       '--concurrency <c>',
       'trials at once (default: the suite, else the number of cores; with engines: the sum of their capacities)',
@@ -211,8 +224,13 @@ and the reports say which engine ran what. Kept containers stay on their engine:
 Exit codes: 0 every trial scored, no regression; 1 a regression (--compare); 2 a trial ended
 in error (bad configuration); 3 a trial could not be scored for infrastructure (or every
 engine was lost); 130 interrupted.
+Instances (SWE-bench style): each instance's repo is read from its local clone at
+base_commit into a fresh working copy under <out>/instances/ (nothing is written to the
+clone, nothing is fetched), the test patch is applied held out (or visibly), and a trial
+passes when every FAIL_TO_PASS and PASS_TO_PASS test passed in the JUnit report.
 Example:
-  sandbox-harness eval examples/evals/suite.yaml -n 5 --engines engines.yaml`,
+  sandbox-harness eval examples/evals/suite.yaml -n 5 --engines engines.yaml
+  sandbox-harness eval instances.jsonl --repos ~/clones --oracle -n 3 --quarantine q.json`,
     )
     .action(
       run(async (ctx, suite: string, options: Record<string, unknown>) => {

@@ -8,7 +8,16 @@ import { HarnessError } from '../errors.js';
 import { runFix, type FixDeps, type FixResult, type KeepPolicy } from '../fix/run-fix.js';
 import { categoryOf, PASSING_CATEGORY } from '../outcomes.js';
 import type { EventSink } from '../agent/events.js';
-import type { TrialCategory, TrialResult, TrialRunner, TrialSpec } from './types.js';
+import { readFile } from 'node:fs/promises';
+import { parseStoredResults } from '../test-results/stored.js';
+import {
+  MAX_FAILING_RECORDED,
+  type TrialCategory,
+  type TrialResult,
+  type TrialRunner,
+  type TrialSpec,
+  type TrialTests,
+} from './types.js';
 
 export interface FixTrialOptions {
   outDir: string;
@@ -131,9 +140,37 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
       ...(record.engine ? { engine: record.engine } : {}),
       ...(record.runtime ? { runtime: record.runtime } : {}),
       ...reviewFacts(record),
+      ...(await testFacts(result)),
       attemptsUsed: record.attempts.length,
       ...(error ? { error } : {}),
     } satisfies TrialResult;
+  };
+}
+
+/**
+ * The per-test results of the trial's last verification with a report: counts from the
+ * record, the failing tests from the run folder (written by this harness, moments ago).
+ */
+async function testFacts(result: FixResult): Promise<{ tests?: TrialTests }> {
+  const attempt = [...result.record.attempts].reverse().find((a) => a.testReport);
+  const report = attempt?.testReport;
+  if (!attempt || !report) return {};
+  const stored = report.file
+    ? parseStoredResults(await readFile(join(result.runDir, report.file), 'utf8').catch(() => undefined))
+    : undefined;
+  const named = stored?.named;
+  const failing = named
+    ? [...named.failToPass, ...named.passToPass].filter((t) => t.status !== 'passed').map((t) => t.id)
+    : (stored?.tests ?? []).filter((t) => t.status === 'failed').map((t) => t.id);
+  return {
+    tests: {
+      ...(report.counts ?? { passed: 0, failed: 0, skipped: 0 }),
+      ...(report.reason ? { refused: report.reason } : {}),
+      ...(attempt.namedTests ? { verdict: attempt.namedTests.verdict } : {}),
+      exitCode: attempt.namedTests?.exitCode ?? stored?.exitCode ?? 0,
+      failing: failing.slice(0, MAX_FAILING_RECORDED),
+      ...(attempt.namedTests?.quarantined.length ? { quarantined: attempt.namedTests.quarantined } : {}),
+    },
   };
 }
 

@@ -358,8 +358,73 @@ export function renderMarkdown(summary: EvalSummary, comparison?: SummaryCompari
   else out.push(...flaky.map((line) => `- ${mdCell(line)}`), '');
   if (comparison) out.push(...markdownComparison(comparison));
   out.push(...markdownEngines(summary));
+  const tests = testsTable(summary);
+  if (tests) out.push(`## ${TESTS_HEADING}`, '', mdTable(tests), '', TESTS_NOTE, '');
+  const instances = instancesTable(summary);
+  if (instances) out.push(`## ${INSTANCES_HEADING}`, '', mdTable(instances), '');
   out.push('## Provenance', '', mdTable(provenanceTable(summary)), '');
   return `${out.join('\n')}`;
+}
+
+// ---------------------------------------------------------------------------------------
+// Per-test results (catalog agent.testReport; SWE-bench instances)
+
+const TESTS_HEADING = 'Per-test results';
+const TESTS_NOTE =
+  'From the JUnit report of each scored trial\'s last verification. "resolved": every FAIL_TO_PASS and PASS_TO_PASS test passed (a skipped or missing one did not); the trial page has every test.';
+
+/** One row per task whose trials had a test report; none when no trial had one. */
+function testsTable(summary: EvalSummary): Table | undefined {
+  const tasks = summary.tasks.filter((t) => t.tests);
+  if (tasks.length === 0) return undefined;
+  return {
+    header: ['task', 'trials with a report', 'report refused', 'resolved', 'failing most often'],
+    rows: rowsOf(
+      tasks.map((t) => {
+        const s = t.tests!;
+        return [
+          t.taskId,
+          String(s.trials),
+          String(s.refused),
+          s.named > 0 ? `${s.resolved}/${s.named}` : '-',
+          s.failing.map((f) => `${f.id} (${f.trials})`).join('; ') || '-',
+        ];
+      }),
+    ),
+  };
+}
+
+const INSTANCES_HEADING = 'Gold patches and quarantined tests';
+
+/**
+ * An instance eval's flags: instances whose gold patch fails (left out of scoring, never a
+ * model's failure), and tests left out as flaky. None for a task suite, or when nothing is flagged.
+ */
+function instancesTable(summary: EvalSummary): Table | undefined {
+  const info = summary.instances;
+  if (!info) return undefined;
+  const rows: string[][] = [];
+  for (const id of info.goldFails)
+    rows.push([
+      id,
+      info.oracle
+        ? 'the gold patch does not resolve it'
+        : 'gold patch fails (quarantine file): not run, not scored',
+      '-',
+    ]);
+  for (const [id, list] of Object.entries(info.flakyTests ?? {}))
+    rows.push([id, 'tests flake under the gold patch', list.join('; ')]);
+  if (!info.oracle)
+    for (const [id, list] of Object.entries(info.quarantined))
+      if (list.length > 0)
+        rows.push([id, 'quarantined tests left out of FAIL_TO_PASS/PASS_TO_PASS', list.join('; ')]);
+  if (rows.length === 0)
+    rows.push([
+      'all',
+      info.oracle ? 'every gold patch resolved its instance; no test flaked' : 'nothing quarantined',
+      '-',
+    ]);
+  return { header: ['instance', 'flag', 'tests'], rows: rowsOf(rows) };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -655,6 +720,11 @@ export function renderReportSections(summary: EvalSummary, comparison?: SummaryC
   );
   if (comparison) sections.push(...htmlComparison(comparison));
   sections.push(...htmlEngines(summary));
+  const tests = testsTable(summary);
+  if (tests)
+    sections.push(`<h2>${e(TESTS_HEADING)}</h2>`, htmlTable(tests), `<p class="meta">${e(TESTS_NOTE)}</p>`);
+  const instances = instancesTable(summary);
+  if (instances) sections.push(`<h2>${e(INSTANCES_HEADING)}</h2>`, htmlTable(instances));
   sections.push('<h2>Provenance</h2>', htmlTable(provenanceTable(summary)));
   return sections;
 }

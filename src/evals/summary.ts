@@ -159,6 +159,20 @@ export interface TaskSummary extends TrialCounts {
   flaky: boolean;
   imageIds: string[];
   catalogHashes: string[];
+  /** Per-test results, when the task's trials had a test report. */
+  tests?: TaskTests;
+}
+
+/** What the test reports of a task's scored trials said. */
+export interface TaskTests {
+  /** Scored trials whose last verification had a report (read or refused). */
+  trials: number;
+  refused: number;
+  /** Trials judged by named tests (FAIL_TO_PASS/PASS_TO_PASS), and how many resolved. */
+  named: number;
+  resolved: number;
+  /** The tests that failed most often (named ones that did not pass, else failed ones), most first. */
+  failing: { id: string; trials: number }[];
 }
 
 export interface OverallSummary extends TrialCounts {
@@ -206,6 +220,19 @@ export interface EvalSummary {
   overall: OverallSummary;
   /** Per engine, in the order engines first appear in the results; results without one as `unknown`. */
   engines: EngineSummary[];
+  /** An eval of SWE-bench-style instances: what the oracle found, or what a quarantine file left out. */
+  instances?: InstancesSummary;
+}
+
+export interface InstancesSummary {
+  /** The gold patches were applied instead of a model. */
+  oracle: boolean;
+  /** Instances whose own gold patch does not resolve them: never scored as a model's failure. */
+  goldFails: string[];
+  /** With the oracle: named tests that passed in some runs and not in others, per instance. */
+  flakyTests?: Record<string, string[]>;
+  /** Tests left out of FAIL_TO_PASS/PASS_TO_PASS, per instance. */
+  quarantined: Record<string, string[]>;
 }
 
 export interface SummaryMeta {
@@ -285,6 +312,28 @@ function summarizeTask(
     ...costSummary(results, scoredResults, costLimitUsd),
     imageIds: distinct(results.map((r) => r.imageId)),
     catalogHashes: distinct(results.map((r) => r.catalogHash)),
+    ...withTests(scoredResults),
+  };
+}
+
+const FAILING_SHOWN = 10;
+
+function withTests(results: readonly TrialResult[]): { tests?: TaskTests } {
+  const reported = results.flatMap((r) => (r.tests ? [r.tests] : []));
+  if (reported.length === 0) return {};
+  const counts = new Map<string, number>();
+  for (const t of reported) for (const id of new Set(t.failing)) counts.set(id, (counts.get(id) ?? 0) + 1);
+  return {
+    tests: {
+      trials: reported.length,
+      refused: reported.filter((t) => t.refused !== undefined).length,
+      named: reported.filter((t) => t.verdict !== undefined).length,
+      resolved: reported.filter((t) => t.verdict === 'resolved').length,
+      failing: [...counts]
+        .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))
+        .slice(0, FAILING_SHOWN)
+        .map(([id, trials]) => ({ id, trials })),
+    },
   };
 }
 

@@ -5,7 +5,7 @@
  * either.
  */
 import { z } from 'zod';
-import { TRIAL_CATEGORIES, type TrialCategory } from '../outcomes.js';
+import { TEST_VERDICTS, TRIAL_CATEGORIES, type TestVerdict, type TrialCategory } from '../outcomes.js';
 
 export { TRIAL_CATEGORIES, UNSCORED_CATEGORIES, PASSING_CATEGORY, type TrialCategory } from '../outcomes.js';
 
@@ -63,7 +63,27 @@ export interface TrialResult {
   costUsd?: number;
   /** Models of the trial that had no price (their calls counted as 0). */
   unpriced?: string[];
+  /** Per-test results of the last verification that had a test report (catalog `agent.testReport`). */
+  tests?: TrialTests;
 }
+
+/** What a trial's test report said (see `attempts/<n>/test-results.json` of its run for every test). */
+export interface TrialTests {
+  passed: number;
+  failed: number;
+  skipped: number;
+  /** Why the report was not believed (then the counts are 0). */
+  refused?: string;
+  /** With named tests: the SWE-bench verdict, next to the test command's exit code. */
+  verdict?: TestVerdict;
+  exitCode: number;
+  /** Named tests that did not pass, else failed tests of the report; the first 20. */
+  failing: string[];
+  /** Named tests left out as quarantined. */
+  quarantined?: string[];
+}
+
+export const MAX_FAILING_RECORDED = 20;
 
 /** The first try of a retried trial: the infrastructure failure that made the retry. */
 export interface FirstTry {
@@ -138,4 +158,16 @@ export const trialResultSchema: z.ZodType<TrialResult> = z.object({
   approved: z.boolean().optional(),
   costUsd: z.number().nonnegative().optional(),
   unpriced: z.array(z.string()).optional(),
+  tests: z
+    .object({
+      passed: count,
+      failed: count,
+      skipped: count,
+      refused: z.string().optional(),
+      verdict: z.enum(TEST_VERDICTS).optional(),
+      exitCode: z.number().int(),
+      failing: z.array(z.string()).max(1000),
+      quarantined: z.array(z.string()).optional(),
+    })
+    .optional(),
 });

@@ -33,7 +33,8 @@ import type { Sandbox, WorkspaceTree } from '../sandbox/types.js';
 import type { Run } from './context.js';
 import { failureFeedback, formatTestRun, type TestLayer } from './test-layers.js';
 import { warmChannel } from './sandboxes.js';
-import { verifyChange, type Verification } from './verify.js';
+import { verifyChange, type Verification, type VerificationResults } from './verify.js';
+import { tally, type NamedVerdict } from '../test-results/verdict.js';
 import { reviewChange } from './review.js';
 import type { Continuation } from './continue.js';
 import { shellQuote } from '../agent/tools/paths.js';
@@ -203,19 +204,21 @@ export async function runAttempt(
     const tests = verification.tests;
     await run.dir.writeFile(`attempts/${n}/test-output.txt`, formatForRecord(verification));
     if (verification.heldOut) record.heldOut = verification.heldOut;
+    if (verification.results) await recordResults(run, n, record, verification.results);
+    const verified = verification.passed;
     events.emit({
       kind: 'verify',
       attempt: n,
-      status: tests.passed ? 'passed' : 'failed',
+      status: verified ? 'passed' : 'failed',
       durationMs: tests.durationMs,
       exitCode: tests.failingLayer?.exitCode ?? 0,
       ...(tests.failingLayer ? { message: `failing layer ${tests.failingLayer.name}` } : {}),
     });
-    if (tests.passed && !plan.review) {
+    if (verified && !plan.review) {
       progress.end(`verified: ${changeSet.entries.length} file(s), tests pass in a fresh sandbox`);
       return await finish({ verdict: 'passed', changeSet });
     }
-    if (tests.passed && plan.review) {
+    if (verified && plan.review) {
       if (plan.review.used >= plan.review.maxRounds) {
         record.message = `verified, but no review round is left (${plan.review.maxRounds} used)`;
         progress.end(record.message);
@@ -243,15 +246,22 @@ export async function runAttempt(
       });
     }
     if (tests.failingLayer) record.failingLayer = tests.failingLayer.name;
-    progress.end(`tests fail in a fresh sandbox (${tests.failingLayer?.name})`);
+    const named = verification.results?.named;
+    progress.end(
+      named
+        ? `the tests the task names did not all pass (${named.verdict}; exit code ${verification.results?.exitCode})`
+        : `tests fail in a fresh sandbox (${tests.failingLayer?.name})`,
+    );
     const bytes = run.options.feedbackBytes ?? DEFAULT_FEEDBACK_BYTES;
     return await finish({
       verdict: 'tests-failed',
       feedback:
         notice +
-        (verification.heldOut === 'failed'
-          ? 'Your change was applied to a fresh copy of the repository. The visible tests pass there, but held-out tests that you cannot see failed: the change does not do what the ticket asks in every case. Read the ticket and the business rules again and fix the behaviour, not the visible tests.'
-          : failureFeedback(tests, bytes, plan.layers.length)),
+        (named
+          ? namedFeedback(named)
+          : verification.heldOut === 'failed'
+            ? 'Your change was applied to a fresh copy of the repository. The visible tests pass there, but held-out tests that you cannot see failed: the change does not do what the ticket asks in every case. Read the ticket and the business rules again and fix the behaviour, not the visible tests.'
+            : failureFeedback(tests, bytes, plan.layers.length)),
     });
   } catch (error) {
     if (error instanceof DiskBudgetExceeded) {
@@ -342,6 +352,53 @@ async function runAgent(
   record.agentStop = loop.status;
   run.progress.end(`agent ${loop.status} after ${loop.turns} turns`);
   return loop;
+}
+
+/** The per-test results: counts in the record, every test in `attempts/<n>/test-results.json`. */
+async function recordResults(
+  run: Run,
+  n: number,
+  record: AttemptRecord,
+  results: VerificationResults,
+): Promise<void> {
+  const file = `attempts/${n}/test-results.json`;
+  const { reading, named } = results;
+  await run.dir.writeFile(
+    file,
+    `${JSON.stringify(
+      {
+        ...(reading.ok ? { tests: reading.report.tests } : { refused: reading.reason, tests: [] }),
+        ...(named ? { named } : {}),
+        exitCode: results.exitCode,
+      },
+      null,
+      2,
+    )}\n`,
+  );
+  record.testReport = reading.ok
+    ? { status: 'read', counts: reading.report.counts, file }
+    : { status: 'refused', reason: reading.reason, file };
+  if (named) {
+    record.namedTests = {
+      verdict: named.verdict,
+      exitCode: results.exitCode,
+      failToPass: tally(named.failToPass),
+      passToPass: tally(named.passToPass),
+      quarantined: named.quarantined,
+    };
+  }
+}
+
+/**
+ * Feedback when the named tests decide: how many did not pass, never their names (the
+ * FAIL_TO_PASS tests are held out from the agent).
+ */
+function namedFeedback(named: NamedVerdict): string {
+  if (named.verdict === 'no-report')
+    return `Your change was applied to a fresh copy of the repository, but the tests' report could not be read (${named.reason ?? 'no report'}), so no test counts as passed.`;
+  const f = tally(named.failToPass);
+  const p = tally(named.passToPass);
+  return `Your change was applied to a fresh copy of the repository and tests were run that you may not see: ${f.total - f.passed} of ${f.total} tests that must start passing did not pass, and ${p.total - p.passed} of ${p.total} tests that passed before no longer pass. Read the ticket again and fix the behaviour it describes.`;
 }
 
 function formatForRecord(verification: Verification): string {

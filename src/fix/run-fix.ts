@@ -21,7 +21,7 @@ import {
   resourcesFromCatalog,
 } from '../catalog/load.js';
 import { testLayers } from '../catalog/schema.js';
-import { createAllowlist } from '../changes/allowlist.js';
+import { createAllowlist, literalGlob } from '../changes/allowlist.js';
 import { createChangeIgnore, gitExcludes, ignoreSettings, pristineGitignores } from '../changes/ignore.js';
 import { changeSetPatch } from '../changes/patch.js';
 import { HarnessError, Interrupted, RunTimeout, SandboxUnavailable, errorMessage } from '../errors.js';
@@ -292,7 +292,12 @@ async function planAttempts(run: Run, image: SandboxImage): Promise<AttemptPlan>
   });
   const allowlist = createAllowlist({
     editable: agent.editableFiles,
-    neverEditable: [...(await catalogPathsInRepo(catalog)), ...agent.heldOutTests],
+    neverEditable: [
+      ...(await catalogPathsInRepo(catalog)),
+      ...agent.heldOutTests,
+      // A report the agent could ship would be read as the tests' word.
+      ...(agent.testReport ? [literalGlob(agent.testReport.path)] : []),
+    ],
     ...(catalog.catalog.sandbox.dockerfile ? { protected: [catalog.catalog.sandbox.dockerfile] } : {}),
   });
   const gitignores = await pristineGitignores(tree, pristine);

@@ -11,9 +11,26 @@ import { sha256 } from '../changes/hash.js';
 import type { Sandbox, WorkspaceTree } from '../sandbox/types.js';
 import type { Run } from './context.js';
 import { runTestLayers, type TestLayer, type TestRun } from './test-layers.js';
+import { clearTestReport, readTestReport, type ReportReading } from '../test-results/read.js';
+import { judgeNamedTests, type NamedVerdict } from '../test-results/verdict.js';
+
+/** What the test command's report said, test by test (catalog `agent.testReport`). */
+export interface VerificationResults {
+  reading: ReportReading;
+  /** With named tests (failToPass/passToPass): the SWE-bench verdict. */
+  named?: NamedVerdict;
+  /** The test command's own exit code (0 when every layer passed), kept next to the verdict. */
+  exitCode: number;
+}
 
 export interface Verification {
+  /**
+   * Whether the change is verified: the test command passed or, when the catalog names the
+   * tests that decide (failToPass/passToPass), every named test passed in the report.
+   */
+  passed: boolean;
   tests: TestRun;
+  results?: VerificationResults;
   /**
    * With held-out tests: `passed` when everything passed, `failed` when the visible tests
    * pass without them (the verdict came from the held-out tests); absent otherwise.
@@ -113,19 +130,60 @@ export async function verifyChange(
     );
   }
   const timeoutMs = run.catalog.catalog.sandbox.timeouts.testSec * 1000;
+  const reportConfig = run.catalog.catalog.agent.testReport;
+  if (reportConfig) await clearTestReport(box, reportConfig, run.signal);
   const tests = await runTestLayers(box, layers, {
     timeoutMs,
     signal: run.signal,
     onLayer: (layer) => run.progress.detail(`attempt ${n}: verifying (${layer.name}: ${layer.command})`),
   });
-  if (heldOut.length === 0) return { tests };
-  if (tests.passed) return { tests, heldOut: 'passed' };
+  if (reportConfig) {
+    // Nothing the tests started may rewrite the report while it is read.
+    await box.freeze({ signal: run.signal });
+    const reading = await readTestReport(box, reportConfig, run.signal);
+    const exitCode = tests.failingLayer?.exitCode ?? 0;
+    if (reportConfig.failToPass !== undefined || reportConfig.passToPass !== undefined) {
+      const named = judgeNamedTests(
+        {
+          failToPass: reportConfig.failToPass ?? [],
+          passToPass: reportConfig.passToPass ?? [],
+          quarantined: reportConfig.quarantined,
+        },
+        reading.ok ? reading.report : undefined,
+        reading.ok ? undefined : reading.reason,
+      );
+      // The named tests decide; held-out or not, there is no second verdict to tell apart.
+      return { passed: named.verdict === 'resolved', tests, results: { reading, named, exitCode } };
+    }
+    if (heldOut.length === 0) return { passed: tests.passed, tests, results: { reading, exitCode } };
+    const results = { reading, exitCode };
+    if (tests.passed) return { passed: true, tests, results, heldOut: 'passed' };
+    return withHeldOutVerdict(run, n, changeSet, layers, heldOut, timeoutMs, {
+      passed: false,
+      tests,
+      results,
+    });
+  }
+  if (heldOut.length === 0) return { passed: tests.passed, tests };
+  if (tests.passed) return { passed: true, tests, heldOut: 'passed' };
+  return withHeldOutVerdict(run, n, changeSet, layers, heldOut, timeoutMs, { passed: false, tests });
+}
+
+async function withHeldOutVerdict(
+  run: Run,
+  n: number,
+  changeSet: ChangeSet,
+  layers: readonly TestLayer[],
+  heldOut: readonly string[],
+  timeoutMs: number,
+  failed: Verification,
+): Promise<Verification> {
   // Which verdict came from the held-out tests: the same change, in a sandbox without them.
   const visibleBox = await run.sandboxes.create(`verify-${n}-visible`, { hidden: heldOut }, true);
   try {
     await writeAllowed(visibleBox, changeSet, run.signal);
     const visible = await runTestLayers(visibleBox, layers, { timeoutMs, signal: run.signal });
-    return visible.passed ? { tests, heldOut: 'failed' } : { tests };
+    return visible.passed ? { ...failed, heldOut: 'failed' } : failed;
   } finally {
     await run.sandboxes.release(visibleBox);
   }

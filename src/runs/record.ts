@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { z } from 'zod';
 import { UsageError } from '../errors.js';
-import { ATTEMPT_VERDICTS, LOOP_STOPS, RUN_OUTCOMES } from '../outcomes.js';
+import { ATTEMPT_VERDICTS, LOOP_STOPS, RUN_OUTCOMES, TEST_VERDICTS } from '../outcomes.js';
 import { writeFileAtomic } from '../atomic-write.js';
 import { MODEL_ROLES } from '../llm/types.js';
 import { priceSchema } from '../llm/cost.js';
@@ -76,6 +76,8 @@ const reviewSchema = z.object({
   durationMs: z.number().nonnegative(),
 });
 
+const count = z.number().int().nonnegative();
+
 export const attemptRecordSchema = z.object({
   n: z.number().int().positive(),
   verdict: z.enum(ATTEMPT_VERDICTS),
@@ -100,6 +102,26 @@ export const attemptRecordSchema = z.object({
   reviews: z.array(reviewSchema).optional(),
   /** What this attempt's model calls cost (maker, sub-agents, checker), in US dollars. */
   costUsd: z.number().nonnegative().optional(),
+  /** The per-test report of the verification (catalog `agent.testReport`). */
+  testReport: z
+    .object({
+      status: z.enum(['read', 'refused']),
+      reason: z.string().optional(),
+      counts: z.object({ passed: count, failed: count, skipped: count }).optional(),
+      /** Every test's result, in the run folder. */
+      file: z.string().optional(),
+    })
+    .optional(),
+  /** With named tests: the SWE-bench verdict next to the test command's exit code. */
+  namedTests: z
+    .object({
+      verdict: z.enum(TEST_VERDICTS),
+      exitCode: z.number().int(),
+      failToPass: z.object({ passed: count, total: count }),
+      passToPass: z.object({ passed: count, total: count }),
+      quarantined: z.array(z.string()),
+    })
+    .optional(),
 });
 
 const costSchema = z.object({

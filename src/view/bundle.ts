@@ -32,6 +32,8 @@ import {
   type ViewSource,
 } from './source.js';
 
+import { parseStoredResults, type StoredResults } from '../test-results/stored.js';
+
 export interface FileText {
   text: string;
   bytes: number;
@@ -127,6 +129,8 @@ export interface AttemptView {
   rejection?: FileText;
   patch?: FileText;
   testOutput?: FileText;
+  /** Per-test results of the verification (attempts/<n>/test-results.json), when it had a report. */
+  testResults?: StoredResults;
   events: ViewEvent[];
 }
 
@@ -312,6 +316,15 @@ export async function loadRunBundle(source: ViewSource, folder: string): Promise
     return { text: read.text, bytes: read.bytes, omitted: read.omitted };
   };
 
+  const testResultsOf = async (parts: string[]): Promise<{ testResults?: StoredResults }> => {
+    const read = await readText(parts, LIMITS.results);
+    if (!read) return {};
+    const testResults = read.omitted === 0 ? parseStoredResults(read.text) : undefined;
+    if (!testResults)
+      problems.push(`${parts.join('/')} not shown: not the per-test results the harness writes`);
+    return testResults ? { testResults } : {};
+  };
+
   const recordRead = await readRunRecord(source, folder);
   const record: JsonObject = 'record' in recordRead ? recordRead.record : {};
   const summary: RunSummary =
@@ -383,6 +396,7 @@ export async function loadRunBundle(source: ViewSource, folder: string): Promise
       rejection: await readText([...dir, 'rejection.txt']),
       patch: await readText([...dir, 'patch.diff']),
       testOutput: await readText([...dir, 'test-output.txt']),
+      ...(await testResultsOf([...dir, 'test-results.json'])),
       events: attemptEvents,
     });
   }

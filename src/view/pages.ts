@@ -35,6 +35,7 @@ import {
 } from './html.js';
 import { showJson } from './json.js';
 import { page } from './layout.js';
+import { byAttention, type StoredResults } from '../test-results/stored.js';
 
 export interface PageContext {
   /** What is being viewed, shown at the top of every page. */
@@ -235,6 +236,59 @@ function conversationItem(item: ConversationItem): string {
   }
 }
 
+const SHOWN_TESTS = 500;
+
+/**
+ * The verification's tests one by one: the named tests' verdict next to the exit code, then
+ * every test, those that did not pass first (a long report is cut, and says so).
+ */
+function testResultsHtml(results: StoredResults): string {
+  const out: string[] = ['<h4>Tests</h4>'];
+  if (results.refused)
+    out.push(`<p class="problems">The test report was refused: ${text(results.refused)}</p>`);
+  const named = results.named;
+  const exit = results.exitCode !== undefined ? `, test command exit code ${results.exitCode}` : '';
+  if (named) {
+    const passed = (list: { status: string }[]) => list.filter((t) => t.status === 'passed').length;
+    out.push(
+      `<p>${badge(named.verdict)} FAIL_TO_PASS ${passed(named.failToPass)}/${named.failToPass.length}, ` +
+        `PASS_TO_PASS ${passed(named.passToPass)}/${named.passToPass.length}${text(exit)}` +
+        `${named.quarantined.length ? `, ${named.quarantined.length} quarantined` : ''}</p>`,
+    );
+    const rows = byAttention([
+      ...named.failToPass.map((t) => ({ ...t, list: 'FAIL_TO_PASS' })),
+      ...named.passToPass.map((t) => ({ ...t, list: 'PASS_TO_PASS' })),
+      ...named.quarantined.map((id) => ({ id, status: 'skipped' as const, list: 'quarantined' })),
+    ]);
+    out.push(
+      table(
+        [{ label: 'named test' }, { label: 'list' }, { label: 'status' }],
+        rows.slice(0, SHOWN_TESTS).map((t) => [text(t.id), text(t.list), badge(t.status)]),
+      ),
+    );
+  } else if (exit) out.push(`<p class="muted">${text(exit.slice(2))}</p>`);
+  const tests = byAttention(results.tests);
+  const counts = ['passed', 'failed', 'skipped']
+    .map((s) => `${tests.filter((t) => t.status === s).length} ${s}`)
+    .join(', ');
+  out.push(
+    `<details class="block"${named ? '' : ' open'}><summary>${tests.length} test(s) in the report: ${text(counts)}${tests.length > SHOWN_TESTS ? ` (the first ${SHOWN_TESTS} shown)` : ''}</summary>`,
+    table(
+      [{ label: 'test' }, { label: 'status' }, { label: 'took', numeric: true }, { label: 'message' }],
+      tests
+        .slice(0, SHOWN_TESTS)
+        .map((t) => [
+          text(t.id),
+          badge(t.status),
+          text(t.durationMs === undefined ? '-' : formatMs(t.durationMs)),
+          text(dash(t.message)),
+        ]),
+    ),
+    '</details>',
+  );
+  return out.join('\n');
+}
+
 function eventTable(events: ViewEvent[]): string {
   if (events.length === 0) return '<p class="muted">No events recorded.</p>';
   const start = Date.parse(events[0]?.time ?? '');
@@ -402,6 +456,7 @@ function attemptSection(a: AttemptView): string {
         `${a.verify.exitCode !== undefined ? `, exit code ${a.verify.exitCode}` : ''}${a.verify.message ? `, ${text(a.verify.message)}` : ''}</p>`,
     );
   }
+  if (a.testResults) out.push(testResultsHtml(a.testResults));
   out.push(
     a.testOutput
       ? `<div class="test-output">${fileBlock(`test output (attempts/${a.n}/test-output.txt)`, a.testOutput)}</div>`

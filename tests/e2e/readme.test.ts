@@ -103,6 +103,20 @@ const EXPECTATIONS: { pattern: RegExp; code: number; check: (r: Ran) => void }[]
     check: (r) => expect(r.stdout).toMatch(/fixes-threshold/),
   },
   {
+    // The bundled example and examples/parcels, resolved by their gold patches.
+    pattern: /^sandbox-harness eval examples\/instances\/suite\.yaml --oracle$/,
+    code: 0,
+    check: (r) => {
+      expect(r.stdout).toMatch(/example-instances: 2\/2 passed/);
+      expect(r.stdout).toMatch(/every gold patch resolved its instance/);
+    },
+  },
+  {
+    pattern: /^sandbox-harness eval examples\/instances\/suite\.yaml$/,
+    code: 0,
+    check: (r) => expect(r.stdout).toMatch(/example-instances: 2\/2 passed/),
+  },
+  {
     pattern: /^sandbox-harness catalog validate catalog\/\*\.yaml$/,
     code: 0,
     check: (r) => expect(r.stdout).toMatch(/^ok\s+catalog\/shipping-service\.yaml/m),

@@ -2,7 +2,20 @@ import { readFile, mkdir } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { relative, resolve, join } from 'node:path';
 import { UsageError, ConfigError } from '../../errors.js';
-import { loadSuite } from '../../evals/suite.js';
+import { loadSuite, type Suite } from '../../evals/suite.js';
+import {
+  bareInstanceSuite,
+  loadInstanceSuite,
+  looksLikeInstanceSuite,
+  type InstanceSuite,
+} from '../../evals/sources/instances.js';
+import { materializeInstances } from '../../evals/sources/materialize.js';
+import {
+  oracleFindings,
+  readQuarantine,
+  writeQuarantine,
+  type Quarantine,
+} from '../../evals/sources/quarantine.js';
 import { runEval, type TrialPlacement } from '../../evals/runner.js';
 import { fleetDeps, fleetPlacement, sharedBaselines, type EvalTask } from '../../evals/engines.js';
 import { formatEngineTally } from '../../evals/progress.js';
@@ -37,6 +50,10 @@ export interface EvalCommandOptions extends EngineFlags {
   keep?: string;
   costLimit?: string;
   runtime?: string;
+  repos?: string;
+  visibleTests?: boolean;
+  oracle?: boolean;
+  quarantine?: string;
 }
 
 function positiveInt(flag: string, value: string | undefined, max: number): number | undefined {
@@ -64,7 +81,38 @@ export async function evalCommand(
   }
   const costLimitUsd = parseCostLimit(options.costLimit);
   const absolute = resolve(ctx.cwd, suiteFile);
-  const suite = await loadSuite(absolute, { displayPath: relative(ctx.cwd, absolute) || absolute });
+  const displayPath = relative(ctx.cwd, absolute) || absolute;
+  const instanceSource = await loadInstanceSource(absolute, displayPath);
+  if (!instanceSource && (options.oracle || options.repos || options.visibleTests || options.quarantine))
+    throw new UsageError(
+      '--repos, --visible-tests, --oracle and --quarantine are for instances (JSONL) only',
+    );
+  const stamp = new Date().toISOString().replace(/[-:]/g, '').slice(0, 15);
+  let suite: Suite;
+  let instances: InstanceRun | undefined;
+  if (instanceSource) {
+    const outDir = resolve(
+      ctx.cwd,
+      options.out ?? join('.sandbox-harness', 'evals', `${instanceSource.name}-${stamp}`),
+    );
+    options = { ...options, out: outDir };
+    const quarantine =
+      options.quarantine && !options.oracle
+        ? await readQuarantine(resolve(ctx.cwd, options.quarantine))
+        : undefined;
+    const made = await materializeInstances(instanceSource, {
+      outDir,
+      ...(options.repos ? { repos: resolve(ctx.cwd, options.repos) } : {}),
+      ...(options.visibleTests ? { visibleTests: true } : {}),
+      ...(options.oracle ? { oracle: true } : {}),
+      ...(quarantine ? { quarantine } : {}),
+      onLine: (line) => {
+        if (!options.json) note(ctx, line);
+      },
+    });
+    suite = made.suite;
+    instances = { oracle: options.oracle === true, goldFails: made.goldFails, quarantine };
+  } else suite = await loadSuite(absolute, { displayPath });
   let previous: EvalSummary | undefined;
   if (options.compare) {
     const file = resolve(ctx.cwd, options.compare);
@@ -81,15 +129,7 @@ export async function evalCommand(
     tasks.push({ id: task.id, catalog, repoDir: task.repo ?? catalog.repoDir });
   }
 
-  const outDir = resolve(
-    ctx.cwd,
-    options.out ??
-      join(
-        '.sandbox-harness',
-        'evals',
-        `${suite.name}-${new Date().toISOString().replace(/[-:]/g, '').slice(0, 15)}`,
-      ),
-  );
+  const outDir = resolve(ctx.cwd, options.out ?? join('.sandbox-harness', 'evals', `${suite.name}-${stamp}`));
   await mkdir(outDir, { recursive: true });
   // One baseline per (image, catalog, test command) for the whole eval, not one per trial.
   const baselines = sharedBaselines(memoryBaselineCache());
@@ -166,6 +206,22 @@ export async function evalCommand(
     ...(costLimitUsd !== undefined ? { costLimitUsd } : {}),
   });
   const comparison = previous ? compareSummaries(summary, previous) : undefined;
+  const findings = instances?.oracle ? oracleFindings(run.results) : undefined;
+  if (instances) {
+    summary.instances = {
+      oracle: instances.oracle,
+      goldFails: findings ? findings.goldFails : instances.goldFails,
+      ...(findings ? { flakyTests: findings.flakyTests } : {}),
+      quarantined: findings?.flakyTests ?? instances.quarantine?.tests ?? {},
+    };
+  }
+  if (findings && options.quarantine) {
+    await writeQuarantine(
+      resolve(ctx.cwd, options.quarantine),
+      findings,
+      suite.tasks.map((t) => t.id),
+    );
+  }
   // report.html links each trial to its page in the static viewer written next to it.
   const trials = run.results.map((r) => ({
     taskId: r.taskId,
@@ -207,6 +263,8 @@ export async function evalCommand(
       print(ctx, 'engines:');
       for (const e of summary.engines) print(ctx, `  ${formatEngineTally({ ...e, name: e.engine })}`);
     }
+    if (summary.instances)
+      for (const line of instanceLines(summary.instances, options.quarantine)) print(ctx, line);
     if (comparison) {
       const regressions = comparison.tasks.filter((t) => t.regression).map((t) => t.taskId);
       print(
@@ -239,6 +297,45 @@ export async function evalCommand(
     },
     regression: comparison?.tasks.some((t) => t.regression) ?? false,
   });
+}
+
+interface InstanceRun {
+  oracle: boolean;
+  goldFails: string[];
+  quarantine: Quarantine | undefined;
+}
+
+/** An instances file (JSONL) or an instance suite (YAML with `instances:`); undefined for a task suite. */
+async function loadInstanceSource(file: string, displayPath: string): Promise<InstanceSuite | undefined> {
+  if (/\.jsonl$/i.test(file)) return bareInstanceSuite(file, displayPath);
+  const text = await readFile(file, 'utf8').catch(() => undefined);
+  if (text !== undefined && looksLikeInstanceSuite(text)) return loadInstanceSuite(file, displayPath);
+  return undefined;
+}
+
+/** What an oracle run found, or which instances a quarantine file left out. */
+function instanceLines(
+  info: NonNullable<EvalSummary['instances']>,
+  quarantineFile: string | undefined,
+): string[] {
+  const lines: string[] = [];
+  if (info.goldFails.length > 0)
+    lines.push(
+      info.oracle
+        ? `gold patch does not resolve: ${info.goldFails.join(', ')}`
+        : `left out, their gold patch fails (quarantine file): ${info.goldFails.join(', ')}`,
+    );
+  const flaky = Object.entries(info.flakyTests ?? {});
+  if (info.oracle) {
+    if (flaky.length === 0 && info.goldFails.length === 0)
+      lines.push('oracle: every gold patch resolved its instance, no test flaked');
+    for (const [id, tests] of flaky) lines.push(`flaky under the gold patch: ${id}: ${tests.join('; ')}`);
+    if (quarantineFile) lines.push(`quarantine: ${quarantineFile}`);
+  } else {
+    const count = Object.values(info.quarantined).reduce((sum, list) => sum + list.length, 0);
+    if (count > 0) lines.push(`${count} quarantined test(s) left out of FAIL_TO_PASS/PASS_TO_PASS`);
+  }
+  return lines;
 }
 
 function engineFlags(options: EvalCommandOptions): string {

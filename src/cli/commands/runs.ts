@@ -8,6 +8,7 @@ import {
   readRunFile,
   resolveRun,
   runsDirFor,
+  type AttemptRecord,
   type RunRecord,
   type StoredRun,
 } from '../../runs/record.js';
@@ -21,6 +22,7 @@ import { HarnessError } from '../../errors.js';
 import { formatTestRun, runTestLayers } from '../../fix/test-layers.js';
 import { print, printJson, note, type CliContext } from '../context.js';
 import { formatDuration, table } from '../format.js';
+import { byAttention, parseStoredResults, type StoredResults } from '../../test-results/stored.js';
 
 export interface RunsLocation {
   repo?: string;
@@ -204,6 +206,9 @@ export async function inspectCommand(
   const attemptPatch = shown ? await readRunFile(run, `attempts/${shown}/patch.diff`) : undefined;
   const testOutput = shown ? await readRunFile(run, `attempts/${shown}/test-output.txt`) : undefined;
   const rejection = shown ? await readRunFile(run, `attempts/${shown}/rejection.txt`) : undefined;
+  const testResults = shown
+    ? parseStoredResults(await readRunFile(run, `attempts/${shown}/test-results.json`))
+    : undefined;
   if (options.json) {
     printJson(ctx, {
       dir: run.dir,
@@ -213,6 +218,7 @@ export async function inspectCommand(
       patch: finalPatch ?? attemptPatch,
       testOutput,
       rejection,
+      ...(testResults ? { testResults } : {}),
     });
     return 0;
   }
@@ -236,6 +242,7 @@ export async function inspectCommand(
       `  ${a.n}. ${a.verdict.padEnd(17)} ${String(a.turns).padStart(3)} turns  ${formatDuration(a.durationMs).padStart(7)}  ${changed || '(no changes)'}${more > 0 ? ` and ${more} more` : ''}${a.failingLayer ? `  failing layer: ${a.failingLayer}` : ''}${a.heldOut ? `  held-out tests: ${a.heldOut}` : ''}`,
     );
     if (a.message) lines.push(`       ${a.message}`);
+    lines.push(...testReportLines(a));
     for (const o of a.gate?.ok === false ? a.gate.offences.slice(0, 5) : [])
       lines.push(`       refused: ${o.path} ${o.why}`);
     for (const review of a.reviews ?? []) {
@@ -261,11 +268,56 @@ export async function inspectCommand(
   const diff = finalPatch ?? attemptPatch;
   if (diff) print(ctx, `\n${finalPatch ? 'final patch' : `patch of attempt ${shown}`}:\n${diff}`);
   if (rejection) print(ctx, `\nwhy attempt ${shown} was rejected:\n${rejection}`);
+  if (testResults) print(ctx, `\n${testResultLines(testResults, shown ?? '?').join('\n')}`);
   if (testOutput) {
     const tailText = testOutput.length > 3000 ? `...\n${testOutput.slice(-3000)}` : testOutput;
     print(ctx, `\ntest output (attempt ${shown}):\n${tailText}`);
   }
   return 0;
+}
+
+/** An attempt's per-test summary: the report's counts, and the named tests' verdict next to the exit code. */
+function testReportLines(a: AttemptRecord): string[] {
+  const lines: string[] = [];
+  const r = a.testReport;
+  if (r?.status === 'read' && r.counts)
+    lines.push(
+      `       tests: ${r.counts.passed} passed, ${r.counts.failed} failed, ${r.counts.skipped} skipped`,
+    );
+  if (r?.status === 'refused') lines.push(`       test report refused: ${r.reason ?? ''}`);
+  const t = a.namedTests;
+  if (t) {
+    lines.push(
+      `       ${t.verdict}: FAIL_TO_PASS ${t.failToPass.passed}/${t.failToPass.total}, PASS_TO_PASS ${t.passToPass.passed}/${t.passToPass.total} (test command exit code ${t.exitCode})${t.quarantined.length ? `; ${t.quarantined.length} quarantined` : ''}`,
+    );
+  }
+  return lines;
+}
+
+const SHOWN_TESTS = 20;
+
+/** The tests a reader looks at first: named ones that did not pass, then failed ones. */
+function testResultLines(results: StoredResults, attempt: string): string[] {
+  const lines = [`tests (attempt ${attempt}):`];
+  if (results.refused) lines.push(`  report refused: ${results.refused}`);
+  const named = results.named;
+  if (named) {
+    for (const [list, label] of [
+      [named.failToPass, 'FAIL_TO_PASS'],
+      [named.passToPass, 'PASS_TO_PASS'],
+    ] as const) {
+      const bad = list.filter((t) => t.status !== 'passed');
+      lines.push(`  ${label}: ${list.length - bad.length}/${list.length} passed`);
+      for (const t of bad.slice(0, SHOWN_TESTS)) lines.push(`    ${t.status.padEnd(8)} ${t.id}`);
+      if (bad.length > SHOWN_TESTS) lines.push(`    ... and ${bad.length - SHOWN_TESTS} more`);
+    }
+  }
+  const failed = results.tests.filter((t) => t.status === 'failed');
+  lines.push(`  ${results.tests.length} test(s) in the report, ${failed.length} failed`);
+  for (const t of byAttention(failed).slice(0, SHOWN_TESTS))
+    lines.push(`    failed   ${t.id}${t.message ? `: ${t.message.slice(0, 160)}` : ''}`);
+  if (failed.length > SHOWN_TESTS) lines.push(`    ... and ${failed.length - SHOWN_TESTS} more`);
+  return lines;
 }
 
 export interface LoggedEvent {

@@ -842,6 +842,147 @@ describe('runFix with an independent checker', () => {
     expect(p.asked).toContainEqual({ role: 'checker', name: 'openai', model: 'gpt-checker' });
     expect(p.asked).toContainEqual({ role: 'main', name: 'replay' });
   });
+
+  describe('per-test results from a JUnit report (agent.testReport)', () => {
+    const junit = (cases: string) =>
+      `<?xml version="1.0"?><testsuites><testsuite name="test/shipping.test.ts">${cases}</testsuite></testsuites>`;
+    /** `npm test` writes a report (unless told otherwise) whose boundary test wants 39. */
+    const reporting =
+      (
+        write: (fixed: boolean) => string | undefined,
+        exitCode = (fixed: boolean) => (fixed ? 0 : 1),
+      ): ExecHandler =>
+      (command, _options, sandbox) => {
+        if (command.startsWith('rm -rf -- ')) {
+          sandbox.delete(command.slice('rm -rf -- '.length));
+          return { exitCode: 0 };
+        }
+        if (command !== 'npm test') return { exitCode: 0 };
+        const fixed = (sandbox.text('src/shipping.ts') ?? '').includes('THRESHOLD = 39;');
+        const report = write(fixed);
+        if (report !== undefined) sandbox.set('reports/junit.xml', report);
+        return { exitCode: exitCode(fixed) };
+      };
+    const withReport =
+      (extra = '') =>
+      (yaml: string) =>
+        yaml.replace(
+          '  testCommand: npm test',
+          `  testCommand: npm test\n  testReport:\n    format: junit\n    path: reports/junit.xml\n${extra}`,
+        );
+
+    it('the record counts every test, the run folder lists them, and a report the repo shipped is never read', async () => {
+      const h = await harness();
+      await h.catalog(withReport());
+      const seenAtStart: (string | undefined)[] = [];
+      const onExec = reporting((fixed) =>
+        junit(
+          `<testcase name="ships free at 45"${fixed ? '/>' : '><failure message="45 paid"/></testcase>'}<testcase name="fee"/><testcase name="later"><skipped/></testcase>`,
+        ),
+      );
+      const result = await runFix(
+        h.options({ apply: false }),
+        h.deps(
+          scripted(fixingTurns),
+          (command, options, sandbox) => {
+            if (command === 'npm test') seenAtStart.push(sandbox.text('reports/junit.xml'));
+            return onExec(command, options, sandbox);
+          },
+          undefined,
+          { 'reports/junit.xml': junit('<testcase name="forged"/>') },
+        ),
+      );
+      expect(result.outcome).toBe('ready-for-review');
+      // The verification's test run starts without the shipped (forged) report.
+      expect(seenAtStart.at(-1)).toBeUndefined();
+      const attempt = result.record.attempts[0]!;
+      expect(attempt.testReport).toEqual({
+        status: 'read',
+        counts: { passed: 2, failed: 0, skipped: 1 },
+        file: 'attempts/1/test-results.json',
+      });
+      const saved = JSON.parse(await readFile(join(result.runDir, 'attempts/1/test-results.json'), 'utf8'));
+      expect(saved.tests.map((t: { id: string; status: string }) => `${t.status} ${t.id}`)).toEqual([
+        'passed test/shipping.test.ts > ships free at 45',
+        'passed test/shipping.test.ts > fee',
+        'skipped test/shipping.test.ts > later',
+      ]);
+    });
+
+    it('named tests decide: resolved with a failing exit code is a pass, with the exit code on record', async () => {
+      const h = await harness();
+      await h.catalog(
+        withReport(
+          '    failToPass: ["test/shipping.test.ts > ships free at 45"]\n    passToPass: ["test/shipping.test.ts::fee"]\n',
+        ),
+      );
+      const onExec = reporting(
+        (fixed) =>
+          junit(
+            `<testcase name="ships free at 45"${fixed ? '/>' : '><failure/></testcase>'}<testcase name="fee"/><testcase name="unrelated"><failure/></testcase>`,
+          ),
+        () => 1,
+      );
+      const result = await runFix(h.options({ apply: false }), h.deps(scripted(fixingTurns), onExec));
+      expect(result.outcome).toBe('ready-for-review');
+      expect(result.record.attempts[0]?.namedTests).toEqual({
+        verdict: 'resolved',
+        exitCode: 1,
+        failToPass: { passed: 1, total: 1 },
+        passToPass: { passed: 1, total: 1 },
+        quarantined: [],
+      });
+    });
+
+    it('a FAIL_TO_PASS test that is skipped or missing is not passed, whatever the exit code', async () => {
+      for (const cases of [
+        '<testcase name="ships free at 45"><skipped/></testcase>',
+        '<testcase name="fee"/>',
+      ]) {
+        const h = await harness();
+        await h.catalog(withReport('    failToPass: ["test/shipping.test.ts > ships free at 45"]\n'));
+        const onExec = reporting(
+          () => junit(cases),
+          () => 0,
+        );
+        const result = await runFix(
+          h.options({ apply: false, maxAttempts: 1, force: true }),
+          h.deps(scripted(fixingTurns), onExec),
+        );
+        expect(result.outcome).toBe('failed');
+        expect(result.record.attempts[0]).toMatchObject({
+          verdict: 'tests-failed',
+          namedTests: { verdict: 'unresolved', exitCode: 0, failToPass: { passed: 0, total: 1 } },
+        });
+        // The agent learns how many, never which (they may be held out).
+        expect(result.record.attempts[0]?.feedback).toMatch(/1 of 1 tests that must start passing/);
+        expect(result.record.attempts[0]?.feedback).not.toMatch(/ships free/);
+      }
+    });
+
+    it('a hostile or missing report is refused with its reason, and nothing named passes', async () => {
+      const lol = `<?xml version="1.0"?><!DOCTYPE l [<!ENTITY a "aaaa">]><testsuites><testcase name="&a;"/></testsuites>`;
+      for (const [report, reason] of [
+        [lol, /refused: the report declares a DOCTYPE/],
+        [undefined, /wrote no report at reports\/junit.xml/],
+      ] as const) {
+        const h = await harness();
+        await h.catalog(withReport('    failToPass: ["ships free at 45"]\n'));
+        const result = await runFix(
+          h.options({ apply: false, maxAttempts: 1 }),
+          h.deps(
+            scripted(fixingTurns),
+            reporting(() => report),
+          ),
+        );
+        expect(result.outcome).toBe('failed');
+        const attempt = result.record.attempts[0]!;
+        expect(attempt.testReport?.status).toBe('refused');
+        expect(attempt.testReport?.reason).toMatch(reason);
+        expect(attempt.namedTests?.verdict).toBe('no-report');
+      }
+    });
+  });
 });
 
 describe('runFix: money', () => {

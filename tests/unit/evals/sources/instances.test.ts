@@ -1,0 +1,174 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadCatalog } from '../../../../src/catalog/load.js';
+import { ConfigError } from '../../../../src/errors.js';
+import { parseInstances, loadInstanceSuite } from '../../../../src/evals/sources/instances.js';
+import { materializeInstances } from '../../../../src/evals/sources/materialize.js';
+import { oracleFindings } from '../../../../src/evals/sources/quarantine.js';
+import { treeHash } from '../../../helpers/cli.js';
+import { jsonl, makeInstanceRepos, REPO_SPECS, type InstanceRepos } from '../../../helpers/instance-repos.js';
+import { result } from '../helpers.js';
+
+function problems(text: string): string[] {
+  try {
+    parseInstances(text, 'set.jsonl');
+  } catch (error) {
+    if (error instanceof ConfigError) return error.problems;
+    throw error;
+  }
+  throw new Error('accepted');
+}
+
+const good = {
+  instance_id: 'a-1',
+  repo: 'acme/a',
+  base_commit: 'abcdef1',
+  problem_statement: 'fix it',
+  patch: '',
+  test_patch: '',
+  FAIL_TO_PASS: '["t1"]',
+  PASS_TO_PASS: [],
+};
+
+describe('instances files', () => {
+  it('reads lists as JSON lists or JSON-encoded strings', () => {
+    const { instances } = parseInstances(
+      jsonl([good, { ...good, instance_id: 'a-2', FAIL_TO_PASS: ['t2'] }]),
+      'x',
+    );
+    expect(instances.map((i) => i.FAIL_TO_PASS)).toEqual([['t1'], ['t2']]);
+  });
+
+  it('names every problem at file:line, with the field', () => {
+    const text = [
+      JSON.stringify(good),
+      '{not json',
+      JSON.stringify({ ...good, instance_id: 'a/../b', base_commit: 'main' }),
+      JSON.stringify({ ...good, FAIL_TO_PASS: '"t1"' }),
+      JSON.stringify(good),
+      JSON.stringify({ ...good, instance_id: 'a-3', problem_statement: '  ' }),
+    ].join('\n');
+    expect(problems(text)).toEqual([
+      expect.stringMatching(/^set\.jsonl:2: not a JSON object/),
+      'set.jsonl:3: instance_id: expected an id of letters, digits, ".", "_" or "-" (at most 128)',
+      'set.jsonl:3: base_commit: expected a commit id (hex)',
+      'set.jsonl:4: FAIL_TO_PASS: expected a list of test ids (a JSON list, or a string holding one)',
+      'set.jsonl:5: instance_id "a-1" is used twice (first at line 1)',
+      'set.jsonl:6: problem_statement: the problem statement is empty',
+    ]);
+    expect(problems('\n')).toEqual(['set.jsonl: no instances in the file']);
+  });
+});
+
+describe('instances into tasks', () => {
+  let root: string;
+  let repos: InstanceRepos;
+  beforeAll(async () => {
+    root = await mkdtemp(join(tmpdir(), 'sandbox-harness-instances-'));
+    repos = await makeInstanceRepos(root);
+    await writeFile(join(root, 'set.jsonl'), jsonl([repos.fees, repos.parcels]));
+    await writeFile(
+      join(root, 'suite.yaml'),
+      `name: two-repos\ninstances: set.jsonl\nrepos: clones\nrepoSpecs: ${JSON.stringify(REPO_SPECS)}\n`,
+    );
+  }, 120_000);
+  afterAll(() => rm(root, { recursive: true, force: true }));
+
+  it('a working copy at base_commit with the test patch held out; the clone is not written to', async () => {
+    const before = treeHash(join(repos.clones, 'acme__fees'), /^$/);
+    const source = await loadInstanceSuite(join(root, 'suite.yaml'));
+    const out = join(root, 'out');
+    const { suite } = await materializeInstances(source, { outDir: out, oracle: true });
+    expect(treeHash(join(repos.clones, 'acme__fees'), /^$/)).toBe(before);
+    const task = suite.tasks.find((t) => t.id === 'acme__fees-1')!;
+    expect(task.repo).toBe(join(out, 'instances', 'acme__fees-1', 'repo'));
+    // At the base commit (the bug is there), with the test patch applied, dependencies carried.
+    expect(await readFile(join(task.repo!, 'src/fee.js'), 'utf8')).toContain('total > 50');
+    expect(existsSync(join(task.repo!, 'test/boundary.test.js'))).toBe(true);
+    expect(existsSync(join(task.repo!, 'node_modules/vitest/package.json'))).toBe(true);
+    expect(existsSync(join(task.repo!, '.git'))).toBe(false);
+    const catalog = await loadCatalog(task.catalog);
+    expect(catalog.catalog.agent).toMatchObject({
+      editableFiles: ['**'],
+      heldOutTests: ['test/boundary.test.js'],
+      maxAttempts: 1,
+      testReport: {
+        format: 'junit',
+        path: 'reports/junit.xml',
+        failToPass: ['test/boundary.test.js > fee > ships an order of exactly 50 free'],
+        passToPass: [
+          'test/fee.test.js > fee > charges small orders',
+          'test/fee.test.js > fee > ships large orders free',
+        ],
+      },
+    });
+    expect(catalog.repoDir).toBe(task.repo);
+    expect(await readFile(task.ticket, 'utf8')).toContain('from 50 EUR ship free');
+    // The oracle writes the gold patch's files: the fixed comparison.
+    const cassette = JSON.parse(await readFile(task.cassettes![0]!, 'utf8'));
+    expect(JSON.stringify(cassette.turns[0].content)).toContain('total >= 50');
+  });
+
+  it('visible tests: present for the agent, never editable', async () => {
+    const source = await loadInstanceSuite(join(root, 'suite.yaml'));
+    const { suite } = await materializeInstances(source, {
+      outDir: join(root, 'out-visible'),
+      visibleTests: true,
+    });
+    const task = suite.tasks.find((t) => t.id === 'acme__parcels-1')!;
+    const catalog = await loadCatalog(task.catalog);
+    expect(catalog.catalog.agent.heldOutTests).toEqual([]);
+    expect(task.mustNotTouch).toEqual(['test/grams.test.mjs']);
+  });
+
+  it('refuses what it cannot do with the reason: no clone, a commit the clone lacks, no test command', async () => {
+    const source = await loadInstanceSuite(join(root, 'suite.yaml'));
+    const clone = (over: object) => ({
+      ...source,
+      instances: { ...source.instances, instances: [{ ...source.instances.instances[0]!, ...over }] },
+    });
+    await expect(
+      materializeInstances(clone({ repo: 'acme/absent', test_command: 'true' }), {
+        outDir: join(root, 'o1'),
+      }),
+    ).rejects.toThrow(/no local clone of acme\/absent/);
+    await expect(
+      materializeInstances(clone({ base_commit: 'deadbeefdeadbeef' }), { outDir: join(root, 'o2') }),
+    ).rejects.toThrow(/base_commit deadbeefdeadbeef is not in the local clone/);
+    await expect(
+      materializeInstances({ ...clone({}), repoSpecs: {} }, { outDir: join(root, 'o3') }),
+    ).rejects.toThrow(/no test command for acme\/fees/);
+    // Nothing fetched or written in the clone meanwhile.
+    expect(
+      execFileSync('git', ['status', '--porcelain'], {
+        cwd: join(repos.clones, 'acme__fees'),
+        encoding: 'utf8',
+      }),
+    ).toBe('');
+  });
+});
+
+describe('oracle findings', () => {
+  it('a named test that passed in some runs and not others flakes; an instance never resolved fails with its gold patch', () => {
+    const tests = (verdict: 'resolved' | 'unresolved', failing: string[]) => ({
+      passed: 1,
+      failed: failing.length,
+      skipped: 0,
+      verdict,
+      exitCode: 0,
+      failing,
+    });
+    const findings = oracleFindings([
+      result({ taskId: 'a', trial: 0 }, 'ready-for-review', { tests: tests('resolved', []) }),
+      result({ taskId: 'a', trial: 1 }, 'tests-failed', { tests: tests('unresolved', ['clock']) }),
+      result({ taskId: 'b', trial: 0 }, 'tests-failed', { tests: tests('unresolved', ['boundary']) }),
+      result({ taskId: 'b', trial: 1 }, 'tests-failed', { tests: tests('unresolved', ['boundary']) }),
+      result({ taskId: 'c', trial: 0 }, 'infrastructure'),
+    ]);
+    expect(findings).toEqual({ goldFails: ['b'], flakyInstances: ['a'], flakyTests: { a: ['clock'] } });
+  });
+});
