@@ -77,6 +77,8 @@ export async function runAttempt(
   n: number,
   feedback: string | undefined,
   signal: AbortSignal,
+  /** Settles when the agent may call the model (the first attempt waits for the baseline's verdict). */
+  ready?: Promise<void>,
 ): Promise<AttemptResult> {
   const started = Date.now();
   const { progress, events } = run;
@@ -104,13 +106,14 @@ export async function runAttempt(
 
   try {
     const box = await run.sandboxes.create(`attempt-${n}`, { hidden: plan.heldOut });
-    run.sandboxes.makeAhead(`verify-${n}`);
     record.containers.push({
       role: `attempt-${n}`,
       id: box.id,
       kept: false,
       engine: run.deps.backend.engine,
     });
+    if (ready) await untilReady(ready, signal);
+    run.sandboxes.makeAhead(`verify-${n}`);
     const loop = await runAgent(run, plan, n, box, record, feedback, signal);
     if (loop.status === 'interrupted') throw abortError(signal);
     if (loop.sandboxError instanceof DiskBudgetExceeded) throw loop.sandboxError;
@@ -247,6 +250,21 @@ export async function runAttempt(
   } finally {
     await run.sandboxes.dropAhead(`verify-${n}`);
   }
+}
+
+/** Waits for `ready`, or throws what `signal` was aborted with (a broken baseline, Ctrl-C). */
+function untilReady(ready: Promise<void>, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.reject(abortError(signal));
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = () => reject(abortError(signal));
+    signal.addEventListener('abort', onAbort, { once: true });
+    void ready.then(() => {
+      signal.removeEventListener('abort', onAbort);
+      // The baseline may have settled by aborting this very signal.
+      if (signal.aborted) reject(abortError(signal));
+      else resolve();
+    });
+  });
 }
 
 /** The agent loop in the attempt's sandbox; its turns and tokens go on the record as they are spent. */

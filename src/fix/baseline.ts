@@ -4,8 +4,19 @@
  * the first attempt starts; within an eval it runs once per (image, catalog, test command)
  * and every trial reuses it, saying so in its record.
  */
+import { TestCommandBroken } from '../errors.js';
 import { formatTestRun, runTestLayers, type TestLayer, type TestRun } from './test-layers.js';
+import { classifyTestRun, detectRunner, type TestCommandProblemKind } from './test-command.js';
 import type { Run, SandboxImage } from './context.js';
+
+/** A layer whose command did not run the tests at all (see `test-command.ts`). */
+export interface BrokenTestCommand {
+  layer: string;
+  command: string;
+  exitCode: number;
+  kind: TestCommandProblemKind;
+  reason: string;
+}
 
 export interface BaselineResult {
   passed: boolean;
@@ -16,6 +27,8 @@ export interface BaselineResult {
   output: string;
   /** The run that measured it. */
   runId: string;
+  /** Set when the test command itself failed to run: no attempt can be verified against it. */
+  broken?: BrokenTestCommand;
 }
 
 /** Baselines shared between the trials of one eval. */
@@ -50,7 +63,9 @@ async function measure(run: Run, layers: readonly TestLayer[]): Promise<Baseline
       timeoutMs: run.catalog.catalog.sandbox.timeouts.testSec * 1000,
       signal: run.signal,
     });
+    const broken = brokenLayer(tests);
     return {
+      ...(broken ? { broken } : {}),
       passed: tests.passed,
       ...(tests.failingLayer ? { failingLayer: tests.failingLayer.name } : {}),
       exitCode: tests.failingLayer?.exitCode ?? 0,
@@ -61,6 +76,36 @@ async function measure(run: Run, layers: readonly TestLayer[]): Promise<Baseline
   } finally {
     await run.sandboxes.release(box);
   }
+}
+
+/** The first layer that ran whose command did not run the tests (a passing layer counts too: 0 tests). */
+export function brokenLayer(tests: TestRun): BrokenTestCommand | undefined {
+  for (const layer of tests.layers) {
+    const problem = classifyTestRun({
+      exitCode: layer.exitCode,
+      timedOut: layer.timedOut,
+      output: layer.output,
+      runner: detectRunner(layer.command, layer.output),
+    });
+    if (problem) return { layer: layer.name, command: layer.command, exitCode: layer.exitCode, ...problem };
+  }
+  return undefined;
+}
+
+/** The configuration error a broken test command ends a run with (exit 2, before any attempt). */
+export function testCommandError(
+  broken: BrokenTestCommand,
+  catalogFile: string,
+  layers: number,
+): TestCommandBroken {
+  const where = layers > 1 ? ` (layer "${broken.layer}")` : '';
+  return new TestCommandBroken(
+    `the test command itself failed to run: ${broken.reason}; \`${broken.command}\`${where} exited with code ${broken.exitCode} on the untouched repo, so no attempt was started`,
+    {
+      hint: `Fix agent.testCommand in ${catalogFile} (or the repo's scripts), then try it with \`sandbox-harness check --catalog ${catalogFile}\`; the output is in baseline-test-output.txt of the run record.`,
+      details: { ...broken },
+    },
+  );
 }
 
 export async function runBaseline(
@@ -78,13 +123,29 @@ export async function runBaseline(
     ...(result.failingLayer ? { failingLayer: result.failingLayer } : {}),
     durationMs: result.durationMs,
     ...(reused ? { reusedFrom: result.runId } : {}),
+    ...(result.broken
+      ? {
+          brokenCommand: {
+            layer: result.broken.layer,
+            command: result.broken.command,
+            kind: result.broken.kind,
+            reason: result.broken.reason,
+          },
+        }
+      : {}),
   };
   run.events.emit({
     kind: 'baseline',
-    status: result.passed ? 'passing' : 'failing',
+    status: result.broken ? 'broken' : result.passed ? 'passing' : 'failing',
     durationMs: result.durationMs,
     exitCode: result.exitCode,
-    ...(reused ? { message: `reused from run ${result.runId}` } : {}),
+    ...(result.broken || reused
+      ? {
+          message: [result.broken?.reason, reused ? `reused from run ${result.runId}` : undefined]
+            .filter(Boolean)
+            .join('; '),
+        }
+      : {}),
   });
   return result;
 }

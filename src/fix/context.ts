@@ -93,6 +93,8 @@ export interface FixOptions {
   events?: EventSink;
   /** Run id to use (evals choose their own). */
   runId?: string;
+  /** How long the first attempt waits for the baseline before calling the model (default 10 s). */
+  baselineHeadStartMs?: number;
 }
 
 export interface FixResult {

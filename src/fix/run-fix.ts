@@ -23,13 +23,20 @@ import {
 import { testLayers } from '../catalog/schema.js';
 import { createAllowlist } from '../changes/allowlist.js';
 import { changeSetPatch } from '../changes/patch.js';
-import { HarnessError, Interrupted, RunTimeout, SandboxUnavailable, errorMessage } from '../errors.js';
+import {
+  HarnessError,
+  Interrupted,
+  RunTimeout,
+  SandboxUnavailable,
+  TestCommandBroken,
+  errorMessage,
+} from '../errors.js';
 import { contextWindowTokens } from '../llm/registry.js';
 import type { RunOutcome } from '../outcomes.js';
 import { RunDir, runsDirFor, type RunRecord } from '../runs/record.js';
 import { harnessVersion } from '../version.js';
 import { runAttempt, type AttemptPlan, type AttemptResult } from './attempt.js';
-import { runBaseline, type BaselineResult } from './baseline.js';
+import { runBaseline, testCommandError, type BaselineResult } from './baseline.js';
 import type { Ending, FixDeps, FixOptions, FixResult, Prepared, Run, SandboxImage } from './context.js';
 import { applyVerified } from './apply.js';
 import { heldOutPaths, pristineFromHost, readAgentsMd } from './repo.js';
@@ -267,8 +274,18 @@ async function planAttempts(run: Run, image: SandboxImage): Promise<AttemptPlan>
 }
 
 /**
+ * How long the first attempt's agent waits for the baseline before its first model call. A
+ * broken test command (no such script, runner not installed, no tests) fails within seconds:
+ * waiting that long means such a run ends before a single token is spent, while the
+ * attempt's sandbox still starts beside the baseline. Slower test suites are not waited for.
+ */
+export const BASELINE_HEAD_START_MS = 10_000;
+
+/**
  * Step 5: the baseline runs while the first attempt starts (it takes as long as the tests);
  * when it shows the tests already pass, the attempt is stopped and the run has nothing to fix.
+ * When it shows the test command itself did not run the tests, the run stops with a
+ * configuration error: no attempt could ever be verified.
  */
 async function attemptsWithBaseline(
   run: Run,
@@ -279,6 +296,11 @@ async function attemptsWithBaseline(
   const gate = new AbortController();
   const baseline: Promise<BaselineResult> = runBaseline(run, image, plan.layers).then(
     (result) => {
+      if (result.broken) {
+        const error = testCommandError(result.broken, run.catalog.file, plan.layers.length);
+        gate.abort(error);
+        throw error;
+      }
       if (result.passed && !force) gate.abort(new BaselinePasses());
       return result;
     },
@@ -290,13 +312,33 @@ async function attemptsWithBaseline(
     },
   );
   baseline.catch(() => undefined);
+  const headStart = run.options.baselineHeadStartMs ?? BASELINE_HEAD_START_MS;
+  const baselineOrHeadStart = new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, headStart);
+    baseline
+      .then(
+        () => undefined,
+        () => undefined,
+      )
+      .finally(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+  });
   let feedback: string | undefined;
   let last: AttemptResult | undefined;
   for (let n = 1; n <= plan.maxAttempts; n++) {
     const signal = n === 1 ? AbortSignal.any([run.signal, gate.signal]) : run.signal;
     try {
-      last = await runAttempt(run, plan, n, feedback, signal);
+      last = await runAttempt(run, plan, n, feedback, signal, n === 1 ? baselineOrHeadStart : undefined);
     } catch (error) {
+      if (error instanceof TestCommandBroken) {
+        // Stopped before its first model call, it spent nothing: it was never an attempt.
+        const attempt = run.record.attempts[n - 1];
+        if (attempt && attempt.turns === 0) run.record.attempts.pop();
+        else if (attempt) attempt.message = 'stopped: the test command itself failed to run';
+        throw error;
+      }
       if (error instanceof BaselinePasses) {
         const attempt = run.record.attempts[n - 1];
         if (attempt) attempt.message = 'stopped: the tests already pass without a change';
