@@ -40,6 +40,9 @@ export interface SandboxImage {
   buildNetwork?: boolean;
   /** The host repo files the image was built from; the apply compares against these. */
   hostFiles: ReadonlyMap<string, HostFile>;
+  /** The base image it was built on (absent for a prebuilt image). */
+  baseImage?: string;
+  sizeBytes?: number;
 }
 
 export interface ImageRequest {

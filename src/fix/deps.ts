@@ -29,6 +29,8 @@ export function fixDeps(provider: SandboxProvider, extra: Partial<FixDeps> = {})
         reused: image.reused,
         buildNetwork: image.buildNetwork,
         hostFiles: image.hostFiles,
+        ...(image.baseImage ? { baseImage: image.baseImage } : {}),
+        ...(image.sizeBytes !== undefined ? { sizeBytes: image.sizeBytes } : {}),
       };
     },
     ...extra,
