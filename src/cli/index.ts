@@ -483,9 +483,26 @@ kept ones are (their run is over), when --run, --older-than or --all names them.
     .argument('<command...>', 'the command; put -- before it')
     .option('--repo <dir>', 'repo to build the sandbox from (default: here)')
     .option('--image <image>', 'use this image instead of building one')
+    .option(
+      '-c, --catalog <file>',
+      "build and run the sandbox as this catalog's runs do (recipe, base image, build options, env, limits; repo: the catalog's)",
+    )
+    .option(
+      '--base-image <ref>',
+      'build on this base image (e.g. sandbox-harness/base-python:3), as sandbox.baseImage would',
+    )
     .option('--rebuild', 'rebuild the image')
     .option('--timeout <sec>', 'command timeout in seconds', '120')
     .option('--json', 'JSON output')
+    .addHelpText(
+      'after',
+      `
+Examples:
+  sandbox-harness exec --repo ../my-service -- npx vitest run
+  sandbox-harness exec --catalog catalog/my-service.yaml -- npm test
+  sandbox-harness exec --repo ../my-py-service --base-image sandbox-harness/base-python:3 -- python -m pytest -q
+(\`sandbox-harness images ensure python\` makes the Python base first.)`,
+    )
     .action(
       run(async (ctx, command: string[], options: Record<string, unknown>) =>
         (await import('./commands/exec.js')).execCommand(ctx, command, options),
