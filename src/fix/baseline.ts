@@ -56,12 +56,21 @@ function baselineKey(run: Run, image: SandboxImage, layers: readonly TestLayer[]
   return JSON.stringify([image.imageId, run.catalog.hash, layers.map((l) => [l.name, l.command])]);
 }
 
-async function measure(run: Run, layers: readonly TestLayer[]): Promise<BaselineResult> {
+async function measure(
+  run: Run,
+  layers: readonly TestLayer[],
+  onCommandStart: (() => void) | undefined,
+): Promise<BaselineResult> {
   const box = await run.sandboxes.create('baseline', {}, true);
   try {
+    let started = false;
     const tests: TestRun = await runTestLayers(box, layers, {
       timeoutMs: run.catalog.catalog.sandbox.timeouts.testSec * 1000,
       signal: run.signal,
+      onLayer: () => {
+        if (!started) onCommandStart?.();
+        started = true;
+      },
     });
     const broken = brokenLayer(tests);
     return {
@@ -112,10 +121,14 @@ export async function runBaseline(
   run: Run,
   image: SandboxImage,
   layers: readonly TestLayer[],
+  /** Called when the test command starts in the baseline's sandbox (not when another trial measures it). */
+  onCommandStart?: () => void,
 ): Promise<BaselineResult> {
   const result = run.deps.baselines
-    ? await run.deps.baselines.get(baselineKey(run, image, layers), () => measure(run, layers))
-    : await measure(run, layers);
+    ? await run.deps.baselines.get(baselineKey(run, image, layers), () =>
+        measure(run, layers, onCommandStart),
+      )
+    : await measure(run, layers, onCommandStart);
   const reused = result.runId !== run.dir.id;
   await run.dir.writeFile('baseline-test-output.txt', result.output);
   run.record.baseline = {

@@ -274,12 +274,16 @@ async function planAttempts(run: Run, image: SandboxImage): Promise<AttemptPlan>
 }
 
 /**
- * How long the first attempt's agent waits for the baseline before its first model call. A
- * broken test command (no such script, runner not installed, no tests) fails within seconds:
- * waiting that long means such a run ends before a single token is spent, while the
- * attempt's sandbox still starts beside the baseline. Slower test suites are not waited for.
+ * How long the first attempt's agent waits for the baseline's test command, counted from the
+ * moment that command starts, before its first model call. A broken test command (no such
+ * script, runner not installed, no tests) fails within seconds of starting: waiting that long
+ * means such a run ends before a single token is spent, while the attempt's sandbox still
+ * starts beside the baseline's. A slower test suite is not waited for. Counting from the
+ * command's start keeps a slow sandbox start (a loaded engine) out of the head start.
  */
 export const BASELINE_HEAD_START_MS = 10_000;
+/** The longest the agent ever waits, whatever the baseline is doing (another trial measuring it). */
+const BASELINE_WAIT_CAP_MS = 60_000;
 
 /**
  * Step 5: the baseline runs while the first attempt starts (it takes as long as the tests);
@@ -294,7 +298,16 @@ async function attemptsWithBaseline(
 ): Promise<AttemptResult | 'nothing-to-fix'> {
   const force = run.options.force;
   const gate = new AbortController();
-  const baseline: Promise<BaselineResult> = runBaseline(run, image, plan.layers).then(
+  const headStart = run.options.baselineHeadStartMs ?? BASELINE_HEAD_START_MS;
+  const timers: NodeJS.Timeout[] = [];
+  let letAgentGo: () => void = () => undefined;
+  const baselineOrHeadStart = new Promise<void>((resolve) => {
+    letAgentGo = resolve;
+    timers.push(setTimeout(resolve, Math.max(headStart, BASELINE_WAIT_CAP_MS)));
+  });
+  void baselineOrHeadStart.then(() => timers.forEach(clearTimeout));
+  const onCommandStart = () => timers.push(setTimeout(letAgentGo, headStart));
+  const baseline: Promise<BaselineResult> = runBaseline(run, image, plan.layers, onCommandStart).then(
     (result) => {
       if (result.broken) {
         const error = testCommandError(result.broken, run.catalog.file, plan.layers.length);
@@ -312,19 +325,7 @@ async function attemptsWithBaseline(
     },
   );
   baseline.catch(() => undefined);
-  const headStart = run.options.baselineHeadStartMs ?? BASELINE_HEAD_START_MS;
-  const baselineOrHeadStart = new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, headStart);
-    baseline
-      .then(
-        () => undefined,
-        () => undefined,
-      )
-      .finally(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-  });
+  void baseline.then(letAgentGo, letAgentGo);
   let feedback: string | undefined;
   let last: AttemptResult | undefined;
   for (let n = 1; n <= plan.maxAttempts; n++) {
