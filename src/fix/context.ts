@@ -96,7 +96,7 @@ export interface FixOptions {
   events?: EventSink;
   /** Run id to use (evals choose their own). */
   runId?: string;
-  /** How long the first attempt waits for the baseline before calling the model (default 10 s). */
+  /** How long the first attempt waits for the baseline before calling the model (default 30 s after its test command starts). */
   baselineHeadStartMs?: number;
 }
 

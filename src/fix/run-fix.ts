@@ -279,9 +279,11 @@ async function planAttempts(run: Run, image: SandboxImage): Promise<AttemptPlan>
  * script, runner not installed, no tests) fails within seconds of starting: waiting that long
  * means such a run ends before a single token is spent, while the attempt's sandbox still
  * starts beside the baseline's. A slower test suite is not waited for. Counting from the
- * command's start keeps a slow sandbox start (a loaded engine) out of the head start.
+ * command's start keeps a slow sandbox start (a loaded engine) out of the head start; 30 s
+ * leaves room for a loaded machine (seen here: \`npm test\` without a package.json took over
+ * 10 s to fail at a load average of 30 on 2 cores).
  */
-export const BASELINE_HEAD_START_MS = 10_000;
+export const BASELINE_HEAD_START_MS = 30_000;
 /** The longest the agent ever waits, whatever the baseline is doing (another trial measuring it). */
 const BASELINE_WAIT_CAP_MS = 60_000;
 
