@@ -80,6 +80,18 @@ export class BuildRefused extends HarnessError {
   }
 }
 
+/**
+ * The catalog's test command did not run the tests at all on the untouched repo (not found,
+ * no such npm script, no package.json, no tests, a runner that cannot start): the
+ * configuration's fault, found before any attempt is spent. Exit 2, never retried; an eval
+ * trial ends `error` with this reason.
+ */
+export class TestCommandBroken extends HarnessError {
+  constructor(message: string, options?: HarnessErrorOptions) {
+    super('TEST_COMMAND_BROKEN', 'config', message, options);
+  }
+}
+
 /** A file inside the sandbox could not be read or written (missing, too large, not a file, a link on the way). */
 export class SandboxFileError extends HarnessError {
   readonly problem: SandboxFileProblem;

@@ -444,7 +444,12 @@ export const sandboxSchema = z
     image: nonEmpty('an image reference such as "node:20-bookworm"')
       .meta({ description: 'A prebuilt image to use instead of building one.' })
       .optional(),
-    baseImage: nonEmpty('an image reference such as "node:20-bookworm"').optional(),
+    baseImage: nonEmpty('an image reference such as "node:20-bookworm"')
+      .meta({
+        description:
+          'The image the sandbox recipe builds on, passed as its BASE_IMAGE build argument: "sandbox-harness/base-python:3" for a Python project (make it with `sandbox-harness images ensure python`). Default: the recipe\'s own `ARG BASE_IMAGE=` default, else "sandbox-harness/base-node:20".',
+      })
+      .optional(),
     buildArgs: variables('build argument').optional(),
     build: buildSchema.optional(),
     env: variables('environment variable').optional(),

@@ -90,3 +90,19 @@ export function exitCodeForEval(ending: EvalEnding): number {
 export function exitCodeForWork(statuses: readonly string[]): number {
   return statuses.every((s) => s === 'passing') ? EXIT_CODES.ok : EXIT_CODES.taskFailed;
 }
+
+export interface CheckEnding {
+  verdict: 'broken' | 'failing' | 'passing';
+  /** The tests did what was asked of them (`--expect`): fail for a ticket, by default. */
+  asExpected: boolean;
+}
+
+/**
+ * `check`: 0 when the test command runs and the tests do what was expected of them; 1 when
+ * they run but do not (a ticket's tests that already pass: nothing to fix); 2 when the test
+ * command itself did not run the tests, exactly where `fix` would stop with exit 2.
+ */
+export function exitCodeForCheck(ending: CheckEnding): number {
+  if (ending.verdict === 'broken') return EXIT_CODES.usage;
+  return ending.asExpected ? EXIT_CODES.ok : EXIT_CODES.taskFailed;
+}

@@ -163,6 +163,42 @@ Exit codes: 0 every item passing, 1 an item blocked or left, 2 a bad backlog or 
     );
 
   program
+    .command('check')
+    .description(
+      'preflight a catalog: build the sandbox image with its settings and run the test command once on the untouched repo (no model)',
+    )
+    .option('-c, --catalog <file>', 'service catalog (default: the only *.yaml in ./catalog/ or here)')
+    .option('--repo <dir>', "the service repo (default: the catalog's repo)")
+    .option('--rebuild', 'rebuild the sandbox image even when the repo is unchanged')
+    .addOption(
+      new Option('--expect <tests>', 'what the tests should do on the untouched repo')
+        .choices(['failing', 'passing', 'any'])
+        .default('failing'),
+    )
+    .option('--json', 'print only a JSON report on stdout')
+    .addHelpText(
+      'after',
+      `
+Reports the image (tag, id, cached or built), the base it was built on, its size, the build
+time, each test layer's exit code and duration, and a verdict:
+  failing  the tests run and fail: what a ticket needs (fix has something to verify against)
+  passing  the tests run and pass: fix would end nothing-to-fix (fine for an eval task whose
+           held-out tests decide: --expect passing or any)
+  broken   the test command itself did not run the tests (not found, no such npm script, no
+           package.json, no tests, the runner cannot start): fix and eval stop there with exit 2
+The whole test output and the build log go to <repo>/.sandbox-harness/checks/<id>/.
+Exit codes: 0 the tests did what --expect says (default: failing); 1 they did not; 2 broken,
+or a bad catalog; 3 Docker unavailable or the image cannot be built.
+Example:
+  sandbox-harness check --catalog examples/shipping-service/shipping-service.yaml`,
+    )
+    .action(
+      run(async (ctx, options: Record<string, unknown>) =>
+        (await import('./commands/check.js')).checkCommand(ctx, options),
+      ),
+    );
+
+  program
     .command('eval')
     .description(
       'run every task of a suite N times, each trial in fresh containers; write summary.json, report.md, report.html',
@@ -535,6 +571,14 @@ kept ones are (their run is over), when --run, --older-than or --all names them.
     .argument('<command...>', 'the command; put -- before it')
     .option('--repo <dir>', 'repo to build the sandbox from (default: here)')
     .option('--image <image>', 'use this image instead of building one')
+    .option(
+      '-c, --catalog <file>',
+      "build and run the sandbox as this catalog's runs do (recipe, base image, build options, env, limits; repo: the catalog's)",
+    )
+    .option(
+      '--base-image <ref>',
+      'build on this base image (e.g. sandbox-harness/base-python:3), as sandbox.baseImage would',
+    )
     .option('--rebuild', 'rebuild the image')
     .option('--timeout <sec>', 'command timeout in seconds', '120')
     .option(
@@ -542,6 +586,15 @@ kept ones are (their run is over), when --run, --older-than or --all names them.
       "OCI runtime of every sandbox, as the engine names it: runc, runsc (gVisor), ... (default: the catalog's sandbox.runtime, else the engine's default; see doctor)",
     )
     .option('--json', 'JSON output')
+    .addHelpText(
+      'after',
+      `
+Examples:
+  sandbox-harness exec --repo ../my-service -- npx vitest run
+  sandbox-harness exec --catalog catalog/my-service.yaml -- npm test
+  sandbox-harness exec --repo ../my-py-service --base-image sandbox-harness/base-python:3 -- python -m pytest -q
+(\`sandbox-harness images ensure python\` makes the Python base first.)`,
+    )
     .action(
       run(async (ctx, command: string[], options: Record<string, unknown>) =>
         (await import('./commands/exec.js')).execCommand(ctx, command, options),

@@ -84,6 +84,8 @@ export async function runAttempt(
   n: number,
   feedback: string | undefined,
   signal: AbortSignal,
+  /** Settles when the agent may call the model (the first attempt waits for the baseline's verdict). */
+  ready?: Promise<void>,
 ): Promise<AttemptResult> {
   const started = Date.now();
   const { progress, events } = run;
@@ -114,13 +116,14 @@ export async function runAttempt(
 
   try {
     const box = await run.sandboxes.create(`attempt-${n}`, { hidden: plan.heldOut });
-    run.sandboxes.makeAhead(`verify-${n}`);
     record.containers.push({
       role: `attempt-${n}`,
       id: box.id,
       kept: false,
       engine: run.deps.backend.engine,
     });
+    if (ready) await untilReady(ready, signal);
+    run.sandboxes.makeAhead(`verify-${n}`);
     const continued = run.continuation;
     if (continued && n === continued.attemptsBefore + 1) await replayEarlierChange(box, continued, signal);
     const loop = await runAgent(run, plan, n, box, record, feedback, signal);
@@ -279,6 +282,21 @@ export async function runAttempt(
   } finally {
     await run.sandboxes.dropAhead(`verify-${n}`);
   }
+}
+
+/** Waits for `ready`, or throws what `signal` was aborted with (a broken baseline, Ctrl-C). */
+function untilReady(ready: Promise<void>, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.reject(abortError(signal));
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = () => reject(abortError(signal));
+    signal.addEventListener('abort', onAbort, { once: true });
+    void ready.then(() => {
+      signal.removeEventListener('abort', onAbort);
+      // The baseline may have settled by aborting this very signal.
+      if (signal.aborted) reject(abortError(signal));
+      else resolve();
+    });
+  });
 }
 
 /**

@@ -4,8 +4,19 @@
  * the first attempt starts; within an eval it runs once per (image, catalog, test command)
  * and every trial reuses it, saying so in its record.
  */
+import { TestCommandBroken } from '../errors.js';
 import { formatTestRun, runTestLayers, type TestLayer, type TestRun } from './test-layers.js';
+import { classifyTestRun, detectRunner, type TestCommandProblemKind } from './test-command.js';
 import type { Run, SandboxImage } from './context.js';
+
+/** A layer whose command did not run the tests at all (see `test-command.ts`). */
+export interface BrokenTestCommand {
+  layer: string;
+  command: string;
+  exitCode: number;
+  kind: TestCommandProblemKind;
+  reason: string;
+}
 
 export interface BaselineResult {
   passed: boolean;
@@ -16,6 +27,8 @@ export interface BaselineResult {
   output: string;
   /** The run that measured it. */
   runId: string;
+  /** Set when the test command itself failed to run: no attempt can be verified against it. */
+  broken?: BrokenTestCommand;
 }
 
 /** Baselines shared between the trials of one eval. */
@@ -43,14 +56,25 @@ function baselineKey(run: Run, image: SandboxImage, layers: readonly TestLayer[]
   return JSON.stringify([image.imageId, run.catalog.hash, layers.map((l) => [l.name, l.command])]);
 }
 
-async function measure(run: Run, layers: readonly TestLayer[]): Promise<BaselineResult> {
+async function measure(
+  run: Run,
+  layers: readonly TestLayer[],
+  onCommandStart: (() => void) | undefined,
+): Promise<BaselineResult> {
   const box = await run.sandboxes.create('baseline', {}, true);
   try {
+    let started = false;
     const tests: TestRun = await runTestLayers(box, layers, {
       timeoutMs: run.catalog.catalog.sandbox.timeouts.testSec * 1000,
       signal: run.signal,
+      onLayer: () => {
+        if (!started) onCommandStart?.();
+        started = true;
+      },
     });
+    const broken = brokenLayer(tests);
     return {
+      ...(broken ? { broken } : {}),
       passed: tests.passed,
       ...(tests.failingLayer ? { failingLayer: tests.failingLayer.name } : {}),
       exitCode: tests.failingLayer?.exitCode ?? 0,
@@ -63,14 +87,48 @@ async function measure(run: Run, layers: readonly TestLayer[]): Promise<Baseline
   }
 }
 
+/** The first layer that ran whose command did not run the tests (a passing layer counts too: 0 tests). */
+export function brokenLayer(tests: TestRun): BrokenTestCommand | undefined {
+  for (const layer of tests.layers) {
+    const problem = classifyTestRun({
+      exitCode: layer.exitCode,
+      timedOut: layer.timedOut,
+      output: layer.output,
+      runner: detectRunner(layer.command, layer.output),
+    });
+    if (problem) return { layer: layer.name, command: layer.command, exitCode: layer.exitCode, ...problem };
+  }
+  return undefined;
+}
+
+/** The configuration error a broken test command ends a run with (exit 2, before any attempt). */
+export function testCommandError(
+  broken: BrokenTestCommand,
+  catalogFile: string,
+  layers: number,
+): TestCommandBroken {
+  const where = layers > 1 ? ` (layer "${broken.layer}")` : '';
+  return new TestCommandBroken(
+    `the test command itself failed to run: ${broken.reason}; \`${broken.command}\`${where} exited with code ${broken.exitCode} on the untouched repo, so no attempt was started`,
+    {
+      hint: `Fix agent.testCommand in ${catalogFile} (or the repo's scripts), then try it with \`sandbox-harness check --catalog ${catalogFile}\`; the output is in baseline-test-output.txt of the run record.`,
+      details: { ...broken },
+    },
+  );
+}
+
 export async function runBaseline(
   run: Run,
   image: SandboxImage,
   layers: readonly TestLayer[],
+  /** Called when the test command starts in the baseline's sandbox (not when another trial measures it). */
+  onCommandStart?: () => void,
 ): Promise<BaselineResult> {
   const result = run.deps.baselines
-    ? await run.deps.baselines.get(baselineKey(run, image, layers), () => measure(run, layers))
-    : await measure(run, layers);
+    ? await run.deps.baselines.get(baselineKey(run, image, layers), () =>
+        measure(run, layers, onCommandStart),
+      )
+    : await measure(run, layers, onCommandStart);
   const reused = result.runId !== run.dir.id;
   await run.dir.writeFile('baseline-test-output.txt', result.output);
   run.record.baseline = {
@@ -78,13 +136,29 @@ export async function runBaseline(
     ...(result.failingLayer ? { failingLayer: result.failingLayer } : {}),
     durationMs: result.durationMs,
     ...(reused ? { reusedFrom: result.runId } : {}),
+    ...(result.broken
+      ? {
+          brokenCommand: {
+            layer: result.broken.layer,
+            command: result.broken.command,
+            kind: result.broken.kind,
+            reason: result.broken.reason,
+          },
+        }
+      : {}),
   };
   run.events.emit({
     kind: 'baseline',
-    status: result.passed ? 'passing' : 'failing',
+    status: result.broken ? 'broken' : result.passed ? 'passing' : 'failing',
     durationMs: result.durationMs,
     exitCode: result.exitCode,
-    ...(reused ? { message: `reused from run ${result.runId}` } : {}),
+    ...(result.broken || reused
+      ? {
+          message: [result.broken?.reason, reused ? `reused from run ${result.runId}` : undefined]
+            .filter(Boolean)
+            .join('; '),
+        }
+      : {}),
   });
   return result;
 }

@@ -42,6 +42,9 @@ export interface SandboxImage {
   buildNetwork?: boolean;
   /** The host repo files the image was built from; the apply compares against these. */
   hostFiles: ReadonlyMap<string, HostFile>;
+  /** The base image it was built on (absent for a prebuilt image). */
+  baseImage?: string;
+  sizeBytes?: number;
 }
 
 export interface ImageRequest {
@@ -106,6 +109,8 @@ export interface FixOptions {
   continueFrom?: string;
   /** The OCI runtime (`--runtime`); overrides the catalog's `sandbox.runtime`. */
   runtime?: string;
+  /** How long the first attempt waits for the baseline before calling the model (default 30 s after its test command starts). */
+  baselineHeadStartMs?: number;
 }
 
 export interface FixResult {

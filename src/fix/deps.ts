@@ -1,6 +1,22 @@
 /** The real dependencies of `fix`: a sandbox provider (by backend name) and the catalog's image recipe. */
-import type { SandboxProvider } from '../sandbox/registry.js';
+import type { LoadedCatalog } from '../catalog/load.js';
+import type { RepoImageRequest, SandboxProvider } from '../sandbox/registry.js';
 import type { FixDeps, ImageRequest, SandboxImage } from './context.js';
+
+/** How a catalog's `sandbox` section asks for its image: prebuilt, or recipe, base and build options. */
+export function catalogImageOptions(
+  catalog: Pick<LoadedCatalog, 'catalog' | 'dir'>,
+): Omit<RepoImageRequest, 'repoDir' | 'rebuild'> {
+  const sandbox = catalog.catalog.sandbox;
+  return {
+    ...(sandbox.image ? { prebuilt: sandbox.image } : {}),
+    ...(sandbox.dockerfile ? { dockerfile: sandbox.dockerfile, dockerfileRoot: catalog.dir } : {}),
+    ...(sandbox.baseImage ? { baseImage: sandbox.baseImage } : {}),
+    ...(sandbox.buildArgs ? { buildArgs: sandbox.buildArgs } : {}),
+    buildNetwork: sandbox.build?.network === true,
+    ...(sandbox.build?.exclude.length ? { excludes: sandbox.build.exclude } : {}),
+  };
+}
 
 export function fixDeps(provider: SandboxProvider, extra: Partial<FixDeps> = {}): FixDeps {
   return {
@@ -8,17 +24,9 @@ export function fixDeps(provider: SandboxProvider, extra: Partial<FixDeps> = {})
     ping: () => provider.preflight(),
     ...(provider.runtime ? { runtime: (asked?: string) => provider.runtime!(asked) } : {}),
     image: async (request: ImageRequest): Promise<SandboxImage> => {
-      const sandbox = request.catalog.catalog.sandbox;
       const image = await provider.repoImage({
         repoDir: request.repoDir,
-        ...(sandbox.image ? { prebuilt: sandbox.image } : {}),
-        ...(sandbox.dockerfile
-          ? { dockerfile: sandbox.dockerfile, dockerfileRoot: request.catalog.dir }
-          : {}),
-        ...(sandbox.baseImage ? { baseImage: sandbox.baseImage } : {}),
-        ...(sandbox.buildArgs ? { buildArgs: sandbox.buildArgs } : {}),
-        buildNetwork: sandbox.build?.network === true,
-        ...(sandbox.build?.exclude.length ? { excludes: sandbox.build.exclude } : {}),
+        ...catalogImageOptions(request.catalog),
         rebuild: request.rebuild,
         logFile: request.logFile,
         onProgress: request.onProgress,
@@ -30,6 +38,8 @@ export function fixDeps(provider: SandboxProvider, extra: Partial<FixDeps> = {})
         reused: image.reused,
         buildNetwork: image.buildNetwork,
         hostFiles: image.hostFiles,
+        ...(image.baseImage ? { baseImage: image.baseImage } : {}),
+        ...(image.sizeBytes !== undefined ? { sizeBytes: image.sizeBytes } : {}),
       };
     },
     ...extra,

@@ -24,13 +24,20 @@ import { testLayers } from '../catalog/schema.js';
 import { createAllowlist, literalGlob } from '../changes/allowlist.js';
 import { createChangeIgnore, gitExcludes, ignoreSettings, pristineGitignores } from '../changes/ignore.js';
 import { changeSetPatch } from '../changes/patch.js';
-import { HarnessError, Interrupted, RunTimeout, SandboxUnavailable, errorMessage } from '../errors.js';
+import {
+  HarnessError,
+  Interrupted,
+  RunTimeout,
+  SandboxUnavailable,
+  TestCommandBroken,
+  errorMessage,
+} from '../errors.js';
 import { contextWindowTokens } from '../llm/registry.js';
 import type { RunOutcome } from '../outcomes.js';
 import { RunDir, runsDirFor, type RunRecord } from '../runs/record.js';
 import { harnessVersion } from '../version.js';
 import { runAttempt, type AttemptPlan, type AttemptResult } from './attempt.js';
-import { runBaseline, type BaselineResult } from './baseline.js';
+import { runBaseline, testCommandError, type BaselineResult } from './baseline.js';
 import type { Ending, FixDeps, FixOptions, FixResult, Prepared, Run, SandboxImage } from './context.js';
 import { applyVerified } from './apply.js';
 import { heldOutPaths, pristineFromHost, readAgentsMd } from './repo.js';
@@ -340,8 +347,24 @@ async function planAttempts(run: Run, image: SandboxImage): Promise<AttemptPlan>
 }
 
 /**
+ * How long the first attempt's agent waits for the baseline's test command, counted from the
+ * moment that command starts, before its first model call. A broken test command (no such
+ * script, runner not installed, no tests) fails within seconds of starting: waiting that long
+ * means such a run ends before a single token is spent, while the attempt's sandbox still
+ * starts beside the baseline's. A slower test suite is not waited for. Counting from the
+ * command's start keeps a slow sandbox start (a loaded engine) out of the head start; 30 s
+ * leaves room for a loaded machine (seen here: \`npm test\` without a package.json took over
+ * 10 s to fail at a load average of 30 on 2 cores).
+ */
+export const BASELINE_HEAD_START_MS = 30_000;
+/** The longest the agent ever waits, whatever the baseline is doing (another trial measuring it). */
+const BASELINE_WAIT_CAP_MS = 60_000;
+
+/**
  * Step 5: the baseline runs while the first attempt starts (it takes as long as the tests);
  * when it shows the tests already pass, the attempt is stopped and the run has nothing to fix.
+ * When it shows the test command itself did not run the tests, the run stops with a
+ * configuration error: no attempt could ever be verified.
  */
 async function attemptsWithBaseline(
   run: Run,
@@ -350,8 +373,22 @@ async function attemptsWithBaseline(
 ): Promise<AttemptResult | 'nothing-to-fix'> {
   const force = run.options.force;
   const gate = new AbortController();
-  const baseline: Promise<BaselineResult> = runBaseline(run, image, plan.layers).then(
+  const headStart = run.options.baselineHeadStartMs ?? BASELINE_HEAD_START_MS;
+  const timers: NodeJS.Timeout[] = [];
+  let letAgentGo: () => void = () => undefined;
+  const baselineOrHeadStart = new Promise<void>((resolve) => {
+    letAgentGo = resolve;
+    timers.push(setTimeout(resolve, Math.max(headStart, BASELINE_WAIT_CAP_MS)));
+  });
+  void baselineOrHeadStart.then(() => timers.forEach(clearTimeout));
+  const onCommandStart = () => timers.push(setTimeout(letAgentGo, headStart));
+  const baseline: Promise<BaselineResult> = runBaseline(run, image, plan.layers, onCommandStart).then(
     (result) => {
+      if (result.broken) {
+        const error = testCommandError(result.broken, run.catalog.file, plan.layers.length);
+        gate.abort(error);
+        throw error;
+      }
       if (result.passed && !force) gate.abort(new BaselinePasses());
       return result;
     },
@@ -363,6 +400,7 @@ async function attemptsWithBaseline(
     },
   );
   baseline.catch(() => undefined);
+  void baseline.then(letAgentGo, letAgentGo);
   // A continued run starts from the earlier run's feedback, and numbers its attempts on.
   let feedback: string | undefined = run.continuation ? continuationFeedback(run.continuation) : undefined;
   let last: AttemptResult | undefined;
@@ -370,8 +408,15 @@ async function attemptsWithBaseline(
   for (let n = first; n < first + plan.maxAttempts; n++) {
     const signal = n === first ? AbortSignal.any([run.signal, gate.signal]) : run.signal;
     try {
-      last = await runAttempt(run, plan, n, feedback, signal);
+      last = await runAttempt(run, plan, n, feedback, signal, n === 1 ? baselineOrHeadStart : undefined);
     } catch (error) {
+      if (error instanceof TestCommandBroken) {
+        // Stopped before its first model call, it spent nothing: it was never an attempt.
+        const attempt = run.record.attempts[n - 1];
+        if (attempt && attempt.turns === 0) run.record.attempts.pop();
+        else if (attempt) attempt.message = 'stopped: the test command itself failed to run';
+        throw error;
+      }
       if (error instanceof BaselinePasses) {
         const attempt = run.record.attempts.find((a) => a.n === n);
         if (attempt) attempt.message = 'stopped: the tests already pass without a change';

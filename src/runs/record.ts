@@ -189,6 +189,10 @@ export const runRecordSchema = z.object({
       durationMs: z.number().nonnegative(),
       /** Set when an eval reused the baseline of an earlier trial with the same image and catalog. */
       reusedFrom: z.string().optional(),
+      /** Set when the test command itself did not run the tests (see `fix/test-command.ts`). */
+      brokenCommand: z
+        .object({ layer: z.string(), command: z.string(), kind: z.string(), reason: z.string() })
+        .optional(),
     })
     .optional(),
   attempts: z.array(attemptRecordSchema),

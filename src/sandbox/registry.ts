@@ -46,6 +46,10 @@ export interface RepoImageResult {
   buildNetwork: boolean;
   /** The host repo files the image was built from. */
   hostFiles: ReadonlyMap<string, HostFileState>;
+  /** The base image it was built on, as the recipe resolved it (absent for a prebuilt image). */
+  baseImage?: string;
+  /** The image's size as the engine reports it. */
+  sizeBytes?: number;
 }
 
 export interface SandboxProvider {

@@ -22,7 +22,8 @@
  *                 | "sandbox-container" | "disk-budget" | "disk" | "base-images" | "offline-bootstrap",
  *           "ok": boolean,
  *           "detail": string,   // what was found, one line
- *           "fix"?: string,     // only when ok is false: the command that fixes it
+ *           "fix"?: string,     // when ok is false: the command that fixes it; with warning: how to get what is missing
+ *           "warning"?: true,   // ok, but something optional is missing (shown with "!", not "✓")
  *           "fatal"?: true      // this problem alone makes sandboxes impossible
  *         }
  *       ],
@@ -90,9 +91,10 @@ export async function doctor(): Promise<DoctorResult> {
 export function formatDoctor(result: DoctorResult): string {
   const lines = [`Docker engine at ${result.endpoint}`, ...formatChecks(result.checks, '  ')];
   const problems = result.checks.filter((c) => !c.ok).length;
+  const notes = result.checks.filter((c) => c.ok && c.warning).length;
   lines.push(
     result.ok
-      ? 'all checks passed'
+      ? `all checks passed${notes > 0 ? ` (${notes} with a note: ! marks something optional that is missing)` : ''}`
       : result.usable
         ? `${problems} problem(s); sandboxes can still run`
         : `${problems} problem(s); the engine cannot run sandboxes until they are fixed`,
@@ -160,12 +162,18 @@ export async function doctorFleet(
   return { ok, usable, exitCode: doctorExitCode({ ok, usable }), engines };
 }
 
+/** `✓` passed, `✗` a problem, `!` passed but something optional is missing (never a check mark for that). */
+export function checkMark(check: Pick<DoctorCheck, 'ok' | 'warning'>): string {
+  return !check.ok ? '✗' : check.warning ? '!' : '✓';
+}
+
 function formatChecks(checks: DoctorCheck[], indent: string): string[] {
   const width = Math.max(...checks.map((c) => c.name.length));
   const lines: string[] = [];
   for (const check of checks) {
-    lines.push(`${indent}${check.ok ? '✓' : '✗'} ${check.name.padEnd(width)}  ${check.detail}`);
+    lines.push(`${indent}${checkMark(check)} ${check.name.padEnd(width)}  ${check.detail}`);
     if (!check.ok && check.fix) lines.push(`${indent}  ${' '.repeat(width)}  fix: ${check.fix}`);
+    else if (check.warning && check.fix) lines.push(`${indent}  ${' '.repeat(width)}  hint: ${check.fix}`);
   }
   return lines;
 }

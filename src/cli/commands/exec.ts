@@ -1,5 +1,14 @@
 import { resolve } from 'node:path';
+import {
+  catalogSandboxEnv,
+  catalogSandboxFile,
+  loadCatalog,
+  resourcesFromCatalog,
+  type LoadedCatalog,
+} from '../../catalog/load.js';
+import { catalogImageOptions } from '../../fix/deps.js';
 import { sandboxProvider } from '../../sandbox/registry.js';
+import type { SandboxSpec } from '../../sandbox/types.js';
 import { terminalProgress } from '../progress-line.js';
 import { printJson, type CliContext } from '../context.js';
 import { terminalSafe } from '../terminal.js';
@@ -9,6 +18,10 @@ import { shellJoin } from '../../sandbox/shell.js';
 export interface ExecCommandOptions {
   repo?: string;
   image?: string;
+  /** Build the sandbox the way this catalog's runs do: its recipe, base, build options, env and limits. */
+  catalog?: string;
+  /** Build on this base image (the BASE_IMAGE build argument), as the catalog's `sandbox.baseImage` would. */
+  baseImage?: string;
   rebuild?: boolean;
   timeout?: string;
   json?: boolean;
@@ -27,21 +40,40 @@ export async function execCommand(
   if (!Number.isFinite(timeoutSec) || timeoutSec <= 0) {
     throw new UsageError(`--timeout: expected a number of seconds, got "${options.timeout}"`);
   }
+  if (options.image && (options.baseImage || options.catalog)) {
+    throw new UsageError(
+      `--image runs an existing image as it is; ${options.baseImage ? '--base-image' : '--catalog'} only applies when the sandbox image is built`,
+    );
+  }
+  const catalog = options.catalog
+    ? await loadCatalog(resolve(ctx.cwd, options.catalog), { cwd: ctx.cwd })
+    : undefined;
+  if (options.baseImage && catalog?.catalog.sandbox.image) {
+    throw new UsageError(
+      `--base-image: the catalog ${catalog.file} runs the prebuilt image ${catalog.catalog.sandbox.image} (sandbox.image); there is nothing to build on another base`,
+    );
+  }
   const progress = options.json ? undefined : terminalProgress(ctx.stderr, ctx.isTTY);
   const provider = await sandboxProvider();
   // A runtime the engine lacks is refused before an image is built.
   const runtime = await provider.runtime?.(options.runtime);
   let image = options.image;
+  let baseImage: string | undefined;
   if (!image) {
-    const repoDir = resolve(ctx.cwd, options.repo ?? '.');
+    const repoDir = options.repo ? resolve(ctx.cwd, options.repo) : (catalog?.repoDir ?? resolve(ctx.cwd));
     progress?.phase('image', `sandbox image for ${repoDir}`);
     const built = await provider.repoImage({
       repoDir,
+      ...(catalog ? catalogImageOptions(catalog) : {}),
+      ...(options.baseImage ? { baseImage: options.baseImage } : {}),
       rebuild: options.rebuild ?? false,
       onProgress: (l) => progress?.detail(l.slice(0, 120)),
       signal: ctx.signal,
     });
-    progress?.end(`${built.tag}${built.reused ? ' (cached)' : ' (built)'}`);
+    baseImage = built.baseImage;
+    progress?.end(
+      `${built.tag}${built.reused ? ' (cached)' : ' (built)'}${built.baseImage ? ` on ${built.baseImage}` : ''}`,
+    );
     image = built.tag;
   }
   progress?.phase('validate', `running in a sandbox: ${command.join(' ')}`);
@@ -49,6 +81,7 @@ export async function execCommand(
     image,
     role: 'exec',
     ...(options.runtime ? { runtime: options.runtime } : {}),
+    ...(catalog ? catalogSpec(catalog) : {}),
   });
   try {
     // One argument is a shell command line; several are argv words, quoted for the shell.
@@ -61,7 +94,14 @@ export async function execCommand(
       `exit ${result.exitCode}${result.timedOut ? ' (timed out)' : ''} in ${result.durationMs} ms`,
     );
     if (options.json) {
-      printJson(ctx, { image, container: sandbox.id, ...(runtime ? { runtime } : {}), ...result });
+      printJson(ctx, {
+        image,
+        ...(baseImage ? { baseImage } : {}),
+        ...(catalog ? { catalog: catalog.file } : {}),
+        container: sandbox.id,
+        ...(runtime ? { runtime } : {}),
+        ...result,
+      });
     } else {
       if (result.stdout) ctx.stdout.write(terminalSafe(result.stdout));
       if (result.stderr) ctx.stderr.write(terminalSafe(result.stderr));
@@ -70,4 +110,13 @@ export async function execCommand(
   } finally {
     await sandbox.dispose();
   }
+}
+
+/** What a run's sandboxes get from the catalog: its env, its limits, the catalog itself read-only. */
+function catalogSpec(catalog: LoadedCatalog): Pick<SandboxSpec, 'env' | 'resources' | 'files'> {
+  return {
+    env: { ...catalog.catalog.sandbox.env, ...catalogSandboxEnv() },
+    resources: resourcesFromCatalog(catalog.catalog),
+    files: [catalogSandboxFile(catalog)],
+  };
 }

@@ -229,7 +229,7 @@ export async function inspectCommand(
     `  model     ${record.provider.name} ${record.provider.model}${record.checker ? `; checker ${record.checker.name} ${record.checker.model}` : ''}`,
     `  image     ${record.image ? `${record.image.tag} ${record.image.id.slice(7, 19)}${record.image.buildNetwork ? ' (built with network)' : ''}` : '-'}`,
     ...(record.engine && record.engine !== 'local' ? [`  engine    ${record.engine}`] : []),
-    `  baseline  ${record.baseline ? `${record.baseline.failing ? 'tests fail' : 'tests pass'}${record.baseline.reusedFrom ? ` (reused from ${record.baseline.reusedFrom})` : ''}` : '-'}`,
+    `  baseline  ${record.baseline ? `${record.baseline.brokenCommand ? `the test command did not run the tests: ${record.baseline.brokenCommand.reason}` : record.baseline.failing ? 'tests fail' : 'tests pass'}${record.baseline.reusedFrom ? ` (reused from ${record.baseline.reusedFrom})` : ''}` : '-'}`,
     `  outcome   ${record.outcome}${record.message ? ` — ${record.message}` : ''}`,
     `  duration  ${record.durationMs === undefined ? '-' : formatDuration(record.durationMs)}, ${record.turns} turns, ${record.tokens.input}+${record.tokens.output} tokens`,
     '',

@@ -139,3 +139,58 @@ export function daemonFetches(
   }
   return fetches;
 }
+
+/**
+ * The default a Dockerfile gives a build argument before its first `FROM`
+ * (`ARG BASE_IMAGE=sandbox-harness/base-python:3`), with its line; undefined when it declares
+ * none or gives no default.
+ */
+export function argDefault(dockerfile: string, name: string): { value: string; line: number } | undefined {
+  for (const { line, keyword, args } of instructions(dockerfile)) {
+    if (keyword === 'FROM') return undefined;
+    if (keyword !== 'ARG') continue;
+    for (const declaration of words(args)) {
+      const [key, ...rest] = declaration.split('=');
+      if (key !== name || rest.length === 0) continue;
+      const value = rest.join('=').replace(/^(["'])(.*)\1$/, '$2');
+      return value === '' ? undefined : { value, line };
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The image the final stage builds on, as the daemon would resolve it with these build
+ * arguments: through `AS` stage names to the image at the root. Undefined when a reference
+ * uses an argument with no value, or the final stage is `scratch`.
+ */
+export function finalBaseImage(
+  dockerfile: string,
+  buildArgs: Readonly<Record<string, string>> = {},
+): string | undefined {
+  const vars = new Map<string, string>();
+  const stages = new Map<string, string | undefined>();
+  let seenFrom = false;
+  let last: string | undefined;
+  for (const { keyword, args } of instructions(dockerfile)) {
+    if (keyword === 'ARG' && !seenFrom) {
+      for (const declaration of words(args)) {
+        const [name, ...rest] = declaration.split('=');
+        if (!name) continue;
+        const value =
+          buildArgs[name] ?? (rest.length ? rest.join('=').replace(/^(["'])(.*)\1$/, '$2') : undefined);
+        if (value !== undefined) vars.set(name, value);
+      }
+    } else if (keyword === 'FROM') {
+      seenFrom = true;
+      const parts = words(args).filter((w) => !w.startsWith('--'));
+      const raw = parts[0] ? substitute(parts[0], vars) : undefined;
+      const ref = raw === undefined || raw === '' ? undefined : raw;
+      const resolved =
+        ref !== undefined && stages.has(ref.toLowerCase()) ? stages.get(ref.toLowerCase()) : ref;
+      last = resolved !== undefined && resolved.toLowerCase() === 'scratch' ? undefined : resolved;
+      if (parts[1]?.toUpperCase() === 'AS' && parts[2]) stages.set(parts[2].toLowerCase(), last);
+    }
+  }
+  return last;
+}

@@ -24,8 +24,13 @@ export interface DoctorCheck {
   ok: boolean;
   /** What was found, one line. */
   detail: string;
-  /** The command (or step) that fixes it; only when `ok` is false. */
+  /** The command (or step) that fixes it: when `ok` is false, or with `warning` how to get what is missing. */
   fix?: string;
+  /**
+   * Passed, but something optional is missing (the Python base image, the offline
+   * bootstrap's tool while a base exists): shown with `!`, never with a check mark.
+   */
+  warning?: true;
   /** True when this problem alone makes sandboxes impossible. */
   fatal?: boolean;
 }
@@ -305,7 +310,13 @@ function diskCheck(facts: EngineFacts): DoctorCheck {
     : '';
   const root = facts.dockerRootDir || 'the data root';
   if (facts.freeBytes === undefined || facts.totalBytes === undefined) {
-    return { name: 'disk', ok: true, detail: `free space under ${root} unknown (no container ran)${stored}` };
+    return {
+      name: 'disk',
+      ok: true,
+      warning: true,
+      detail: `free space under ${root} unknown (no container ran)${stored}`,
+      fix: 'make a base image (see base-images), then run doctor again to measure it',
+    };
   }
   const low = facts.freeBytes < LOW_DISK_BYTES;
   return {
@@ -443,13 +454,24 @@ export async function runDoctor(options: DoctorOptions = {}): Promise<DoctorRepo
   checks.push(diskCheck(facts));
 
   const describe = (b: (typeof bases)[number]) =>
-    b.present ? `${b.kind}: ${b.tag} (${b.origin ?? 'present'})` : `${b.kind}: missing`;
+    b.present
+      ? `${b.kind}: ${b.tag} (${b.origin ?? 'present'})`
+      : `${b.kind}: not built${b.tag === DEFAULT_BASE_IMAGE ? '' : ' (optional)'}`;
+  // Only the default base is needed; the others are for projects that choose them.
+  const optionalMissing = bases.filter((b) => !b.present && b.tag !== DEFAULT_BASE_IMAGE);
   checks.push({
     name: 'base-images',
     ok: defaultBase?.present === true,
     detail: bases.map(describe).join('; '),
     ...(defaultBase?.present
-      ? {}
+      ? optionalMissing.length > 0
+        ? {
+            warning: true as const,
+            fix: `only needed for projects on that base (sandbox.baseImage: ${optionalMissing.map((b) => b.tag).join(', ')}): ${optionalMissing
+              .map((b) => (fleet ? fleet.prepareHint : `sandbox-harness images ensure ${b.kind}`))
+              .join('; ')}`,
+          }
+        : {}
       : {
           fix:
             fleet?.prepareHint ??
@@ -469,6 +491,7 @@ export async function runDoctor(options: DoctorOptions = {}): Promise<DoctorRepo
       : 'mmdebstrap not installed: base images can only come from a registry',
     ...(mmdebstrap === undefined
       ? {
+          ...(needed ? {} : { warning: true as const }),
           fix: (await isDebianRoot())
             ? 'apt-get install -y mmdebstrap'
             : 'sudo apt-get install -y mmdebstrap',

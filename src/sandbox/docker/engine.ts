@@ -156,6 +156,8 @@ export interface ImageDetails {
   env: string[];
   /** Folders the image declares as volumes (they would escape the writable layer and its budget). */
   volumes: string[];
+  /** Bytes, as the engine reports the image's size. */
+  sizeBytes?: number;
 }
 
 export interface RawChange {
@@ -714,6 +716,7 @@ export class DockerEngine {
         user: image.Config?.User ?? '',
         env: image.Config?.Env ?? [],
         volumes: Object.keys((image.Config?.Volumes as Record<string, unknown> | null | undefined) ?? {}),
+        ...(typeof image.Size === 'number' ? { sizeBytes: image.Size } : {}),
       };
     } catch (error) {
       if (statusOf(error) === 404) return undefined;

@@ -5,13 +5,14 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { lstat } from 'node:fs/promises';
-import { basename, dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { HarnessError, BuildRefused, ImageError, Interrupted, SandboxUnavailable } from '../../errors.js';
 import { bootstrapRootfs, LogFile, logsDir, timestampForFile } from './bootstrap.js';
 import { withFileLock } from './build-lock.js';
 import { scanBuildContext, type BuildContext, type ContextSnapshot } from './build-context.js';
-import { daemonFetches } from './dockerfile.js';
+import { argDefault, daemonFetches, finalBaseImage } from './dockerfile.js';
+import { readRepoFile } from '../../repo-files.js';
 import { dockerEngine, statusOf, type DockerEngine } from './engine.js';
 import { LABEL } from './labels.js';
 
@@ -136,6 +137,8 @@ interface RunBuildOptions {
   networkMode?: 'none';
   /** Added to the hint of a failed build (what else could be wrong). */
   failureNote?: string;
+  /** The base image the build starts from, named in every failure ("pip: not found" on which base?). */
+  baseImage?: string;
   signal?: AbortSignal;
 }
 
@@ -189,15 +192,20 @@ async function runBuild(
       .slice(-20);
     throw new ImageError(
       [
-        `building ${options.tag} failed at ${tracker.step ? shorten(tracker.step) : 'the start (before the first step)'}`,
+        `building ${options.tag}${options.baseImage ? ` on ${options.baseImage}` : ''} failed at ${tracker.step ? shorten(tracker.step) : 'the start (before the first step)'}`,
         `  ${reason}`,
         ...(last.length ? ['last output lines:', ...last.map((l) => `  | ${shorten(l, 300)}`)] : []),
         `full log: ${options.log.path}`,
       ].join('\n'),
       {
-        hint: `Fix ${options.recipe} (or what that step needs), then run again; the full build log is ${options.log.path}.${options.failureNote ? ` ${options.failureNote}` : ''}`,
+        hint: `Fix ${options.recipe} (or what that step needs), then run again; the full build log is ${options.log.path}.${options.baseImage && options.labels[LABEL.kind] === 'repo' ? ` The build ran on ${options.baseImage}: if the step needs another toolchain, choose the base with sandbox.baseImage in the catalog (or the recipe's ARG BASE_IMAGE default).` : ''}${options.failureNote ? ` ${options.failureNote}` : ''}`,
         cause: error,
-        details: { step: tracker.step, lastLines: last, logFile: options.log.path },
+        details: {
+          step: tracker.step,
+          lastLines: last,
+          logFile: options.log.path,
+          ...(options.baseImage ? { baseImage: options.baseImage } : {}),
+        },
       },
     );
   }
@@ -445,6 +453,7 @@ async function buildRecipe(
     onLine: (line) => say(line),
     log,
     recipe: `${spec.recipe}/Dockerfile`,
+    baseImage: from,
   });
 }
 
@@ -545,14 +554,21 @@ export async function buildRepoImage(options: BuildRepoImageOptions): Promise<Re
   const dockerfile = await resolveDockerfile(repoDir, options.dockerfile, options.dockerfileRoot);
   const ours = dockerfile === defaultRecipe();
   const network = options.network === true;
-  const baseImage = options.baseImage ?? DEFAULT_BASE_IMAGE;
-  const baseId = await ensureBase(engine, baseImage, options.onProgress);
+  const dockerfileRoot = ours ? packageRoot() : resolve(options.dockerfileRoot ?? repoDir);
+  // A repo's own recipe may name its base (`ARG BASE_IMAGE=...`): that default holds unless
+  // the catalog chose one (sandbox.baseImage), rather than being replaced by the Node base.
+  const declared =
+    options.baseImage === undefined && !ours ? await declaredBase(dockerfileRoot, dockerfile) : undefined;
+  const baseImage = options.baseImage ?? declared?.value ?? DEFAULT_BASE_IMAGE;
+  const baseId = declared
+    ? await ensureDeclaredBase(engine, declared, dockerfile, network, options.onProgress)
+    : await ensureBase(engine, baseImage, options.onProgress);
   // Only the catalog's arguments and the base: nothing of the host environment.
   const buildArgs = { BASE_IMAGE: baseImage, ...options.buildArgs };
   const context = await scanBuildContext({
     contextDir: repoDir,
     dockerfile,
-    dockerfileRoot: ours ? packageRoot() : resolve(options.dockerfileRoot ?? repoDir),
+    dockerfileRoot,
     buildArgs,
     extraExcludes: options.extraExcludes,
     hashInputs: {
@@ -568,6 +584,8 @@ export async function buildRepoImage(options: BuildRepoImageOptions): Promise<Re
     else await assertNothingToFetch(engine, dockerfile, context, buildArgs);
   }
   const tag = repoImageTag(repoDir, context.contentHash);
+  // The base the final stage really starts from (a recipe may ignore BASE_IMAGE altogether).
+  const usedBase = finalBaseImage(context.dockerfileBytes.toString('utf8'), buildArgs) ?? baseImage;
   const key = `${engine.where ?? ''}|${tag}|${options.rebuild === true}`;
   let pending = pendingRepo.get(key);
   if (!pending) {
@@ -575,7 +593,7 @@ export async function buildRepoImage(options: BuildRepoImageOptions): Promise<Re
       ...options,
       repoDir,
       dockerfile,
-      baseImage,
+      baseImage: usedBase,
       buildArgs,
       tag,
       network,
@@ -634,6 +652,7 @@ async function buildOrReuse(
       onLine: options.onProgress,
       log,
       recipe: options.dockerfile,
+      baseImage: options.baseImage,
       ...(options.network
         ? {}
         : {
@@ -706,6 +725,44 @@ async function assertNothingToFetch(
       );
     }
   }
+}
+
+/** The `ARG BASE_IMAGE=<default>` of a recipe, read without following a link out of its folder. */
+async function declaredBase(
+  root: string,
+  dockerfile: string,
+): Promise<{ value: string; line: number } | undefined> {
+  const text = await readRepoFile(root, relative(root, dockerfile), 'Dockerfile', {
+    rootName: 'its folder',
+    error: (message, hint) => new BuildRefused(message, { hint }),
+  });
+  return argDefault(text.toString('utf8'), 'BASE_IMAGE');
+}
+
+/**
+ * The base a repo's recipe declares. Ours are made as usual; any other must be on the engine,
+ * or be pulled when the catalog lets builds use the network: a repo does not get to make the
+ * daemon download an image the catalog never named.
+ */
+async function ensureDeclaredBase(
+  engine: DockerEngine,
+  declared: { value: string; line: number },
+  dockerfile: string,
+  network: boolean,
+  onLine?: (line: string) => void,
+): Promise<string> {
+  const ref = declared.value;
+  const ours = Object.values(BASE_IMAGES).some((b) => b.tag === ref);
+  if (ours || network) return ensureBase(engine, ref, onLine);
+  const existing = await engine.inspectImage(ref);
+  if (existing) return existing.id;
+  throw new BuildRefused(
+    `${dockerfile}:${declared.line}: the recipe's base image ${ref} (its ARG BASE_IMAGE default) is not on this engine${engine.where ? ` (${engine.where})` : ''}, and image builds have no network to pull it`,
+    {
+      hint: `Make ${ref} available first (\`docker pull ${ref}\`, or \`sandbox-harness images ensure node|python\` for the harness's own bases), set sandbox.baseImage in the catalog to an image that is here, or let builds use the network with \`sandbox.build: { network: true }\`.`,
+      details: { baseImage: ref },
+    },
+  );
 }
 
 /** Makes sure the base image exists (bootstrapping ours when needed); returns its id. */

@@ -59,6 +59,7 @@ async function repoImage(engine: DockerEngine, request: RepoImageRequest): Promi
       reused: true,
       buildNetwork: false,
       hostFiles: context.snapshot,
+      ...(details.sizeBytes !== undefined ? { sizeBytes: details.sizeBytes } : {}),
     };
   }
   const built = await buildRepoImage({
@@ -75,12 +76,15 @@ async function repoImage(engine: DockerEngine, request: RepoImageRequest): Promi
     ...(request.signal ? { signal: request.signal } : {}),
     engine,
   });
+  const details = await engine.inspectImage(built.tag).catch(() => undefined);
   return {
     tag: built.tag,
     imageId: built.imageId,
     reused: built.reused,
     buildNetwork: built.network,
     hostFiles: built.snapshot,
+    baseImage: built.baseImage,
+    ...(details?.sizeBytes !== undefined ? { sizeBytes: details.sizeBytes } : {}),
   };
 }
 

@@ -275,10 +275,90 @@ describe('runFix with fakes', () => {
       if (command === 'never-answered') return new Promise(() => undefined);
       return slowPassingBaseline(command, options, sandbox);
     };
-    const result = await runFix(h.options(), h.deps(scripted(turns), handler));
+    // The baseline outlasts the first attempt's head start (no wait here): the agent works beside it.
+    const result = await runFix(h.options({ baselineHeadStartMs: 0 }), h.deps(scripted(turns), handler));
     expect(result.outcome).toBe('nothing-to-fix');
     expect(result.record.attempts.map((a) => a.verdict)).toEqual(['interrupted']);
     expect(result.record.attempts[0]?.message).toMatch(/already pass/);
+  });
+
+  it('a test command that cannot run (no such npm script) ends the run as a configuration error before any model call', async () => {
+    const h = await harness();
+    await h.catalog((yaml) => yaml.replace('testCommand: npm test', 'testCommand: npm run tset'));
+    const missingScript: ExecHandler = (command) =>
+      command === 'npm run tset'
+        ? {
+            exitCode: 1,
+            stderr:
+              'npm ERR! Missing script: "tset"\nnpm ERR! \nnpm ERR! Did you mean this?\nnpm ERR!     npm set # Set a value in the npm configuration\n',
+          }
+        : { exitCode: 0 };
+    const model = scripted(fixingTurns);
+    const result = await runFix(h.options(), h.deps(model, missingScript));
+    expect(result.outcome).toBe('error');
+    expect(exitCode(result)).toBe(2);
+    expect(result.record.message).toMatch(
+      /^the test command itself failed to run: package.json has no "tset" script/,
+    );
+    expect(result.error?.code).toBe('TEST_COMMAND_BROKEN');
+    expect(result.error?.hint).toContain('sandbox-harness check');
+    // No attempt was spent: the model was never called, and no attempt is on the record.
+    expect(model.position).toBe(0);
+    expect(result.record.attempts).toEqual([]);
+    expect(result.record.turns).toBe(0);
+    expect(result.record.baseline?.brokenCommand).toMatchObject({
+      kind: 'missing-script',
+      command: 'npm run tset',
+    });
+    expect(h.created.some((c) => (c.spec.role ?? '').startsWith('verify'))).toBe(false);
+    // --force does not paper over it either.
+    const forced = await runFix(h.options({ force: true }), h.deps(scripted(fixingTurns), missingScript));
+    expect(forced.outcome).toBe('error');
+  });
+
+  it('a test command that finds no tests (exit 0) is broken too, not nothing-to-fix', async () => {
+    const h = await harness();
+    const zeroTests: ExecHandler = (command) =>
+      command === 'npm test'
+        ? {
+            exitCode: 0,
+            stdout:
+              '> test\n> node --test\n\nTAP version 13\n1..0\n# tests 0\n# suites 0\n# pass 0\n# fail 0\n',
+          }
+        : { exitCode: 0 };
+    const model = scripted(fixingTurns);
+    const result = await runFix(h.options(), h.deps(model, zeroTests));
+    expect(result.outcome).toBe('error');
+    expect(result.record.message).toContain('node --test ran 0 tests');
+    expect(model.position).toBe(0);
+  });
+
+  it('a genuinely failing test (the ticket) still goes on to the attempts', async () => {
+    const h = await harness();
+    const model = scripted(fixingTurns);
+    const result = await runFix(h.options(), h.deps(model, npmTest));
+    expect(result.outcome).toBe('ready-for-review');
+    expect(result.record.baseline).toMatchObject({ failing: true });
+    expect(result.record.baseline?.brokenCommand).toBeUndefined();
+    expect(model.position).toBeGreaterThan(0);
+  });
+
+  it('within an eval, every trial of a broken test command ends in error from the one shared baseline', async () => {
+    const h = await harness();
+    await h.catalog((yaml) => yaml.replace('testCommand: npm test', 'testCommand: npm run tset'));
+    const baselines = memoryBaselineCache();
+    const missingScript: ExecHandler = (command) =>
+      command === 'npm run tset'
+        ? { exitCode: 1, stderr: 'npm error Missing script: "tset"\n' }
+        : { exitCode: 0 };
+    const deps = (p: ModelProvider) => ({ ...h.deps(p, missingScript), baselines });
+    const first = await runFix(h.options({ apply: false }), deps(scripted(fixingTurns)));
+    const secondModel = scripted(fixingTurns);
+    const second = await runFix(h.options({ apply: false }), deps(secondModel));
+    expect([first.outcome, second.outcome]).toEqual(['error', 'error']);
+    expect(second.record.baseline?.reusedFrom).toBe(first.runId);
+    expect(second.record.message).toMatch(/^the test command itself failed to run/);
+    expect(secondModel.position).toBe(0);
   });
 
   it('within an eval, a baseline is measured once and reused, and the record says so', async () => {
@@ -469,9 +549,10 @@ describe('runFix with fakes', () => {
 
   it('an engine that stops answering ends the run as infrastructure (exit 3)', async () => {
     const h = await harness();
-    const gone: ExecHandler = (command) => {
+    // The tests fail before any change (a ticket to fix), so the run gets as far as the crash.
+    const gone: ExecHandler = (command, options, sandbox) => {
       if (command === 'crash') throw new SandboxUnavailable('cannot reach the Docker daemon');
-      return { exitCode: 0 };
+      return npmTest(command, options, sandbox);
     };
     const turns: Turn[] = [{ content: [toolUse('c', 'run_command', { command: 'crash' })] }];
     const result = await runFix(h.options(), h.deps(scripted(turns), gone));
