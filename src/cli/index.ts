@@ -21,6 +21,7 @@ Exit codes:
   1    the task did not succeed (fix: failed, rejected, not-approved, timeout; tests failing; a regression)
   2    bad usage or an invalid catalog, suite, ticket or cassette (an eval with a trial in error)
   3    infrastructure: Docker engine or model API unavailable (an eval with an unscored trial)
+  4    fix, apply: a verified fix not written to the repo (not-applied: a file it touches changed)
   70   a fault of sandbox-harness itself (please report it)
   130  interrupted (Ctrl-C)`;
 
@@ -108,7 +109,7 @@ export function buildProgram(exitNow: (code: number) => void): Program {
       'after',
       `
 Outcomes: ready-for-review (exit 0), nothing-to-fix (0), failed, rejected, not-approved, timeout (1),
-error (2; 70 for a fault of the harness), infrastructure (3), interrupted (130).
+error (2; 70 for a fault of the harness), infrastructure (3), not-applied (4), interrupted (130).
 The harness never commits, pushes or deploys. Example:
   sandbox-harness fix OPS-412 --catalog examples/shipping-service/shipping-service.yaml \\
     --cassette examples/shipping-service/cassettes/OPS-412.json`,

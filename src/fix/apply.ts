@@ -41,7 +41,7 @@ export async function applyVerified(run: Run, image: SandboxImage, changeSet: Ch
     record.applyError = errorMessage(error);
     run.progress.end(`not applied: ${record.applyError}`);
     return {
-      outcome: 'ready-for-review',
+      outcome: 'not-applied',
       message: `Verified, but not applied: ${record.applyError}. The patch is saved at ${record.patchFile}.`,
       changeSet,
     };

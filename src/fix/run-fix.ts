@@ -368,7 +368,10 @@ function endingOfError(run: Run, caught: unknown): Ending {
 /** The last step, exactly once: sandboxes kept or removed, transcript, cassette, record. */
 async function closeRun(run: Run, ending: Ending): Promise<FixResult> {
   const { record } = run;
-  const failed = ending.outcome !== 'ready-for-review' && ending.outcome !== 'nothing-to-fix';
+  const failed =
+    ending.outcome !== 'ready-for-review' &&
+    ending.outcome !== 'not-applied' &&
+    ending.outcome !== 'nothing-to-fix';
   await run.sandboxes.closeAll(failed, (role, message) =>
     run.events.emit({ kind: 'cleanup_failed', message: `${role}: ${message}` }),
   );

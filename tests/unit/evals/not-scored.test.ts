@@ -55,7 +55,7 @@ describe('a trial that ends error is shown as not scored, with its reason, every
 
   it('the rule the report states is the one the README states', async () => {
     const readme = await readFile(new URL('../../../README.md', import.meta.url), 'utf8');
-    expect(readme.replace(/\s+/g, ' ')).toContain(NOT_SCORED_RULE);
+    expect(readme.replace(/\s+/g, ' ').includes(NOT_SCORED_RULE), 'README states NOT_SCORED_RULE').toBe(true);
   });
 
   it('progress: the finished trial shows its reason; on a terminal it stays on screen', () => {
