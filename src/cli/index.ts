@@ -255,6 +255,29 @@ Example:
       ),
     );
 
+  where(
+    program
+      .command('apply')
+      .description(
+        "write a verified run's saved change to its repo, with the same checks and atomic apply as fix",
+      ),
+  )
+    .argument('<run-id>', 'a run id, a unique prefix, or "last"')
+    .option('--json', 'JSON output')
+    .addHelpText(
+      'after',
+      `
+Refused, with nothing written, when a file the change touches is no longer what the run saw
+(exit 4, not-applied), or when the catalog no longer allows one of its paths (exit 2).
+For a run that ended ready-for-review with --no-apply, or not-applied. Example:
+  sandbox-harness apply last`,
+    )
+    .action(
+      run(async (ctx, id: string, options: Record<string, unknown>) =>
+        (await import('./commands/apply.js')).applyCommand(ctx, id, options),
+      ),
+    );
+
   onEngines(
     where(
       program

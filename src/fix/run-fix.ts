@@ -14,14 +14,13 @@ import { JsonlEventSink, fanOut } from '../agent/events.js';
 import { buildSystemPrompt } from '../agent/prompt.js';
 import { createDefaultToolRegistry } from '../agent/tools/index.js';
 import {
-  catalogPathsInRepo,
   catalogSandboxEnv,
   catalogSandboxFile,
   CATALOG_SANDBOX_PATH,
   resourcesFromCatalog,
 } from '../catalog/load.js';
 import { testLayers } from '../catalog/schema.js';
-import { createAllowlist } from '../changes/allowlist.js';
+import { catalogAllowlist } from './allowlist.js';
 import { changeSetPatch } from '../changes/patch.js';
 import { HarnessError, Interrupted, RunTimeout, SandboxUnavailable, errorMessage } from '../errors.js';
 import { contextWindowTokens } from '../llm/registry.js';
@@ -231,11 +230,7 @@ async function planAttempts(run: Run, image: SandboxImage): Promise<AttemptPlan>
     testCommands: layers.map((l) => l.command),
     catalogPathInSandbox: CATALOG_SANDBOX_PATH,
   });
-  const allowlist = createAllowlist({
-    editable: agent.editableFiles,
-    neverEditable: [...(await catalogPathsInRepo(catalog)), ...agent.heldOutTests],
-    ...(catalog.catalog.sandbox.dockerfile ? { protected: [catalog.catalog.sandbox.dockerfile] } : {}),
-  });
+  const allowlist = await catalogAllowlist(catalog);
   const tools = createDefaultToolRegistry({
     delegate: agent.delegate,
     isEditable: (path) => allowlist.check(path).allowed,

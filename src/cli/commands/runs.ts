@@ -1,7 +1,7 @@
 /** `runs`, `inspect`, `logs`, `rerun-tests`: reading run records and the containers they kept. */
 import { resolve, join } from 'node:path';
 import { readdir, stat } from 'node:fs/promises';
-import { findCatalog } from '../../catalog/discover.js';
+import { findCatalogIfAny } from '../../catalog/discover.js';
 import { SandboxDead, UsageError } from '../../errors.js';
 import {
   listRuns,
@@ -103,8 +103,10 @@ export async function runsDirOf(ctx: CliContext, where: RunsLocation): Promise<s
     )
   )
     return here;
-  // From a folder of catalogs, `fix` wrote into the service repo: look where it did.
-  const catalog = await findCatalog(ctx.cwd, undefined).catch(() => undefined);
+  // From a folder of catalogs, `fix` wrote into the service repo: look where it did. With
+  // several catalogs there, which repo is meant is unknown: refused (exit 2), as `fix` does,
+  // rather than "no runs" from a folder that was never the one.
+  const catalog = await findCatalogIfAny(ctx.cwd);
   if (catalog) {
     const loaded = await loadCatalog(catalog, { cwd: ctx.cwd }).catch(() => undefined);
     if (loaded) return runsDirFor(loaded.repoDir);
@@ -120,7 +122,18 @@ function summaryRow(record: RunRecord) {
     attempts: String(record.attempts.length),
     duration: record.durationMs === undefined ? '-' : formatDuration(record.durationMs),
     tokens: String(record.tokens.input + record.tokens.output),
+    applied: appliedCell(record),
   };
+}
+
+/**
+ * `yes` (by fix, or `yes (apply)` later), `no` for a verified fix that is not in the working
+ * tree (`sandbox-harness apply <run>` writes it), `-` for a run without one.
+ */
+export function appliedCell(record: Pick<RunRecord, 'outcome' | 'applied' | 'appliedAt'>): string {
+  if (record.applied === true) return record.appliedAt ? 'yes (apply)' : 'yes';
+  if (record.outcome === 'ready-for-review' || record.outcome === 'not-applied') return 'no';
+  return '-';
 }
 
 export async function runsCommand(
@@ -144,7 +157,7 @@ export async function runsCommand(
     ctx,
     table(
       runs.map((r) => summaryRow(r.record)),
-      ['id', 'ticket', 'outcome', 'attempts', 'duration', 'tokens'],
+      ['id', 'ticket', 'outcome', 'attempts', 'duration', 'tokens', 'applied'],
     ),
   );
   return 0;
