@@ -2,7 +2,7 @@
 import { resolve, join } from 'node:path';
 import { readdir, stat } from 'node:fs/promises';
 import { findCatalogIfAny } from '../../catalog/discover.js';
-import { SandboxDead, UsageError } from '../../errors.js';
+import { UsageError } from '../../errors.js';
 import {
   listRuns,
   readRunFile,
@@ -263,8 +263,12 @@ export async function inspectCommand(
   if (record.attempts.length === 0) lines.push('  (none)');
   lines.push('', 'containers kept:');
   if (containers.length === 0) lines.push('  (none)');
-  for (const c of containers) lines.push(`  ${c.role.padEnd(12)} ${c.id.slice(0, 12)}  ${c.status}`);
-  for (const c of containers.filter((k) => /^attempt-\d+$/.test(k.role))) {
+  for (const c of containers)
+    lines.push(
+      `  ${c.role.padEnd(12)} ${c.id.slice(0, 12)}  ${c.exists ? c.status : removedStatus(c.status)}`,
+    );
+  // Only a container that is still there can take a shell or a test run.
+  for (const c of containers.filter((k) => k.exists && /^attempt-\d+$/.test(k.role))) {
     const n = c.role.slice('attempt-'.length);
     lines.push(
       `  attempt ${n}: sandbox-harness shell ${record.id} --attempt ${n}    sandbox-harness rerun-tests ${record.id} --attempt ${n}`,
@@ -422,6 +426,32 @@ function keptAttemptSandbox(run: StoredRun, choice: AttemptChoice): AttachReques
   return { id: container.id, runId: run.record.id };
 }
 
+/** What inspect says of a kept container the engine no longer has. */
+function removedStatus(status: string): string {
+  return status === 'removed' ? REMOVED : status;
+}
+
+const REMOVED = 'removed (sandbox-harness gc, or by hand)';
+
+/**
+ * The kept container is still there, or a usage error that says it was removed: a container
+ * `gc` took away is not the engine failing (exit 3), it is a request for what no longer is.
+ */
+async function keptContainerPresent(
+  backend: SandboxBackend,
+  request: AttachRequest,
+  run: StoredRun,
+): Promise<void> {
+  const state = await backend.state(request);
+  if (state.exists) return;
+  throw new UsageError(
+    `container ${request.id.slice(0, 12)} of run ${run.record.id} was ${REMOVED}; there is nothing to open`,
+    {
+      hint: '`sandbox-harness inspect` still shows the record, patches and test output; `fix --keep always` keeps containers of every run.',
+    },
+  );
+}
+
 export async function rerunTestsCommand(
   ctx: CliContext,
   ref: string,
@@ -431,6 +461,7 @@ export async function rerunTestsCommand(
   const request = keptAttemptSandbox(run, options);
   const id = request.id;
   const backend = await backendOfRun(ctx, run.record, options);
+  await keptContainerPresent(backend, request, run);
   const sandbox = await backend.attach(request);
   try {
     if (!options.json) note(ctx, `running the tests again in kept container ${id.slice(0, 12)} ...`);
@@ -466,8 +497,7 @@ export async function shellCommand(
   const backend = await backendOfRun(ctx, run.record, options);
   // The record is only a claim: the container must be this run's sandbox before anything else,
   // so a forged record learns nothing about someone else's container, terminal or not.
-  const state = await backend.state(request);
-  if (!state.exists) throw new SandboxDead(`container ${id.slice(0, 12)} no longer exists`);
+  await keptContainerPresent(backend, request, run);
   if (!process.stdin.isTTY) {
     throw new UsageError('`shell` needs an interactive terminal', {
       hint: `Use \`docker exec -it -u 1000 ${id.slice(0, 12)} sh\` from a script, or run it in a terminal.`,

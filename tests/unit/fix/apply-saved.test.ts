@@ -3,97 +3,27 @@
  * the gate and the atomic apply of `fix`, refused when the repo changed since the run read it.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { cp, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
-import { runFix, type FixDeps, type FixOptions, type HostFile } from '../../../src/fix/run-fix.js';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { applySavedRun } from '../../../src/fix/apply.js';
 import { exitCodeForRun } from '../../../src/cli/exit-codes.js';
 import { appliedCell } from '../../../src/cli/commands/runs.js';
-import { sha256 } from '../../../src/changes/hash.js';
 import { resolveRun } from '../../../src/runs/record.js';
 import { SAVED_CHANGE_FILE, parseSavedChange } from '../../../src/changes/saved-change.js';
-import { MemoryBackend, type ExecHandler } from '../../fakes/memory-sandbox.js';
-import { scripted, text, toolUse, type Turn } from '../agent/helpers.js';
-import { EXAMPLE_DIR } from '../../../src/demo.js';
-import type { ModelProvider } from '../../../src/llm/types.js';
+import { memoryRun, type MemoryRun } from '../../helpers/memory-run.js';
 
-const fixingTurns: Turn[] = [
-  {
-    content: [
-      toolUse('e1', 'edit_file', {
-        path: 'src/shipping.ts',
-        search: 'FREE_SHIPPING_THRESHOLD = 50;',
-        replacement: 'FREE_SHIPPING_THRESHOLD = 39;',
-      }),
-    ],
-  },
-  { content: [text('fixed')] },
-];
-
-const npmTest: ExecHandler = (command, _options, sandbox) => {
-  if (command !== 'npm test') return { exitCode: 0 };
-  return (sandbox.text('src/shipping.ts') ?? '').includes('= 39;') ? { exitCode: 0 } : { exitCode: 1 };
-};
-
-const roots: string[] = [];
+const runs: MemoryRun[] = [];
 afterEach(async () => {
-  await Promise.all(roots.splice(0).map((r) => rm(r, { recursive: true, force: true })));
+  await Promise.all(runs.splice(0).map((r) => r.remove()));
 });
 
-async function listFiles(dir: string, base = dir): Promise<string[]> {
-  const out: string[] = [];
-  for (const entry of await readdir(dir, { withFileTypes: true })) {
-    const full = join(dir, entry.name);
-    if (entry.name === 'node_modules' || entry.name === '.sandbox-harness') continue;
-    if (entry.isDirectory()) out.push(...(await listFiles(full, base)));
-    else out.push(relative(base, full));
-  }
-  return out;
-}
-
 /** A verified run made with --no-apply on a copy of the example. */
-async function verifiedRun(): Promise<{
-  root: string;
-  repo: string;
-  runsDir: string;
-  env: NodeJS.ProcessEnv;
-}> {
-  const root = await mkdtemp(join(tmpdir(), 'sandbox-harness-apply-'));
-  roots.push(root);
-  await cp(EXAMPLE_DIR, root, { recursive: true, filter: (s) => !s.includes('node_modules') });
-  const repo = join(root, 'repo');
-  const files: Record<string, Buffer> = {};
-  const hostFiles = new Map<string, HostFile>();
-  for (const path of await listFiles(repo)) {
-    const content = await readFile(join(repo, path));
-    files[path] = content;
-    hostFiles.set(path, { sha256: sha256(content), mode: 0o644, type: 'file' });
-  }
-  const env = { HOME: '/root', XDG_STATE_HOME: join(root, 'state') };
-  const deps = (provider: ModelProvider): FixDeps => ({
-    backend: new MemoryBackend(files, npmTest),
-    ping: async () => undefined,
-    image: async () => ({ tag: 'memory:repo', imageId: 'sha256:memory', reused: true, hostFiles }),
-    createProvider: async () => provider,
-  });
-  const options: FixOptions = {
-    ticket: 'OPS-412',
-    catalogFile: join(root, 'shipping-service.yaml'),
-    keep: 'never',
-    apply: false,
-    force: false,
-    rebuild: false,
-    cwd: root,
-    env,
-    signal: new AbortController().signal,
-    readStdin: async () => '',
-    provider: 'replay',
-  };
-  const result = await runFix(options, deps(scripted(fixingTurns)));
-  expect(result.outcome).toBe('ready-for-review');
-  expect(result.record.applied).toBe(false);
-  return { root, repo, runsDir: join(repo, '.sandbox-harness', 'runs'), env };
+async function verifiedRun(): Promise<MemoryRun> {
+  const run = await memoryRun();
+  runs.push(run);
+  expect(run.result.outcome).toBe('ready-for-review');
+  expect(run.result.record.applied).toBe(false);
+  return run;
 }
 
 describe('apply <run>', () => {
