@@ -249,6 +249,10 @@ Example:
   )
     .argument('<run-id>', 'a run id, a unique prefix, or "last"')
     .option('--json', 'the events as JSON')
+    .option(
+      '--verbose',
+      'also the whole conversation: model text, tool inputs and results (each cut at 2,000 characters, with a note)',
+    )
     .action(
       run(async (ctx, id: string, options: Record<string, unknown>) =>
         (await import('./commands/runs.js')).logsCommand(ctx, id, options),

@@ -32,6 +32,7 @@ import type { Run } from './context.js';
 import { failureFeedback, formatTestRun, type TestLayer } from './test-layers.js';
 import { warmChannel } from './sandboxes.js';
 import { verifyChange, type Verification } from './verify.js';
+import { toolStartDetail } from './progress.js';
 import { reviewChange } from './review.js';
 
 /** What every attempt of a run shares, worked out once. */
@@ -282,6 +283,7 @@ async function runAgent(
       attemptDeadlineMs: run.catalog.catalog.sandbox.timeouts.attemptSec * 1000,
     },
     events: run.events,
+    onToolStart: (call) => run.progress.detail(toolStartDetail(call)),
     signal,
     attempt: n,
     messages,

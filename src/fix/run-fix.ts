@@ -118,7 +118,9 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
     {
       emit(event) {
         if (event.kind === 'tool_call' && event.tool)
-          progress.detail(`turn ${event.turn ?? '?'}: ${event.tool}`);
+          progress.detail(
+            `turn ${event.turn ?? '?'}: ${event.tool}${event.isError ? ` error: ${event.message ?? 'failed'}` : ''}`,
+          );
         else if (event.kind === 'model_call') progress.detail(`turn ${event.turn ?? '?'}: model answered`);
       },
     },

@@ -21,6 +21,7 @@ import { HarnessError } from '../../errors.js';
 import { formatTestRun, runTestLayers } from '../../fix/test-layers.js';
 import { print, printJson, note, type CliContext } from '../context.js';
 import { formatDuration, table } from '../format.js';
+import { formatConversation } from '../conversation-text.js';
 
 export interface RunsLocation {
   repo?: string;
@@ -377,7 +378,7 @@ export function formatEventLog(events: readonly LoggedEvent[]): string[] {
 export async function logsCommand(
   ctx: CliContext,
   ref: string,
-  options: RunsLocation & { json?: boolean },
+  options: RunsLocation & { json?: boolean; verbose?: boolean },
 ): Promise<number> {
   const run = await resolveRun(await runsDirOf(ctx, options), ref);
   const text = (await readRunFile(run, 'events.jsonl')) ?? '';
@@ -395,6 +396,17 @@ export async function logsCommand(
     return 0;
   }
   for (const line of formatEventLog(events)) print(ctx, line);
+  if (options.verbose) {
+    const transcript = await readRunFile(run, 'transcript.json');
+    let parsed: unknown;
+    try {
+      parsed = transcript === undefined ? undefined : JSON.parse(transcript);
+    } catch {
+      parsed = undefined;
+    }
+    print(ctx, '\nconversation:');
+    for (const line of formatConversation(parsed)) print(ctx, line);
+  }
   return 0;
 }
 
