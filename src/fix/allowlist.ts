@@ -12,7 +12,8 @@ export async function catalogAllowlist(
   const agent = catalog.catalog.agent;
   return createAllowlist({
     editable: agent.editableFiles,
-    neverEditable: [...(await catalogPathsInRepo(catalog)), ...agent.heldOutTests],
+    neverEditable: await catalogPathsInRepo(catalog),
+    heldOut: agent.heldOutTests,
     ...(catalog.catalog.sandbox.dockerfile ? { protected: [catalog.catalog.sandbox.dockerfile] } : {}),
   });
 }
