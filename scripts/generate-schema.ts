@@ -1,25 +1,35 @@
 /**
- * Writes catalog/schema.json from the zod catalog schema (`npm run schema`).
- * `--check` exits 1 instead of writing when the committed file is out of date.
+ * Writes catalog/schema.json from the zod catalog schema, and the README's generated
+ * references (catalog keys, tool inputs) between their markers (`npm run schema`).
+ * `--check` exits 1 instead of writing when either is out of date.
  */
 import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CATALOG_SCHEMA_FILE, catalogJsonSchemaText } from '../src/catalog/json-schema.js';
+import { readmeWithReferences } from './readme-reference.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const target = path.join(root, CATALOG_SCHEMA_FILE);
-const text = catalogJsonSchemaText();
+const outputs: Array<{ file: string; text: string }> = [
+  { file: CATALOG_SCHEMA_FILE, text: catalogJsonSchemaText() },
+  { file: 'README.md', text: readmeWithReferences(await readFile(path.join(root, 'README.md'), 'utf8')) },
+];
 
 if (process.argv.includes('--check')) {
-  const current = await readFile(target, 'utf8').catch(() => '');
-  if (current !== text) {
-    console.error(`${CATALOG_SCHEMA_FILE} is out of date; run: npm run schema`);
-    process.exit(1);
+  let stale = false;
+  for (const { file, text } of outputs) {
+    const current = await readFile(path.join(root, file), 'utf8').catch(() => '');
+    if (current !== text) {
+      console.error(`${file} is out of date; run: npm run schema`);
+      stale = true;
+    } else console.log(`${file} is up to date`);
   }
-  console.log(`${CATALOG_SCHEMA_FILE} is up to date`);
+  if (stale) process.exit(1);
 } else {
-  await mkdir(path.dirname(target), { recursive: true });
-  await writeFile(target, text);
-  console.log(`wrote ${CATALOG_SCHEMA_FILE}`);
+  for (const { file, text } of outputs) {
+    const target = path.join(root, file);
+    await mkdir(path.dirname(target), { recursive: true });
+    await writeFile(target, text);
+    console.log(`wrote ${file}`);
+  }
 }

@@ -41,9 +41,15 @@ export type AttemptVerdict = (typeof ATTEMPT_VERDICTS)[number];
 /** Run outcomes that say what the harness (not the agent) could not do; never scored. */
 const UNSCORED = ['error', 'infrastructure', 'interrupted'] as const;
 
-/** How a run ended. `running` is only ever seen in the record of a run still in progress. */
+/**
+ * How a run ended. `running` is only ever seen in the record of a run still in progress.
+ * `not-applied`: the fix is verified and its patch saved, but it was not written to the host
+ * repo (a file it touches changed since the run read it): the agent's work is good, the
+ * working tree does not hold it, so a script must not read it as `ready-for-review`.
+ */
 export const RUN_OUTCOMES = [
   'ready-for-review',
+  'not-applied',
   'nothing-to-fix',
   'failed',
   'rejected',
@@ -82,6 +88,8 @@ export const UNSCORED_CATEGORIES: ReadonlySet<TrialCategory> = new Set<TrialCate
 
 /** The trial category of a finished run. */
 export function categoryOf(outcome: RunOutcome, lastVerdict: AttemptVerdict | undefined): TrialCategory {
+  // A trial never writes to a host repo; were one to, its verified fix is still a pass.
+  if (outcome === 'not-applied') return PASSING_CATEGORY;
   if (outcome !== 'failed') return outcome;
   switch (lastVerdict) {
     case 'no-changes':

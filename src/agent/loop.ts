@@ -31,6 +31,15 @@ import type { DelegateCapability } from './tools/types.js';
 
 export { trimHistory } from './history.js';
 
+/** Longest tool error an event carries; the whole text stays in the transcript. */
+export const TOOL_ERROR_SUMMARY_CHARS = 300;
+
+/** A tool error as one capped line (the terminal escapes it; the event log is JSON). */
+export function errorSummary(content: string): string {
+  const line = content.replace(/\s+/g, ' ').trim();
+  return line.length > TOOL_ERROR_SUMMARY_CHARS ? `${line.slice(0, TOOL_ERROR_SUMMARY_CHARS - 1)}…` : line;
+}
+
 export interface LoopLimits {
   /** Model calls allowed in this loop. */
   maxTurns: number;
@@ -67,6 +76,11 @@ export interface AgentLoopOptions {
   attempt?: number;
   /** Lets the `delegate` tool start sub-agents; without it, `delegate` answers that it is unavailable. */
   subAgent?: SubAgentOptions;
+  /**
+   * Called as a tool call starts (the progress line shows `running: <command>` during a long
+   * command). Not an event: events carry facts about calls, never their inputs.
+   */
+  onToolStart?: (call: { name: string; input: unknown; turn: number }) => void;
   /**
    * The conversation is appended here as it happens, so a caller keeps it even when the
    * loop ends with an error; the result carries the same array.
@@ -328,6 +342,7 @@ async function runLoop(options: AgentLoopOptions, budget: LoopBudget): Promise<A
         const toolStarted = Date.now();
         const subAgentFailure: { error?: unknown } = {};
         const delegate = delegateFor(call.id, subAgentFailure);
+        options.onToolStart?.({ name: call.name, input: call.input, turn: turns });
         // Errors the model can act on come back as results; a dead sandbox, a spent budget and Ctrl-C throw.
         const result = await abortable(
           tools.run(call.name, call.input, { sandbox, signal, ...(delegate ? { delegate } : {}) }),
@@ -345,6 +360,8 @@ async function runLoop(options: AgentLoopOptions, budget: LoopBudget): Promise<A
           durationMs: Date.now() - toolStarted,
           ...(result.exitCode === undefined ? {} : { exitCode: result.exitCode }),
           isError: result.isError,
+          // What went wrong, so a log and a progress line say more than "error".
+          ...(result.isError ? { message: errorSummary(result.content) } : {}),
         });
         results.push({
           type: 'tool_result',

@@ -2,6 +2,19 @@ import { readdir } from 'node:fs/promises';
 import { join, relative, resolve } from 'node:path';
 import { UsageError } from '../errors.js';
 
+/**
+ * The only catalog in `<cwd>/catalog/` or `cwd`, undefined when there is none; several are
+ * refused like `findCatalog` refuses them (which one is meant cannot be guessed).
+ */
+export async function findCatalogIfAny(cwd: string): Promise<string | undefined> {
+  try {
+    return await findCatalog(cwd, undefined);
+  } catch (error) {
+    if (error instanceof UsageError && error.message.startsWith('no catalog given')) return undefined;
+    throw error;
+  }
+}
+
 /** `given`, else the only catalog (*.yaml) in `<cwd>/catalog/` or, failing that, in `cwd`. */
 export async function findCatalog(cwd: string, given: string | undefined): Promise<string> {
   if (given) return resolve(cwd, given);

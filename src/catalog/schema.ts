@@ -507,9 +507,12 @@ export const catalogSchema = z
     repo: nonEmpty('the path of the service repo, relative to this catalog file').meta({
       description: 'Path of the service repo, relative to this catalog file.',
     }),
-    rules: z.record(z.string(), ruleSchema, {
-      error: 'expected a mapping of rule name: {value, unit, source}',
-    }),
+    // Optional: a service without business rules yet still has a catalog.
+    rules: z
+      .record(z.string(), ruleSchema, {
+        error: 'expected a mapping of rule name: {value, unit, source}',
+      })
+      .default({}),
     agent: agentSchema,
     sandbox: sandboxSchema.prefault({}),
     provider: providerSchema.optional(),

@@ -12,7 +12,16 @@ export interface AllowlistOptions {
   neverEditable?: readonly string[];
   /** More protected paths (e.g. the catalog's sandbox Dockerfile); see `PROTECTED_PATHS`. */
   protected?: readonly string[];
+  /**
+   * Globs of the held-out tests: never editable, and refused with their own reason (not the
+   * catalog's), which names no held-out file beyond the path the agent itself wrote.
+   */
+  heldOut?: readonly string[];
 }
+
+/** Why a change to a held-out test is refused; names nothing of the held-out files. */
+export const HELD_OUT_REASON =
+  'is a held-out test: held-out tests are kept out of your sandbox and run only at verification, so no change to them is ever accepted';
 
 export type RefusedPathKind = 'invalid-path' | 'never-editable' | 'protected' | 'not-editable' | 'collision';
 
@@ -55,7 +64,9 @@ export const PROTECTED_PATHS = [
 
 export function createAllowlist(options: AllowlistOptions): Allowlist {
   const editable = [...options.editable];
-  const neverEditable = [...ALWAYS_NEVER_EDITABLE, ...(options.neverEditable ?? [])];
+  const heldOut = [...(options.heldOut ?? [])];
+  const neverEditable = [...ALWAYS_NEVER_EDITABLE, ...(options.neverEditable ?? []), ...heldOut];
+  const isHeldOut = heldOut.length === 0 ? () => false : picomatch(heldOut, { dot: true, nocase: true });
   const isEditable =
     editable.length === 0 ? () => false : picomatch(editable, { dot: true, strictBrackets: true });
   // Case-insensitive on purpose: on macOS or Windows `.GIT/config` *is* `.git/config`.
@@ -76,7 +87,9 @@ export function createAllowlist(options: AllowlistOptions): Allowlist {
         kind: 'never-editable',
         reason: path.split('/').some((s) => s.toLowerCase() === '.git')
           ? 'is inside .git, which is never editable'
-          : 'is never editable (the service catalog and its rules are read-only)',
+          : forms.some((form) => isHeldOut(form))
+            ? HELD_OUT_REASON
+            : 'is never editable (the service catalog and its rules are read-only)',
       };
     }
     if (forms.some((form) => isProtected(form)) && !exact.has(path)) {

@@ -14,6 +14,13 @@ export const EXIT_CODES = {
   usage: 2,
   /** The Docker engine or the model API was unavailable. */
   infrastructure: 3,
+  /**
+   * A verified fix that was not written to the host repo (`not-applied`: a file it touches
+   * changed meanwhile). Not 0 (the working tree does not hold the fix, so CI must not go on
+   * as if it did) and not 1 (the agent's work passed; `sandbox-harness apply <run>` writes it
+   * once the repo is back as the run saw it).
+   */
+  notApplied: 4,
   /** A bug in sandbox-harness. */
   internal: 70,
   interrupted: 130,
@@ -38,8 +45,6 @@ export function exitCodeForError(error: unknown): number {
 
 export interface RunEnding {
   outcome: RunOutcome;
-  /** Set when the verified patch could not be written to the host. */
-  applyError?: string;
   /** For `error` outcomes: the category of the error that ended the run. */
   errorCategory?: HarnessError['category'];
 }
@@ -47,9 +52,10 @@ export interface RunEnding {
 export function exitCodeForRun(run: RunEnding): number {
   switch (run.outcome) {
     case 'ready-for-review':
-      return run.applyError ? EXIT_CODES.taskFailed : EXIT_CODES.ok;
     case 'nothing-to-fix':
       return EXIT_CODES.ok;
+    case 'not-applied':
+      return EXIT_CODES.notApplied;
     case 'failed':
     case 'rejected':
     case 'not-approved':

@@ -21,6 +21,7 @@ Exit codes:
   1    the task did not succeed (fix: failed, rejected, not-approved, timeout; tests failing; a regression)
   2    bad usage or an invalid catalog, suite, ticket or cassette (an eval with a trial in error)
   3    infrastructure: Docker engine or model API unavailable (an eval with an unscored trial)
+  4    fix, apply: a verified fix not written to the repo (not-applied: a file it touches changed)
   70   a fault of sandbox-harness itself (please report it)
   130  interrupted (Ctrl-C)`;
 
@@ -120,7 +121,7 @@ export function buildProgram(exitNow: (code: number) => void): Program {
       'after',
       `
 Outcomes: ready-for-review (exit 0), nothing-to-fix (0), failed, rejected, not-approved, timeout, budget (1),
-error (2; 70 for a fault of the harness), infrastructure (3), interrupted (130).
+error (2; 70 for a fault of the harness), infrastructure (3), not-applied (4), interrupted (130).
 The harness never commits, pushes or deploys. Example:
   sandbox-harness fix OPS-412 --catalog examples/shipping-service/shipping-service.yaml \\
     --cassette examples/shipping-service/cassettes/OPS-412.json`,
@@ -368,9 +369,36 @@ Example:
   )
     .argument('<run-id>', 'a run id, a unique prefix, or "last"')
     .option('--json', 'the events as JSON')
+    .option(
+      '--verbose',
+      'also the whole conversation: model text, tool inputs and results (each cut at 2,000 characters, with a note)',
+    )
     .action(
       run(async (ctx, id: string, options: Record<string, unknown>) =>
         (await import('./commands/runs.js')).logsCommand(ctx, id, options),
+      ),
+    );
+
+  where(
+    program
+      .command('apply')
+      .description(
+        "write a verified run's saved change to its repo, with the same checks and atomic apply as fix",
+      ),
+  )
+    .argument('<run-id>', 'a run id, a unique prefix, or "last"')
+    .option('--json', 'JSON output')
+    .addHelpText(
+      'after',
+      `
+Refused, with nothing written, when a file the change touches is no longer what the run saw
+(exit 4, not-applied), or when the catalog no longer allows one of its paths (exit 2).
+For a run that ended ready-for-review with --no-apply, or not-applied. Example:
+  sandbox-harness apply last`,
+    )
+    .action(
+      run(async (ctx, id: string, options: Record<string, unknown>) =>
+        (await import('./commands/apply.js')).applyCommand(ctx, id, options),
       ),
     );
 

@@ -2,7 +2,7 @@
  * Progress for a running eval: one redrawn line on a terminal, plain lines elsewhere (CI
  * logs and pipes do not understand `\r`). Formatting is pure so it can be pinned by tests.
  */
-import type { TrialResult } from './types.js';
+import { UNSCORED_CATEGORIES, type TrialResult } from './types.js';
 
 export interface EvalProgress {
   /** Trials finished, including those found on disk when resuming. */
@@ -119,7 +119,18 @@ export function formatProgressEvent(p: EvalProgress): string {
     ? `, retried after infrastructure failure${r.firstTry?.engine && fleet.length > 0 ? ` on ${r.firstTry.engine}` : ''}`
     : '';
   const perEngine = fleet.length > 0 ? ` | ${fleet.map(formatEngineTally).join('; ')}` : '';
-  return `${prefix} ${r.taskId}#${r.trial} ${r.category}${where} (${r.turns} turns, ${formatDuration(r.durationMs)}${retried}) ${counts(p)} eta ${formatDuration(p.etaMs)}${perEngine}`;
+  return `${prefix} ${r.taskId}#${r.trial} ${r.category}${where} (${r.turns} turns, ${formatDuration(r.durationMs)}${retried}) ${counts(p)} eta ${formatDuration(p.etaMs)}${perEngine}${notScoredReason(r)}`;
+}
+
+/** Longest reason a progress line shows; the report and the run record keep more. */
+const REASON_MAX = 200;
+
+/** `; not scored: <reason>` for a trial left out of the pass rate; empty for a scored one. */
+export function notScoredReason(r: TrialResult): string {
+  if (!UNSCORED_CATEGORIES.has(r.category)) return '';
+  const text = (r.error ?? 'no reason recorded').replace(/\s+/g, ' ').trim();
+  const capped = text.length > REASON_MAX ? `${text.slice(0, REASON_MAX - 1)}…` : text;
+  return `; not scored: ${capped}`;
 }
 
 export interface ProgressStream {
@@ -136,22 +147,35 @@ export interface ProgressReporter {
 
 export function createProgressReporter(
   stream: ProgressStream,
-  options: { tty?: boolean } = {},
+  options: {
+    tty?: boolean;
+    /** Makes a line safe for the terminal (task ids and reasons are data); the CLI passes its own. */
+    safe?: (text: string) => string;
+  } = {},
 ): ProgressReporter {
   const tty = options.tty ?? stream.isTTY === true;
+  const safe = options.safe ?? ((text: string) => text);
   let drawn = 0;
   return {
     update(progress) {
       if (!tty) {
-        stream.write(`${formatProgressEvent(progress)}\n`);
+        stream.write(`${safe(formatProgressEvent(progress))}\n`);
         return;
+      }
+      const unscored = progress.last ? notScoredReason(progress.last) : '';
+      if (unscored) {
+        // A trial that cannot be scored stays on screen with its reason, like a notice.
+        const r = progress.last as TrialResult;
+        const line = safe(`${r.taskId}#${r.trial} ${r.category}${unscored}`);
+        stream.write(`\r${line.padEnd(drawn)}\n`);
+        drawn = 0;
       }
       if (progress.notice) {
         // A notice stays on screen: it takes the redrawn line's place, which is drawn again below it.
-        stream.write(`\r${progress.notice.padEnd(drawn)}\n`);
+        stream.write(`\r${safe(progress.notice).padEnd(drawn)}\n`);
         drawn = 0;
       }
-      let line = formatProgressLine(progress);
+      let line = safe(formatProgressLine(progress));
       // A line longer than the terminal wraps, and `\r` then only rewinds the last row.
       const columns = stream.columns;
       if (columns !== undefined && columns > 1 && line.length >= columns) line = line.slice(0, columns - 1);

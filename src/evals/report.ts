@@ -35,7 +35,7 @@ function taskCells(t: TaskSummary): string[] {
     String(t.passes),
     formatPercent(t.passRate),
     formatInterval(t.interval),
-    String(t.infrastructure),
+    notScoredCell(t),
     formatNumber(t.turns.mean),
     formatNumber(t.turns.median),
     String(t.inputTokens.total),
@@ -43,6 +43,24 @@ function taskCells(t: TaskSummary): string[] {
     formatDuration(t.durationMs.mean),
     t.flaky ? 'yes' : '',
   ];
+}
+
+/**
+ * `0`, or `2 (1 error, 1 infrastructure)`: every trial left out of a pass rate is counted
+ * where the rate is read, whatever the reason.
+ */
+export function notScoredCell(
+  t: Pick<TaskSummary, 'notScored' | 'errors' | 'infrastructure' | 'interrupted' | 'infraRetried'>,
+): string {
+  // Summaries written before `notScored` existed count what they can.
+  const total = t.notScored ?? t.errors + t.infrastructure + t.interrupted;
+  const parts = [
+    t.errors ? `${t.errors} error` : '',
+    t.infrastructure ? `${t.infrastructure} infrastructure` : '',
+    t.interrupted ? `${t.interrupted} interrupted` : '',
+    t.infraRetried ? `${t.infraRetried} retried` : '',
+  ].filter(Boolean);
+  return parts.length > 0 ? `${total} (${parts.join(', ')})` : String(total);
 }
 
 /** A trial in report.html, linked to its page in the exported viewer when it has one. */
@@ -135,7 +153,7 @@ function overallTable(summary: EvalSummary): Table {
       'passes',
       'pass rate',
       '95% CI',
-      'infrastructure (not scored)',
+      'not scored',
       'mean turns',
       'median turns',
       'tokens in',
@@ -148,7 +166,7 @@ function overallTable(summary: EvalSummary): Table {
         String(o.passes),
         formatPercent(o.passRate),
         formatInterval(o.interval),
-        `${o.infrastructure}${o.infraRetried > 0 ? ` (${o.infraRetried} retried)` : ''}`,
+        notScoredCell(o),
         formatNumber(o.turns.mean),
         formatNumber(o.turns.median),
         String(o.inputTokens.total),
@@ -159,9 +177,13 @@ function overallTable(summary: EvalSummary): Table {
   };
 }
 
-const OVERALL_NOTE =
-  'Infrastructure failures and interrupted trials are reported but left out of the pass rate. ' +
-  'Overall pass@k is the mean of the per-task values.';
+/** The one rule for trials the harness could not score; the README states the same words. */
+export const NOT_SCORED_RULE =
+  'A trial that ends `error` (the harness or the task configuration failed, e.g. a cassette ran out), ' +
+  '`infrastructure` (the engine or the model API was unavailable) or `interrupted` says nothing about the agent: ' +
+  'it is counted under "not scored" with its reason and left out of the pass rate, and the eval exits non-zero.';
+
+const OVERALL_NOTE = `${NOT_SCORED_RULE} Overall pass@k is the mean of the per-task values.`;
 
 function overallKTable(summary: EvalSummary): Table {
   return {
@@ -181,7 +203,7 @@ function perTaskTable(summary: EvalSummary): Table {
       'passes',
       'pass rate',
       '95% CI',
-      'infra',
+      'not scored',
       'mean turns',
       'median turns',
       'tokens in',
@@ -254,6 +276,16 @@ function categoriesTable(summary: EvalSummary): Table {
         total: true,
       },
     ],
+  };
+}
+
+/** Every trial left out of a pass rate, with its reason; none when all were scored. */
+function notScoredTable(summary: EvalSummary): Table | undefined {
+  const trials = summary.tasks.flatMap((t) => t.notScoredTrials ?? []);
+  if (trials.length === 0) return undefined;
+  return {
+    header: ['task', 'trial', 'category', 'reason'],
+    rows: rowsOf(trials.map((t) => [t.taskId, String(t.trial), t.category, t.reason])),
   };
 }
 
@@ -351,6 +383,8 @@ export function renderMarkdown(summary: EvalSummary, comparison?: SummaryCompari
   out.push('### pass^k per task', '', mdTable(taskKTable(summary, 'pass^')), '');
   const costs = costTable(summary);
   if (costs) out.push('## Cost', '', mdTable(costs), '', mdCell(costNote(summary)), '');
+  const notScored = notScoredTable(summary);
+  if (notScored) out.push('## Not scored', '', NOT_SCORED_RULE, '', mdTable(notScored), '');
   out.push('## Failure categories', '', mdTable(categoriesTable(summary)), '');
   out.push('## Flaky tasks', '');
   const flaky = flakyLines(summary);
@@ -593,8 +627,9 @@ export function renderPassRateChart(summary: EvalSummary): string {
   const width = CHART.label + CHART.plot + CHART.value;
   const body = rows.map((t, i) => {
     const y = CHART.top + i * CHART.row + CHART.row / 2;
-    const value =
+    const rate =
       t.passRate === null ? '' : `${formatPercent(t.passRate, 0)} ${formatInterval(t.interval, 0)}`;
+    const value = t.notScored ? `${rate}${rate ? ', ' : ''}${t.notScored} not scored` : rate;
     return [
       `<text x="${CHART.label - 8}" y="${num(y + 4)}" text-anchor="end">${escapeHtml(truncateLabel(t.taskId))}<title>${escapeHtml(t.taskId)}</title></text>`,
       barWithInterval(y, CHART.row - 10, t, 'bar'),
@@ -700,9 +735,8 @@ export function renderReportSections(summary: EvalSummary, comparison?: SummaryC
     `<p class="meta">${e(OVERALL_NOTE)}</p>`,
     htmlTable(overallKTable(summary)),
   );
+  sections.push('<h2>Per task</h2>', htmlTable(perTaskTable(summary)));
   sections.push(
-    '<h2>Per task</h2>',
-    htmlTable(perTaskTable(summary)),
     '<h3>pass@k per task</h3>',
     htmlTable(taskKTable(summary, 'pass@')),
     '<h3>pass^k per task</h3>',
@@ -710,6 +744,9 @@ export function renderReportSections(summary: EvalSummary, comparison?: SummaryC
   );
   const costs = costTable(summary);
   if (costs) sections.push('<h2>Cost</h2>', htmlTable(costs), `<p class="meta">${e(costNote(summary))}</p>`);
+  const notScored = notScoredTable(summary);
+  if (notScored)
+    sections.push('<h2>Not scored</h2>', `<p class="meta">${e(NOT_SCORED_RULE)}</p>`, htmlTable(notScored));
   sections.push('<h2>Failure categories</h2>', htmlTable(categoriesTable(summary)));
   const flaky = flakyLines(summary);
   sections.push(

@@ -60,6 +60,12 @@ interface TrialCounts extends RateSummary {
   interrupted: number;
   /** Trials whose first try hit an infrastructure failure and were run once more. */
   infraRetried: number;
+  /**
+   * Trials with a result that could not be scored (`error`, `infrastructure`, `interrupted`),
+   * each with its reason: shown in every table, never silently missing from a pass rate.
+   */
+  notScored: number;
+  notScoredTrials: NotScoredTrial[];
   turns: Distribution;
   inputTokens: Distribution;
   outputTokens: Distribution;
@@ -118,6 +124,33 @@ function costSummary(
       ...(unpriced.length > 0 ? { unpriced } : {}),
     },
   };
+}
+
+/** A trial left out of the pass rate, and why (the reason capped, never the whole log). */
+export interface NotScoredTrial {
+  taskId: string;
+  trial: number;
+  category: TrialCategory;
+  reason: string;
+}
+
+/** Longest reason kept in a summary; the whole text stays in the trial's run record. */
+export const NOT_SCORED_REASON_MAX = 300;
+
+function notScoredOf(results: readonly TrialResult[]): {
+  notScored: number;
+  notScoredTrials: NotScoredTrial[];
+} {
+  const trials = results
+    .filter((r) => UNSCORED_CATEGORIES.has(r.category))
+    .map((r) => ({ taskId: r.taskId, trial: r.trial, category: r.category, reason: capReason(r.error) }));
+  return { notScored: trials.length, notScoredTrials: trials };
+}
+
+function capReason(error: string | undefined): string {
+  const text = (error ?? '').replace(/\s+/g, ' ').trim();
+  if (text === '') return 'no reason recorded';
+  return text.length > NOT_SCORED_REASON_MAX ? `${text.slice(0, NOT_SCORED_REASON_MAX - 1)}…` : text;
 }
 
 export interface ReviewSummary {
@@ -299,6 +332,7 @@ function summarizeTask(
     errors: categories.error,
     interrupted: categories.interrupted,
     infraRetried: results.filter((r) => r.infraRetried === true).length,
+    ...notScoredOf(results),
     passAtK: curve(n, scored, passes, passAtKOf),
     passHatK: curve(n, scored, passes, passHatKOf),
     // Cost of unscored trials says more about the failure than about the agent; keep it out.
@@ -373,6 +407,7 @@ export function summarize(results: readonly TrialResult[], meta: SummaryMeta): E
     errors: categories.error,
     interrupted: categories.interrupted,
     infraRetried: results.filter((r) => r.infraRetried === true).length,
+    ...notScoredOf(results),
     passAtK: averageCurve(tasks, meta.n, (t) => t.passAtK),
     passHatK: averageCurve(tasks, meta.n, (t) => t.passHatK),
     turns: distribution(scoredAll.map((r) => r.turns)),

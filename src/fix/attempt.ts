@@ -35,6 +35,7 @@ import { failureFeedback, formatTestRun, type TestLayer } from './test-layers.js
 import { warmChannel } from './sandboxes.js';
 import { verifyChange, type Verification, type VerificationResults } from './verify.js';
 import { tally, type NamedVerdict } from '../test-results/verdict.js';
+import { toolStartDetail } from './progress.js';
 import { reviewChange } from './review.js';
 import type { Continuation } from './continue.js';
 import { shellQuote } from '../agent/tools/paths.js';
@@ -354,6 +355,7 @@ async function runAgent(
       costExceeded: () => run.costs.exceeded(),
     },
     events: run.events,
+    onToolStart: (call) => run.progress.detail(toolStartDetail(call)),
     signal,
     attempt: n,
     messages,

@@ -14,14 +14,13 @@ import { JsonlEventSink, fanOut } from '../agent/events.js';
 import { buildSystemPrompt } from '../agent/prompt.js';
 import { createDefaultToolRegistry } from '../agent/tools/index.js';
 import {
-  catalogPathsInRepo,
   catalogSandboxEnv,
   catalogSandboxFile,
   CATALOG_SANDBOX_PATH,
   resourcesFromCatalog,
 } from '../catalog/load.js';
 import { testLayers } from '../catalog/schema.js';
-import { createAllowlist, literalGlob } from '../changes/allowlist.js';
+import { catalogAllowlist } from './allowlist.js';
 import { createChangeIgnore, gitExcludes, ignoreSettings, pristineGitignores } from '../changes/ignore.js';
 import { changeSetPatch } from '../changes/patch.js';
 import {
@@ -139,7 +138,9 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
     {
       emit(event) {
         if (event.kind === 'tool_call' && event.tool)
-          progress.detail(`turn ${event.turn ?? '?'}: ${event.tool}`);
+          progress.detail(
+            `turn ${event.turn ?? '?'}: ${event.tool}${event.isError ? ` error: ${event.message ?? 'failed'}` : ''}`,
+          );
         else if (event.kind === 'model_call') progress.detail(`turn ${event.turn ?? '?'}: model answered`);
       },
     },
@@ -297,16 +298,7 @@ async function planAttempts(run: Run, image: SandboxImage): Promise<AttemptPlan>
     catalogPathInSandbox: CATALOG_SANDBOX_PATH,
     workspaceGit: run.attemptImage.tag !== undefined,
   });
-  const allowlist = createAllowlist({
-    editable: agent.editableFiles,
-    neverEditable: [
-      ...(await catalogPathsInRepo(catalog)),
-      ...agent.heldOutTests,
-      // A report the agent could ship would be read as the tests' word.
-      ...(agent.testReport ? [literalGlob(agent.testReport.path)] : []),
-    ],
-    ...(catalog.catalog.sandbox.dockerfile ? { protected: [catalog.catalog.sandbox.dockerfile] } : {}),
-  });
+  const allowlist = await catalogAllowlist(catalog);
   const gitignores = await pristineGitignores(tree, pristine);
   const ignore = createChangeIgnore({
     settings: ignoreSettings(agent.ignoreChanges),
@@ -502,7 +494,10 @@ function endingOfError(run: Run, caught: unknown): Ending {
 /** The last step, exactly once: sandboxes kept or removed, transcript, cassette, record. */
 async function closeRun(run: Run, ending: Ending): Promise<FixResult> {
   const { record } = run;
-  const failed = ending.outcome !== 'ready-for-review' && ending.outcome !== 'nothing-to-fix';
+  const failed =
+    ending.outcome !== 'ready-for-review' &&
+    ending.outcome !== 'not-applied' &&
+    ending.outcome !== 'nothing-to-fix';
   await run.sandboxes.closeAll(failed, (role, message) =>
     run.events.emit({ kind: 'cleanup_failed', message: `${role}: ${message}` }),
   );

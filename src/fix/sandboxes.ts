@@ -73,8 +73,10 @@ export class SandboxPool {
     const index = this.live.findIndex((t) => t.sandbox === sandbox);
     if (index < 0) return;
     const [tracked] = this.live.splice(index, 1);
-    // Unused, it holds nothing worth keeping whatever the policy.
-    await this.dispose(tracked!, false).catch(() => undefined);
+    // Unused, it holds nothing worth keeping whatever the policy, and it is no evidence of
+    // the run either: not recorded, so no table lists a verification that never happened.
+    await tracked!.sandbox.dispose({ keep: false }).catch(() => undefined);
+    this.order.splice(this.order.indexOf(sandbox.id), 1);
   }
 
   /** Disposes one sandbox now (a baseline, a throwaway): kept only under `--keep always`. */

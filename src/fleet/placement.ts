@@ -98,6 +98,12 @@ interface Waiter {
 export class Placement {
   private readonly engines: EngineLoad[];
   private readonly waiters: Waiter[] = [];
+  /**
+   * One abort listener per signal, whatever the number of waiters on it: every trial of an
+   * eval waits on the eval's one signal, and a listener each (33 for 11 tasks x 3) is what
+   * Node warns about as a leak (MaxListenersExceededWarning).
+   */
+  private readonly watched = new Map<AbortSignal, { waiters: Set<Waiter>; onAbort: () => void }>();
 
   /**
    * @param concurrency the global cap over all engines (`--concurrency`); absent: the sum
@@ -152,26 +158,53 @@ export class Placement {
         avoid,
         first,
         resolve: (lease) => {
-          signal?.removeEventListener('abort', onAbort);
+          this.unwatch(signal, waiter);
           resolve(lease);
         },
         reject: (error) => {
-          signal?.removeEventListener('abort', onAbort);
+          this.unwatch(signal, waiter);
           reject(error);
         },
       };
-      const onAbort = () => {
-        const index = this.waiters.indexOf(waiter);
-        if (index >= 0) this.waiters.splice(index, 1);
-        reject(signal?.reason);
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
+      this.watch(signal, waiter);
       const behind = first ? this.waiters.findIndex((w) => !w.first) : -1;
       if (behind >= 0) this.waiters.splice(behind, 0, waiter);
       else this.waiters.push(waiter);
       // A free slot this waiter can use (the ones ahead avoid it) is handed out now.
       this.wake();
     });
+  }
+
+  /** Rejects `waiter` when `signal` aborts, through the signal's one listener. */
+  private watch(signal: AbortSignal | undefined, waiter: Waiter): void {
+    if (!signal) return;
+    let entry = this.watched.get(signal);
+    if (!entry) {
+      const waiters = new Set<Waiter>();
+      const onAbort = () => {
+        this.watched.delete(signal);
+        for (const w of waiters) {
+          const index = this.waiters.indexOf(w);
+          if (index >= 0) this.waiters.splice(index, 1);
+          w.reject(signal.reason);
+        }
+      };
+      entry = { waiters, onAbort };
+      this.watched.set(signal, entry);
+      signal.addEventListener('abort', onAbort, { once: true });
+    }
+    entry.waiters.add(waiter);
+  }
+
+  private unwatch(signal: AbortSignal | undefined, waiter: Waiter): void {
+    if (!signal) return;
+    const entry = this.watched.get(signal);
+    if (!entry) return;
+    entry.waiters.delete(waiter);
+    if (entry.waiters.size === 0) {
+      this.watched.delete(signal);
+      signal.removeEventListener('abort', entry.onAbort);
+    }
   }
 
   /**

@@ -182,6 +182,8 @@ export const runRecordSchema = z.object({
   continuedFrom: z.object({ runId: z.string(), attempts: z.number().int().nonnegative() }).optional(),
   applied: z.boolean().optional(),
   applyError: z.string().optional(),
+  /** When `sandbox-harness apply` wrote the verified change (a run that did not apply it itself). */
+  appliedAt: z.string().optional(),
   baseline: z
     .object({
       failing: z.boolean(),

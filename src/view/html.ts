@@ -75,6 +75,7 @@ export function formatMs(ms: number | undefined): string {
 const TONES: Record<string, 'good' | 'bad' | 'warn' | 'muted'> = {
   passed: 'good',
   'ready-for-review': 'good',
+  'not-applied': 'warn',
   allowed: 'good',
   approved: 'good',
   'nothing-to-fix': 'muted',

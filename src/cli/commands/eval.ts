@@ -23,7 +23,7 @@ import { connectFleet } from '../../fleet/fleet.js';
 import { DEFAULT_RESOURCES } from '../../sandbox/types.js';
 import type { FixDeps } from '../../fix/context.js';
 import { summarize, compareSummaries, readHarnessVersion, type EvalSummary } from '../../evals/summary.js';
-import { writeReports } from '../../evals/report.js';
+import { notScoredCell, writeReports } from '../../evals/report.js';
 import { createProgressReporter } from '../../evals/progress.js';
 import { fixTrialRunner } from '../../evals/fix-trial.js';
 import { fixDeps, reuseImages } from '../../fix/deps.js';
@@ -37,6 +37,7 @@ import type { KeepPolicy } from '../../fix/run-fix.js';
 import { print, printJson, note, type CliContext } from '../context.js';
 import { shortPath } from '../format.js';
 import { parseCostLimit } from '../cost-flag.js';
+import { terminalSafe } from '../terminal.js';
 import { exportView } from '../../view/export.js';
 import { openViewSource, runHref } from '../../view/source.js';
 
@@ -163,7 +164,7 @@ export async function evalCommand(
 
   const reporter = options.json
     ? undefined
-    : createProgressReporter(ctx.stderr as NodeJS.WriteStream, { tty: ctx.isTTY });
+    : createProgressReporter(ctx.stderr as NodeJS.WriteStream, { tty: ctx.isTTY, safe: terminalSafe });
   const eventsFile = join(outDir, 'events.jsonl');
   const runner = fixTrialRunner({
     outDir,
@@ -256,8 +257,13 @@ export async function evalCommand(
     for (const t of summary.tasks) {
       print(
         ctx,
-        `  ${t.taskId.padEnd(24)} ${String(t.passes).padStart(3)}/${t.scored}  ${percent(t.passRate).padStart(4)}  [${percent(t.interval.low)}, ${percent(t.interval.high)}]${t.infrastructure ? `  infra ${t.infrastructure}` : ''}`,
+        `  ${t.taskId.padEnd(24)} ${String(t.passes).padStart(3)}/${t.scored}  ${percent(t.passRate).padStart(4)}  [${percent(t.interval.low)}, ${percent(t.interval.high)}]${t.notScored ? `  not scored ${notScoredCell(t)}` : ''}`,
       );
+    }
+    const notScored = summary.tasks.flatMap((t) => t.notScoredTrials);
+    if (notScored.length > 0) {
+      print(ctx, 'not scored (left out of the pass rates; the eval exits non-zero):');
+      for (const t of notScored) print(ctx, `  ${t.taskId}#${t.trial} ${t.category}: ${t.reason}`);
     }
     if (engines || summary.engines.length > 1) {
       print(ctx, 'engines:');

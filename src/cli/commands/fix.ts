@@ -46,7 +46,6 @@ function readStdin(): Promise<string> {
 export function fixExitCode(result: FixResult): number {
   return exitCodeForRun({
     outcome: result.outcome,
-    ...(result.record.applyError ? { applyError: result.record.applyError } : {}),
     ...(result.error ? { errorCategory: result.error.category } : {}),
   });
 }
@@ -164,7 +163,13 @@ export async function fixCommand(
     }
   }
   if (result.error?.hint) print(ctx, `hint: ${result.error.hint}`);
-  if (result.outcome === 'ready-for-review' && result.patch) print(ctx, `\n${result.patch}`);
+  if ((result.outcome === 'ready-for-review' || result.outcome === 'not-applied') && result.patch)
+    print(ctx, `\n${result.patch}`);
+  if (result.outcome === 'not-applied')
+    print(
+      ctx,
+      `apply it once the repo is as the run saw it: sandbox-harness apply ${result.runId}${options.runsDir ? ` --runs-dir ${options.runsDir}` : options.catalog ? ` --catalog ${options.catalog}` : ''}`,
+    );
   print(
     ctx,
     `run record: ${shortPath(ctx.cwd, result.runDir)}  (${r.turns} turns, ${r.tokens.input + r.tokens.output} tokens, ${formatDuration(r.durationMs ?? 0)})`,

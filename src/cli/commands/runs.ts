@@ -1,8 +1,8 @@
 /** `runs`, `inspect`, `logs`, `rerun-tests`: reading run records and the containers they kept. */
 import { resolve, join } from 'node:path';
 import { readdir, stat } from 'node:fs/promises';
-import { findCatalog } from '../../catalog/discover.js';
-import { SandboxDead, UsageError } from '../../errors.js';
+import { findCatalogIfAny } from '../../catalog/discover.js';
+import { UsageError } from '../../errors.js';
 import {
   listRuns,
   readRunFile,
@@ -23,6 +23,7 @@ import { formatTestRun, runTestLayers } from '../../fix/test-layers.js';
 import { print, printJson, note, type CliContext } from '../context.js';
 import { formatDuration, table } from '../format.js';
 import { byAttention, parseStoredResults, type StoredResults } from '../../test-results/stored.js';
+import { formatConversation } from '../conversation-text.js';
 
 export interface RunsLocation {
   repo?: string;
@@ -105,8 +106,10 @@ export async function runsDirOf(ctx: CliContext, where: RunsLocation): Promise<s
     )
   )
     return here;
-  // From a folder of catalogs, `fix` wrote into the service repo: look where it did.
-  const catalog = await findCatalog(ctx.cwd, undefined).catch(() => undefined);
+  // From a folder of catalogs, `fix` wrote into the service repo: look where it did. With
+  // several catalogs there, which repo is meant is unknown: refused (exit 2), as `fix` does,
+  // rather than "no runs" from a folder that was never the one.
+  const catalog = await findCatalogIfAny(ctx.cwd);
   if (catalog) {
     const loaded = await loadCatalog(catalog, { cwd: ctx.cwd }).catch(() => undefined);
     if (loaded) return runsDirFor(loaded.repoDir);
@@ -122,7 +125,18 @@ function summaryRow(record: RunRecord) {
     attempts: String(record.attempts.length),
     duration: record.durationMs === undefined ? '-' : formatDuration(record.durationMs),
     tokens: String(record.tokens.input + record.tokens.output),
+    applied: appliedCell(record),
   };
+}
+
+/**
+ * `yes` (by fix, or `yes (apply)` later), `no` for a verified fix that is not in the working
+ * tree (`sandbox-harness apply <run>` writes it), `-` for a run without one.
+ */
+export function appliedCell(record: Pick<RunRecord, 'outcome' | 'applied' | 'appliedAt'>): string {
+  if (record.applied === true) return record.appliedAt ? 'yes (apply)' : 'yes';
+  if (record.outcome === 'ready-for-review' || record.outcome === 'not-applied') return 'no';
+  return '-';
 }
 
 export async function runsCommand(
@@ -146,7 +160,7 @@ export async function runsCommand(
     ctx,
     table(
       runs.map((r) => summaryRow(r.record)),
-      ['id', 'ticket', 'outcome', 'attempts', 'duration', 'tokens'],
+      ['id', 'ticket', 'outcome', 'attempts', 'duration', 'tokens', 'applied'],
     ),
   );
   return 0;
@@ -257,8 +271,12 @@ export async function inspectCommand(
   if (record.attempts.length === 0) lines.push('  (none)');
   lines.push('', 'containers kept:');
   if (containers.length === 0) lines.push('  (none)');
-  for (const c of containers) lines.push(`  ${c.role.padEnd(12)} ${c.id.slice(0, 12)}  ${c.status}`);
-  for (const c of containers.filter((k) => /^attempt-\d+$/.test(k.role))) {
+  for (const c of containers)
+    lines.push(
+      `  ${c.role.padEnd(12)} ${c.id.slice(0, 12)}  ${c.exists ? c.status : removedStatus(c.status)}`,
+    );
+  // Only a container that is still there can take a shell or a test run.
+  for (const c of containers.filter((k) => k.exists && /^attempt-\d+$/.test(k.role))) {
     const n = c.role.slice('attempt-'.length);
     lines.push(
       `  attempt ${n}: sandbox-harness shell ${record.id} --attempt ${n}    sandbox-harness rerun-tests ${record.id} --attempt ${n}`,
@@ -412,7 +430,7 @@ export function formatEventLog(events: readonly LoggedEvent[]): string[] {
 export async function logsCommand(
   ctx: CliContext,
   ref: string,
-  options: RunsLocation & { json?: boolean },
+  options: RunsLocation & { json?: boolean; verbose?: boolean },
 ): Promise<number> {
   const run = await resolveRun(await runsDirOf(ctx, options), ref);
   const text = (await readRunFile(run, 'events.jsonl')) ?? '';
@@ -430,6 +448,17 @@ export async function logsCommand(
     return 0;
   }
   for (const line of formatEventLog(events)) print(ctx, line);
+  if (options.verbose) {
+    const transcript = await readRunFile(run, 'transcript.json');
+    let parsed: unknown;
+    try {
+      parsed = transcript === undefined ? undefined : JSON.parse(transcript);
+    } catch {
+      parsed = undefined;
+    }
+    print(ctx, '\nconversation:');
+    for (const line of formatConversation(parsed)) print(ctx, line);
+  }
   return 0;
 }
 
@@ -461,6 +490,32 @@ function keptAttemptSandbox(run: StoredRun, choice: AttemptChoice): AttachReques
   return { id: container.id, runId: run.record.id };
 }
 
+/** What inspect says of a kept container the engine no longer has. */
+function removedStatus(status: string): string {
+  return status === 'removed' ? REMOVED : status;
+}
+
+const REMOVED = 'removed (sandbox-harness gc, or by hand)';
+
+/**
+ * The kept container is still there, or a usage error that says it was removed: a container
+ * `gc` took away is not the engine failing (exit 3), it is a request for what no longer is.
+ */
+async function keptContainerPresent(
+  backend: SandboxBackend,
+  request: AttachRequest,
+  run: StoredRun,
+): Promise<void> {
+  const state = await backend.state(request);
+  if (state.exists) return;
+  throw new UsageError(
+    `container ${request.id.slice(0, 12)} of run ${run.record.id} was ${REMOVED}; there is nothing to open`,
+    {
+      hint: '`sandbox-harness inspect` still shows the record, patches and test output; `fix --keep always` keeps containers of every run.',
+    },
+  );
+}
+
 export async function rerunTestsCommand(
   ctx: CliContext,
   ref: string,
@@ -470,6 +525,7 @@ export async function rerunTestsCommand(
   const request = keptAttemptSandbox(run, options);
   const id = request.id;
   const backend = await backendOfRun(ctx, run.record, options);
+  await keptContainerPresent(backend, request, run);
   const sandbox = await backend.attach(request);
   try {
     if (!options.json) note(ctx, `running the tests again in kept container ${id.slice(0, 12)} ...`);
@@ -505,8 +561,7 @@ export async function shellCommand(
   const backend = await backendOfRun(ctx, run.record, options);
   // The record is only a claim: the container must be this run's sandbox before anything else,
   // so a forged record learns nothing about someone else's container, terminal or not.
-  const state = await backend.state(request);
-  if (!state.exists) throw new SandboxDead(`container ${id.slice(0, 12)} no longer exists`);
+  await keptContainerPresent(backend, request, run);
   if (!process.stdin.isTTY) {
     throw new UsageError('`shell` needs an interactive terminal', {
       hint: `Use \`docker exec -it -u 1000 ${id.slice(0, 12)} sh\` from a script, or run it in a terminal.`,

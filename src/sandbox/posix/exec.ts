@@ -48,18 +48,68 @@ export const EXEC_WRAPPER = [
   'exit "$rc"',
 ].join('\n');
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+/**
+ * Resolves after `ms` unless `clear()` comes first. Each command races one of these; a timer
+ * left behind would keep the process alive for the whole deadline after the command ended.
+ */
+function sleep(ms: number): Promise<void> & { clear(): void } {
+  let timer: NodeJS.Timeout | undefined;
+  const promise = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+  });
+  return Object.assign(promise, { clear: () => clearTimeout(timer) });
+}
 
 function envList(env: Record<string, string> | undefined): string[] {
   return Object.entries(env ?? {}).map(([k, v]) => `${k}=${v}`);
 }
 
-function whenAborted(signal: AbortSignal | undefined): Promise<'aborted'> {
-  return new Promise((resolve) => {
+/**
+ * Resolves when `signal` aborts; `clear()` removes its listener. Every command of a run
+ * waits on the run's one signal, so a listener left behind per command piles up there
+ * (MaxListenersExceededWarning after ten file tool calls, and a leak for the run's length).
+ */
+function whenAborted(signal: AbortSignal | undefined): Promise<'aborted'> & { clear(): void } {
+  let listener: (() => void) | undefined;
+  const promise = new Promise<'aborted'>((resolve) => {
     if (!signal) return;
     if (signal.aborted) resolve('aborted');
-    else signal.addEventListener('abort', () => resolve('aborted'), { once: true });
+    else {
+      listener = () => resolve('aborted');
+      signal.addEventListener('abort', listener, { once: true });
+    }
   });
+  return Object.assign(promise, {
+    clear: () => {
+      if (listener) signal?.removeEventListener('abort', listener);
+    },
+  });
+}
+
+/** The first of a command's exit, its host deadline and an abort; the losers' timer and listener are removed. */
+async function firstOf<T>(
+  exited: Promise<T>,
+  deadlineMs: number,
+  signal: AbortSignal | undefined,
+): Promise<T | 'deadline' | 'aborted'> {
+  const deadline = sleep(deadlineMs);
+  const aborted = whenAborted(signal);
+  try {
+    return await Promise.race([exited, deadline.then(() => 'deadline' as const), aborted]);
+  } finally {
+    deadline.clear();
+    aborted.clear();
+  }
+}
+
+/** Waits for `promise` at most `ms`, leaving no timer behind. */
+async function atMost(promise: Promise<unknown>, ms: number): Promise<void> {
+  const timer = sleep(ms);
+  try {
+    await Promise.race([promise, timer]);
+  } finally {
+    timer.clear();
+  }
 }
 
 /** A command of the model or the catalog, under every limit. */
@@ -85,17 +135,17 @@ export async function runCommand(
     stderr,
   });
   const deadline = timeoutSec * 1000 + KILL_GRACE_SEC * 1000 + HOST_GRACE_MS;
-  const first = await Promise.race([
+  const first = await firstOf(
     running.exited.then((code) => ({ code })),
-    sleep(deadline).then(() => 'deadline' as const),
-    whenAborted(options.signal),
-  ]);
+    deadline,
+    options.signal,
+  );
   let code: number;
   let hostTimedOut = false;
   if (typeof first === 'object') {
     code = first.code;
     // Give the backend a moment to deliver what the command wrote before it exited.
-    await Promise.race([running.streamEnded, sleep(300)]);
+    await atMost(running.streamEnded, 300);
     running.detach();
   } else {
     running.detach();
@@ -129,7 +179,7 @@ export async function killTree(transport: Transport, token: string): Promise<voi
       stdout: new BoundedBuffer(1024),
       stderr: new BoundedBuffer(1024),
     });
-    await Promise.race([killer.exited, sleep(5000)]);
+    await atMost(killer.exited, 5000);
     killer.detach();
   } catch (error) {
     if (!(error instanceof SandboxDead)) throw error;
@@ -186,11 +236,11 @@ export async function runScript(
     stdout: options.stdout ?? buffer,
     stderr,
   });
-  const first = await Promise.race([
+  const first = await firstOf(
     running.exited.then((code) => ({ code })),
-    sleep(timeoutSec * 1000 + HOST_GRACE_MS).then(() => 'deadline' as const),
-    whenAborted(options.signal),
-  ]);
+    timeoutSec * 1000 + HOST_GRACE_MS,
+    options.signal,
+  );
   if (typeof first !== 'object') {
     running.detach();
     if (first === 'aborted') throw abortError(options.signal!);
@@ -203,7 +253,7 @@ export async function runScript(
       stderrOverflowed: false,
     };
   }
-  await Promise.race([running.streamEnded, sleep(2000)]);
+  await atMost(running.streamEnded, 2000);
   running.detach();
   return {
     exitCode: first.code,

@@ -18,7 +18,7 @@ describe('catalog JSON Schema', () => {
       additionalProperties: boolean;
       properties: { agent: { required: string[]; additionalProperties: boolean } };
     };
-    expect(schema.required).toEqual(['name', 'owner', 'repo', 'rules', 'agent']);
+    expect(schema.required).toEqual(['name', 'owner', 'repo', 'agent']);
     expect(schema.additionalProperties).toBe(false);
     expect(schema.properties.agent.required).toEqual(['editableFiles', 'testCommand']);
     expect(schema.properties.agent.additionalProperties).toBe(false);

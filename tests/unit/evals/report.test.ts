@@ -154,7 +154,7 @@ describe('renderMarkdown', () => {
     const previous = summaryFor({ always: tenFail, never: tenFail, flaky: tenFail });
     const md = renderMarkdown(current, compareSummaries(current, previous));
     expect(md).toContain('## Overall');
-    expect(md).toMatch(/\| flaky \| 9\/10 \| 6 \| 66\.7% \| \[35\.4, 87\.9\]% \| 1 \|/);
+    expect(md).toMatch(/\| flaky \| 9\/10 \| 6 \| 66\.7% \| \[35\.4, 87\.9\]% \| 1 \(1 infrastructure\) \|/);
     // flaky, 6 of 9 scored: pass@2 = 1 - C(3,2)/C(9,2) = 1 - 3/36 = 91.7%
     expect(md).toContain('| flaky | 66.7% | 91.7% |');
     // overall pass@1 = (1 + 0 + 2/3)/3 = 55.6%, pass@2 = (1 + 0 + 0.9167)/3 = 63.9%

@@ -55,7 +55,6 @@ async function listFiles(dir: string, base = dir): Promise<string[]> {
 function exitCode(result: FixResult): number {
   return exitCodeForRun({
     outcome: result.outcome,
-    ...(result.record.applyError ? { applyError: result.record.applyError } : {}),
     ...(result.error ? { errorCategory: result.error.category } : {}),
   });
 }
@@ -484,10 +483,13 @@ describe('runFix with fakes', () => {
       return npmTest(command, options, sandbox);
     };
     const result = await runFix(h.options(), h.deps(scripted(fixingTurns), meddling));
-    expect(result.outcome).toBe('ready-for-review');
+    // Its own outcome and exit code: verified, but the working tree does not hold it.
+    expect(result.outcome).toBe('not-applied');
+    expect(result.record.outcome).toBe('not-applied');
     expect(result.record.applied).toBe(false);
     expect(result.record.applyError).toMatch(/src\/shipping\.ts/);
-    expect(exitCode(result)).toBe(1);
+    expect(exitCode(result)).toBe(4);
+    expect(result.patch).toContain('= 39;');
     expect(await readFile(target, 'utf8')).toBe('// edited by a person meanwhile\n');
     expect(await readFile(join(result.runDir, 'patch.diff'), 'utf8')).toContain('= 39;');
   });

@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import { SandboxPool } from '../../../src/fix/sandboxes.js';
+import { MemoryBackend } from '../../fakes/memory-sandbox.js';
+
+describe('SandboxPool', () => {
+  it('does not record a verification sandbox made ahead for an attempt that was never verified', async () => {
+    const backend = new MemoryBackend({ 'a.txt': Buffer.from('a') });
+    const pool = new SandboxPool(
+      backend,
+      (role) => ({ image: 'memory:repo', runId: 'r1', role }),
+      'on-failure',
+    );
+    const attempt = await pool.create('attempt-1');
+    pool.makeAhead('verify-1');
+    // The attempt was rejected: its verification sandbox is dropped unused.
+    await pool.dropAhead('verify-1');
+    await pool.closeAll(true, () => undefined);
+    expect(pool.records.map((r) => [r.role, r.kept])).toEqual([['attempt-1', true]]);
+    expect(pool.records[0]?.id).toBe(attempt.id);
+    // It was made, and it is gone: nothing of it is left on the engine.
+    const verify = backend.created.find((c) => c.spec.role === 'verify-1');
+    expect(verify?.sandbox.disposed).toEqual({ keep: false });
+  });
+
+  it('records a verification sandbox that was used, kept by the policy', async () => {
+    const backend = new MemoryBackend({ 'a.txt': Buffer.from('a') });
+    const pool = new SandboxPool(
+      backend,
+      (role) => ({ image: 'memory:repo', runId: 'r1', role }),
+      'on-failure',
+    );
+    await pool.create('attempt-1');
+    pool.makeAhead('verify-1');
+    await pool.create('verify-1');
+    await pool.dropAhead('verify-1');
+    await pool.closeAll(true, () => undefined);
+    expect(pool.records.map((r) => [r.role, r.kept])).toEqual([
+      ['attempt-1', true],
+      ['verify-1', true],
+    ]);
+  });
+});
