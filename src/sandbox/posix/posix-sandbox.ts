@@ -44,6 +44,7 @@ import {
   EXPORT_SCRIPT,
   FILE_PROBLEMS,
   FREEZE_SCRIPT,
+  SURVIVORS_SCRIPT,
   LIST_SCRIPT,
   READ_SCRIPT,
   SCAN_SCRIPT,
@@ -402,6 +403,29 @@ export abstract class PosixSandbox implements Sandbox {
     if (result.exitCode !== 0 || !/^frozen \d+$/m.test(result.stdout.toString('utf8'))) {
       await this.hardFreeze(`the freeze script failed (exit ${result.exitCode}: ${result.stderr.trim()})`);
     }
+    // The freeze ran as the sandbox user, so a process of that user could have fooled it:
+    // what is left is looked at again as root, which none of them can trace or signal.
+    const left = await this.survivors(options.signal);
+    if (left === undefined) return;
+    await this.hardFreeze(`processes of the sandbox user survived the freeze (${left})`);
+    const still = await this.survivors(options.signal);
+    if (still !== undefined) {
+      throw new SandboxDead(`the sandbox could not be frozen: ${still}; its change is not read`);
+    }
+  }
+
+  /** Undefined when no process of the sandbox user runs; else what runs, or why it cannot tell. */
+  private async survivors(signal: AbortSignal | undefined): Promise<string | undefined> {
+    const check = await this.script(SURVIVORS_SCRIPT, [], {
+      maxStdoutBytes: 4096,
+      cwd: '/',
+      timeoutMs: 30_000,
+      user: 'root',
+      ...(signal ? { signal } : {}),
+    });
+    if (check.exitCode === 0 && /^clear \d+$/m.test(check.stdout.toString('utf8'))) return undefined;
+    const listed = check.stdout.toString('utf8').trim().split('\n').slice(0, 5).join('; ');
+    return `exit ${check.exitCode}: ${check.stderr.trim()}${listed ? ` (${listed})` : ''}`.slice(0, 500);
   }
 
   /**

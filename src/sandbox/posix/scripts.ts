@@ -122,26 +122,22 @@ find -files0-from - -maxdepth 0 \\( -type f -links +1 -fprintf /dev/fd/3 'H\\t%p
 `;
 
 /**
- * Stops every process but the sandbox's init (pid 1), its keep-alive child (the lowest pid
- * after it: it started first, and pids only grow) and this script (and its parent, when a
- * `timeout` runs it): SIGSTOP in passes until
- * a pass finds nothing new (a stopped process cannot fork, so this ends), then SIGKILL,
- * then waits until they are gone. Builtins only inside the loops: a fork here would stop
- * itself. Prints `frozen <n>`.
+ * Stops every process this script may signal but the sandbox's init (pid 1) and this script
+ * (and its parent, when a `timeout` runs it): SIGSTOP in passes until a pass finds nothing
+ * new (a stopped process cannot fork, so this ends), then SIGKILL, then waits until they are
+ * gone. The container's init and keep-alive run as root, so the sandbox user can neither
+ * signal, trace nor write them: nothing it starts can hide in them (`SURVIVORS_SCRIPT` checks
+ * that, as root, after this). Builtins only inside the loops: a fork here would stop itself.
+ * Prints `frozen <n>`.
  */
 export const FREEZE_SCRIPT = `
 me="$$ $PPID"
-main=
-for d in /proc/[0-9]*; do
-  p=\${d#/proc/}
-  if [ "$p" -gt 1 ] && [ "$p" != "$$" ] && { [ -z "$main" ] || [ "$p" -lt "$main" ]; }; then main=$p; fi
-done
 stopped=' '
 while :; do
   new=0
   for d in /proc/[0-9]*; do
     p=\${d#/proc/}
-    case " 1 $main $me$stopped" in *" $p "*) continue ;; esac
+    case " 1 $me$stopped" in *" $p "*) continue ;; esac
     if kill -STOP "$p" 2>/dev/null; then stopped="$stopped$p "; new=1; fi
   done
   [ "$new" = 0 ] && break
@@ -162,6 +158,33 @@ while [ "$i" -lt 200 ]; do
 done
 [ "$left" = 0 ] || { echo "processes survived the freeze" >&2; exit 49; }
 echo "frozen $n"
+`;
+
+/**
+ * Run as root after the freeze, so no process of the sandbox user can have tampered with it:
+ * lists every process that is not root's and not a zombie (any of its uids: real, effective,
+ * saved, filesystem) as `<pid> <state> <uids>` on stdout and exits 49 if there is one; exits
+ * 48 when it cannot tell (no process list, or pid 1 not seen), so the caller fails closed.
+ * Prints `clear <n>` (the processes seen) otherwise. Builtins only: nothing to trace mid-way.
+ */
+export const SURVIVORS_SCRIPT = `
+seen=0; bad=0; one=
+for d in /proc/[0-9]*; do
+  [ -r "$d/status" ] || continue
+  s=; u=
+  while read -r k a b c e rest; do
+    case $k in State:) s=$a ;; Uid:) u="$a $b $c $e" ;; esac
+  done < "$d/status" 2>/dev/null
+  [ -n "$u" ] || continue
+  seen=$((seen + 1))
+  [ "$d" = /proc/1 ] && one=1
+  [ "$u" = "0 0 0 0" ] && continue
+  case $s in Z|X) continue ;; esac
+  printf '%s %s %s\\n' "\${d#/proc/}" "$s" "$u"; bad=$((bad + 1))
+done
+[ -n "$one" ] && [ "$seen" -gt 1 ] || { echo "cannot list the sandbox's processes" >&2; exit 48; }
+[ "$bad" = 0 ] || { echo "$bad process(es) of the sandbox user survived the freeze" >&2; exit 49; }
+echo "clear $seen"
 `;
 
 /**
