@@ -214,27 +214,36 @@ exit 0
  * The command channel's server: one long-lived process that runs the commands it reads on
  * stdin (`<token> <timeout-sec> <line-count> <input-bytes>`, that many lines of command, then
  * that many bytes of the command's stdin: `read` takes a byte at a time from a pipe, so
- * `head -c` gets exactly the input), each like the
- * exec wrapper does (under `timeout`, in the workspace, its tree marked with the token, its
- * output relayed through fifos that are cut once it exits), and ends each command's output
- * on stdout and on stderr with `\\0SHX <token> <exit code>\\0`. The next command's relays and
- * the watchdog that cuts them off are started as soon as one command has answered, and fifos
- * are made and removed in batches, so a command waits on no process but its own.
+ * `head -c` gets exactly the input), each like the exec wrapper does (under `timeout`, in
+ * the workspace, its tree marked with the token, its output relayed through fifos that are
+ * cut once it exits).
+ *
+ * Framing that the command cannot forge, whatever it prints: every byte of a command's
+ * output reaches the channel's stdout or stderr only base64-encoded (`cat` drains the fifo
+ * into `base64`, so cutting `cat` off loses nothing `base64` holds), and each command's
+ * output ends with `\0SHX <token> <exit code>\0`, which no base64 text contains. Nothing else
+ * of the server's reaches the streams (its own stderr is /dev/null; the two streams are fds
+ * 3 and 4, closed for the command). The next command's relays and the watchdog that cuts
+ * them off are started as soon as one command has answered, and fifos are made and removed
+ * in batches, so a command waits on no process but its own.
  */
 export const CHANNEL_SCRIPT = `
+exec 3>&1 4>&2 2>/dev/null >/dev/null
 d=$(mktemp -d /tmp/.sandbox-harness-channel-XXXXXX) || exit 125
 n=0; made=0; old=
 ready() {
-  n=$((n + 1)); o="$d/o$n"; e="$d/e$n"; w="$d/w$n"
+  n=$((n + 1)); o="$d/o$n"; e="$d/e$n"; w="$d/w$n"; po="$d/p$n"; pe="$d/q$n"
   if [ "$made" -lt "$n" ]; then
     set --; i=$n
-    while [ "$i" -lt $((n + 16)) ]; do set -- "$@" "$d/o$i" "$d/e$i" "$d/w$i"; i=$((i + 1)); done
-    mkfifo "$@" 2>/dev/null && made=$((i - 1))
+    while [ "$i" -lt $((n + 16)) ]; do set -- "$@" "$d/o$i" "$d/e$i" "$d/w$i" "$d/p$i" "$d/q$i"; i=$((i + 1)); done
+    mkfifo "$@" && made=$((i - 1))
   fi
-  if [ -p "$o" ] && [ -p "$e" ] && [ -p "$w" ]; then
-    cat "$o" & ro=$!
-    cat "$e" >&2 & re=$!
-    ( read -r _ < "$w"; sleep 0.3; kill "$ro" "$re" ) >/dev/null 2>&1 & k=$!
+  if [ -p "$o" ] && [ -p "$e" ] && [ -p "$w" ] && [ -p "$po" ] && [ -p "$pe" ]; then
+    base64 -w 0 < "$po" >&3 & bo=$!
+    base64 -w 0 < "$pe" >&4 & be=$!
+    cat "$o" > "$po" & ro=$!
+    cat "$e" > "$pe" & re=$!
+    ( read -r _ < "$w"; sleep 0.3; kill "$ro" "$re" ) & k=$!
     ok=1
   else
     ok=
@@ -252,21 +261,21 @@ $l"; fi
   in=/dev/null
   if [ "\${ib:-0}" -gt 0 ]; then in="$d/i$n"; head -c "$ib" > "$in"; old="$old $in"; fi
   if [ -n "$ok" ]; then
-    (cd ${WORKSPACE} && SANDBOX_HARNESS_EXEC=$tok exec timeout -k 2 "$t" /bin/sh -c "$cmd") >"$o" 2>"$e" <"$in" &
+    (cd ${WORKSPACE} && SANDBOX_HARNESS_EXEC=$tok exec timeout -k 2 "$t" /bin/sh -c "$cmd") >"$o" 2>"$e" <"$in" 3>&- 4>&- &
     wait $!; rc=$?
     echo > "$w"
-    wait "$ro" "$re" 2>/dev/null
-    kill "$k" 2>/dev/null
-    old="$old $o $e $w"
+    wait "$bo" "$be"
+    kill "$k"
+    old="$old $o $e $w $po $pe"
   else
-    rc=125; printf 'sandbox-harness: cannot create the output relay in %s (is /tmp full?)\\n' "$d" >&2
+    rc=125; printf 'sandbox-harness: cannot create the output relay in %s (is /tmp full?)\\n' "$d" | base64 -w 0 >&4
   fi
-  printf '\\0SHX %s %s\\0' "$tok" "$rc"
-  printf '\\0SHX %s %s\\0' "$tok" "$rc" >&2
+  printf '\\0SHX %s %s\\0' "$tok" "$rc" >&3
+  printf '\\0SHX %s %s\\0' "$tok" "$rc" >&4
   if [ $((n % 32)) = 0 ]; then rm -f $old; old=; fi
   ready
 done
-kill "$ro" "$re" "$k" 2>/dev/null
+kill "$ro" "$re" "$k"
 rm -rf "$d"
 `;
 
