@@ -102,6 +102,8 @@ export async function runAttempt(
     return result;
   };
 
+  /** Set once the agent's loop is over: a sandbox that dies after it is the attempt's to answer for. */
+  let loopEnded = false;
   try {
     const box = await run.sandboxes.create(`attempt-${n}`, { hidden: plan.heldOut });
     run.sandboxes.makeAhead(`verify-${n}`);
@@ -112,6 +114,7 @@ export async function runAttempt(
       engine: run.deps.backend.engine,
     });
     const loop = await runAgent(run, plan, n, box, record, feedback, signal);
+    loopEnded = true;
     if (loop.status === 'interrupted') throw abortError(signal);
     if (loop.sandboxError instanceof DiskBudgetExceeded) throw loop.sandboxError;
     const died = loop.status === 'sandbox-stopped';
@@ -239,6 +242,18 @@ export async function runAttempt(
         feedback: `Your attempt ended: ${error.message}. Do not write large or many files (build outputs, caches, dependency installs) in the sandbox.`,
       });
     }
+    if (loopEnded && error instanceof SandboxDead && !run.signal.aborted && (await engineAnswers(run))) {
+      // A sandbox of this attempt stopped while its change was collected or verified, and
+      // the engine is fine: the agent's change (or what it left running) did it. Calling
+      // that infrastructure would let an agent pull its own failures out of the pass rate.
+      progress.end(`a sandbox stopped while the change was checked: ${error.message}`);
+      record.message = error.message;
+      return await finish({
+        verdict: 'sandbox-stopped',
+        feedback:
+          'Your sandbox stopped while your change was being checked (every process in it died), so the change could not be verified. Do not kill processes you did not start, and do not leave processes running when you finish.',
+      });
+    }
     record.verdict = verdictOfError(error);
     record.durationMs = Date.now() - started;
     record.message = error instanceof Error ? error.message : String(error);
@@ -246,6 +261,20 @@ export async function runAttempt(
     throw error;
   } finally {
     await run.sandboxes.dropAhead(`verify-${n}`);
+  }
+}
+
+/**
+ * Whether the engine itself is healthy (it answers a ping): the evidence that decides who
+ * failed when a sandbox stops after the agent's loop. Only an engine that does not answer
+ * makes it infrastructure (retried); otherwise the attempt failed.
+ */
+async function engineAnswers(run: Run): Promise<boolean> {
+  try {
+    await run.deps.ping();
+    return true;
+  } catch {
+    return false;
   }
 }
 

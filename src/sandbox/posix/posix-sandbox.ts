@@ -99,6 +99,9 @@ export interface PosixSandboxOptions {
   hidden?: readonly string[];
 }
 
+/** Exit codes of a command that may have died with its sandbox (SIGKILL, SIGTERM, the engine's "unknown"). */
+const KILLED_CODES: ReadonlySet<number> = new Set([137, 143, 255, -1]);
+
 export abstract class PosixSandbox implements Sandbox {
   readonly id: string;
   readonly image: string;
@@ -157,7 +160,15 @@ export abstract class PosixSandbox implements Sandbox {
         }
       }
     }
-    return this.guard(() => runCommand(this.transport, this.env, command, options));
+    const result = await this.guard(() => runCommand(this.transport, this.env, command, options));
+    // A command killed with its whole sandbox exits like one killed alone (137, or the
+    // engine's -1/255): only the sandbox's state tells them apart, and a dead sandbox is an
+    // error, never a command's (or a test run's) result.
+    if (KILLED_CODES.has(result.exitCode) && !(await this.isAlive())) {
+      await this.checkUsable();
+      throw new SandboxDead(`sandbox ${this.id.slice(0, 12)} stopped while a command ran`);
+    }
+    return result;
   }
 
   private openChannel(): Promise<CommandChannel | undefined> {

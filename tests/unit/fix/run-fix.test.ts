@@ -18,7 +18,7 @@ import {
   type HostFile,
 } from '../../../src/fix/run-fix.js';
 import { memoryBaselineCache } from '../../../src/fix/baseline.js';
-import { SandboxUnavailable } from '../../../src/errors.js';
+import { SandboxDead, SandboxUnavailable } from '../../../src/errors.js';
 import { exitCodeForRun } from '../../../src/cli/exit-codes.js';
 import { sha256 } from '../../../src/changes/hash.js';
 import { defaultJournalDir } from '../../../src/changes/apply-journal.js';
@@ -516,6 +516,36 @@ describe('runFix with fakes', () => {
     const result = await runFix(h.options(), h.deps(scripted(turns), killing));
     expect(result.record.attempts[0]?.agentStop).toBe('sandbox-stopped');
     expect(result.outcome).toBe('ready-for-review');
+  });
+
+  it.each([
+    ['the engine answers: the attempt failed (sandbox-stopped), exit 1', true],
+    ['the engine does not answer: infrastructure, exit 3', false],
+  ])('a verification sandbox that stops under the change: %s', async (_name, engineAnswers) => {
+    const h = await harness();
+    // The change's own test run takes its sandbox down (the engine then says it is gone).
+    const dying: ExecHandler = (command, options, sandbox) => {
+      if (command === 'npm test' && sandbox.labels.role?.startsWith('verify')) {
+        sandbox.kill();
+        throw new SandboxDead(`sandbox ${sandbox.id.slice(0, 12)} is not running`);
+      }
+      return npmTest(command, options, sandbox);
+    };
+    const deps = h.deps(scripted([{ content: [FIX_EDIT] }, { content: [text('done')] }]), dying);
+    let pings = 0;
+    deps.ping = async () => {
+      if (++pings > 1 && !engineAnswers)
+        throw new SandboxUnavailable('cannot reach the Docker engine (ECONNREFUSED)');
+    };
+    const result = await runFix(h.options({ maxAttempts: 1 }), deps);
+    if (engineAnswers) {
+      expect(result.outcome).toBe('failed');
+      expect(result.record.attempts[0]?.verdict).toBe('sandbox-stopped');
+      expect(exitCode(result)).toBe(1);
+    } else {
+      expect(result.outcome).toBe('infrastructure');
+      expect(exitCode(result)).toBe(3);
+    }
   });
 
   it('a sandbox over its disk budget ends the attempt with the reason, which the next attempt is told', async () => {
