@@ -211,6 +211,7 @@ export async function runAttempt(
         changeSet,
         tests,
         plan.review.agentsMd,
+        plan.heldOut,
       );
       (record.reviews ??= []).push(review.record);
       if (review.record.verdict === 'approve') {
@@ -228,11 +229,7 @@ export async function runAttempt(
     const bytes = run.options.feedbackBytes ?? DEFAULT_FEEDBACK_BYTES;
     return await finish({
       verdict: 'tests-failed',
-      feedback:
-        notice +
-        (verification.heldOut === 'failed'
-          ? 'Your change was applied to a fresh copy of the repository. The visible tests pass there, but held-out tests that you cannot see failed: the change does not do what the ticket asks in every case. Read the ticket and the business rules again and fix the behaviour, not the visible tests.'
-          : failureFeedback(tests, bytes, plan.layers.length)),
+      feedback: notice + testFeedback(verification, plan, bytes),
     });
   } catch (error) {
     if (error instanceof DiskBudgetExceeded) {
@@ -329,7 +326,31 @@ async function runAgent(
   return loop;
 }
 
+/**
+ * What the maker is told about failing tests. With held-out tests, only what the visible
+ * tests alone printed, and the fact that held-out tests failed: never the output of a run
+ * that included them (their file names, assertions and expected values).
+ */
+function testFeedback(verification: Verification, plan: AttemptPlan, bytes: number): string {
+  if (verification.heldOut === 'failed') return HELD_OUT_FAILED;
+  if (plan.heldOut.length === 0) return failureFeedback(verification.tests, bytes, plan.layers.length);
+  const visible = verification.visible;
+  const shown = visible && !visible.passed ? failureFeedback(visible, bytes, plan.layers.length) : '';
+  return `${shown || 'Your change was applied to a fresh copy of the repository and the tests failed.'}\n${HELD_OUT_ALSO}`;
+}
+
+const HELD_OUT_FAILED =
+  'Your change was applied to a fresh copy of the repository. The visible tests pass there, but held-out tests that you cannot see failed: the change does not do what the ticket asks in every case. Read the ticket and the business rules again and fix the behaviour, not the visible tests.';
+const HELD_OUT_ALSO =
+  '(Held-out tests that you cannot see ran too; what they printed is not shown. The output above is of the visible tests alone.)';
+
+/** The record keeps everything, for people: the run with the held-out tests, and the visible one. */
 function formatForRecord(verification: Verification): string {
   const text = formatTestRun(verification.tests);
-  return verification.heldOut ? `${text}\n=== held-out tests: ${verification.heldOut}\n` : text;
+  const visible = verification.visible
+    ? `\n=== the visible tests alone (what the agent was shown)\n${formatTestRun(verification.visible)}`
+    : '';
+  return verification.heldOut || verification.visible
+    ? `${text}\n=== held-out tests: ${verification.heldOut ?? 'ran (the visible tests fail too)'}\n${visible}`
+    : text;
 }

@@ -19,6 +19,11 @@ export interface Verification {
    * pass without them (the verdict came from the held-out tests); absent otherwise.
    */
   heldOut?: 'passed' | 'failed';
+  /**
+   * With held-out tests that failed: the same change tested without them, the only output
+   * the maker and the checker may see (the run with them names their files and values).
+   */
+  visible?: TestRun;
 }
 
 interface Expected {
@@ -123,7 +128,7 @@ export async function verifyChange(
   try {
     await writeAllowed(visibleBox, changeSet, run.signal);
     const visible = await runTestLayers(visibleBox, layers, { timeoutMs, signal: run.signal });
-    return visible.passed ? { tests, heldOut: 'failed' } : { tests };
+    return visible.passed ? { tests, heldOut: 'failed', visible } : { tests, visible };
   } finally {
     await run.sandboxes.release(visibleBox);
   }
