@@ -101,6 +101,12 @@ export interface PosixSandboxOptions {
 
 /** Exit codes of a command that may have died with its sandbox (SIGKILL, SIGTERM, the engine's "unknown"). */
 const KILLED_CODES: ReadonlySet<number> = new Set([137, 143, 255, -1]);
+/** How long (10 ms tries) the root check beside the freeze waits for the sandbox user's processes to go. */
+const SURVIVOR_WATCH_TRIES = 1000;
+
+function errorText(value: unknown): string {
+  return value instanceof Error ? value.message : String(value);
+}
 
 export abstract class PosixSandbox implements Sandbox {
   readonly id: string;
@@ -397,6 +403,11 @@ export abstract class PosixSandbox implements Sandbox {
   async freeze(options: { signal?: AbortSignal } = {}): Promise<void> {
     // The freeze stops the channel's process with every other; nothing more may use it.
     await this.closeChannel();
+    // The freeze runs as the sandbox user (only it may signal that user's processes), so a
+    // process of that user could fool it: root looks at what is left, which none of them
+    // can trace or signal. It starts now and watches until nothing of that user runs (the
+    // freeze script included), so its exec costs no time after the freeze.
+    const watched = this.survivors(SURVIVOR_WATCH_TRIES, options.signal).catch((error: unknown) => error);
     let result: ScriptResult;
     try {
       result = await this.script(FREEZE_SCRIPT, [], {
@@ -406,28 +417,35 @@ export abstract class PosixSandbox implements Sandbox {
         ...(options.signal ? { signal: options.signal } : {}),
       });
     } catch (error) {
+      await watched;
       // Stopped already (its processes all died): starting it again gives the frozen state.
       if (!(error instanceof SandboxDead)) throw error;
       await this.hardFreeze('the sandbox had stopped');
-      return;
+      return this.confirmFrozen(options.signal);
     }
     if (result.exitCode !== 0 || !/^frozen \d+$/m.test(result.stdout.toString('utf8'))) {
+      await watched;
       await this.hardFreeze(`the freeze script failed (exit ${result.exitCode}: ${result.stderr.trim()})`);
+      return this.confirmFrozen(options.signal);
     }
-    // The freeze ran as the sandbox user, so a process of that user could have fooled it:
-    // what is left is looked at again as root, which none of them can trace or signal.
-    const left = await this.survivors(options.signal);
+    const left = await watched;
     if (left === undefined) return;
-    await this.hardFreeze(`processes of the sandbox user survived the freeze (${left})`);
-    const still = await this.survivors(options.signal);
+    if (left instanceof Error && !(left instanceof SandboxDead)) throw left;
+    await this.hardFreeze(`processes of the sandbox user survived the freeze (${errorText(left)})`);
+    await this.confirmFrozen(options.signal);
+  }
+
+  /** After a hard freeze: one more look as root; a sandbox that is still not clear is not read. */
+  private async confirmFrozen(signal: AbortSignal | undefined): Promise<void> {
+    const still = await this.survivors(1, signal);
     if (still !== undefined) {
       throw new SandboxDead(`the sandbox could not be frozen: ${still}; its change is not read`);
     }
   }
 
-  /** Undefined when no process of the sandbox user runs; else what runs, or why it cannot tell. */
-  private async survivors(signal: AbortSignal | undefined): Promise<string | undefined> {
-    const check = await this.script(SURVIVORS_SCRIPT, [], {
+  /** Undefined once no process of the sandbox user runs; else what runs, or why it cannot tell. */
+  private async survivors(tries: number, signal: AbortSignal | undefined): Promise<string | undefined> {
+    const check = await this.script(SURVIVORS_SCRIPT, [String(tries)], {
       maxStdoutBytes: 4096,
       cwd: '/',
       timeoutMs: 30_000,

@@ -161,30 +161,42 @@ echo "frozen $n"
 `;
 
 /**
- * Run as root after the freeze, so no process of the sandbox user can have tampered with it:
- * lists every process that is not root's and not a zombie (any of its uids: real, effective,
- * saved, filesystem) as `<pid> <state> <uids>` on stdout and exits 49 if there is one; exits
- * 48 when it cannot tell (no process list, or pid 1 not seen), so the caller fails closed.
- * Prints `clear <n>` (the processes seen) otherwise. Builtins only: nothing to trace mid-way.
+ * Run as root beside the freeze, so no process of the sandbox user can tamper with it: looks
+ * (every 10 ms, for at most $1 tries) until no process is left that is not root's and not a
+ * zombie (any of its uids: real, effective, saved, filesystem). Nothing of that user is ever
+ * started again once none runs (only the host starts processes), so "clear" can only be seen
+ * after the freeze script itself has exited, and stays true. Prints `clear <n>` (processes
+ * seen); else exits 49 listing what still runs as `<pid> <state> <uids>`, or 48 when it cannot
+ * tell (no process list, or pid 1 not seen), so the caller fails closed. Builtins only in the
+ * scan.
  */
 export const SURVIVORS_SCRIPT = `
-seen=0; bad=0; one=
-for d in /proc/[0-9]*; do
-  [ -r "$d/status" ] || continue
-  s=; u=
-  while read -r k a b c e rest; do
-    case $k in State:) s=$a ;; Uid:) u="$a $b $c $e" ;; esac
-  done < "$d/status" 2>/dev/null
-  [ -n "$u" ] || continue
-  seen=$((seen + 1))
-  [ "$d" = /proc/1 ] && one=1
-  [ "$u" = "0 0 0 0" ] && continue
-  case $s in Z|X) continue ;; esac
-  printf '%s %s %s\\n' "\${d#/proc/}" "$s" "$u"; bad=$((bad + 1))
+tries=0
+while :; do
+  seen=0; bad=0; one=; list=
+  for d in /proc/[0-9]*; do
+    [ -r "$d/status" ] || continue
+    s=; u=
+    while read -r k a b c e rest; do
+      case $k in State:) s=$a ;; Uid:) u="$a $b $c $e" ;; esac
+    done < "$d/status" 2>/dev/null
+    [ -n "$u" ] || continue
+    seen=$((seen + 1))
+    [ "$d" = /proc/1 ] && one=1
+    [ "$u" = "0 0 0 0" ] && continue
+    case $s in Z|X) continue ;; esac
+    list="$list\${d#/proc/} $s $u
+"; bad=$((bad + 1))
+  done
+  [ -n "$one" ] && [ "$seen" -gt 1 ] || { echo "cannot list the sandbox's processes" >&2; exit 48; }
+  if [ "$bad" = 0 ]; then echo "clear $seen"; exit 0; fi
+  tries=$((tries + 1))
+  [ "$tries" -lt "\${1:-1}" ] || break
+  sleep 0.01
 done
-[ -n "$one" ] && [ "$seen" -gt 1 ] || { echo "cannot list the sandbox's processes" >&2; exit 48; }
-[ "$bad" = 0 ] || { echo "$bad process(es) of the sandbox user survived the freeze" >&2; exit 49; }
-echo "clear $seen"
+printf '%s' "$list"
+echo "$bad process(es) of the sandbox user survived the freeze" >&2
+exit 49
 `;
 
 /**
