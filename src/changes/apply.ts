@@ -348,9 +348,21 @@ async function undoJournal(
   }
   for (const rel of [...journal.createdDirs].reverse()) {
     const dir = path.join(root, ...rel.split('/'));
+    // The same checks as for a file: a plain path inside the repo's real path, and no link
+    // in any component, the folder itself included (a planted journal must not make this
+    // remove a folder outside the repo through a repo symlink).
+    if (pathProblem(rel) || !dir.startsWith(root + path.sep)) {
+      leftAlone.push(`${rel}/ (not a plain path in the repo)`);
+      continue;
+    }
+    const through = await parentsProblem(fs, root, `${rel}/.`);
+    if (through === 'missing') continue;
+    if (through) {
+      leftAlone.push(`${rel}/ (${through})`);
+      continue;
+    }
     // Only empty folders go: one the user filled since is theirs now.
-    if (dir.startsWith(root + path.sep) && (await fs.lstat(dir))?.kind === 'directory')
-      await fs.rmdir(dir).catch(() => undefined);
+    await fs.rmdir(dir).catch(() => undefined);
   }
   for (const dir of touched) await fs.syncDir(dir).catch(() => undefined);
   await fs.unlink(file);

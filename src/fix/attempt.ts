@@ -115,6 +115,8 @@ export async function runAttempt(
     return result;
   };
 
+  /** Set once the agent's loop is over: a sandbox that dies after it is the attempt's to answer for. */
+  let loopEnded = false;
   try {
     const box = await run.sandboxes.create(`attempt-${n}`, { hidden: plan.heldOut });
     record.containers.push({
@@ -128,6 +130,7 @@ export async function runAttempt(
     const continued = run.continuation;
     if (continued && n === continued.attemptsBefore + 1) await replayEarlierChange(box, continued, signal);
     const loop = await runAgent(run, plan, n, box, record, feedback, signal);
+    loopEnded = true;
     if (loop.status === 'interrupted') throw abortError(signal);
     if (loop.sandboxError instanceof DiskBudgetExceeded) throw loop.sandboxError;
     const died = loop.status === 'sandbox-stopped';
@@ -237,6 +240,7 @@ export async function runAttempt(
         changeSet,
         tests,
         plan.review.agentsMd,
+        plan.heldOut,
       );
       (record.reviews ??= []).push(review.record);
       if (review.record.verdict === 'approve') {
@@ -259,13 +263,7 @@ export async function runAttempt(
     const bytes = run.options.feedbackBytes ?? DEFAULT_FEEDBACK_BYTES;
     return await finish({
       verdict: 'tests-failed',
-      feedback:
-        notice +
-        (named
-          ? namedFeedback(named)
-          : verification.heldOut === 'failed'
-            ? 'Your change was applied to a fresh copy of the repository. The visible tests pass there, but held-out tests that you cannot see failed: the change does not do what the ticket asks in every case. Read the ticket and the business rules again and fix the behaviour, not the visible tests.'
-            : failureFeedback(tests, bytes, plan.layers.length)),
+      feedback: notice + (named ? namedFeedback(named) : testFeedback(verification, plan, bytes)),
     });
   } catch (error) {
     if (error instanceof DiskBudgetExceeded) {
@@ -273,6 +271,18 @@ export async function runAttempt(
       return await finish({
         verdict: 'disk-budget',
         feedback: `Your attempt ended: ${error.message}. Do not write large or many files (build outputs, caches, dependency installs) in the sandbox.`,
+      });
+    }
+    if (loopEnded && error instanceof SandboxDead && !run.signal.aborted && (await engineAnswers(run))) {
+      // A sandbox of this attempt stopped while its change was collected or verified, and
+      // the engine is fine: the agent's change (or what it left running) did it. Calling
+      // that infrastructure would let an agent pull its own failures out of the pass rate.
+      progress.end(`a sandbox stopped while the change was checked: ${error.message}`);
+      record.message = error.message;
+      return await finish({
+        verdict: 'sandbox-stopped',
+        feedback:
+          'Your sandbox stopped while your change was being checked (every process in it died), so the change could not be verified. Do not kill processes you did not start, and do not leave processes running when you finish.',
       });
     }
     record.verdict = verdictOfError(error);
@@ -318,6 +328,20 @@ async function replayEarlierChange(
         'config',
         `the earlier run's deletions could not be replayed: ${removed.stderr.trim()}`,
       );
+  }
+}
+
+/**
+ * Whether the engine itself is healthy (it answers a ping): the evidence that decides who
+ * failed when a sandbox stops after the agent's loop. Only an engine that does not answer
+ * makes it infrastructure (retried); otherwise the attempt failed.
+ */
+async function engineAnswers(run: Run): Promise<boolean> {
+  try {
+    await run.deps.ping();
+    return true;
+  } catch {
+    return false;
   }
 }
 
@@ -421,7 +445,31 @@ function namedFeedback(named: NamedVerdict): string {
   return `Your change was applied to a fresh copy of the repository and tests were run that you may not see: ${f.total - f.passed} of ${f.total} tests that must start passing did not pass, and ${p.total - p.passed} of ${p.total} tests that passed before no longer pass. Read the ticket again and fix the behaviour it describes.`;
 }
 
+/**
+ * What the maker is told about failing tests. With held-out tests, only what the visible
+ * tests alone printed, and the fact that held-out tests failed: never the output of a run
+ * that included them (their file names, assertions and expected values).
+ */
+function testFeedback(verification: Verification, plan: AttemptPlan, bytes: number): string {
+  if (verification.heldOut === 'failed') return HELD_OUT_FAILED;
+  if (plan.heldOut.length === 0) return failureFeedback(verification.tests, bytes, plan.layers.length);
+  const visible = verification.visible;
+  const shown = visible && !visible.passed ? failureFeedback(visible, bytes, plan.layers.length) : '';
+  return `${shown || 'Your change was applied to a fresh copy of the repository and the tests failed.'}\n${HELD_OUT_ALSO}`;
+}
+
+const HELD_OUT_FAILED =
+  'Your change was applied to a fresh copy of the repository. The visible tests pass there, but held-out tests that you cannot see failed: the change does not do what the ticket asks in every case. Read the ticket and the business rules again and fix the behaviour, not the visible tests.';
+const HELD_OUT_ALSO =
+  '(Held-out tests that you cannot see ran too; what they printed is not shown. The output above is of the visible tests alone.)';
+
+/** The record keeps everything, for people: the run with the held-out tests, and the visible one. */
 function formatForRecord(verification: Verification): string {
   const text = formatTestRun(verification.tests);
-  return verification.heldOut ? `${text}\n=== held-out tests: ${verification.heldOut}\n` : text;
+  const visible = verification.visible
+    ? `\n=== the visible tests alone (what the agent was shown)\n${formatTestRun(verification.visible)}`
+    : '';
+  return verification.heldOut || verification.visible
+    ? `${text}\n=== held-out tests: ${verification.heldOut ?? 'ran (the visible tests fail too)'}\n${visible}`
+    : text;
 }

@@ -45,11 +45,18 @@ export async function reviewChange(
   changeSet: ChangeSet,
   tests: TestRun,
   repoAgentsMd: string | undefined,
+  heldOut: readonly string[] = [],
 ): Promise<Review> {
   const started = Date.now();
   const review = run.catalog.catalog.agent.review;
   run.progress.detail(`attempt ${n}: an independent checker reviews the change (round ${round})`);
-  const box = await run.sandboxes.create(`review-${n}`, {}, true);
+  // The checker's reasons go to the maker verbatim, so it sees no more of the held-out
+  // tests than the maker does: not their files, not the output of a run that had them.
+  const box = await run.sandboxes.create(
+    `review-${n}`,
+    heldOut.length > 0 ? { hidden: [...heldOut] } : {},
+    true,
+  );
   const capture: { review?: SubmittedReview } = {};
   const messages: Message[] = [];
   try {
@@ -78,7 +85,10 @@ export async function reviewChange(
       firstUserMessage: buildReviewRequest({
         ticket: { id: run.ticket.id, title: run.ticket.title, body: run.ticket.body },
         patch: changeSetPatch(changeSet),
-        testOutput: tail(formatTestRun(tests), 4096),
+        testOutput:
+          heldOut.length > 0
+            ? 'The tests pass in a fresh sandbox, held-out tests included. Their output is not shown: it would name the held-out tests.'
+            : tail(formatTestRun(tests), 4096),
       }),
       limits: { maxTurns: review?.maxTurns ?? 12, costExceeded: () => run.costs.exceeded() },
       events: nestedSink(run.events, 'checker', `review-${n}`),

@@ -36,6 +36,11 @@ export interface Verification {
    * pass without them (the verdict came from the held-out tests); absent otherwise.
    */
   heldOut?: 'passed' | 'failed';
+  /**
+   * With held-out tests that failed: the same change tested without them, the only output
+   * the maker and the checker may see (the run with them names their files and values).
+   */
+  visible?: TestRun;
 }
 
 interface Expected {
@@ -183,7 +188,7 @@ async function withHeldOutVerdict(
   try {
     await writeAllowed(visibleBox, changeSet, run.signal);
     const visible = await runTestLayers(visibleBox, layers, { timeoutMs, signal: run.signal });
-    return visible.passed ? { ...failed, heldOut: 'failed' } : failed;
+    return visible.passed ? { ...failed, heldOut: 'failed', visible } : { ...failed, visible };
   } finally {
     await run.sandboxes.release(visibleBox);
   }

@@ -68,13 +68,16 @@ export function runParts(source: ViewSource, folder: string): string[] {
 }
 
 const SAFE_SLUG = /^[A-Za-z0-9][A-Za-z0-9._-]{0,150}$/;
+const HASHED_SLUG = /^run-[0-9a-f]{16}$/;
 
 /**
  * A run's page name: its folder name when that is plain, else a hash of it, so a folder
  * called `javascript:alert(1)` or `../x` never becomes part of a link or a file name.
  */
 export function slugOf(folder: string): string {
-  return SAFE_SLUG.test(folder)
+  // A plain name that looks like a hashed one is hashed too: otherwise a folder named after
+  // another folder's hash would get the same page (and `view --export` would fail whole).
+  return SAFE_SLUG.test(folder) && !HASHED_SLUG.test(folder)
     ? folder
     : `run-${createHash('sha256').update(folder).digest('hex').slice(0, 16)}`;
 }

@@ -51,6 +51,7 @@ import { reapOrphans } from './gc.js';
 import { exportOverlay, layerMarker, scanOverlay, type OverlayLayers } from './upper-dir.js';
 
 const USER = `${SANDBOX_UID}:${SANDBOX_GID}`;
+const ROOT = '0:0';
 const BASE_ENV = ['HOME=/home/sandbox', 'LANG=C.UTF-8', 'SANDBOX_HARNESS=1'];
 /** Workspace-git images: `<repo>:<hash of what made them>`, the hash also in this label. */
 const GIT_IMAGE_REPO = 'sandbox-harness/workspace-git';
@@ -85,7 +86,7 @@ export class ExecTransport implements Transport {
   async start(spec: ProcessSpec): Promise<StartedProcess> {
     const running = await this.engine.startExec(this.containerId, {
       cmd: spec.argv,
-      user: spec.user === 'root' ? '0:0' : USER,
+      user: spec.user === 'root' ? ROOT : USER,
       workingDir: spec.cwd,
       env: spec.env,
       ...(spec.stdin ? { stdin: spec.stdin } : {}),
@@ -344,7 +345,10 @@ export class DockerBackend implements SandboxBackend {
       image: spec.image,
       entrypoint: ['sleep'],
       cmd: ['infinity'],
-      user: USER,
+      // The init and the keep-alive run as root (without capabilities: CapDrop ALL), so no
+      // process of the sandbox user can trace, signal or write them and outlive the freeze.
+      // Every exec names its user (ExecTransport, the shell): none inherits this one.
+      user: ROOT,
       workingDir: WORKSPACE,
       env,
       labels,

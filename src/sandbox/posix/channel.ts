@@ -5,10 +5,13 @@
  * command: an in-container `timeout`, the host's deadline, Ctrl-C, the whole tree killed by
  * its token, output capped to head and tail, background children cut off.
  *
- * What comes back over the channel is the command's own word: a process of the sandbox could
- * write a forged end marker into the channel's output. So only calls whose result is the
- * agent's own information use it (its tool calls: commands, file reads, writes and listings);
- * verdicts (tests, the change list, the export, the freeze) never do.
+ * Whatever the command prints, it cannot end its frame or fake its exit code: the server
+ * relays its output base64-encoded, and only the server writes the `\0`-delimited end records
+ * (see CHANNEL_SCRIPT); what the host holds is bounded whatever arrives (FrameReader). The
+ * server itself runs as the sandbox user, though, so a process that traces it (or opens its
+ * streams under /proc) could still lie about its own result. So only calls whose result is
+ * the agent's own information use the channel (its tool calls: commands, file reads, writes
+ * and listings); verdicts (tests, the change list, the export, the freeze) never do.
  */
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
@@ -38,45 +41,71 @@ export class ChannelLost extends Error {
   }
 }
 
-/** One of the two output streams of the current command, up to its end marker. */
-class StreamCut {
-  private held = Buffer.alloc(0);
-  exitCode: number | undefined;
+/** Longest frame record (`SHX <token> <exit code>`): anything longer is not the server's. */
+const MAX_RECORD_BYTES = 64;
+const NUL = 0;
+
+/**
+ * One of the channel's two streams, parsed as it arrives with bounded memory whatever the
+ * sandbox sends: base64 text (a command's output, decoded into the current command's sink)
+ * and `\0SHX <token> <code>\0` records between them. The command's bytes only ever arrive
+ * encoded, so nothing it prints can open or end a record; a record that does not close
+ * within a few bytes, or any byte outside the protocol, is a broken channel, never held.
+ */
+class FrameReader {
+  private inRecord = false;
+  private record = '';
+  /** Base64 characters of the current command not yet decoded (fewer than 4). */
+  private carry = '';
 
   constructor(
-    private readonly marker: Buffer,
-    readonly sink: CappedOutput,
+    private readonly onData: (bytes: Buffer) => void,
+    private readonly onRecord: (token: string, code: number) => void,
+    private readonly onBroken: (why: string) => void,
   ) {}
 
-  /** Takes a chunk; true once the end marker (and the exit code after it) arrived. */
-  push(chunk: Buffer): boolean {
-    if (this.exitCode !== undefined) return true;
-    const data = Buffer.concat([this.held, chunk]);
-    const at = data.indexOf(this.marker);
-    if (at >= 0) {
-      const end = data.indexOf(0, at + this.marker.length);
-      if (end < 0) {
-        // The exit code is still on its way; everything before the marker is output.
-        this.sink.write(data.subarray(0, at));
-        this.held = data.subarray(at);
-        return false;
+  push(chunk: Buffer): void {
+    let at = 0;
+    while (at < chunk.length) {
+      if (this.inRecord) {
+        const end = chunk.indexOf(NUL, at);
+        const piece = chunk.subarray(at, end < 0 ? chunk.length : end).toString('latin1');
+        if (this.record.length + piece.length > MAX_RECORD_BYTES) return this.onBroken('an overlong frame');
+        this.record += piece;
+        if (end < 0) return;
+        at = end + 1;
+        this.inRecord = false;
+        const match = /^SHX ([0-9a-f]{1,32}) (\d{1,3})$/.exec(this.record);
+        this.record = '';
+        if (!match || this.carry.length > 0) return this.onBroken('a malformed frame');
+        this.onRecord(match[1]!, Number(match[2]));
+        continue;
       }
-      this.sink.write(data.subarray(0, at));
-      this.exitCode = Number(data.subarray(at + this.marker.length, end).toString('ascii'));
-      this.held = Buffer.alloc(0);
-      return true;
+      const start = chunk.indexOf(NUL, at);
+      const text = chunk.subarray(at, start < 0 ? chunk.length : start).toString('latin1');
+      if (!/^[A-Za-z0-9+/=]*$/.test(text)) return this.onBroken('bytes outside the framing');
+      this.decode(text);
+      if (start < 0) return;
+      at = start + 1;
+      this.inRecord = true;
     }
-    // The tail could be the start of the marker: hold it back until the next chunk.
-    const keep = Math.min(data.length, this.marker.length + 8);
-    this.sink.write(data.subarray(0, data.length - keep));
-    this.held = data.subarray(data.length - keep);
-    return false;
+  }
+
+  private decode(text: string): void {
+    if (text.length === 0) return;
+    const all = this.carry + text;
+    const whole = all.length - (all.length % 4);
+    this.carry = all.slice(whole);
+    if (whole > 0) this.onData(Buffer.from(all.slice(0, whole), 'base64'));
   }
 }
 
 interface Pending {
-  out: StreamCut;
-  err: StreamCut;
+  token: string;
+  out: CappedOutput;
+  err: CappedOutput;
+  outCode?: number;
+  errCode?: number;
   settle: () => void;
 }
 
@@ -113,30 +142,28 @@ export class CommandChannel {
 
   /** Starts the channel's process; undefined when the backend cannot keep stdin open. */
   static async open(transport: Transport): Promise<CommandChannel | undefined> {
-    const route = (pick: (p: Pending) => StreamCut) =>
-      new Writable({
+    // The readers need the channel, which needs the started process: filled in just below.
+    const holder: { channel?: CommandChannel } = {};
+    const route = (stream: 'out' | 'err') => {
+      const reader = new FrameReader(
+        (bytes) => holder.channel?.current?.[stream].write(bytes),
+        (token, code) => holder.channel?.ended(stream, token, code),
+        (why) => holder.channel?.close(`the command channel sent ${why}`),
+      );
+      return new Writable({
         write: (chunk: Buffer, _encoding, callback) => {
-          const pending = holder.channel?.current;
-          if (
-            pending &&
-            pick(pending).push(chunk) &&
-            pending.out.exitCode !== undefined &&
-            pending.err.exitCode !== undefined
-          ) {
-            pending.settle();
-          }
+          if (holder.channel?.usable !== false) reader.push(chunk);
           callback();
         },
       });
-    // The routes need the channel, which needs the started process: filled in just below.
-    const holder: { channel?: CommandChannel } = {};
+    };
     const process = await transport.start({
       argv: ['/bin/sh', '-c', CHANNEL_SCRIPT, 'sandbox-channel'],
       cwd: WORKSPACE,
       env: [],
       stdin: 'stream',
-      stdout: route((p) => p.out),
-      stderr: route((p) => p.err),
+      stdout: route('out'),
+      stderr: route('err'),
     });
     if (!process.input) {
       process.detach();
@@ -144,6 +171,18 @@ export class CommandChannel {
     }
     holder.channel = new CommandChannel(process, process.input);
     return holder.channel;
+  }
+
+  /** A stream's end record: the current command's, or a broken channel. */
+  private ended(stream: 'out' | 'err', token: string, code: number): void {
+    const pending = this.current;
+    if (!pending || pending.token !== token) {
+      this.close('the command channel ended a command that was not running');
+      return;
+    }
+    if (stream === 'out') pending.outCode = code;
+    else pending.errCode = code;
+    if (pending.outCode !== undefined && pending.errCode !== undefined) pending.settle();
   }
 
   get usable(): boolean {
@@ -227,12 +266,12 @@ export class CommandChannel {
     const timeoutMs = options.timeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS;
     const timeoutSec = Math.max(1, Math.ceil(timeoutMs / 1000));
     const token = randomBytes(8).toString('hex');
-    const marker = Buffer.from(`\0SHX ${token} `);
     let settle!: () => void;
     const done = new Promise<void>((resolve) => (settle = resolve));
     const pending: Pending = {
-      out: new StreamCut(marker, new CappedOutput(options.maxStdoutBytes)),
-      err: new StreamCut(marker, new CappedOutput(options.maxStderrBytes)),
+      token,
+      out: new CappedOutput(options.maxStdoutBytes),
+      err: new CappedOutput(options.maxStderrBytes),
       settle,
     };
     this.current = pending;
@@ -263,19 +302,16 @@ export class CommandChannel {
         if (!markers) this.close('the command channel did not answer after a kill');
         if (first === 'aborted') throw abortError(options.signal!);
       }
-      if (
-        this.lost !== undefined &&
-        (pending.out.exitCode === undefined || pending.err.exitCode === undefined)
-      ) {
+      if (this.lost !== undefined && (pending.outCode === undefined || pending.errCode === undefined)) {
         throw new ChannelLost(this.lost);
       }
-      const code = first === 'deadline' ? 137 : (pending.out.exitCode ?? 137);
+      const code = first === 'deadline' ? 137 : (pending.outCode ?? 137);
       const durationMs = Date.now() - started;
       const timedOut =
         first === 'deadline' || ((code === 124 || code === 137) && durationMs >= timeoutSec * 1000 - 50);
       // `timeout` killed its process group; what escaped it is found by its token.
       if (timedOut && first === 'done') await kill(token);
-      return { exitCode: code, out: pending.out.sink, err: pending.err.sink, timedOut, durationMs };
+      return { exitCode: code, out: pending.out, err: pending.err, timedOut, durationMs };
     } finally {
       if (timer) clearTimeout(timer);
       if (abortListener) options.signal?.removeEventListener('abort', abortListener);

@@ -44,6 +44,7 @@ import {
   EXPORT_SCRIPT,
   FILE_PROBLEMS,
   FREEZE_SCRIPT,
+  SURVIVORS_SCRIPT,
   LIST_SCRIPT,
   READ_SCRIPT,
   SCAN_SCRIPT,
@@ -96,6 +97,15 @@ export interface PosixSandboxOptions {
   tree: () => Promise<WorkspaceTree>;
   /** Workspace paths removed before anything ran (held-out files). */
   hidden?: readonly string[];
+}
+
+/** Exit codes of a command that may have died with its sandbox (SIGKILL, SIGTERM, the engine's "unknown"). */
+const KILLED_CODES: ReadonlySet<number> = new Set([137, 143, 255, -1]);
+/** How long (10 ms tries) the root check beside the freeze waits for the sandbox user's processes to go. */
+const SURVIVOR_WATCH_TRIES = 1000;
+
+function errorText(value: unknown): string {
+  return value instanceof Error ? value.message : String(value);
 }
 
 export abstract class PosixSandbox implements Sandbox {
@@ -156,7 +166,15 @@ export abstract class PosixSandbox implements Sandbox {
         }
       }
     }
-    return this.guard(() => runCommand(this.transport, this.env, command, options));
+    const result = await this.guard(() => runCommand(this.transport, this.env, command, options));
+    // A command killed with its whole sandbox exits like one killed alone (137, or the
+    // engine's -1/255): only the sandbox's state tells them apart, and a dead sandbox is an
+    // error, never a command's (or a test run's) result.
+    if (KILLED_CODES.has(result.exitCode) && !(await this.isAlive())) {
+      await this.checkUsable();
+      throw new SandboxDead(`sandbox ${this.id.slice(0, 12)} stopped while a command ran`);
+    }
+    return result;
   }
 
   private openChannel(): Promise<CommandChannel | undefined> {
@@ -386,6 +404,11 @@ export abstract class PosixSandbox implements Sandbox {
   async freeze(options: { signal?: AbortSignal } = {}): Promise<void> {
     // The freeze stops the channel's process with every other; nothing more may use it.
     await this.closeChannel();
+    // The freeze runs as the sandbox user (only it may signal that user's processes), so a
+    // process of that user could fool it: root looks at what is left, which none of them
+    // can trace or signal. It starts now and watches until nothing of that user runs (the
+    // freeze script included), so its exec costs no time after the freeze.
+    const watched = this.survivors(SURVIVOR_WATCH_TRIES, options.signal).catch((error: unknown) => error);
     let result: ScriptResult;
     try {
       result = await this.script(FREEZE_SCRIPT, [], {
@@ -395,14 +418,44 @@ export abstract class PosixSandbox implements Sandbox {
         ...(options.signal ? { signal: options.signal } : {}),
       });
     } catch (error) {
+      await watched;
       // Stopped already (its processes all died): starting it again gives the frozen state.
       if (!(error instanceof SandboxDead)) throw error;
       await this.hardFreeze('the sandbox had stopped');
-      return;
+      return this.confirmFrozen(options.signal);
     }
     if (result.exitCode !== 0 || !/^frozen \d+$/m.test(result.stdout.toString('utf8'))) {
+      await watched;
       await this.hardFreeze(`the freeze script failed (exit ${result.exitCode}: ${result.stderr.trim()})`);
+      return this.confirmFrozen(options.signal);
     }
+    const left = await watched;
+    if (left === undefined) return;
+    if (left instanceof Error && !(left instanceof SandboxDead)) throw left;
+    await this.hardFreeze(`processes of the sandbox user survived the freeze (${errorText(left)})`);
+    await this.confirmFrozen(options.signal);
+  }
+
+  /** After a hard freeze: one more look as root; a sandbox that is still not clear is not read. */
+  private async confirmFrozen(signal: AbortSignal | undefined): Promise<void> {
+    const still = await this.survivors(1, signal);
+    if (still !== undefined) {
+      throw new SandboxDead(`the sandbox could not be frozen: ${still}; its change is not read`);
+    }
+  }
+
+  /** Undefined once no process of the sandbox user runs; else what runs, or why it cannot tell. */
+  private async survivors(tries: number, signal: AbortSignal | undefined): Promise<string | undefined> {
+    const check = await this.script(SURVIVORS_SCRIPT, [String(tries)], {
+      maxStdoutBytes: 4096,
+      cwd: '/',
+      timeoutMs: 30_000,
+      user: 'root',
+      ...(signal ? { signal } : {}),
+    });
+    if (check.exitCode === 0 && /^clear \d+$/m.test(check.stdout.toString('utf8'))) return undefined;
+    const listed = check.stdout.toString('utf8').trim().split('\n').slice(0, 5).join('; ');
+    return `exit ${check.exitCode}: ${check.stderr.trim()}${listed ? ` (${listed})` : ''}`.slice(0, 500);
   }
 
   /**

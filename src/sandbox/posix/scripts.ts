@@ -135,26 +135,22 @@ find -files0-from - -maxdepth 0 \\( -type f -links +1 -fprintf /dev/fd/3 'H\\t%p
 `;
 
 /**
- * Stops every process but the sandbox's init (pid 1), its keep-alive child (the lowest pid
- * after it: it started first, and pids only grow) and this script (and its parent, when a
- * `timeout` runs it): SIGSTOP in passes until
- * a pass finds nothing new (a stopped process cannot fork, so this ends), then SIGKILL,
- * then waits until they are gone. Builtins only inside the loops: a fork here would stop
- * itself. Prints `frozen <n>`.
+ * Stops every process this script may signal but the sandbox's init (pid 1) and this script
+ * (and its parent, when a `timeout` runs it): SIGSTOP in passes until a pass finds nothing
+ * new (a stopped process cannot fork, so this ends), then SIGKILL, then waits until they are
+ * gone. The container's init and keep-alive run as root, so the sandbox user can neither
+ * signal, trace nor write them: nothing it starts can hide in them (`SURVIVORS_SCRIPT` checks
+ * that, as root, after this). Builtins only inside the loops: a fork here would stop itself.
+ * Prints `frozen <n>`.
  */
 export const FREEZE_SCRIPT = `
 me="$$ $PPID"
-main=
-for d in /proc/[0-9]*; do
-  p=\${d#/proc/}
-  if [ "$p" -gt 1 ] && [ "$p" != "$$" ] && { [ -z "$main" ] || [ "$p" -lt "$main" ]; }; then main=$p; fi
-done
 stopped=' '
 while :; do
   new=0
   for d in /proc/[0-9]*; do
     p=\${d#/proc/}
-    case " 1 $main $me$stopped" in *" $p "*) continue ;; esac
+    case " 1 $me$stopped" in *" $p "*) continue ;; esac
     if kill -STOP "$p" 2>/dev/null; then stopped="$stopped$p "; new=1; fi
   done
   [ "$new" = 0 ] && break
@@ -175,6 +171,45 @@ while [ "$i" -lt 200 ]; do
 done
 [ "$left" = 0 ] || { echo "processes survived the freeze" >&2; exit 49; }
 echo "frozen $n"
+`;
+
+/**
+ * Run as root beside the freeze, so no process of the sandbox user can tamper with it: looks
+ * (every 10 ms, for at most $1 tries) until no process is left that is not root's and not a
+ * zombie (any of its uids: real, effective, saved, filesystem). Nothing of that user is ever
+ * started again once none runs (only the host starts processes), so "clear" can only be seen
+ * after the freeze script itself has exited, and stays true. Prints `clear <n>` (processes
+ * seen); else exits 49 listing what still runs as `<pid> <state> <uids>`, or 48 when it cannot
+ * tell (no process list, or pid 1 not seen), so the caller fails closed. Builtins only in the
+ * scan.
+ */
+export const SURVIVORS_SCRIPT = `
+tries=0
+while :; do
+  seen=0; bad=0; one=; list=
+  for d in /proc/[0-9]*; do
+    [ -r "$d/status" ] || continue
+    s=; u=
+    while read -r k a b c e rest; do
+      case $k in State:) s=$a ;; Uid:) u="$a $b $c $e" ;; esac
+    done < "$d/status" 2>/dev/null
+    [ -n "$u" ] || continue
+    seen=$((seen + 1))
+    [ "$d" = /proc/1 ] && one=1
+    [ "$u" = "0 0 0 0" ] && continue
+    case $s in Z|X) continue ;; esac
+    list="$list\${d#/proc/} $s $u
+"; bad=$((bad + 1))
+  done
+  [ -n "$one" ] && [ "$seen" -gt 1 ] || { echo "cannot list the sandbox's processes" >&2; exit 48; }
+  if [ "$bad" = 0 ]; then echo "clear $seen"; exit 0; fi
+  tries=$((tries + 1))
+  [ "$tries" -lt "\${1:-1}" ] || break
+  sleep 0.01
+done
+printf '%s' "$list"
+echo "$bad process(es) of the sandbox user survived the freeze" >&2
+exit 49
 `;
 
 /**
@@ -204,27 +239,36 @@ exit 0
  * The command channel's server: one long-lived process that runs the commands it reads on
  * stdin (`<token> <timeout-sec> <line-count> <input-bytes>`, that many lines of command, then
  * that many bytes of the command's stdin: `read` takes a byte at a time from a pipe, so
- * `head -c` gets exactly the input), each like the
- * exec wrapper does (under `timeout`, in the workspace, its tree marked with the token, its
- * output relayed through fifos that are cut once it exits), and ends each command's output
- * on stdout and on stderr with `\\0SHX <token> <exit code>\\0`. The next command's relays and
- * the watchdog that cuts them off are started as soon as one command has answered, and fifos
- * are made and removed in batches, so a command waits on no process but its own.
+ * `head -c` gets exactly the input), each like the exec wrapper does (under `timeout`, in
+ * the workspace, its tree marked with the token, its output relayed through fifos that are
+ * cut once it exits).
+ *
+ * Framing that the command cannot forge, whatever it prints: every byte of a command's
+ * output reaches the channel's stdout or stderr only base64-encoded (`cat` drains the fifo
+ * into `base64`, so cutting `cat` off loses nothing `base64` holds), and each command's
+ * output ends with `\0SHX <token> <exit code>\0`, which no base64 text contains. Nothing else
+ * of the server's reaches the streams (its own stderr is /dev/null; the two streams are fds
+ * 3 and 4, closed for the command). The next command's relays and the watchdog that cuts
+ * them off are started as soon as one command has answered, and fifos are made and removed
+ * in batches, so a command waits on no process but its own.
  */
 export const CHANNEL_SCRIPT = `
+exec 3>&1 4>&2 2>/dev/null >/dev/null
 d=$(mktemp -d /tmp/.sandbox-harness-channel-XXXXXX) || exit 125
 n=0; made=0; old=
 ready() {
-  n=$((n + 1)); o="$d/o$n"; e="$d/e$n"; w="$d/w$n"
+  n=$((n + 1)); o="$d/o$n"; e="$d/e$n"; w="$d/w$n"; po="$d/p$n"; pe="$d/q$n"
   if [ "$made" -lt "$n" ]; then
     set --; i=$n
-    while [ "$i" -lt $((n + 16)) ]; do set -- "$@" "$d/o$i" "$d/e$i" "$d/w$i"; i=$((i + 1)); done
-    mkfifo "$@" 2>/dev/null && made=$((i - 1))
+    while [ "$i" -lt $((n + 16)) ]; do set -- "$@" "$d/o$i" "$d/e$i" "$d/w$i" "$d/p$i" "$d/q$i"; i=$((i + 1)); done
+    mkfifo "$@" && made=$((i - 1))
   fi
-  if [ -p "$o" ] && [ -p "$e" ] && [ -p "$w" ]; then
-    cat "$o" & ro=$!
-    cat "$e" >&2 & re=$!
-    ( read -r _ < "$w"; sleep 0.3; kill "$ro" "$re" ) >/dev/null 2>&1 & k=$!
+  if [ -p "$o" ] && [ -p "$e" ] && [ -p "$w" ] && [ -p "$po" ] && [ -p "$pe" ]; then
+    base64 -w 0 < "$po" >&3 & bo=$!
+    base64 -w 0 < "$pe" >&4 & be=$!
+    cat "$o" > "$po" & ro=$!
+    cat "$e" > "$pe" & re=$!
+    ( read -r _ < "$w"; sleep 0.3; kill "$ro" "$re" ) & k=$!
     ok=1
   else
     ok=
@@ -242,21 +286,21 @@ $l"; fi
   in=/dev/null
   if [ "\${ib:-0}" -gt 0 ]; then in="$d/i$n"; head -c "$ib" > "$in"; old="$old $in"; fi
   if [ -n "$ok" ]; then
-    (cd ${WORKSPACE} && SANDBOX_HARNESS_EXEC=$tok exec timeout -k 2 "$t" /bin/sh -c "$cmd") >"$o" 2>"$e" <"$in" &
+    (cd ${WORKSPACE} && SANDBOX_HARNESS_EXEC=$tok exec timeout -k 2 "$t" /bin/sh -c "$cmd") >"$o" 2>"$e" <"$in" 3>&- 4>&- &
     wait $!; rc=$?
     echo > "$w"
-    wait "$ro" "$re" 2>/dev/null
-    kill "$k" 2>/dev/null
-    old="$old $o $e $w"
+    wait "$bo" "$be"
+    kill "$k"
+    old="$old $o $e $w $po $pe"
   else
-    rc=125; printf 'sandbox-harness: cannot create the output relay in %s (is /tmp full?)\\n' "$d" >&2
+    rc=125; printf 'sandbox-harness: cannot create the output relay in %s (is /tmp full?)\\n' "$d" | base64 -w 0 >&4
   fi
-  printf '\\0SHX %s %s\\0' "$tok" "$rc"
-  printf '\\0SHX %s %s\\0' "$tok" "$rc" >&2
+  printf '\\0SHX %s %s\\0' "$tok" "$rc" >&3
+  printf '\\0SHX %s %s\\0' "$tok" "$rc" >&4
   if [ $((n % 32)) = 0 ]; then rm -f $old; old=; fi
   ready
 done
-kill "$ro" "$re" "$k" 2>/dev/null
+kill "$ro" "$re" "$k"
 rm -rf "$d"
 `;
 

@@ -465,6 +465,22 @@ describe('recoverInterruptedApply', () => {
     expect(await tree(root)).toEqual(before);
   });
 
+  it('a planted journal whose folder entries go through a repo symlink removes no folder outside the repo', async () => {
+    await crashMidway();
+    const outside = path.join(root, 'outside');
+    await mkdir(path.join(outside, 'empty', 'deeper'), { recursive: true });
+    await symlink(outside, path.join(repo, 'escape'));
+    const { file, journal } = await theJournal<{ createdDirs: string[] }>();
+    journal.createdDirs.push('escape/empty', 'escape/empty/deeper', 'escape');
+    await writeFile(file, JSON.stringify(journal));
+    const recovered = await recoverInterruptedApply(repo);
+    expect(await readdir(path.join(outside, 'empty'))).toEqual(['deeper']);
+    expect((await lstat(path.join(repo, 'escape'))).isSymbolicLink()).toBe(true);
+    expect(recovered?.leftAlone).toEqual(
+      expect.arrayContaining([expect.stringMatching(/^escape\/empty\/deeper\/ .*symlink/)]),
+    );
+  });
+
   it('leaves a file the user changed after the crash as it is, and names it', async () => {
     await crashMidway();
     await writeFile(path.join(repo, 'src/pricing.ts'), 'export const fee = 7; // by hand\n');

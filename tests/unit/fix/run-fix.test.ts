@@ -18,7 +18,7 @@ import {
   type HostFile,
 } from '../../../src/fix/run-fix.js';
 import { memoryBaselineCache } from '../../../src/fix/baseline.js';
-import { SandboxUnavailable } from '../../../src/errors.js';
+import { SandboxDead, SandboxUnavailable } from '../../../src/errors.js';
 import { exitCodeForRun } from '../../../src/cli/exit-codes.js';
 import { sha256 } from '../../../src/changes/hash.js';
 import { defaultJournalDir } from '../../../src/changes/apply-journal.js';
@@ -601,6 +601,36 @@ describe('runFix with fakes', () => {
     expect(result.outcome).toBe('ready-for-review');
   });
 
+  it.each([
+    ['the engine answers: the attempt failed (sandbox-stopped), exit 1', true],
+    ['the engine does not answer: infrastructure, exit 3', false],
+  ])('a verification sandbox that stops under the change: %s', async (_name, engineAnswers) => {
+    const h = await harness();
+    // The change's own test run takes its sandbox down (the engine then says it is gone).
+    const dying: ExecHandler = (command, options, sandbox) => {
+      if (command === 'npm test' && sandbox.labels.role?.startsWith('verify')) {
+        sandbox.kill();
+        throw new SandboxDead(`sandbox ${sandbox.id.slice(0, 12)} is not running`);
+      }
+      return npmTest(command, options, sandbox);
+    };
+    const deps = h.deps(scripted([{ content: [FIX_EDIT] }, { content: [text('done')] }]), dying);
+    let pings = 0;
+    deps.ping = async () => {
+      if (++pings > 1 && !engineAnswers)
+        throw new SandboxUnavailable('cannot reach the Docker engine (ECONNREFUSED)');
+    };
+    const result = await runFix(h.options({ maxAttempts: 1 }), deps);
+    if (engineAnswers) {
+      expect(result.outcome).toBe('failed');
+      expect(result.record.attempts[0]?.verdict).toBe('sandbox-stopped');
+      expect(exitCode(result)).toBe(1);
+    } else {
+      expect(result.outcome).toBe('infrastructure');
+      expect(exitCode(result)).toBe(3);
+    }
+  });
+
   it('a sandbox over its disk budget ends the attempt with the reason, which the next attempt is told', async () => {
     const h = await harness();
     const filling: ExecHandler = (command, options, sandbox) => {
@@ -720,6 +750,86 @@ describe('runFix with fakes', () => {
     expect(result.record.attempts[0]).toMatchObject({ verdict: 'tests-failed', heldOut: 'failed' });
     expect(result.record.attempts[0]?.feedback).toMatch(/held-out tests/);
     expect(result.record.attempts[0]?.feedback).not.toMatch(/39/);
+  });
+
+  it('when the visible tests fail too, the maker is shown only their output, never the held-out run', async () => {
+    const h = await harness();
+    await h.catalog((yaml) =>
+      yaml.replace(
+        '  testCommand: npm test',
+        '  testCommand: npm test\n  heldOutTests: [test/hidden.test.ts]',
+      ),
+    );
+    // Both fail with the untouched threshold; the held-out test prints its name and value.
+    const tests: ExecHandler = (command, _options, sandbox) => {
+      if (command !== 'npm test') return { exitCode: 0 };
+      const lines = ['not ok 1 - visible: an order of 45 EUR ships free'];
+      if (sandbox.text('test/hidden.test.ts') !== undefined)
+        lines.push('not ok 2 - test/hidden.test.ts: SECRET-BOUNDARY expected 39, got 50');
+      return { exitCode: 1, stdout: `${lines.join('\n')}\n` };
+    };
+    const provider = scripted([
+      {
+        content: [
+          toolUse('w', 'edit_file', {
+            path: 'src/shipping.ts',
+            search: 'FREE_SHIPPING_THRESHOLD = 50;',
+            replacement: 'FREE_SHIPPING_THRESHOLD = 60;',
+          }),
+        ],
+      },
+      { content: [text('done')] },
+      { content: [text('giving up')] },
+    ]);
+    const result = await runFix(
+      h.options({ maxAttempts: 2, apply: false }),
+      h.deps(provider, tests, undefined, { 'test/hidden.test.ts': '// SECRET-BOUNDARY at 39\n' }),
+    );
+    const sent = JSON.stringify(provider.requests.map((r) => r.messages));
+    expect(sent).toMatch(/visible: an order of 45 EUR ships free/);
+    expect(sent).toMatch(/Held-out tests that you cannot see ran too/);
+    expect(sent).not.toMatch(/SECRET-BOUNDARY|hidden\.test|expected 39/);
+    expect(JSON.stringify(result.record.attempts.map((a) => a.feedback))).not.toMatch(/SECRET-BOUNDARY/);
+    // The record keeps the whole run, for people.
+    const recorded = await readFile(join(result.runDir, 'attempts', '1', 'test-output.txt'), 'utf8');
+    expect(recorded).toMatch(/SECRET-BOUNDARY expected 39/);
+  });
+
+  it("with review on and held-out tests, the checker's sandbox hides them and it is sent no held-out output", async () => {
+    const h = await harness();
+    await h.catalog((yaml) =>
+      yaml.replace(
+        '  testCommand: npm test',
+        '  testCommand: npm test\n  heldOutTests: [test/hidden.test.ts]',
+      ),
+    );
+    const tests: ExecHandler = (command, _options, sandbox) => {
+      if (command !== 'npm test') return { exitCode: 0 };
+      const hidden = sandbox.text('test/hidden.test.ts') !== undefined;
+      if (!(sandbox.text('src/shipping.ts') ?? '').includes('= 39;')) return { exitCode: 1 };
+      return {
+        exitCode: 0,
+        stdout: hidden ? 'ok 2 - test/hidden.test.ts SECRET-BOUNDARY at 39\n' : 'ok 1\n',
+      };
+    };
+    const maker = scripted([{ content: [FIX_EDIT] }, { content: [text('done')] }]);
+    const checker = scripted([
+      {
+        content: [toolUse('s', 'submit_review', { verdict: 'approve', summary: 'fine', reasons: [] })],
+      },
+    ]);
+    const deps = h.deps(maker, tests, undefined, { 'test/hidden.test.ts': '// SECRET-BOUNDARY at 39\n' });
+    const result = await runFix(h.options({ maxAttempts: 1, apply: false, review: true }), {
+      ...deps,
+      createProvider: async (options: { role?: string }) => (options.role === 'checker' ? checker : maker),
+    });
+    const review = h.created.find((c) => c.spec.role === 'review-1');
+    expect(review?.spec.hidden).toEqual(['test/hidden.test.ts']);
+    expect(checker.requests.length).toBeGreaterThan(0);
+    expect(JSON.stringify(checker.requests.map((r) => r.messages))).not.toMatch(
+      /SECRET-BOUNDARY|hidden\.test/,
+    );
+    expect(result.outcome).toBe('ready-for-review');
   });
 
   it('with agent.delegate, a sub-agent plays its own cassette queue, and --record writes both roles', async () => {
