@@ -11,6 +11,8 @@
  * - `Interrupted` (or the signal's own reason, e.g. `RunTimeout`): the signal aborted.
  * A command's non-zero exit is data (`ExecResult.exitCode`), never an error.
  */
+import type { EgressPolicy } from './egress/policy.js';
+import type { EgressLogEntry } from './egress/proxy.js';
 
 /** Where the target repo lives inside every sandbox. Tool paths are relative to it. */
 export const WORKSPACE = '/workspace';
@@ -188,6 +190,9 @@ export interface Sandbox {
   /** Whether the sandbox still runs. Never throws `SandboxDead`. */
   isAlive(): Promise<boolean>;
 
+  /** Every request the sandbox's egress proxy allowed or denied so far; absent without egress. */
+  egressLog?(): EgressLogEntry[];
+
   /**
    * Stops the sandbox and removes it, or keeps it (stopped, marked kept) for `inspect`,
    * `shell` and `rerun-tests`. Idempotent; never throws `SandboxDead`.
@@ -231,6 +236,11 @@ export interface SandboxSpec {
   keep?: KeepPolicy;
   /** Workspace paths removed before anything runs (held-out tests); the scan treats them as never there. */
   hidden?: readonly string[];
+  /**
+   * Egress by name through a proxy outside the sandbox (see `sandbox/egress/`); absent:
+   * network none. A backend that cannot enforce it throws, never falls back to more network.
+   */
+  egress?: EgressPolicy;
 }
 
 /** A kept sandbox as the backend sees it now. */

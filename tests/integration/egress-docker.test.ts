@@ -1,0 +1,219 @@
+/**
+ * Egress by name on real Docker, against a fake internet (tests/helpers/fake-internet.ts):
+ * the sandbox sits on an internal network whose only way out is its proxy on the host, and
+ * the proxy resolves names with the test's dnsmasq only. Every way around the proxy fails,
+ * and everything that reaches the proxy or its name server leaves a log line.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readFile } from 'node:fs/promises';
+import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { LABEL } from '../../src/sandbox/docker/labels.js';
+import type { EgressPolicy } from '../../src/sandbox/egress/policy.js';
+import type { EgressLogEntry } from '../../src/sandbox/egress/proxy.js';
+import type { Sandbox } from '../../src/sandbox/types.js';
+import { requireDocker } from '../helpers/docker.js';
+import { startFakeInternet, type FakeInternet } from '../helpers/fake-internet.js';
+
+const IMAGE = 'sandbox-harness/base-node:20';
+const PROBE = '/opt/egress-test/probe.mjs';
+const CA = '/opt/egress-test/ca.pem';
+const RUN_ID = `egress-test-${process.pid}`;
+
+let net: FakeInternet;
+let sandbox: Sandbox;
+const made: Sandbox[] = [];
+
+function policy(internet: FakeInternet): EgressPolicy {
+  return {
+    allow: [
+      { host: 'allowed.fake.test', ports: [443, 80] },
+      { host: 'loop.fake.test', ports: [443] },
+      { host: 'self.fake.test', ports: [443] },
+      { host: '*.zone.fake.test', ports: [443] },
+    ],
+    deny: [{ host: '*.zone.fake.test', ports: [443], except: ['open.zone.fake.test'] }],
+    privateRanges: [internet.range],
+    resolvers: [internet.resolver],
+  };
+}
+
+async function make(egress: EgressPolicy | undefined, role = 'egress'): Promise<Sandbox> {
+  const s = await dockerBackend().create({
+    image: IMAGE,
+    runId: RUN_ID,
+    role,
+    env: { NODE_EXTRA_CA_CERTS: CA },
+    files: [
+      {
+        path: PROBE,
+        content: await readFile(new URL('../fixtures/egress/probe.mjs', import.meta.url), 'utf8'),
+      },
+      { path: CA, content: net.caPem },
+    ],
+    ...(egress ? { egress } : {}),
+  });
+  made.push(s);
+  return s;
+}
+
+async function probe(
+  s: Sandbox,
+  ...args: string[]
+): Promise<{ ok: boolean; status?: number; body?: string; error?: string }> {
+  const result = await s.exec(`node ${PROBE} ${args.join(' ')}`, { timeoutMs: 20_000 });
+  const line = result.stdout.trim().split('\n').pop() ?? '';
+  try {
+    return JSON.parse(line) as { ok: boolean };
+  } catch {
+    throw new Error(`probe ${args.join(' ')}: ${result.stdout} ${result.stderr}`);
+  }
+}
+
+function lastEntry(s: Sandbox, host: string): EgressLogEntry | undefined {
+  return (s.egressLog?.() ?? []).filter((e) => e.host === host).pop();
+}
+
+beforeAll(async () => {
+  await requireDocker();
+  net = await startFakeInternet();
+  sandbox = await make(policy(net));
+}, 120_000);
+
+afterAll(async () => {
+  await Promise.all(made.map((s) => s.dispose().catch(() => undefined)));
+  await net?.stop();
+});
+
+describe('egress through the proxy, on a fake internet', () => {
+  it('the sandbox learns the proxy URL and nothing else', async () => {
+    const env = (await sandbox.exec('env', { timeoutMs: 10_000 })).stdout;
+    const proxy = /^HTTPS_PROXY=(.*)$/m.exec(env)?.[1];
+    expect(proxy).toMatch(/^http:\/\/10\.213\.\d+\.\d+:3128$/);
+    expect(env).toMatch(/^NO_PROXY=/m);
+    const resolv = (await sandbox.exec('cat /etc/resolv.conf', { timeoutMs: 10_000 })).stdout;
+    expect(resolv).not.toContain(net.resolver);
+  });
+
+  it('an allowed name over HTTPS works and is logged with its rule and bytes', async () => {
+    const result = await probe(sandbox, 'https', 'allowed.fake.test');
+    expect(result.ok, JSON.stringify(result)).toBe(true);
+    expect(result.body).toContain('hello from allowed.fake.test');
+    const entry = lastEntry(sandbox, 'allowed.fake.test');
+    expect(entry).toMatchObject({
+      method: 'CONNECT',
+      port: 443,
+      allowed: true,
+      rule: 'allow allowed.fake.test:443,80',
+      address: net.address,
+    });
+    expect(entry!.bytesIn).toBeGreaterThan(0);
+    expect(entry!.bytesOut).toBeGreaterThan(0);
+  });
+
+  it('plain HTTP to an allowed name works by its URL', async () => {
+    const result = await probe(sandbox, 'http', 'http://allowed.fake.test/hello');
+    expect(result.ok, JSON.stringify(result)).toBe(true);
+    expect(lastEntry(sandbox, 'allowed.fake.test')).toMatchObject({ method: 'GET', port: 80, allowed: true });
+  });
+
+  const refusals: Array<[string, string[], string, RegExp]> = [
+    ['a name not allowed', ['https', 'other.fake.test'], 'other.fake.test', /not in the catalog/],
+    ['an IP literal', ['https', '__ADDRESS__'], '__ADDRESS__', /IP address/],
+    ['a name that resolves to 127.0.0.1', ['https', 'loop.fake.test'], 'loop.fake.test', /127\.0\.0\.1/],
+    [
+      "a name that resolves to the proxy's own address",
+      ['https', 'self.fake.test'],
+      'self.fake.test',
+      /proxy's own address/,
+    ],
+    [
+      'another port of an allowed name',
+      ['https', 'allowed.fake.test', '8443'],
+      'allowed.fake.test',
+      /port 443, 80 only, not 8443/,
+    ],
+    [
+      'a name the deny rule covers despite the allow',
+      ['https', 'secret.zone.fake.test'],
+      'secret.zone.fake.test',
+      /denied by the catalog/,
+    ],
+  ];
+  for (const [what, args, host, reason] of refusals) {
+    it(`${what} is refused with a log line`, async () => {
+      const real = (s: string) => s.replace('__ADDRESS__', net.address);
+      const result = await probe(sandbox, ...args.map(real));
+      expect(result.ok).toBe(false);
+      expect(result.status).toBe(403);
+      expect(result.body).toMatch(reason);
+      const entry = lastEntry(sandbox, real(host));
+      expect(entry).toMatchObject({ allowed: false });
+      expect(entry!.reason).toMatch(reason);
+    });
+  }
+
+  it("the deny rule's exception still gets through", async () => {
+    const result = await probe(sandbox, 'https', 'open.zone.fake.test');
+    expect(result.ok, JSON.stringify(result)).toBe(true);
+    expect(lastEntry(sandbox, 'open.zone.fake.test')).toMatchObject({
+      allowed: true,
+      rule: 'allow *.zone.fake.test:443',
+    });
+  });
+
+  it('raw TCP and UDP to the server, and DNS from the sandbox, all fail', async () => {
+    expect((await probe(sandbox, 'tcp', net.address, '7000')).ok).toBe(false);
+    expect((await probe(sandbox, 'tcp', net.address, '443')).ok).toBe(false);
+    expect((await probe(sandbox, 'udp', net.address, '7001')).ok).toBe(false);
+    expect((await probe(sandbox, 'dns', 'allowed.fake.test')).ok).toBe(false);
+    // The sandbox's only name server is the proxy's, which refuses and logs.
+    expect(lastEntry(sandbox, 'allowed.fake.test')).toMatchObject({ method: 'DNS', allowed: false });
+    // Nothing of these reached the servers: only what the proxy allowed did.
+    expect(net.requests().every((r) => /allowed\.fake\.test|open\.zone\.fake\.test/.test(r))).toBe(true);
+  });
+
+  it('the host is not reachable from the sandbox, not even on the gateway address', async () => {
+    const proxy = /HTTPS_PROXY=http:\/\/([\d.]+):/.exec(
+      (await sandbox.exec('env', { timeoutMs: 10_000 })).stdout,
+    )?.[1];
+    expect(proxy).toBeDefined();
+    // Docker's own embedded DNS, sshd, a dev server: anything on the host but the proxy port.
+    for (const port of ['22', '80', '2375', '53'])
+      expect((await probe(sandbox, 'tcp', proxy!, port)).ok).toBe(false);
+    expect((await probe(sandbox, 'tcp', net.hostAddress, '3128')).ok).toBe(false);
+  });
+
+  it('npm install of a package from a registry stand-in works with egress to it only', async () => {
+    const npm = await make(
+      { ...policy(net), allow: [{ host: 'registry.fake.test', ports: [443] }] },
+      'egress-npm',
+    );
+    const result = await npm.exec(
+      'cd /tmp && mkdir app && cd app && echo {} > package.json && npm install --no-audit --no-fund --registry https://registry.fake.test/ tiny-pkg && node -e "console.log(require(\'tiny-pkg\'))"',
+      { timeoutMs: 120_000 },
+    );
+    expect(result.exitCode, result.stderr + result.stdout).toBe(0);
+    expect(result.stdout).toContain('tiny from the fake registry');
+    expect(npm.egressLog!().some((e) => e.host === 'registry.fake.test' && e.allowed)).toBe(true);
+    expect(npm.egressLog!().every((e) => e.host === 'registry.fake.test')).toBe(true);
+  }, 180_000);
+
+  it('a sandbox without egress has no network at all', async () => {
+    const plain = await make(undefined, 'plain');
+    expect(plain.egressLog).toBeDefined();
+    expect(plain.egressLog!()).toEqual([]);
+    const details = await dockerEngine().inspectContainer(plain.id);
+    expect(details?.hostConfig.NetworkMode).toBe('none');
+    expect((await probe(plain, 'tcp', net.address, '443')).ok).toBe(false);
+  });
+
+  it('disposing removes the network and its proxy; nothing labelled for the run is left', async () => {
+    const short = await make(policy(net), 'short');
+    const networks = await dockerEngine().listNetworks({ [LABEL.run]: RUN_ID });
+    expect(networks.length).toBeGreaterThanOrEqual(2);
+    await short.dispose();
+    const after = await dockerEngine().listNetworks({ [LABEL.run]: RUN_ID });
+    expect(after.length).toBe(networks.length - 1);
+  });
+});
