@@ -36,6 +36,7 @@ import { heldOutPaths, pristineFromHost, readAgentsMd } from './repo.js';
 import { prepare } from './prepare.js';
 import { silentProgress, type ProgressSink } from './progress.js';
 import { SandboxPool } from './sandboxes.js';
+import { egressSpec } from './egress.js';
 
 export type {
   FixDeps,
@@ -155,6 +156,7 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
       resources: resourcesFromCatalog(catalog.catalog),
       files: [catalogFile],
       keep: options.keep,
+      ...egressSpec(catalog.catalog.sandbox.egress, role),
     }),
     options.keep,
   );

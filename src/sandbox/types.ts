@@ -280,6 +280,9 @@ export interface SandboxBackend {
   /** Throws `ImageError` for a missing image; never leaves a half-made sandbox behind. */
   create(spec: SandboxSpec): Promise<Sandbox>;
 
+  /** Why `SandboxSpec.egress` cannot be enforced on this engine, or undefined; absent: never can. */
+  egressProblem?(): Promise<string | undefined>;
+
   /**
    * The image's pristine workspace, read by the engine without running anything of the
    * image. Cached per image id. Throws `ImageError` when the image has no workspace folder.

@@ -41,7 +41,7 @@ import { dockerEngine, IDLE_CONTAINER_LIMITS, StorageQuotaUnsupported, type Dock
 import { KEPT_NAME_PREFIX, LABEL, containerLabels, containerName } from './labels.js';
 import { reapOrphans } from './gc.js';
 import { exportOverlay, layerMarker, scanOverlay, type OverlayLayers } from './upper-dir.js';
-import { openEgress, type EgressHandle } from './egress.js';
+import { egressProblem, openEgress, type EgressHandle } from './egress.js';
 import type { EgressLogEntry } from '../egress/proxy.js';
 
 const USER = `${SANDBOX_UID}:${SANDBOX_GID}`;
@@ -284,6 +284,10 @@ export class DockerBackend implements SandboxBackend {
   /** How the disk budget is enforced on this engine: by the engine's quota, or by a watchdog. */
   diskBudgetMode(): 'engine' | 'watchdog' | 'unknown' {
     return this.quotaSupported === undefined ? 'unknown' : this.quotaSupported ? 'engine' : 'watchdog';
+  }
+
+  egressProblem(): Promise<string | undefined> {
+    return egressProblem(this.dockerEngineRef);
   }
 
   async create(spec: SandboxSpec): Promise<Sandbox> {
