@@ -5,7 +5,10 @@
  * and everything that reaches the proxy or its name server leaves a log line.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { execFile, spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
+import { promisify } from 'node:util';
+import { reapOrphans } from '../../src/sandbox/docker/gc.js';
 import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
@@ -217,3 +220,62 @@ describe('egress through the proxy, on a fake internet', () => {
     expect(after.length).toBe(networks.length - 1);
   });
 });
+
+describe('egress clean-up', () => {
+  it('gc reaps the network and firewall hole of a run killed with SIGKILL', async () => {
+    const runId = `egress-kill-${process.pid}`;
+    // A child process makes an egress sandbox and is killed before it can clean up.
+    const script = `
+      import { dockerBackend } from './src/sandbox/docker/docker-sandbox.ts';
+      const s = await dockerBackend().create({ image: '${IMAGE}', runId: '${runId}', role: 'attempt-1',
+        egress: { allow: [], deny: [], privateRanges: [], resolvers: ['${net.resolver}'] } });
+      process.stdout.write('made ' + s.id + '\\n');
+      setInterval(() => undefined, 1000);
+    `;
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      cwd: new URL('../..', import.meta.url).pathname,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (out += c.toString()));
+    await until(() => out.includes('made '), 60_000);
+    expect(out).toContain('made ');
+    const [network] = await dockerEngine().listNetworks({ [LABEL.run]: runId });
+    expect(network).toBeDefined();
+    expect(await firewallRules()).toContain(network!.bridgeName);
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    // The next harness process's reaper (the first create, or `gc`) removes all of it.
+    await reapOrphans(dockerEngine());
+    expect(await dockerEngine().listContainers({ [LABEL.run]: runId })).toEqual([]);
+    expect(await dockerEngine().listNetworks({ [LABEL.run]: runId })).toEqual([]);
+    expect(await firewallRules()).not.toContain(network!.bridgeName);
+  }, 120_000);
+
+  it('many sandboxes in a row do not use up the engine address pools', async () => {
+    // 40 networks at once would exhaust dockerd's default pools (31 /16s and /20s);
+    // egress subnets come from the harness's own range.
+    const boxes = await Promise.all(
+      Array.from({ length: 40 }, async (_, i) =>
+        dockerBackend().create({ image: IMAGE, runId: RUN_ID, role: `pool-${i}`, egress: policy(net) }),
+      ),
+    );
+    made.push(...boxes);
+    const networks = await dockerEngine().listNetworks({ [LABEL.run]: RUN_ID });
+    expect(networks.length).toBeGreaterThanOrEqual(40);
+    await Promise.all(boxes.map((b) => b.dispose()));
+    const after = await dockerEngine().listNetworks({ [LABEL.run]: RUN_ID });
+    expect(after.length).toBe(networks.length - 40);
+  }, 300_000);
+});
+
+async function firewallRules(): Promise<string> {
+  const { stdout } = await promisify(execFile)('iptables', ['-w', '5', '-S', 'SANDBOX-HARNESS-EGRESS']);
+  return stdout;
+}
+
+async function until(condition: () => boolean, timeoutMs: number): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!condition() && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
+}
