@@ -6,9 +6,16 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFile, spawn } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fixDeps } from '../../src/fix/deps.js';
+import { runFix } from '../../src/fix/run-fix.js';
+import { sandboxProvider } from '../../src/sandbox/registry.js';
+import { runCli } from '../helpers/cli.js';
+import { scripted, text, toolUse } from '../unit/agent/helpers.js';
 import { promisify } from 'node:util';
-import { reapOrphans } from '../../src/sandbox/docker/gc.js';
+import { collectGarbage, reapOrphans } from '../../src/sandbox/docker/gc.js';
 import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
@@ -279,3 +286,118 @@ async function until(condition: () => boolean, timeoutMs: number): Promise<void>
   const end = Date.now() + timeoutMs;
   while (!condition() && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
 }
+
+describe('egress in a fix run', () => {
+  it("the agent's sandbox has egress, the baseline's and the verification's none; a denial reaches the model; the record, inspect and logs show the log", async () => {
+    const root = await mkdtemp(join(tmpdir(), 'sandbox-harness-egress-fix-'));
+    try {
+      const repo = join(root, 'repo');
+      await mkdir(join(repo, 'src'), { recursive: true });
+      await writeFile(join(repo, 'package.json'), '{"name":"egress-fix","version":"1.0.0","private":true}\n');
+      await writeFile(join(repo, 'src', 'value.js'), "module.exports = 'broken';\n");
+      await writeFile(join(repo, 'test-ca.crt'), net.caPem);
+      await writeFile(
+        join(repo, 'probe.mjs'),
+        await readFile(new URL('../fixtures/egress/probe.mjs', import.meta.url), 'utf8'),
+      );
+      // Passes only with the fix AND without any network: a verdict must not depend on it.
+      await writeFile(
+        join(repo, 'test.js'),
+        [
+          "if (require('./src/value.js') !== 'fixed') { console.error('not fixed'); process.exit(1); }",
+          "if (process.env.HTTPS_PROXY || process.env.HTTP_PROXY) { console.error('the tests have a proxy'); process.exit(2); }",
+          `const s = require('net').connect(443, '${net.address}');`,
+          's.setTimeout(2000, () => process.exit(0));',
+          "s.on('connect', () => { console.error('the tests reached the network'); process.exit(3); });",
+          "s.on('error', () => process.exit(0));",
+          '',
+        ].join('\n'),
+      );
+      const catalog = join(root, 'catalog.yaml');
+      await writeFile(
+        catalog,
+        [
+          'name: egress-fix',
+          'owner: tests',
+          'repo: repo',
+          'rules: {}',
+          'agent:',
+          '  editableFiles: ["src/**"]',
+          '  testCommand: node test.js',
+          '  maxAttempts: 1',
+          '  maxTurns: 6',
+          'sandbox:',
+          '  env: { NODE_EXTRA_CA_CERTS: /workspace/test-ca.crt }',
+          '  timeouts: { commandSec: 60, testSec: 60 }',
+          '  egress:',
+          '    allow: [allowed.fake.test]',
+          `    privateRanges: ["${net.range}"]`,
+          `    resolvers: ["${net.resolver}"]`,
+          '',
+        ].join('\n'),
+      );
+      const provider = scripted([
+        { content: [toolUse('a', 'run_command', { command: 'node probe.mjs https allowed.fake.test' })] },
+        { content: [toolUse('b', 'run_command', { command: 'node probe.mjs https other.fake.test' })] },
+        {
+          content: [
+            toolUse('c', 'write_file', { path: 'src/value.js', content: "module.exports = 'fixed';\n" }),
+          ],
+        },
+        { content: [text('done')] },
+      ]);
+      const result = await runFix(
+        {
+          ticket: 'Fix the value.',
+          catalogFile: catalog,
+          keep: 'always',
+          apply: false,
+          force: false,
+          rebuild: false,
+          cwd: root,
+          env: {},
+          signal: new AbortController().signal,
+          readStdin: async () => '',
+          provider: 'replay',
+        },
+        fixDeps(await sandboxProvider(), { createProvider: async () => provider }),
+      );
+      try {
+        expect(result.outcome, result.record.message).toBe('ready-for-review');
+        expect(result.record.baseline?.failing).toBe(true);
+        // The model saw its own command's output and the proxy's reason.
+        expect(JSON.stringify(provider.requests[1]?.messages.at(-1))).toContain(
+          'hello from allowed.fake.test',
+        );
+        const denial = JSON.stringify(provider.requests[2]?.messages.at(-1));
+        expect(denial).toContain('egress denied');
+        expect(denial).toContain("other.fake.test is not in the catalog's sandbox.egress.allow");
+        // Kept sandboxes: the attempt's on its egress network, the verification's on none.
+        const attempt = result.record.containers.find((c) => c.role === 'attempt-1')!;
+        const verify = result.record.containers.find((c) => c.role === 'verify-1')!;
+        expect((await dockerEngine().inspectContainer(attempt.id))?.hostConfig.NetworkMode).toMatch(
+          /^sandbox-harness-/,
+        );
+        expect((await dockerEngine().inspectContainer(verify.id))?.hostConfig.NetworkMode).toBe('none');
+        expect(attempt.egress).toEqual({ allowed: 1, denied: 1, file: 'egress/attempt-1.jsonl' });
+        expect(verify.egress).toBeUndefined();
+        const runs = join(repo, '.sandbox-harness', 'runs');
+        const logs = await runCli(['logs', result.runId, '--runs-dir', runs]);
+        expect(logs.stdout).toMatch(
+          /\[egress attempt-1\] allowed CONNECT allowed\.fake\.test:443 +allow allowed\.fake\.test:443,80, \d+ B out, \d+ B in/,
+        );
+        expect(logs.stdout).toMatch(
+          /\[egress attempt-1\] denied  CONNECT other\.fake\.test:443 +other\.fake\.test is not in/,
+        );
+        const inspect = await runCli(['inspect', result.runId, '--runs-dir', runs]);
+        expect(inspect.stdout).toMatch(/egress \(proxy logs.*\n +attempt-1 +1 allowed, 1 denied/);
+      } finally {
+        const report = await collectGarbage(dockerEngine(), { runId: result.runId });
+        expect(report.networks?.length).toBe(1);
+        expect(await dockerEngine().listNetworks({ [LABEL.run]: result.runId })).toEqual([]);
+      }
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  }, 300_000);
+});
