@@ -387,7 +387,7 @@ describe('egress in a fix run', () => {
           /\[egress attempt-1\] allowed CONNECT allowed\.fake\.test:443 +allow allowed\.fake\.test:443,80, \d+ B out, \d+ B in/,
         );
         expect(logs.stdout).toMatch(
-          /\[egress attempt-1\] denied  CONNECT other\.fake\.test:443 +other\.fake\.test is not in/,
+          /\[egress attempt-1\] denied {2}CONNECT other\.fake\.test:443 +other\.fake\.test is not in/,
         );
         const inspect = await runCli(['inspect', result.runId, '--runs-dir', runs]);
         expect(inspect.stdout).toMatch(/egress \(proxy logs.*\n +attempt-1 +1 allowed, 1 denied/);
