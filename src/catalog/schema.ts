@@ -372,12 +372,9 @@ const egressRuleSchema = z.union(
     z.strictObject({
       host: hostPatternSchema,
       ports: portsSchema.optional(),
-      except: z
-        .array(hostPatternSchema, { error: 'expected a list of host patterns' })
-        .optional()
-        .meta({
-          description: 'Names this rule does not cover (for a deny rule: names it lets through to allow).',
-        }),
+      except: z.array(hostPatternSchema, { error: 'expected a list of host patterns' }).optional().meta({
+        description: 'Names this rule does not cover (for a deny rule: names it lets through to allow).',
+      }),
     }),
   ],
   { error: 'expected a host pattern or {host, ports, except}' },
