@@ -85,6 +85,15 @@ export function formatTables(results) {
         row('`docker run --rm <image> true` (CLI)', c.dockerRun, '1.00x'),
         row('  of which sandbox create() only', c.sandboxCreateOnly),
         row('  sandbox dispose() (not in the time above)', c.sandboxDispose),
+        ...(c.egress
+          ? [
+              row(
+                'sandbox with egress (network, firewall hole, proxy) create-to-ready',
+                c.egress,
+                times(c.egressRatio.median, 'no network'),
+              ),
+            ]
+          : []),
         row(
           `tool call \`true\` over the command channel (\`exec(.., { fast: true })\`)${e.channelCheck?.channelUsed ? '' : ' [NOT over the channel]'}`,
           e.channel,

@@ -11,6 +11,10 @@
  *   container: cap-drop ALL, no network, limits, init, tmpfs; create + start) until the
  *   first `sandbox.exec('true')` has returned exit 0. Disposing the sandbox afterwards is
  *   not part of this time (it is reported separately as `createToReady.sandboxDispose`).
+ * - `createToReady.egress`: the same with `egress` set (an allow list that names nothing,
+ *   a resolver on loopback that is never asked): what a proxied sandbox adds, i.e. its
+ *   internal network, the firewall hole and the proxy on the host, before the first exec.
+ *   Measured only where egress can be enforced (root, iptables, a local engine).
  * - `createToReady.dockerRun`: `docker run --rm <image> true` through the docker CLI,
  *   spawned from Node, until the CLI exits: create, start, run `true`, wait, remove. It has
  *   none of the hardening options and includes the removal and the CLI's own start-up.
@@ -66,6 +70,21 @@ async function benchCreateToReady(o) {
   /** @type {number[]} */ const firstExec = [];
   /** @type {number[]} */ const dispose = [];
   /** @type {number[]} */ const dockerRun = [];
+  /** @type {number[]} */ const egress = [];
+  const egressOk = (await o.backend.egressProblem?.()) === undefined;
+  const viaEgress = async (/** @type {boolean} */ keep) => {
+    if (!egressOk) return;
+    const t0 = performance.now();
+    const { sandbox: box, dispose: disposeBox } = await createTracked(o.backend, o.image, {
+      egress: { allow: [], deny: [], privateRanges: [], resolvers: ['127.0.0.1'] },
+    });
+    try {
+      await execOk(box, 'true');
+      if (keep) egress.push(performance.now() - t0);
+    } finally {
+      await disposeBox();
+    }
+  };
 
   const viaSandbox = async (/** @type {boolean} */ keep) => {
     const t0 = performance.now();
@@ -93,9 +112,11 @@ async function benchCreateToReady(o) {
   await repeat({ ...o, label: 'create-to-ready vs docker run --rm' }, async (i, keep) => {
     if (i % 2 === 0) {
       await viaSandbox(keep);
+      await viaEgress(keep);
       await viaCli(keep);
     } else {
       await viaCli(keep);
+      await viaEgress(keep);
       await viaSandbox(keep);
     }
   });
@@ -108,6 +129,7 @@ async function benchCreateToReady(o) {
     sandboxCreateOnly: summarize(createOnly),
     sandboxFirstExec: summarize(firstExec),
     sandboxDispose: summarize(dispose),
+    ...(egress.length > 0 ? { egress: summarize(egress), egressRatio: ratio(summarize(egress), s) } : {}),
   };
 }
 

@@ -26,8 +26,8 @@ export const nullSink = () =>
  * @param {BenchBackend} backend
  * @param {string} image
  */
-export async function createTracked(backend, image) {
-  const sandbox = await backend.create({ image, role: 'bench' });
+export async function createTracked(backend, image, extra = {}) {
+  const sandbox = await backend.create({ image, role: 'bench', ...extra });
   const unregister = onCleanup(() => sandbox.dispose());
   return {
     sandbox,

@@ -19,6 +19,9 @@ missing=()
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v nsenter >/dev/null 2>&1 || missing+=(util-linux)
+# The egress tests: dnsmasq is the fake internet's name server, iptables the host firewall.
+command -v dnsmasq >/dev/null 2>&1 || missing+=(dnsmasq-base)
+command -v iptables >/dev/null 2>&1 || missing+=(iptables)
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
     echo "setup: apt-get install ${missing[*]} (for the fleet tests)" >&2

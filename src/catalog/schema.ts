@@ -9,6 +9,8 @@
 import picomatch from 'picomatch';
 import { z } from 'zod';
 import { priceTableSchema } from '../llm/cost.js';
+import { isIP } from 'node:net';
+import { parseHostPattern } from '../sandbox/egress/policy.js';
 
 import { DEFAULT_IGNORED_NAMES } from './ignore-defaults.js';
 
@@ -433,6 +435,109 @@ export const buildSchema = z
   )
   .meta({ description: 'How the sandbox image is built from the repo.' });
 
+/** Where a sandbox may have egress; everything else runs with network none. */
+export const EGRESS_PHASES = ['agent', 'baseline', 'verify'] as const;
+
+const hostPatternSchema = z
+  .string({
+    error: 'expected a host name such as "registry.npmjs.org", "*.example.com" or "mirror.corp:8443"',
+  })
+  .superRefine((value, ctx) => {
+    const parsed = parseHostPattern(value);
+    if (typeof parsed === 'string')
+      ctx.addIssue({ code: 'custom', message: `${JSON.stringify(value)}: ${parsed}` });
+  });
+
+const portsSchema = z
+  .array(int(1, 65535), { error: 'expected a list of port numbers such as [443, 80]' })
+  .min(1, { error: 'expected at least one port' });
+
+const egressRuleSchema = z.union(
+  [
+    hostPatternSchema,
+    z.strictObject({
+      host: hostPatternSchema,
+      ports: portsSchema.optional(),
+      except: z.array(hostPatternSchema, { error: 'expected a list of host patterns' }).optional().meta({
+        description: 'Names this rule does not cover (for a deny rule: names it lets through to allow).',
+      }),
+    }),
+  ],
+  { error: 'expected a host pattern or {host, ports, except}' },
+);
+
+const cidrSchema = z
+  .string({ error: 'expected an address range such as "10.20.0.0/16"' })
+  .superRefine((value, ctx) => {
+    const [address, bits, extra] = value.split('/');
+    const family = isIP(address ?? '');
+    const max = family === 6 ? 128 : 32;
+    const prefix = Number(bits);
+    if (
+      family === 0 ||
+      extra !== undefined ||
+      bits === undefined ||
+      !Number.isInteger(prefix) ||
+      prefix < 0 ||
+      prefix > max
+    ) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `${JSON.stringify(value)}: expected an address range such as "10.20.0.0/16"`,
+      });
+    }
+  });
+
+const resolverSchema = z
+  .string({ error: 'expected a name server address such as "10.0.0.53"' })
+  .superRefine((value, ctx) => {
+    const address = value.replace(/^\[(.*)\](:\d+)?$/, '$1').replace(/^(\d+\.\d+\.\d+\.\d+):\d+$/, '$1');
+    if (isIP(address) === 0)
+      ctx.addIssue({
+        code: 'custom',
+        message: `${JSON.stringify(value)}: expected an IP address, optionally with :port`,
+      });
+  });
+
+export const egressSchema = z
+  .strictObject(
+    {
+      allow: z.array(egressRuleSchema, { error: 'expected a list of host patterns' }).default([]).meta({
+        description:
+          'Hosts the sandbox may reach through its proxy: exact names or "*.suffix" (names below suffix), ports 443 and 80 unless ":port" or ports: names others. IP addresses are never allowed by themselves.',
+      }),
+      deny: z.array(egressRuleSchema, { error: 'expected a list of host patterns' }).default([]).meta({
+        description:
+          'Checked before allow and wins over it; a rule\'s except: lists names it does not cover (deny "*.corp.example" except "mirror.corp.example").',
+      }),
+      privateRanges: z.array(cidrSchema, { error: 'expected a list of address ranges' }).default([]).meta({
+        description:
+          "Private, loopback or link-local ranges an allowed name may resolve to (an internal mirror on 10.x). Without them such answers are refused (DNS rebinding). The engine host's own addresses are refused always.",
+      }),
+      resolvers: z
+        .array(resolverSchema, { error: 'expected a list of name server addresses' })
+        .default([])
+        .meta({
+          description:
+            "Name servers the proxy asks (default: the host's). The sandbox itself never gets one.",
+        }),
+      phases: z
+        .array(z.enum(EGRESS_PHASES, { error: 'expected "agent", "baseline" or "verify"' }), {
+          error: 'expected a list of phases such as ["agent"]',
+        })
+        .default(['agent'])
+        .meta({
+          description:
+            "Which sandboxes get egress: the agent's by default; the baseline's and the verification's only when listed (a verdict should not depend on the network). Image builds use sandbox.build.network.",
+        }),
+    },
+    { error: typeError('expected {allow: [hosts], deny: [hosts], privateRanges, resolvers, phases}') },
+  )
+  .meta({
+    description:
+      'Egress by host name through a proxy outside the sandbox, with every request logged. Absent: network none. Refused where the engine cannot enforce it (see `sandbox-harness doctor`).',
+  });
+
 export const sandboxSchema = z
   .strictObject({
     dockerfile: repoRelativePath
@@ -465,6 +570,7 @@ export const sandboxSchema = z
           "The OCI runtime every sandbox runs under, by the engine's name for it: runc (Docker's default; absent, the engine's default runtime is used: runc on Docker, crun on Podman), runsc (gVisor: a user-space kernel between the sandbox and the host), or any runtime the engine lists (`sandbox-harness doctor`). One the engine lacks is refused before anything is built. `--runtime` overrides it.",
       })
       .optional(),
+    egress: egressSchema.optional(),
   })
   .superRefine((sandbox, ctx) => {
     if (sandbox.dockerfile !== undefined && sandbox.image !== undefined) {
@@ -532,6 +638,7 @@ export type BuildConfig = z.output<typeof buildSchema>;
 export type SandboxTimeouts = z.output<typeof timeoutsSchema>;
 export type ResourcesConfig = z.output<typeof resourcesSchema>;
 export type ProviderConfig = z.output<typeof providerSchema>;
+export type EgressConfig = z.output<typeof egressSchema>;
 export type ProviderName = (typeof PROVIDER_NAMES)[number];
 
 /** The test command as layers; a single command is one layer called `test`. */

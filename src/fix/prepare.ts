@@ -16,6 +16,25 @@ import type { ModelProvider } from '../llm/types.js';
 import type { FixDeps, FixOptions, Prepared } from './context.js';
 import { loadContinuation } from './continue.js';
 import { runsDirFor } from '../runs/record.js';
+import { ConfigError } from '../errors.js';
+import type { EgressConfig } from '../catalog/schema.js';
+
+/** A catalog's egress that this engine cannot enforce stops the run before anything is made. */
+async function refuseUnenforceableEgress(
+  egress: EgressConfig | undefined,
+  deps: FixDeps,
+  file: string,
+): Promise<void> {
+  if (!egress) return;
+  const problem = deps.backend.egressProblem
+    ? await deps.backend.egressProblem()
+    : `the ${deps.backend.name} backend cannot enforce egress`;
+  if (problem) {
+    throw new ConfigError(`${file}: sandbox.egress cannot be enforced here: ${problem}`, [], {
+      hint: 'Run where `sandbox-harness doctor` says egress can be enforced, or remove sandbox.egress (the sandbox then has no network). It never falls back to more network.',
+    });
+  }
+}
 
 export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepared> {
   const catalog = await loadCatalog(options.catalogFile, { cwd: options.cwd });
@@ -88,6 +107,7 @@ export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepa
     : asked
       ? { asked, name: asked }
       : undefined;
+  await refuseUnenforceableEgress(catalog.catalog.sandbox.egress, deps, catalog.displayPath);
   // A crash mid-apply left the repo half written: put it back before an image is built from it.
   const recovered = await recoverInterruptedApply(repoDir, { journalDir: defaultJournalDir(options.env) });
   return {

@@ -46,6 +46,7 @@ import { continuationFeedback } from './continue.js';
 import { silentProgress, type ProgressSink } from './progress.js';
 import { SandboxPool } from './sandboxes.js';
 import type { WorkspaceGit } from '../sandbox/types.js';
+import { egressSpec } from './egress.js';
 
 export type {
   FixDeps,
@@ -181,6 +182,7 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
       files: [catalogFile],
       keep: options.keep,
       ...(prepared.runtime?.asked ? { runtime: prepared.runtime.asked } : {}),
+      ...egressSpec(catalog.catalog.sandbox.egress, role),
     }),
     options.keep,
   );
@@ -492,6 +494,26 @@ function endingOfError(run: Run, caught: unknown): Ending {
 }
 
 /** The last step, exactly once: sandboxes kept or removed, transcript, cassette, record. */
+/** Each egress sandbox's proxy log into the run folder, its counts into the record. */
+async function recordEgress(run: Run): Promise<void> {
+  for (const container of run.record.containers) {
+    const entries = run.sandboxes.egressLogs.get(container.id);
+    if (!entries) continue;
+    const file = `egress/${container.role.replace(/[^A-Za-z0-9_.-]/g, '-')}.jsonl`;
+    try {
+      await run.dir.writeFile(file, entries.map((e) => JSON.stringify(e)).join('\n') + '\n');
+    } catch (error) {
+      run.events.emit({
+        kind: 'cleanup_failed',
+        message: `egress log of ${container.role}: ${errorMessage(error)}`,
+      });
+      continue;
+    }
+    const denied = entries.filter((e) => !e.allowed).length;
+    container.egress = { allowed: entries.length - denied, denied, file };
+  }
+}
+
 async function closeRun(run: Run, ending: Ending): Promise<FixResult> {
   const { record } = run;
   const failed =
@@ -502,6 +524,7 @@ async function closeRun(run: Run, ending: Ending): Promise<FixResult> {
     run.events.emit({ kind: 'cleanup_failed', message: `${role}: ${message}` }),
   );
   record.containers = run.sandboxes.records;
+  await recordEgress(run);
   for (const attempt of record.attempts) {
     for (const c of attempt.containers) c.kept = record.containers.find((k) => k.id === c.id)?.kept ?? false;
   }

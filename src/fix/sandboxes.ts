@@ -6,6 +6,7 @@
 import { errorMessage } from '../errors.js';
 import type { KeepPolicy, Sandbox, SandboxBackend, SandboxSpec } from '../sandbox/types.js';
 import type { ContainerRecord } from '../runs/record.js';
+import type { EgressLogEntry } from '../sandbox/egress/proxy.js';
 
 interface Tracked {
   sandbox: Sandbox;
@@ -108,8 +109,13 @@ export class SandboxPool {
     this.records.sort((a, b) => this.order.indexOf(a.id) - this.order.indexOf(b.id));
   }
 
+  /** Egress logs of the disposed sandboxes that had egress, by sandbox id. */
+  readonly egressLogs = new Map<string, EgressLogEntry[]>();
+
   private async dispose(tracked: Tracked, keep: boolean): Promise<void> {
     await tracked.sandbox.dispose({ keep });
+    const egress = tracked.sandbox.egressLog?.();
+    if (egress && egress.length > 0) this.egressLogs.set(tracked.sandbox.id, egress);
     this.records.push({
       role: tracked.role,
       id: tracked.sandbox.id,

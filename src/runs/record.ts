@@ -58,6 +58,14 @@ const containerSchema = z.object({
   kept: z.boolean(),
   /** Which engine holds it ('local' unless an eval ran on a fleet). */
   engine: engineName.optional(),
+  /** Its egress proxy's log: counts here, every entry (JSON lines) in `file` of the run folder. */
+  egress: z
+    .object({
+      allowed: z.number().int().nonnegative(),
+      denied: z.number().int().nonnegative(),
+      file: z.string().regex(/^egress\/[A-Za-z0-9_.-]+\.jsonl$/),
+    })
+    .optional(),
 });
 
 const gateSchema = z.object({

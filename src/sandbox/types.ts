@@ -11,6 +11,8 @@
  * - `Interrupted` (or the signal's own reason, e.g. `RunTimeout`): the signal aborted.
  * A command's non-zero exit is data (`ExecResult.exitCode`), never an error.
  */
+import type { EgressPolicy } from './egress/policy.js';
+import type { EgressLogEntry } from './egress/proxy.js';
 
 /** Where the target repo lives inside every sandbox. Tool paths are relative to it. */
 export const WORKSPACE = '/workspace';
@@ -192,6 +194,9 @@ export interface Sandbox {
   /** Whether the sandbox still runs. Never throws `SandboxDead`. */
   isAlive(): Promise<boolean>;
 
+  /** Every request the sandbox's egress proxy allowed or denied so far; absent without egress. */
+  egressLog?(): EgressLogEntry[];
+
   /**
    * Stops the sandbox and removes it, or keeps it (stopped, marked kept) for `inspect`,
    * `shell` and `rerun-tests`. Idempotent; never throws `SandboxDead`.
@@ -245,6 +250,11 @@ export interface SandboxSpec {
    * default. A backend without runtimes refuses any name it does not know.
    */
   runtime?: string;
+  /**
+   * Egress by name through a proxy outside the sandbox (see `sandbox/egress/`); absent:
+   * network none. A backend that cannot enforce it throws, never falls back to more network.
+   */
+  egress?: EgressPolicy;
 }
 
 /** What `SandboxBackend.workspaceGitImage` gave: an image with git, or why there is none. */
@@ -288,6 +298,9 @@ export interface SandboxBackend {
 
   /** Throws `ImageError` for a missing image; never leaves a half-made sandbox behind. */
   create(spec: SandboxSpec): Promise<Sandbox>;
+
+  /** Why `SandboxSpec.egress` cannot be enforced on this engine, or undefined; absent: never can. */
+  egressProblem?(): Promise<string | undefined>;
 
   /**
    * The image's pristine workspace, read by the engine without running anything of the

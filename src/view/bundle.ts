@@ -160,6 +160,8 @@ export interface RunBundle {
   baseline?: { failing?: boolean; failingLayer?: string; durationMs?: number; reusedFrom?: string };
   testCommand: { name?: string; command?: string }[];
   containers: ContainerView[];
+  /** Each egress sandbox's proxy log (JSON lines, read as data), by role. */
+  egress: { role?: string; log?: FileText }[];
   ticket?: FileText;
   baselineOutput?: FileText;
   finalPatch?: FileText;
@@ -452,6 +454,12 @@ export async function loadRunBundle(source: ViewSource, folder: string): Promise
       command: asString(c.command),
     })),
     containers: containersOf(record.containers),
+    egress: await Promise.all(
+      objects(record.containers)
+        .map((c) => ({ role: asString(c.role), file: asString(asObject(c.egress)?.file) }))
+        .filter((c) => c.file !== undefined && /^egress\/[A-Za-z0-9_.-]+\.jsonl$/.test(c.file))
+        .map(async (c) => ({ role: c.role, log: await readText(c.file!.split('/')) })),
+    ),
     ticket: await readText(['ticket.md']),
     baselineOutput: await readText(['baseline-test-output.txt']),
     finalPatch: await readText(['patch.diff']),

@@ -325,6 +325,53 @@ function eventTable(events: ViewEvent[]): string {
   return table(columns, rows);
 }
 
+/** Rows of the egress table per sandbox, at most this many (the file has every line). */
+const MAX_EGRESS_ROWS = 500;
+
+function egressTables(bundle: RunBundle): string {
+  const out: string[] = [];
+  for (const { role, log } of bundle.egress) {
+    const rows: Row[] = [];
+    let allowed = 0;
+    let denied = 0;
+    for (const line of (log?.text ?? '').split('\n')) {
+      let entry: Record<string, unknown> | undefined;
+      try {
+        entry = line.trim() ? (JSON.parse(line) as Record<string, unknown>) : undefined;
+      } catch {
+        entry = undefined;
+      }
+      if (!entry || typeof entry !== 'object') continue;
+      const ok = entry.allowed === true;
+      if (ok) allowed++;
+      else denied++;
+      if (rows.length >= MAX_EGRESS_ROWS) continue;
+      const s = (v: unknown) => (typeof v === 'string' || typeof v === 'number' ? String(v) : '');
+      rows.push([
+        text(s(entry.time)),
+        ok ? '<span class="badge tone-good">allowed</span>' : '<span class="badge tone-bad">denied</span>',
+        text(`${s(entry.method)} ${s(entry.host)}${entry.port ? `:${s(entry.port)}` : ''}`),
+        text(ok ? s(entry.rule) : s(entry.reason) || s(entry.rule)),
+        text(`${s(entry.bytesOut) || '0'} / ${s(entry.bytesIn) || '0'}`),
+      ]);
+    }
+    out.push(
+      `<h3>${text(dash(role))}: ${allowed} allowed, ${denied} denied</h3>`,
+      table(
+        [
+          { label: 'time' },
+          { label: 'verdict' },
+          { label: 'request' },
+          { label: 'rule or reason' },
+          { label: 'bytes out / in', numeric: true },
+        ],
+        rows,
+      ),
+    );
+  }
+  return out.join('\n');
+}
+
 function containersTable(bundle: RunBundle): string {
   const seen = new Map<string, { role?: string; id: string; kept?: boolean; engine?: string }>();
   for (const c of [...bundle.containers, ...bundle.attempts.flatMap((a) => a.containers)]) {
@@ -548,6 +595,7 @@ export function renderRunPage(bundle: RunBundle, ctx: PageContext): string {
   );
   out.push(fileBlock('baseline test output', bundle.baselineOutput, undefined));
   out.push('<h2>Containers</h2>', containersTable(bundle));
+  if (bundle.egress.length > 0) out.push('<h2>Egress</h2>', egressTables(bundle));
   out.push(...bundle.attempts.map(attemptSection));
   out.push('<h2>Final patch</h2>');
   out.push(

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { ExecResult } from '../../sandbox/types.js';
 import { WORKSPACE } from '../../sandbox/types.js';
+import type { EgressLogEntry } from '../../sandbox/egress/proxy.js';
 import { capText } from './output.js';
 import { defineTool } from './types.js';
 
@@ -16,6 +17,22 @@ export function formatCommandResult(result: ExecResult, maxChars: number, timeou
     result.stderr === '' ? '(empty)' : capText(result.stderr, half, 'stderr'),
   ];
   return parts.join('\n');
+}
+
+const MAX_DENIALS_SHOWN = 10;
+
+/**
+ * What the sandbox's egress proxy refused while the command ran: the command's own output
+ * often says only "403" or "connection refused", and the model should learn the rule.
+ */
+export function egressDenials(log: readonly EgressLogEntry[] | undefined, since: string): string {
+  const denied = (log ?? []).filter((e) => !e.allowed && e.time >= since);
+  if (denied.length === 0) return '';
+  const lines = denied
+    .slice(0, MAX_DENIALS_SHOWN)
+    .map((e) => `  ${e.method} ${e.host}${e.port ? `:${e.port}` : ''}: ${e.reason ?? e.rule}`);
+  if (denied.length > MAX_DENIALS_SHOWN) lines.push(`  ... and ${denied.length - MAX_DENIALS_SHOWN} more`);
+  return `\negress denied (the sandbox reaches only the hosts its catalog allows, through its proxy):\n${lines.join('\n')}`;
 }
 
 export const runCommandTool = defineTool({
@@ -34,6 +51,7 @@ export const runCommandTool = defineTool({
     const seconds = Math.min(timeoutSec ?? limits.defaultCommandTimeoutSec, limits.maxCommandTimeoutSec);
     // The command is the model's request to the sandbox; exec runs it with `sh -c` under limits.
     // The result is the agent's own information, so the sandbox's fast command channel may run it.
+    const started = new Date().toISOString();
     const result = await sandbox.exec(command, {
       fast: true,
       cwd: WORKSPACE,
@@ -42,6 +60,7 @@ export const runCommandTool = defineTool({
       ...(signal ? { signal } : {}),
     });
     let content = formatCommandResult(result, limits.maxOutputChars, seconds);
+    content += egressDenials(sandbox.egressLog?.(), started);
     if (timeoutSec !== undefined && timeoutSec > limits.maxCommandTimeoutSec) {
       content += `\n(note: timeoutSec was lowered to the ${limits.maxCommandTimeoutSec}s maximum)`;
     }

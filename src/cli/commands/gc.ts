@@ -117,6 +117,7 @@ function reportLines(report: GcReport, verb: string, ofRun: string): string[] {
       (c) => `${verb} container ${c.id.slice(0, 12)} ${c.name}${c.kept ? ' (kept)' : ''}`,
     ),
     ...report.images.map((i) => `${verb} image ${i.tags[0] ?? i.id.slice(7, 19)}`),
+    ...(report.networks ?? []).map((n) => `${verb} egress network ${n.name}`),
     `${verb} ${report.containers.length} container(s) and ${report.images.length} image(s)${ofRun}`,
   ];
 }

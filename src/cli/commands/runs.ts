@@ -223,10 +223,12 @@ export async function inspectCommand(
   const testResults = shown
     ? parseStoredResults(await readRunFile(run, `attempts/${shown}/test-results.json`))
     : undefined;
+  const egress = await readEgressLogs(run);
   if (options.json) {
     printJson(ctx, {
       dir: run.dir,
       record,
+      egress,
       containers,
       attempt: shown === undefined ? undefined : Number(shown),
       patch: finalPatch ?? attemptPatch,
@@ -269,6 +271,16 @@ export async function inspectCommand(
     }
   }
   if (record.attempts.length === 0) lines.push('  (none)');
+  if (egress.length > 0) {
+    lines.push('', 'egress (proxy logs; `sandbox-harness logs` lists every request):');
+    for (const log of egress) {
+      const denied = log.entries.filter((e) => !e.allowed);
+      lines.push(
+        `  ${log.role.padEnd(12)} ${log.entries.length - denied.length} allowed, ${denied.length} denied`,
+      );
+      for (const e of denied.slice(0, 5)) lines.push(`    ${formatEgressLine(log.role, e)}`);
+    }
+  }
   lines.push('', 'containers kept:');
   if (containers.length === 0) lines.push('  (none)');
   for (const c of containers)
@@ -427,6 +439,75 @@ export function formatEventLog(events: readonly LoggedEvent[]): string[] {
   return lines;
 }
 
+interface EgressLine {
+  time: string;
+  method: string;
+  host: string;
+  port: number;
+  allowed: boolean;
+  rule: string;
+  reason?: string;
+  bytesOut: number;
+  bytesIn: number;
+}
+
+/** An egress log line as recorded; anything else in the file (a torn line, junk) is skipped. */
+function egressLine(value: unknown): EgressLine | undefined {
+  if (!value || typeof value !== 'object') return undefined;
+  const v = value as Record<string, unknown>;
+  const text = (x: unknown) => (typeof x === 'string' ? x.slice(0, 300) : undefined);
+  const count = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) ? x : 0);
+  const time = text(v.time);
+  const host = text(v.host);
+  if (time === undefined || host === undefined || typeof v.allowed !== 'boolean') return undefined;
+  const reason = text(v.reason);
+  return {
+    time,
+    method: text(v.method) ?? '',
+    host,
+    port: count(v.port),
+    allowed: v.allowed,
+    rule: text(v.rule) ?? '',
+    ...(reason !== undefined ? { reason } : {}),
+    bytesOut: count(v.bytesOut),
+    bytesIn: count(v.bytesIn),
+  };
+}
+
+/** Every egress sandbox's proxy log of a run, in the order its sandboxes were made. */
+export async function readEgressLogs(
+  run: StoredRun,
+): Promise<Array<{ role: string; entries: EgressLine[] }>> {
+  const logs: Array<{ role: string; entries: EgressLine[] }> = [];
+  for (const container of run.record.containers) {
+    if (!container.egress) continue;
+    const text = (await readRunFile(run, container.egress.file)) ?? '';
+    const entries: EgressLine[] = [];
+    for (const line of text.split('\n')) {
+      if (!line.trim()) continue;
+      try {
+        const entry = egressLine(JSON.parse(line));
+        if (entry) entries.push(entry);
+      } catch {
+        // A torn line is skipped.
+      }
+    }
+    logs.push({ role: container.role, entries });
+  }
+  return logs;
+}
+
+export function formatEgressLine(role: string, e: EgressLine): string {
+  // eslint-disable-next-line no-control-regex
+  const clean = (s: string) => s.replace(/[\x00-\x1f\x7f]/g, '?');
+  const verdict = e.allowed ? 'allowed' : 'denied ';
+  const what = `${clean(e.method)} ${clean(e.host)}${e.port ? `:${e.port}` : ''}`;
+  const detail = e.allowed
+    ? `${clean(e.rule)}, ${e.bytesOut} B out, ${e.bytesIn} B in`
+    : clean(e.reason ?? e.rule);
+  return `${e.time} [egress ${role}] ${verdict} ${what}  ${detail}`;
+}
+
 export async function logsCommand(
   ctx: CliContext,
   ref: string,
@@ -448,6 +529,9 @@ export async function logsCommand(
     return 0;
   }
   for (const line of formatEventLog(events)) print(ctx, line);
+  for (const log of await readEgressLogs(run)) {
+    for (const entry of log.entries) print(ctx, formatEgressLine(log.role, entry));
+  }
   if (options.verbose) {
     const transcript = await readRunFile(run, 'transcript.json');
     let parsed: unknown;

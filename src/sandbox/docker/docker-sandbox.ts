@@ -49,6 +49,8 @@ import { isGvisor, processLimits } from './runtimes.js';
 import { KEPT_NAME_PREFIX, LABEL, containerLabels, containerName } from './labels.js';
 import { reapOrphans } from './gc.js';
 import { exportOverlay, layerMarker, scanOverlay, type OverlayLayers } from './upper-dir.js';
+import { egressProblem, openEgress, type EgressHandle } from './egress.js';
+import type { EgressLogEntry } from '../egress/proxy.js';
 
 const USER = `${SANDBOX_UID}:${SANDBOX_GID}`;
 const ROOT = '0:0';
@@ -133,13 +135,19 @@ export class DockerSandbox extends PosixSandbox {
   private readonly marker: string | undefined;
 
   private layers: Promise<OverlayLayers | undefined> | undefined;
+  private readonly egress: EgressHandle | undefined;
+
+  egressLog(): EgressLogEntry[] {
+    return this.egress?.log() ?? [];
+  }
 
   constructor(
     private readonly engine: DockerEngine,
-    options: PosixSandboxOptions & { diskBudget?: number; marker?: string },
+    options: PosixSandboxOptions & { diskBudget?: number; marker?: string; egress?: EgressHandle },
   ) {
     super(options);
     this.marker = options.marker;
+    this.egress = options.egress;
     if (options.diskBudget !== undefined) this.watchDisk(options.diskBudget);
   }
 
@@ -233,8 +241,12 @@ export class DockerSandbox extends PosixSandbox {
     await this.closeChannel();
     if (!options.keep) {
       await this.engine.removeContainer(this.id);
+      await this.egress?.close();
       return;
     }
+    // A kept sandbox keeps its network (it cannot start without it) but never its way out:
+    // the proxy stops and the firewall drops everything from that network. gc removes it.
+    await this.egress?.close({ keepNetwork: true });
     // Kept for `inspect` and `shell`: stopped to free its memory and pids, renamed so the
     // orphan reaper leaves it alone (labels cannot change after creation).
     await this.engine.stopContainer(this.id);
@@ -309,6 +321,10 @@ export class DockerBackend implements SandboxBackend {
     return this.quotaSupported === undefined ? 'unknown' : this.quotaSupported ? 'engine' : 'watchdog';
   }
 
+  egressProblem(): Promise<string | undefined> {
+    return egressProblem(this.dockerEngineRef);
+  }
+
   async create(spec: SandboxSpec): Promise<Sandbox> {
     const engine = this.dockerEngineRef;
     if (!this.reaped) {
@@ -316,7 +332,6 @@ export class DockerBackend implements SandboxBackend {
       await reapOrphans(engine);
     }
     const resources = { ...DEFAULT_RESOURCES, ...spec.resources };
-    const env = [...BASE_ENV, ...envList(spec.env)];
     const labels = containerLabels({
       ...(spec.runId ? { runId: spec.runId } : {}),
       ...(spec.role ? { role: spec.role } : {}),
@@ -339,9 +354,13 @@ export class DockerBackend implements SandboxBackend {
     const marker = randomBytes(16).toString('hex');
     const files = injectedFiles(spec, marker);
     const processes = processLimits(resources.pids, await this.underGvisor(spec.runtime));
+    // Before the container, so the container never exists without its way out closed off.
+    const name = containerName(spec.runId, spec.role);
+    const egress = spec.egress ? await openEgress(engine, spec.egress, labels, name) : undefined;
+    const env = [...BASE_ENV, ...envList(spec.env), ...envList(egress?.env)];
     const options = {
       files,
-      name: containerName(spec.runId, spec.role),
+      name,
       image: spec.image,
       entrypoint: ['sleep'],
       cmd: ['infinity'],
@@ -360,19 +379,25 @@ export class DockerBackend implements SandboxBackend {
       tmpfsBytes: resources.tmpfsBytes,
       nofile: 4096,
       ...(spec.runtime ? { runtime: spec.runtime } : {}),
+      ...(egress ? { network: { name: egress.networkName, dns: egress.dns } } : {}),
     };
     let id: string;
-    if (this.quotaSupported !== false) {
-      try {
-        id = await engine.createContainer({ ...options, diskBytes: resources.diskBytes });
-        this.quotaSupported = true;
-      } catch (error) {
-        if (!(error instanceof StorageQuotaUnsupported)) throw error;
-        this.quotaSupported = false;
+    try {
+      if (this.quotaSupported !== false) {
+        try {
+          id = await engine.createContainer({ ...options, diskBytes: resources.diskBytes });
+          this.quotaSupported = true;
+        } catch (error) {
+          if (!(error instanceof StorageQuotaUnsupported)) throw error;
+          this.quotaSupported = false;
+          id = await engine.createContainer(options);
+        }
+      } else {
         id = await engine.createContainer(options);
       }
-    } else {
-      id = await engine.createContainer(options);
+    } catch (error) {
+      await egress?.close().catch(() => undefined);
+      throw error;
     }
     const sandbox = new DockerSandbox(engine, {
       id,
@@ -384,6 +409,7 @@ export class DockerBackend implements SandboxBackend {
       tree: () => this.workspaceTree(spec.scanAgainst ?? spec.image),
       ...(spec.hidden ? { hidden: spec.hidden.map((p) => workspaceRelative(p)) } : {}),
       ...(this.quotaSupported ? {} : { diskBudget: resources.diskBytes }),
+      ...(egress ? { egress } : {}),
     });
     try {
       await engine.startContainer(id);

@@ -2,6 +2,7 @@
  * Is the Docker engine fit to run sandboxes? Each check says what it found and, when
  * something is wrong, the command that fixes it. `fatal` problems make the engine unusable.
  */
+import { egressProblem } from './egress.js';
 import { randomBytes } from 'node:crypto';
 import { HarnessError, errorMessage } from '../../errors.js';
 import { DEFAULT_RESOURCES, SANDBOX_GID, SANDBOX_UID, WORKSPACE } from '../types.js';
@@ -71,6 +72,22 @@ export interface DoctorOptions {
    * `prepareHint` says how; the offline bootstrap (this machine's tools) is not its concern.
    */
   fleet?: { endpoint: string; prepareHint: string };
+}
+
+/**
+ * Whether `sandbox.egress` can be enforced on this engine from here. Not a problem when it
+ * cannot (network none needs none of it), so the check passes either way and says which:
+ * a catalog with egress is then refused by `fix`, never run with more network.
+ */
+export async function egressCheck(engine: DockerEngine): Promise<DoctorCheck> {
+  const problem = await egressProblem(engine).catch((error: unknown) => errorMessage(error));
+  return {
+    name: 'egress',
+    ok: true,
+    detail: problem
+      ? `sandbox.egress cannot be enforced here (${problem}); catalogs that set it are refused, sandboxes run with network none`
+      : 'sandbox.egress can be enforced: a per-sandbox internal network, a proxy on this host, the host firewall (iptables)',
+  };
 }
 
 /** Below this much free disk under the data root, images and trial containers may not fit. */
@@ -452,6 +469,7 @@ export async function runDoctor(options: DoctorOptions = {}): Promise<DoctorRepo
     });
   }
   checks.push(diskCheck(facts));
+  checks.push(await egressCheck(engine));
 
   const describe = (b: (typeof bases)[number]) =>
     b.present

@@ -101,6 +101,30 @@ export interface ContainerCreateOptions {
   runtime?: string;
   /** RLIMIT_NPROC; default `DEFAULT_NPROC`. */
   nproc?: number;
+  /**
+   * An egress sandbox: joins this (internal) network instead of network none, with this
+   * name server (the proxy's logging one), never the engine's default.
+   */
+  network?: { name: string; dns: string[] };
+}
+
+export interface NetworkCreateOptions {
+  name: string;
+  labels: Record<string, string>;
+  subnet: string;
+  gateway: string;
+  /** The host-side bridge interface's name (the firewall matches it). */
+  bridgeName: string;
+}
+
+export interface NetworkSummary {
+  id: string;
+  name: string;
+  labels: Record<string, string>;
+  createdAt: Date;
+  /** Containers attached now. */
+  containers: number;
+  bridgeName: string;
 }
 
 /**
@@ -380,9 +404,9 @@ export class DockerEngine {
         WorkingDir: options.workingDir,
         Env: options.env,
         Labels: options.labels,
-        // No network stack at all (a fresh namespace with lo only); the engine then writes no
-        // hosts file, so giveLoopbackNames does.
-        NetworkDisabled: true,
+        // No network stack at all (a fresh namespace with lo only) unless the sandbox has
+        // egress; the engine then writes no hosts file, so giveLoopbackNames does.
+        NetworkDisabled: options.network === undefined,
         AttachStdin: false,
         AttachStdout: false,
         AttachStderr: false,
@@ -390,7 +414,8 @@ export class DockerEngine {
         // An image's HEALTHCHECK would run its own commands inside the sandbox.
         Healthcheck: { Test: ['NONE'] },
         HostConfig: {
-          NetworkMode: 'none',
+          NetworkMode: options.network?.name ?? 'none',
+          ...(options.network ? { Dns: options.network.dns, DnsSearch: [], DnsOptions: [] } : {}),
           CapDrop: ['ALL'],
           SecurityOpt: ['no-new-privileges'],
           Privileged: false,
@@ -702,6 +727,67 @@ export class DockerEngine {
       });
     }
     return translateDaemonError(error, `${doing} sandbox ${id.slice(0, 12)}`, this.where);
+  }
+
+  // ---- networks (egress) -------------------------------------------------------------
+
+  /** An `internal` bridge network (no route out) with an explicit subnet, so no address pool is used. */
+  async createNetwork(options: NetworkCreateOptions): Promise<string> {
+    try {
+      const network = await this.docker.createNetwork({
+        Name: options.name,
+        Driver: 'bridge',
+        Internal: true,
+        CheckDuplicate: true,
+        EnableIPv6: false,
+        Attachable: false,
+        Labels: options.labels,
+        IPAM: { Driver: 'default', Config: [{ Subnet: options.subnet, Gateway: options.gateway }] },
+        Options: {
+          'com.docker.network.bridge.name': options.bridgeName,
+          'com.docker.network.bridge.enable_ip_masquerade': 'false',
+          'com.docker.network.bridge.enable_icc': 'true',
+        },
+      });
+      return network.id;
+    } catch (error) {
+      if (/overlap|in use|already exists/i.test(daemonMessage(error))) {
+        throw new NetworkConflict(daemonMessage(error));
+      }
+      throw translateDaemonError(error, `creating network ${options.name}`, this.where);
+    }
+  }
+
+  async removeNetwork(id: string): Promise<void> {
+    try {
+      await this.docker.getNetwork(id).remove();
+    } catch (error) {
+      if (statusOf(error) === 404) return;
+      throw translateDaemonError(error, `removing network ${id.slice(0, 12)}`, this.where);
+    }
+  }
+
+  async listNetworks(labels: Record<string, string | true>): Promise<NetworkSummary[]> {
+    try {
+      const list = (await this.docker.listNetworks({ filters: { label: labelFilter(labels) } })) as Array<{
+        Id: string;
+        Name: string;
+        Labels?: Record<string, string>;
+        Created?: string;
+        Containers?: Record<string, unknown>;
+        Options?: Record<string, string>;
+      }>;
+      return list.map((n) => ({
+        id: n.Id,
+        name: n.Name,
+        labels: n.Labels ?? {},
+        createdAt: new Date(n.Created ?? 0),
+        containers: Object.keys(n.Containers ?? {}).length,
+        bridgeName: n.Options?.['com.docker.network.bridge.name'] ?? '',
+      }));
+    } catch (error) {
+      throw translateDaemonError(error, 'listing networks', this.where);
+    }
   }
 
   // ---- images -----------------------------------------------------------------------
@@ -1160,6 +1246,13 @@ function runtimeFacts(
     product: podman ? 'podman' : 'docker',
     ...(podman ? { podmanVersion: String(podman.Version ?? '') } : {}),
   };
+}
+
+/** The subnet or name of a new network is taken (another run chose it first); try another. */
+export class NetworkConflict extends HarnessError {
+  constructor(message: string) {
+    super('NETWORK_CONFLICT', 'infrastructure', message);
+  }
 }
 
 export class StorageQuotaUnsupported extends HarnessError {

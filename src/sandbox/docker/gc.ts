@@ -3,7 +3,8 @@
  * labelled, so nothing is found by name guessing and nothing foreign is ever touched.
  */
 import { hostname } from 'node:os';
-import type { DockerEngine } from './engine.js';
+import type { DockerEngine, NetworkSummary } from './engine.js';
+import { closeStaleHoles } from '../egress/firewall.js';
 import { KEPT_NAME_PREFIX, LABEL } from './labels.js';
 
 /** Whether a process with this pid exists on this host (EPERM: it exists, owned by someone else). */
@@ -20,7 +21,50 @@ export function processAlive(pid: number): boolean {
 export type GcEngine = Pick<
   DockerEngine,
   'listContainers' | 'removeContainer' | 'listImages' | 'removeImage'
->;
+> &
+  Partial<Pick<DockerEngine, 'listNetworks' | 'removeNetwork' | 'isLocal'>>;
+
+/** Run and role of a sandbox or its egress network: a network lives as long as its sandbox. */
+function ownerKey(labels: Record<string, string>): string {
+  return `${labels[LABEL.run] ?? ''}\0${labels[LABEL.role] ?? ''}`;
+}
+
+/**
+ * Egress networks (and their firewall holes) whose sandbox is gone: after the containers,
+ * so a network is removed only once no container of its run and role is left, and only
+ * when `eligible` says so (its owner died, or gc's options name it).
+ */
+async function collectNetworks(
+  engine: GcEngine,
+  filter: Record<string, string | true>,
+  eligible: (n: NetworkSummary) => boolean,
+  dryRun: boolean,
+): Promise<NetworkSummary[]> {
+  if (!engine.listNetworks || !engine.removeNetwork) return [];
+  const networks = await engine.listNetworks(filter);
+  if (networks.length === 0) return [];
+  const sandboxes = new Set(
+    (await engine.listContainers({ [LABEL.marker]: true })).map((c) => ownerKey(c.labels)),
+  );
+  const removed: NetworkSummary[] = [];
+  for (const n of networks) {
+    if (sandboxes.has(ownerKey(n.labels)) || n.containers > 0 || !eligible(n)) continue;
+    if (!dryRun) await engine.removeNetwork(n.id);
+    removed.push(n);
+  }
+  // A run killed before it closed its hole in the host firewall: close the holes of bridges gone.
+  if (!dryRun && engine.isLocal?.() && process.getuid?.() === 0) {
+    const live = await engine.listNetworks({ [LABEL.marker]: true });
+    await closeStaleHoles(new Set(live.map((n) => n.bridgeName))).catch(() => 0);
+  }
+  return removed;
+}
+
+function ownerGone(labels: Record<string, string>): boolean {
+  if (labels[LABEL.ownerHost] !== hostname()) return false;
+  const pid = Number(labels[LABEL.ownerPid]);
+  return Number.isInteger(pid) && pid !== process.pid && !processAlive(pid);
+}
 
 /** Removes unkept containers whose owning harness process on this host is gone (crash, kill -9). */
 export async function reapOrphans(engine: GcEngine): Promise<string[]> {
@@ -35,6 +79,8 @@ export async function reapOrphans(engine: GcEngine): Promise<string[]> {
     await engine.removeContainer(c.id);
     removed.push(c.id);
   }
+  const networks = await collectNetworks(engine, { [LABEL.marker]: true }, (n) => ownerGone(n.labels), false);
+  removed.push(...networks.map((n) => n.id));
   return removed;
 }
 
@@ -51,6 +97,8 @@ export interface GcOptions {
 export interface GcReport {
   containers: { id: string; name: string; run: string; kept: boolean }[];
   images: { id: string; tags: string[] }[];
+  /** Egress networks whose sandbox is gone. */
+  networks?: { id: string; name: string; run: string }[];
 }
 
 /**
@@ -86,6 +134,17 @@ export async function collectGarbage(engine: GcEngine, options: GcOptions = {}):
     }
     if (!options.dryRun) await engine.removeContainer(c.id);
     report.containers.push({ id: c.id, name: c.name, run: c.labels[LABEL.run] ?? '', kept });
+  }
+  const networks = await collectNetworks(
+    engine,
+    filter,
+    (n) =>
+      (options.olderThanMs === undefined || now - n.createdAt.getTime() >= options.olderThanMs) &&
+      (named || ownerGone(n.labels)),
+    options.dryRun === true,
+  );
+  if (networks.length > 0) {
+    report.networks = networks.map((n) => ({ id: n.id, name: n.name, run: n.labels[LABEL.run] ?? '' }));
   }
   if (options.all && !options.runId) {
     const images = await engine.listImages({ [LABEL.marker]: true, [LABEL.kind]: 'repo' });

@@ -270,3 +270,62 @@ describe('run files are read without following links', () => {
     );
   });
 });
+
+describe('run page: egress', () => {
+  it("shows each egress sandbox's proxy log, escaped, and reads only egress/*.jsonl files the record names", async () => {
+    const runDir = await writeRun(runs, '20261130-100000-egr001');
+    await mkdir(join(runDir, 'egress'));
+    const lines = [
+      {
+        time: '2026-11-30T10:00:01.000Z',
+        method: 'CONNECT',
+        host: 'registry.npmjs.org',
+        port: 443,
+        allowed: true,
+        rule: 'allow registry.npmjs.org:443,80',
+        bytesOut: 512,
+        bytesIn: 2048,
+      },
+      {
+        time: '2026-11-30T10:00:02.000Z',
+        method: 'CONNECT',
+        host: 'evil.example',
+        port: 443,
+        allowed: false,
+        rule: 'not-allowed',
+        reason: `not allowed ${HOSTILE}`,
+        bytesOut: 0,
+        bytesIn: 0,
+      },
+    ];
+    await writeFile(
+      join(runDir, 'egress', 'attempt-1.jsonl'),
+      `${lines.map((l) => JSON.stringify(l)).join('\n')}\nnot json\n`,
+    );
+    await writeFile(join(dir, 'outside.jsonl'), '{"time":"x","allowed":true,"host":"leaked.example"}\n');
+    await editRecord(runDir, (record) => {
+      record.containers = [
+        {
+          role: 'attempt-1',
+          id: 'a'.repeat(64),
+          kept: true,
+          egress: { allowed: 1, denied: 1, file: 'egress/attempt-1.jsonl' },
+        },
+        {
+          role: 'verify-1',
+          id: 'b'.repeat(64),
+          kept: false,
+          egress: { allowed: 1, denied: 0, file: '../../../../outside.jsonl' },
+        },
+      ];
+    });
+    const html = await runPage('20261130-100000-egr001');
+    expect(html).toContain('<h2>Egress</h2>');
+    expect(html).toContain('attempt-1: 1 allowed, 1 denied');
+    expect(html).toContain('CONNECT registry.npmjs.org:443');
+    expect(html).toContain('512 / 2048');
+    expect(html).toContain('CONNECT evil.example:443');
+    expect(withoutOwnScript(html)).not.toContain('<script>alert(1)');
+    expect(html).not.toContain('leaked.example');
+  });
+});

@@ -1,0 +1,403 @@
+/**
+ * Egress by name on real Docker, against a fake internet (tests/helpers/fake-internet.ts):
+ * the sandbox sits on an internal network whose only way out is its proxy on the host, and
+ * the proxy resolves names with the test's dnsmasq only. Every way around the proxy fails,
+ * and everything that reaches the proxy or its name server leaves a log line.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { execFile, spawn } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fixDeps } from '../../src/fix/deps.js';
+import { runFix } from '../../src/fix/run-fix.js';
+import { sandboxProvider } from '../../src/sandbox/registry.js';
+import { runCli } from '../helpers/cli.js';
+import { scripted, text, toolUse } from '../unit/agent/helpers.js';
+import { promisify } from 'node:util';
+import { collectGarbage, reapOrphans } from '../../src/sandbox/docker/gc.js';
+import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { LABEL } from '../../src/sandbox/docker/labels.js';
+import type { EgressPolicy } from '../../src/sandbox/egress/policy.js';
+import type { EgressLogEntry } from '../../src/sandbox/egress/proxy.js';
+import type { Sandbox } from '../../src/sandbox/types.js';
+import { requireDocker } from '../helpers/docker.js';
+import { startFakeInternet, type FakeInternet } from '../helpers/fake-internet.js';
+
+const IMAGE = 'sandbox-harness/base-node:20';
+const PROBE = '/opt/egress-test/probe.mjs';
+const CA = '/opt/egress-test/ca.pem';
+const RUN_ID = `egress-test-${process.pid}`;
+
+let net: FakeInternet;
+let sandbox: Sandbox;
+const made: Sandbox[] = [];
+
+function policy(internet: FakeInternet): EgressPolicy {
+  return {
+    allow: [
+      { host: 'allowed.fake.test', ports: [443, 80] },
+      { host: 'loop.fake.test', ports: [443] },
+      { host: 'self.fake.test', ports: [443] },
+      { host: '*.zone.fake.test', ports: [443] },
+    ],
+    deny: [{ host: '*.zone.fake.test', ports: [443], except: ['open.zone.fake.test'] }],
+    privateRanges: [internet.range],
+    resolvers: [internet.resolver],
+  };
+}
+
+async function make(egress: EgressPolicy | undefined, role = 'egress'): Promise<Sandbox> {
+  const s = await dockerBackend().create({
+    image: IMAGE,
+    runId: RUN_ID,
+    role,
+    env: { NODE_EXTRA_CA_CERTS: CA },
+    files: [
+      {
+        path: PROBE,
+        content: await readFile(new URL('../fixtures/egress/probe.mjs', import.meta.url), 'utf8'),
+      },
+      { path: CA, content: net.caPem },
+    ],
+    ...(egress ? { egress } : {}),
+  });
+  made.push(s);
+  return s;
+}
+
+async function probe(
+  s: Sandbox,
+  ...args: string[]
+): Promise<{ ok: boolean; status?: number; body?: string; error?: string }> {
+  const result = await s.exec(`node ${PROBE} ${args.join(' ')}`, { timeoutMs: 20_000 });
+  const line = result.stdout.trim().split('\n').pop() ?? '';
+  try {
+    return JSON.parse(line) as { ok: boolean };
+  } catch {
+    throw new Error(`probe ${args.join(' ')}: ${result.stdout} ${result.stderr}`);
+  }
+}
+
+function lastEntry(s: Sandbox, host: string): EgressLogEntry | undefined {
+  return (s.egressLog?.() ?? []).filter((e) => e.host === host).pop();
+}
+
+beforeAll(async () => {
+  await requireDocker();
+  net = await startFakeInternet();
+  sandbox = await make(policy(net));
+}, 120_000);
+
+afterAll(async () => {
+  await Promise.all(made.map((s) => s.dispose().catch(() => undefined)));
+  await net?.stop();
+});
+
+describe('egress through the proxy, on a fake internet', () => {
+  it('the sandbox learns the proxy URL and nothing else', async () => {
+    const env = (await sandbox.exec('env', { timeoutMs: 10_000 })).stdout;
+    const proxy = /^HTTPS_PROXY=(.*)$/m.exec(env)?.[1];
+    expect(proxy).toMatch(/^http:\/\/10\.213\.\d+\.\d+:3128$/);
+    expect(env).toMatch(/^NO_PROXY=/m);
+    const resolv = (await sandbox.exec('cat /etc/resolv.conf', { timeoutMs: 10_000 })).stdout;
+    expect(resolv).not.toContain(net.resolver);
+  });
+
+  it('an allowed name over HTTPS works and is logged with its rule and bytes', async () => {
+    const result = await probe(sandbox, 'https', 'allowed.fake.test');
+    expect(result.ok, JSON.stringify(result)).toBe(true);
+    expect(result.body).toContain('hello from allowed.fake.test');
+    const entry = lastEntry(sandbox, 'allowed.fake.test');
+    expect(entry).toMatchObject({
+      method: 'CONNECT',
+      port: 443,
+      allowed: true,
+      rule: 'allow allowed.fake.test:443,80',
+      address: net.address,
+    });
+    expect(entry!.bytesIn).toBeGreaterThan(0);
+    expect(entry!.bytesOut).toBeGreaterThan(0);
+  });
+
+  it('plain HTTP to an allowed name works by its URL', async () => {
+    const result = await probe(sandbox, 'http', 'http://allowed.fake.test/hello');
+    expect(result.ok, JSON.stringify(result)).toBe(true);
+    expect(lastEntry(sandbox, 'allowed.fake.test')).toMatchObject({ method: 'GET', port: 80, allowed: true });
+  });
+
+  const refusals: Array<[string, string[], string, RegExp]> = [
+    ['a name not allowed', ['https', 'other.fake.test'], 'other.fake.test', /not in the catalog/],
+    ['an IP literal', ['https', '__ADDRESS__'], '__ADDRESS__', /IP address/],
+    ['a name that resolves to 127.0.0.1', ['https', 'loop.fake.test'], 'loop.fake.test', /127\.0\.0\.1/],
+    [
+      "a name that resolves to the proxy's own address",
+      ['https', 'self.fake.test'],
+      'self.fake.test',
+      /proxy's own address/,
+    ],
+    [
+      'another port of an allowed name',
+      ['https', 'allowed.fake.test', '8443'],
+      'allowed.fake.test',
+      /port 443, 80 only, not 8443/,
+    ],
+    [
+      'a name the deny rule covers despite the allow',
+      ['https', 'secret.zone.fake.test'],
+      'secret.zone.fake.test',
+      /denied by the catalog/,
+    ],
+  ];
+  for (const [what, args, host, reason] of refusals) {
+    it(`${what} is refused with a log line`, async () => {
+      const real = (s: string) => s.replace('__ADDRESS__', net.address);
+      const result = await probe(sandbox, ...args.map(real));
+      expect(result.ok).toBe(false);
+      expect(result.status).toBe(403);
+      expect(result.body).toMatch(reason);
+      const entry = lastEntry(sandbox, real(host));
+      expect(entry).toMatchObject({ allowed: false });
+      expect(entry!.reason).toMatch(reason);
+    });
+  }
+
+  it("the deny rule's exception still gets through", async () => {
+    const result = await probe(sandbox, 'https', 'open.zone.fake.test');
+    expect(result.ok, JSON.stringify(result)).toBe(true);
+    expect(lastEntry(sandbox, 'open.zone.fake.test')).toMatchObject({
+      allowed: true,
+      rule: 'allow *.zone.fake.test:443',
+    });
+  });
+
+  it('raw TCP and UDP to the server, and DNS from the sandbox, all fail', async () => {
+    expect((await probe(sandbox, 'tcp', net.address, '7000')).ok).toBe(false);
+    expect((await probe(sandbox, 'tcp', net.address, '443')).ok).toBe(false);
+    expect((await probe(sandbox, 'udp', net.address, '7001')).ok).toBe(false);
+    expect((await probe(sandbox, 'dns', 'allowed.fake.test')).ok).toBe(false);
+    // The sandbox's only name server is the proxy's, which refuses and logs.
+    expect(lastEntry(sandbox, 'allowed.fake.test')).toMatchObject({ method: 'DNS', allowed: false });
+    // Nothing of these reached the servers: only what the proxy allowed did.
+    expect(net.requests().every((r) => /allowed\.fake\.test|open\.zone\.fake\.test/.test(r))).toBe(true);
+  });
+
+  it('the host is not reachable from the sandbox, not even on the gateway address', async () => {
+    const proxy = /HTTPS_PROXY=http:\/\/([\d.]+):/.exec(
+      (await sandbox.exec('env', { timeoutMs: 10_000 })).stdout,
+    )?.[1];
+    expect(proxy).toBeDefined();
+    // Docker's own embedded DNS, sshd, a dev server: anything on the host but the proxy port.
+    for (const port of ['22', '80', '2375', '53'])
+      expect((await probe(sandbox, 'tcp', proxy!, port)).ok).toBe(false);
+    expect((await probe(sandbox, 'tcp', net.hostAddress, '3128')).ok).toBe(false);
+  });
+
+  it('npm install of a package from a registry stand-in works with egress to it only', async () => {
+    const npm = await make(
+      { ...policy(net), allow: [{ host: 'registry.fake.test', ports: [443] }] },
+      'egress-npm',
+    );
+    const result = await npm.exec(
+      'cd /tmp && mkdir app && cd app && echo {} > package.json && npm install --no-audit --no-fund --registry https://registry.fake.test/ tiny-pkg && node -e "console.log(require(\'tiny-pkg\'))"',
+      { timeoutMs: 120_000 },
+    );
+    expect(result.exitCode, result.stderr + result.stdout).toBe(0);
+    expect(result.stdout).toContain('tiny from the fake registry');
+    expect(npm.egressLog!().some((e) => e.host === 'registry.fake.test' && e.allowed)).toBe(true);
+    expect(npm.egressLog!().every((e) => e.host === 'registry.fake.test')).toBe(true);
+  }, 180_000);
+
+  it('a sandbox without egress has no network at all', async () => {
+    const plain = await make(undefined, 'plain');
+    expect(plain.egressLog).toBeDefined();
+    expect(plain.egressLog!()).toEqual([]);
+    const details = await dockerEngine().inspectContainer(plain.id);
+    expect(details?.hostConfig.NetworkMode).toBe('none');
+    expect((await probe(plain, 'tcp', net.address, '443')).ok).toBe(false);
+  });
+
+  it('disposing removes the network and its proxy; nothing labelled for the run is left', async () => {
+    const short = await make(policy(net), 'short');
+    const networks = await dockerEngine().listNetworks({ [LABEL.run]: RUN_ID });
+    expect(networks.length).toBeGreaterThanOrEqual(2);
+    await short.dispose();
+    const after = await dockerEngine().listNetworks({ [LABEL.run]: RUN_ID });
+    expect(after.length).toBe(networks.length - 1);
+  });
+});
+
+describe('egress clean-up', () => {
+  it('gc reaps the network and firewall hole of a run killed with SIGKILL', async () => {
+    const runId = `egress-kill-${process.pid}`;
+    // A child process makes an egress sandbox and is killed before it can clean up.
+    const script = `
+      import { dockerBackend } from './src/sandbox/docker/docker-sandbox.ts';
+      const s = await dockerBackend().create({ image: '${IMAGE}', runId: '${runId}', role: 'attempt-1',
+        egress: { allow: [], deny: [], privateRanges: [], resolvers: ['${net.resolver}'] } });
+      process.stdout.write('made ' + s.id + '\\n');
+      setInterval(() => undefined, 1000);
+    `;
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      cwd: new URL('../..', import.meta.url).pathname,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (out += c.toString()));
+    await until(() => out.includes('made '), 60_000);
+    expect(out).toContain('made ');
+    const [network] = await dockerEngine().listNetworks({ [LABEL.run]: runId });
+    expect(network).toBeDefined();
+    expect(await firewallRules()).toContain(network!.bridgeName);
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    // The next harness process's reaper (the first create, or `gc`) removes all of it.
+    await reapOrphans(dockerEngine());
+    expect(await dockerEngine().listContainers({ [LABEL.run]: runId })).toEqual([]);
+    expect(await dockerEngine().listNetworks({ [LABEL.run]: runId })).toEqual([]);
+    expect(await firewallRules()).not.toContain(network!.bridgeName);
+  }, 120_000);
+
+  it('many sandboxes in a row do not use up the engine address pools', async () => {
+    // 40 networks at once would exhaust dockerd's default pools (31 /16s and /20s);
+    // egress subnets come from the harness's own range.
+    const boxes = await Promise.all(
+      Array.from({ length: 40 }, async (_, i) =>
+        dockerBackend().create({ image: IMAGE, runId: RUN_ID, role: `pool-${i}`, egress: policy(net) }),
+      ),
+    );
+    made.push(...boxes);
+    const networks = await dockerEngine().listNetworks({ [LABEL.run]: RUN_ID });
+    expect(networks.length).toBeGreaterThanOrEqual(40);
+    await Promise.all(boxes.map((b) => b.dispose()));
+    const after = await dockerEngine().listNetworks({ [LABEL.run]: RUN_ID });
+    expect(after.length).toBe(networks.length - 40);
+  }, 300_000);
+});
+
+async function firewallRules(): Promise<string> {
+  const { stdout } = await promisify(execFile)('iptables', ['-w', '5', '-S', 'SANDBOX-HARNESS-EGRESS']);
+  return stdout;
+}
+
+async function until(condition: () => boolean, timeoutMs: number): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!condition() && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
+}
+
+describe('egress in a fix run', () => {
+  it("the agent's sandbox has egress, the baseline's and the verification's none; a denial reaches the model; the record, inspect and logs show the log", async () => {
+    const root = await mkdtemp(join(tmpdir(), 'sandbox-harness-egress-fix-'));
+    try {
+      const repo = join(root, 'repo');
+      await mkdir(join(repo, 'src'), { recursive: true });
+      await writeFile(join(repo, 'package.json'), '{"name":"egress-fix","version":"1.0.0","private":true}\n');
+      await writeFile(join(repo, 'src', 'value.js'), "module.exports = 'broken';\n");
+      await writeFile(join(repo, 'test-ca.crt'), net.caPem);
+      await writeFile(
+        join(repo, 'probe.mjs'),
+        await readFile(new URL('../fixtures/egress/probe.mjs', import.meta.url), 'utf8'),
+      );
+      // Passes only with the fix AND without any network: a verdict must not depend on it.
+      await writeFile(
+        join(repo, 'test.js'),
+        [
+          "if (require('./src/value.js') !== 'fixed') { console.error('not fixed'); process.exit(1); }",
+          "if (process.env.HTTPS_PROXY || process.env.HTTP_PROXY) { console.error('the tests have a proxy'); process.exit(2); }",
+          `const s = require('net').connect(443, '${net.address}');`,
+          's.setTimeout(2000, () => process.exit(0));',
+          "s.on('connect', () => { console.error('the tests reached the network'); process.exit(3); });",
+          "s.on('error', () => process.exit(0));",
+          '',
+        ].join('\n'),
+      );
+      const catalog = join(root, 'catalog.yaml');
+      await writeFile(
+        catalog,
+        [
+          'name: egress-fix',
+          'owner: tests',
+          'repo: repo',
+          'rules: {}',
+          'agent:',
+          '  editableFiles: ["src/**"]',
+          '  testCommand: node test.js',
+          '  maxAttempts: 1',
+          '  maxTurns: 6',
+          'sandbox:',
+          '  env: { NODE_EXTRA_CA_CERTS: /workspace/test-ca.crt }',
+          '  timeouts: { commandSec: 60, testSec: 60 }',
+          '  egress:',
+          '    allow: [allowed.fake.test]',
+          `    privateRanges: ["${net.range}"]`,
+          `    resolvers: ["${net.resolver}"]`,
+          '',
+        ].join('\n'),
+      );
+      const provider = scripted([
+        { content: [toolUse('a', 'run_command', { command: 'node probe.mjs https allowed.fake.test' })] },
+        { content: [toolUse('b', 'run_command', { command: 'node probe.mjs https other.fake.test' })] },
+        {
+          content: [
+            toolUse('c', 'write_file', { path: 'src/value.js', content: "module.exports = 'fixed';\n" }),
+          ],
+        },
+        { content: [text('done')] },
+      ]);
+      const result = await runFix(
+        {
+          ticket: 'Fix the value.',
+          catalogFile: catalog,
+          keep: 'always',
+          apply: false,
+          force: false,
+          rebuild: false,
+          cwd: root,
+          env: {},
+          signal: new AbortController().signal,
+          readStdin: async () => '',
+          provider: 'replay',
+        },
+        fixDeps(await sandboxProvider(), { createProvider: async () => provider }),
+      );
+      try {
+        expect(result.outcome, result.record.message).toBe('ready-for-review');
+        expect(result.record.baseline?.failing).toBe(true);
+        // The model saw its own command's output and the proxy's reason.
+        expect(JSON.stringify(provider.requests[1]?.messages.at(-1))).toContain(
+          'hello from allowed.fake.test',
+        );
+        const denial = JSON.stringify(provider.requests[2]?.messages.at(-1));
+        expect(denial).toContain('egress denied');
+        expect(denial).toContain("other.fake.test is not in the catalog's sandbox.egress.allow");
+        // Kept sandboxes: the attempt's on its egress network, the verification's on none.
+        const attempt = result.record.containers.find((c) => c.role === 'attempt-1')!;
+        const verify = result.record.containers.find((c) => c.role === 'verify-1')!;
+        expect((await dockerEngine().inspectContainer(attempt.id))?.hostConfig.NetworkMode).toMatch(
+          /^sandbox-harness-/,
+        );
+        expect((await dockerEngine().inspectContainer(verify.id))?.hostConfig.NetworkMode).toBe('none');
+        expect(attempt.egress).toEqual({ allowed: 1, denied: 1, file: 'egress/attempt-1.jsonl' });
+        expect(verify.egress).toBeUndefined();
+        const runs = join(repo, '.sandbox-harness', 'runs');
+        const logs = await runCli(['logs', result.runId, '--runs-dir', runs]);
+        expect(logs.stdout).toMatch(
+          /\[egress attempt-1\] allowed CONNECT allowed\.fake\.test:443 +allow allowed\.fake\.test:443,80, \d+ B out, \d+ B in/,
+        );
+        expect(logs.stdout).toMatch(
+          /\[egress attempt-1\] denied {2}CONNECT other\.fake\.test:443 +other\.fake\.test is not in/,
+        );
+        const inspect = await runCli(['inspect', result.runId, '--runs-dir', runs]);
+        expect(inspect.stdout).toMatch(/egress \(proxy logs.*\n +attempt-1 +1 allowed, 1 denied/);
+      } finally {
+        const report = await collectGarbage(dockerEngine(), { runId: result.runId });
+        expect(report.networks?.length).toBe(1);
+        expect(await dockerEngine().listNetworks({ [LABEL.run]: result.runId })).toEqual([]);
+      }
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  }, 300_000);
+});
