@@ -156,7 +156,9 @@ export async function collectChangeSet(sandbox: Sandbox, options: CollectOptions
   const ignored: string[] = [];
   const relevant: PathChange[] = [];
   for (const change of scan.changes) {
-    if (ignore.reason(change.path, change.type) !== undefined) ignored.push(change.path);
+    // What cannot be named is refused wherever it is: no ignore rule can vouch for it.
+    if (!change.unreadable && ignore.reason(change.path, change.type) !== undefined)
+      ignored.push(change.path);
     // A new folder is implied by the files in it (and verification creates it for them).
     else if (!(change.kind === 'added' && change.type === 'directory')) relevant.push(change);
   }
@@ -184,7 +186,8 @@ export async function collectChangeSet(sandbox: Sandbox, options: CollectOptions
       allowed: false,
     };
     const through = linkOnTheWay(change.path, changed, options.tree);
-    if (through) entry.refused = { kind: 'through-link', reason: through };
+    if (change.unreadable) entry.refused = { kind: 'invalid-path', reason: change.unreadable };
+    else if (through) entry.refused = { kind: 'through-link', reason: through };
     else if (change.kind === 'deleted') return entry;
     else if (before && before.type !== change.type) {
       entry.refused = {

@@ -86,6 +86,12 @@ export interface PathChange {
   size?: number;
   /** Hard links to the same data, for regular files. */
   links?: number;
+  /**
+   * Set when the entry could not be named, decoded or looked up (a name that is not UTF-8, an
+   * entry the walk could not stat): the change is refused for it, never skipped. `path` then
+   * holds the raw name escaped.
+   */
+  unreadable?: string;
 }
 
 export interface ChangeScanLimits {

@@ -7,6 +7,8 @@ import { cp, mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { dockerBackend } from '../../src/sandbox/docker/index.js';
+import { DockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { buildRepoImage, ensureBaseImage, type RepoImage } from '../../src/sandbox/docker/images.js';
 import { createAllowlist } from '../../src/changes/allowlist.js';
 import { collectChangeSet, gateChangeSet, type PristineSource } from '../../src/changes/change-set.js';
@@ -41,11 +43,11 @@ describe('allowlist gate and copy-back with real Docker', () => {
     await ensureBaseImage('node', {});
   }, 900_000);
 
-  async function afterCommand(command: string) {
+  async function afterCommand(command: string, backend = dockerBackend()) {
     const repo = await copyRepo();
     const before = treeHash(repo);
     const image = await buildRepoImage({ repoDir: repo });
-    const sandbox = await dockerBackend().create({ image: image.tag, role: 'gate-it' });
+    const sandbox = await backend.create({ image: image.tag, role: 'gate-it' });
     try {
       const run = await sandbox.exec(command);
       expect(run.exitCode, run.stderr).toBe(0);
@@ -108,6 +110,30 @@ describe('allowlist gate and copy-back with real Docker', () => {
       expect(gate.offending.map((o) => o.why).join(' ')).toMatch(/delet/);
     }
   });
+
+  // A file and a folder (with a big file in it) whose names are not UTF-8, also under an
+  // ignored cache folder: each must refuse the change, naming the raw bytes, on the host's
+  // layer walk and on the in-sandbox scan alike; before, they were read as deletions.
+  const NOT_UTF8 = [
+    'printf x > "src/$(printf \'bad\\377name.js\')"',
+    'mkdir "$(printf \'dir\\376\')"',
+    'head -c 3000000 /dev/zero > "$(printf \'dir\\376\')/big"',
+    'mkdir -p node_modules/.cache && printf x > "node_modules/.cache/$(printf \'c\\377\')"',
+  ].join(' && ');
+  for (const [how, backend] of [
+    ['the layer walk', () => dockerBackend()],
+    ['the in-sandbox scan', () => new DockerBackend(dockerEngine(), 'local', false)],
+  ] as const) {
+    it(`refuses names that are not UTF-8, never skipping them (${how})`, async () => {
+      const { gate, changeSet } = await afterCommand(NOT_UTF8, backend());
+      expect(gate.ok).toBe(false);
+      const refused = changeSet.entries.filter((e) => e.refused?.kind === 'invalid-path').map((e) => e.path);
+      expect(refused).toEqual(
+        expect.arrayContaining(['src/bad\\xffname.js', 'dir\\xfe', 'node_modules/.cache/c\\xff']),
+      );
+      if (!gate.ok) expect(gate.reason).toContain('not valid UTF-8');
+    });
+  }
 
   it('writes only into ignored cache paths: an empty change set', async () => {
     const { changeSet, gate } = await afterCommand(

@@ -19,7 +19,7 @@ import { lstat, open, readdir, type FileHandle } from 'node:fs/promises';
 import { posix } from 'node:path';
 import pLimit from 'p-limit';
 import type { EntryType, ExportedFile, ExportRefusal, ExportResult } from '../types.js';
-import type { ParsedScan } from '../posix/scan.js';
+import { decodeName, unreadableRecord, type ParsedScan } from '../posix/scan.js';
 
 export interface OverlayLayers {
   /** The container's writable layer on this host. */
@@ -127,15 +127,29 @@ async function walk(
   maxRecords: number,
 ): Promise<void> {
   try {
-    const [written, present] = await Promise.all([readdir(fdPath(upper)), readdir(fdPath(merged))]);
-    scan.children.set(rel, new Set(present));
-    for (const name of written) {
+    // Names as bytes: one that is not UTF-8 cannot be looked up by a string, and must not
+    // read as a deletion (it would leave the change set, and its bytes every limit).
+    const [written, present] = await Promise.all([
+      readdir(fdPath(upper), { encoding: 'buffer' }),
+      readdir(fdPath(merged), { encoding: 'buffer' }),
+    ]);
+    scan.children.set(rel, new Set(present.map((raw) => raw.toString('utf8'))));
+    for (const raw of written) {
       if (scan.records.length > maxRecords) return;
-      // A whiteout (a deletion) has no merged counterpart; the folder's listing shows it.
+      const name = decodeName(raw);
+      if (name === undefined) {
+        scan.records.push(unreadableRecord(rel, raw, 'a name that is not valid UTF-8'));
+        continue;
+      }
       let stats;
       try {
         stats = await lstat(fdPath(merged, name));
-      } catch {
+      } catch (error) {
+        // A whiteout (a deletion) has no merged counterpart; the folder's listing shows it.
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') continue;
+        // Anything else the walk cannot look at is refused, never skipped.
+        const code = (error as NodeJS.ErrnoException).code ?? 'error';
+        scan.records.push(unreadableRecord(rel, raw, `an entry that could not be looked up (${code})`));
         continue;
       }
       const path = rel === '' ? name : `${rel}/${name}`;

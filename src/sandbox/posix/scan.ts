@@ -13,6 +13,44 @@ export interface ScanRecord {
   mode: number;
   links: number;
   size: number;
+  /** Why the entry could not be named or looked up (see `PathChange.unreadable`). */
+  unreadable?: string;
+}
+
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/** A name as bytes, printable ASCII kept and everything else as `\xNN`: for a reason, never for a path to open. */
+export function escapeRawName(bytes: Uint8Array): string {
+  let out = '';
+  for (const byte of bytes) {
+    out +=
+      byte >= 0x20 && byte < 0x7f && byte !== 0x5c
+        ? String.fromCharCode(byte)
+        : `\\x${byte.toString(16).padStart(2, '0')}`;
+  }
+  return out;
+}
+
+/** The name as UTF-8, or undefined when its bytes are not valid UTF-8. */
+export function decodeName(bytes: Uint8Array): string | undefined {
+  try {
+    return STRICT_UTF8.decode(bytes);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The record of an entry that cannot be named: refused by the change set, with the raw name escaped. */
+export function unreadableRecord(parent: string, raw: Uint8Array, why: string): ScanRecord {
+  const escaped = escapeRawName(raw);
+  return {
+    path: parent === '' ? escaped : `${parent}/${escaped}`,
+    type: 'other',
+    mode: 0,
+    links: 1,
+    size: 0,
+    unreadable: `${why}: ${JSON.stringify(parent === '' ? escaped : `${parent}/${escaped}`)}`,
+  };
 }
 
 export interface ParsedScan {
@@ -23,10 +61,36 @@ export interface ParsedScan {
 
 const TYPE_LETTERS: Record<string, EntryType> = { f: 'file', d: 'directory', l: 'symlink' };
 
+function splitNul(output: Buffer): Buffer[] {
+  const parts: Buffer[] = [];
+  let start = 0;
+  for (;;) {
+    const end = output.indexOf(0, start);
+    if (end < 0) {
+      parts.push(output.subarray(start));
+      return parts;
+    }
+    parts.push(output.subarray(start, end));
+    start = end + 1;
+  }
+}
+
 export function parseScan(output: Buffer): ParsedScan {
   const records: ScanRecord[] = [];
   const children = new Map<string, Set<string>>();
-  for (const raw of output.toString('utf8').split('\0')) {
+  for (const bytes of splitNul(output)) {
+    const raw = decodeName(bytes);
+    if (raw === undefined) {
+      // A record whose bytes are not UTF-8 names a path that cannot be named: refused, never
+      // read as some other path or skipped.
+      if (bytes[0] === 0x43 /* C */) {
+        const fields = bytes.toString('latin1').split('\t');
+        const path = Buffer.from(fields.slice(5).join('\t'), 'latin1');
+        records.push(unreadableRecord('', path, 'a name that is not valid UTF-8'));
+      }
+      // A listing line (E) only says what a folder holds now; a new entry has its C line too.
+      continue;
+    }
     if (raw.startsWith('C\t')) {
       // The path is the last field and may itself contain tabs.
       const parts = raw.split('\t');
@@ -100,7 +164,13 @@ export function changesFromScan(
   for (const record of records) {
     if (record.path === '') continue;
     const before = pristine(record.path);
-    const now = { type: record.type, mode: record.mode, size: record.size, links: record.links };
+    const now = {
+      type: record.type,
+      mode: record.mode,
+      size: record.size,
+      links: record.links,
+      ...(record.unreadable ? { unreadable: record.unreadable } : {}),
+    };
     if (!before) {
       out.set(record.path, { path: record.path, kind: 'added', ...now });
       continue;
