@@ -72,6 +72,8 @@ describe('CostMeter', () => {
     expect(meter.snapshot()).toEqual({
       usd: roundUsd((4000 * 2 + 400 * 10 + 500 * 2 + 50 * 10) / 1e6),
       byRole: { main: roundUsd((4000 * 2 + 400 * 10) / 1e6), checker: roundUsd((500 * 2 + 50 * 10) / 1e6) },
+      // The price it was charged at stays with the record: tables change.
+      prices: { scripted: { input: 2, output: 10 } },
     });
     // The wrapper is the provider as far as callers can tell.
     expect(maker.name).toBe('replay');
