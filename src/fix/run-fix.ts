@@ -143,6 +143,8 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
             `turn ${event.turn ?? '?'}: ${event.tool}${event.isError ? ` error: ${event.message ?? 'failed'}` : ''}`,
           );
         else if (event.kind === 'model_call') progress.detail(`turn ${event.turn ?? '?'}: model answered`);
+        // The baseline runs beside the first attempt: its verdict shows in whatever phase is live.
+        else if (event.kind === 'baseline') progress.detail(baselineLine(event));
       },
     },
   );
@@ -429,6 +431,23 @@ async function attemptsWithBaseline(
     feedback = last.feedback;
   }
   return last!;
+}
+
+/** The baseline's verdict as a progress line. */
+function baselineLine(event: {
+  status?: string;
+  durationMs?: number;
+  exitCode?: number;
+  message?: string;
+}): string {
+  const took = event.durationMs === undefined ? '' : ` in ${(event.durationMs / 1000).toFixed(1)} s`;
+  const what =
+    event.status === 'broken'
+      ? `the test command itself failed to run (${event.message ?? 'see the record'})`
+      : event.status === 'passing'
+        ? 'the tests already pass on the untouched repo'
+        : `the tests fail on the untouched repo (exit ${event.exitCode ?? '?'}), as a ticket expects`;
+  return `baseline: ${what}${took}`;
 }
 
 /** The number of a run's first attempt: 1, or the one after those of the run it continues. */

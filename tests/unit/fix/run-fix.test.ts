@@ -1363,3 +1363,21 @@ describe('runFix --continue', () => {
     expect(h.created.length).toBe(before);
   });
 });
+
+describe('runFix: the baseline in the progress', () => {
+  it("shows the baseline's verdict while the first attempt starts", async () => {
+    const h = await harness();
+    const lines: string[] = [];
+    const progress = {
+      phase: (_p: string, text: string) => lines.push(`phase ${text}`),
+      detail: (text: string) => lines.push(`detail ${text}`),
+      end: (text: string) => lines.push(`end ${text}`),
+    };
+    await runFix(h.options({ progress }), h.deps(scripted(fixingTurns)));
+    expect(lines).toContainEqual(
+      expect.stringMatching(
+        /^detail baseline: the tests fail on the untouched repo \(exit 1\), as a ticket expects in \d+\.\d s$/,
+      ),
+    );
+  });
+});
