@@ -582,6 +582,17 @@ export function renderRunPage(bundle: RunBundle, ctx: PageContext): string {
     );
   }
 
+  // A run that did not pass opens with why (the last attempt's verdict and its account),
+  // before the ticket and the baseline's output.
+  const last = bundle.attempts[bundle.attempts.length - 1];
+  if (s.outcome !== 'ready-for-review' && s.outcome !== 'nothing-to-fix' && last) {
+    const why = last.message ?? last.feedback ?? last.gate?.message;
+    out.push(
+      '<h2>Why it ended</h2>',
+      `<p>Last attempt (<a href="#attempt-${last.n}">${last.n}</a>): ${badge(last.verdict)}${last.failingLayer ? text(` (failing layer ${last.failingLayer})`) : ''}</p>`,
+      ...(why ? [block('what it was told, or what happened', why.slice(0, 4000), {})] : []),
+    );
+  }
   out.push(
     '<h2>Ticket</h2>',
     bundle.ticket ? fileBlock('ticket.md', bundle.ticket) : '<p class="muted">No ticket.md.</p>',

@@ -329,3 +329,20 @@ describe('run page: egress', () => {
     expect(html).not.toContain('leaked.example');
   });
 });
+
+describe('run page: a failed run opens with why', () => {
+  it('puts the last attempt and what it was told before the ticket and the baseline output', async () => {
+    await writeRun(runs, 'r-why');
+    const html = await runPage('r-why');
+    const why = html.indexOf('<h2>Why it ended</h2>');
+    expect(why).toBeGreaterThan(0);
+    expect(why).toBeLessThan(html.indexOf('<h2>Ticket</h2>'));
+    expect(why).toBeLessThan(html.indexOf('<h2>Baseline</h2>'));
+    expect(html.slice(why, html.indexOf('<h2>Ticket</h2>'))).toContain('href="#attempt-1"');
+  });
+
+  it('a run that passed has no such section', async () => {
+    await writeRun(runs, 'r-ok', { outcome: 'ready-for-review', verdict: 'passed' });
+    expect(await runPage('r-ok')).not.toContain('Why it ended');
+  });
+});
