@@ -74,6 +74,11 @@ export function terminalProgress(stream: NodeJS.WritableStream, isTTY: boolean):
       if (isTTY) render();
       else if (changed) stream.write(`  ${text}\n`);
     },
+    tick(raw) {
+      if (!isTTY) return;
+      lastDetail = terminalSafe(raw);
+      render();
+    },
     end(raw) {
       const text = terminalSafe(raw);
       if (!current) return;

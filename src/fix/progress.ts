@@ -6,6 +6,11 @@ export interface ProgressSink {
   phase(phase: Phase, text: string): void;
   /** Detail within the current phase (rewrites the live line on a terminal). */
   detail(text: string): void;
+  /**
+   * A passing status (a build's step) worth showing on a live line only: a terminal
+   * shows it like a detail, a log leaves it out (the phase's end says how it went).
+   */
+  tick?(text: string): void;
   /** The phase ended; `text` is its one-line result. */
   end(text: string): void;
 }

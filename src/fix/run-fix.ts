@@ -234,7 +234,8 @@ async function resolveImage(run: Run): Promise<SandboxImage> {
     catalog: run.catalog,
     rebuild: run.options.rebuild,
     logFile: run.dir.path('image-build.log'),
-    onProgress: (line) => run.progress.detail(line.slice(0, 120)),
+    // The build's steps pass on a live line only; its log file holds every line.
+    onProgress: (line) => run.progress.tick?.(line.slice(0, 120)),
     signal: run.signal,
   });
   run.record.image = {

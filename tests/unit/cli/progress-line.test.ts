@@ -105,3 +105,25 @@ describe('terminal progress timer', () => {
     }
   });
 });
+
+describe("terminal progress: a build's steps", () => {
+  afterEach(() => settleProgress());
+
+  it('pass on the live line of a terminal, and stay out of a log (the phase end says how it went)', () => {
+    const log = recorder();
+    const plain = terminalProgress(log.stream, false);
+    plain.phase('image', 'sandbox image');
+    for (let step = 1; step <= 15; step++) plain.tick?.(`Step ${step}/15 : RUN something`);
+    plain.end('sandbox-harness/repo:abc (built)');
+    expect(log.writes).toEqual([
+      '[image] sandbox image\n',
+      expect.stringMatching(/^ {2}-> sandbox-harness\/repo:abc \(built\)/),
+    ]);
+
+    const tty = recorder();
+    const live = terminalProgress(tty.stream, true);
+    live.phase('image', 'sandbox image');
+    live.tick?.('Step 3/15 : COPY . /workspace');
+    expect(tty.writes.at(-1)).toContain('sandbox image: Step 3/15 : COPY . /workspace');
+  });
+});
