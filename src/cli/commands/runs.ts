@@ -1,4 +1,5 @@
 /** `runs`, `inspect`, `logs`, `rerun-tests`: reading run records and the containers they kept. */
+import type { EgressLogEntry } from '../../sandbox/egress/proxy.js';
 import { resolve, join } from 'node:path';
 import { readdir, stat } from 'node:fs/promises';
 import { findCatalogIfAny } from '../../catalog/discover.js';
@@ -439,17 +440,8 @@ export function formatEventLog(events: readonly LoggedEvent[]): string[] {
   return lines;
 }
 
-interface EgressLine {
-  time: string;
-  method: string;
-  host: string;
-  port: number;
-  allowed: boolean;
-  rule: string;
-  reason?: string;
-  bytesOut: number;
-  bytesIn: number;
-}
+/** A proxy log line as read back (the proxy's own shape, less the address it connected to). */
+type EgressLine = Omit<EgressLogEntry, 'address'>;
 
 /** An egress log line as recorded; anything else in the file (a torn line, junk) is skipped. */
 function egressLine(value: unknown): EgressLine | undefined {
