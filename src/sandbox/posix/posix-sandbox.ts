@@ -101,6 +101,9 @@ export interface PosixSandboxOptions {
 
 /** Exit codes of a command that may have died with its sandbox (SIGKILL, SIGTERM, the engine's "unknown"). */
 const KILLED_CODES: ReadonlySet<number> = new Set([137, 143, 255, -1]);
+/** How long a sandbox may take to be seen stopped after its command was killed with it. */
+const KILL_SETTLE_LOOKS = 10;
+const KILL_SETTLE_MS = 100;
 /** How long (10 ms tries) the root check beside the freeze waits for the sandbox user's processes to go. */
 const SURVIVOR_WATCH_TRIES = 1000;
 
@@ -170,11 +173,25 @@ export abstract class PosixSandbox implements Sandbox {
     // A command killed with its whole sandbox exits like one killed alone (137, or the
     // engine's -1/255): only the sandbox's state tells them apart, and a dead sandbox is an
     // error, never a command's (or a test run's) result.
-    if (KILLED_CODES.has(result.exitCode) && !(await this.isAlive())) {
+    if (KILLED_CODES.has(result.exitCode) && (await this.diedWithCommand())) {
       await this.checkUsable();
       throw new SandboxDead(`sandbox ${this.id.slice(0, 12)} stopped while a command ran`);
     }
     return result;
+  }
+
+  /**
+   * Whether the sandbox stopped with a command that exited like a kill. The command's stream
+   * ends the moment its processes die, before the engine marks the sandbox stopped (seen
+   * here: the exec answered 137 while the engine still said running), so the state is asked
+   * a few times over a second before a live sandbox is believed.
+   */
+  private async diedWithCommand(): Promise<boolean> {
+    for (let look = 0; look < KILL_SETTLE_LOOKS; look++) {
+      if (!(await this.isAlive())) return true;
+      await new Promise((resolve) => setTimeout(resolve, KILL_SETTLE_MS));
+    }
+    return !(await this.isAlive());
   }
 
   private openChannel(): Promise<CommandChannel | undefined> {
