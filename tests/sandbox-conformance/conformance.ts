@@ -207,7 +207,7 @@ export function describeSandboxConformance(target: ConformanceTarget): void {
 
       it('cannot change its hosts file or its resolver configuration', async () => {
         const r = await sandbox.exec(
-          'for f in /etc/hosts /etc/resolv.conf; do stat -c "%U %a" "$f"; if [ -w "$f" ]; then echo "$f writable"; fi; (echo "1.2.3.4 evil" >> "$f") 2>/dev/null && echo "$f appended"; done',
+          'for f in /etc/hosts /etc/resolv.conf; do find "$f" -maxdepth 0 -printf "%u %m\\n"; if [ -w "$f" ]; then echo "$f writable"; fi; (echo "1.2.3.4 evil" >> "$f") 2>/dev/null && echo "$f appended"; done',
         );
         expect(r.stdout.trim().split('\n')).toEqual(['root 644', 'root 644']);
         expect((await sandbox.exec('cat /etc/hosts')).stdout).not.toContain('evil');

@@ -202,10 +202,16 @@ export function describeFileConformance(target: FileConformanceTarget): void {
       it('keeps the mode of a hard link it replaces, and leaves the other name alone', async () => {
         await box.writeFiles([{ path: 'bin/alias.sh', content: 'alias\n' }]);
         expect((await box.readFile('bin/linked.sh')).toString()).toBe('before\n');
-        expect(await exportedModes(['bin/alias.sh', 'bin/linked.sh'])).toEqual({
-          'bin/alias.sh': 0o755,
-          'bin/linked.sh': 0o755,
-        });
+        const exported = await box.exportFiles(['bin/alias.sh', 'bin/linked.sh']);
+        const mode = (path: string) => exported.files.find((f) => f.path === path)?.mode;
+        expect((mode('bin/alias.sh') ?? -1) & 0o7777).toBe(0o755);
+        // The other name keeps its mode; where the kernel still counts two names for it (gVisor's
+        // in-sandbox view), the export refuses it as a hard link: closed, never another mode.
+        if (mode('bin/linked.sh') !== undefined) expect(mode('bin/linked.sh')! & 0o7777).toBe(0o755);
+        else
+          expect(exported.refused).toContainEqual(
+            expect.objectContaining({ path: 'bin/linked.sh', kind: 'hard-link' }),
+          );
       });
 
       it('never takes a mode through a symlink, and a folder where a file was is refused', async () => {

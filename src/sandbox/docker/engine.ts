@@ -15,7 +15,7 @@ import {
 } from '../../errors.js';
 import { describeEndpoint, type EngineEndpoint } from './endpoint.js';
 import { hostKeyAccepted } from './known-hosts.js';
-import { loopbackNameEntries, SANDBOX_HOSTNAME } from './loopback-names.js';
+import { loopbackExtraHosts, loopbackNameEntries, SANDBOX_HOSTNAME } from './loopback-names.js';
 import { packTar, type TarInput } from '../tar.js';
 
 export interface EngineInfo {
@@ -416,6 +416,7 @@ export class DockerEngine {
         HostConfig: {
           NetworkMode: options.network?.name ?? 'none',
           ...(options.network ? { Dns: options.network.dns, DnsSearch: [], DnsOptions: [] } : {}),
+          ExtraHosts: loopbackExtraHosts(),
           CapDrop: ['ALL'],
           SecurityOpt: ['no-new-privileges'],
           Privileged: false,

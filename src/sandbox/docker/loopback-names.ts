@@ -58,3 +58,19 @@ export function loopbackNameEntries(hostname = SANDBOX_HOSTNAME): TarInput[] {
     { name: 'etc/resolv.conf', type: 'file', content: Buffer.from(resolvConf()), mode: 0o644, owner: 'root' },
   ];
 }
+
+/**
+ * The same names as host mappings the engine adds to a hosts file it manages itself: Podman
+ * mounts its own `/etc/hosts` over the container's (IPv4 only), and Docker does for a sandbox
+ * with egress; without them `::1` and the aliases would not resolve there. Docker writes no
+ * hosts file for a network-disabled container, so there these change nothing.
+ */
+export function loopbackExtraHosts(hostname = SANDBOX_HOSTNAME): string[] {
+  return [
+    'localhost:::1',
+    'ip6-localhost:::1',
+    'ip6-loopback:::1',
+    `${hostname}:127.0.0.1`,
+    `${hostname}:::1`,
+  ];
+}

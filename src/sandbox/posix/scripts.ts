@@ -85,7 +85,7 @@ while [ $# -ge 2 ]; do
   if [ "$mode" = keep ]; then
     mode=644
     if [ -f "$f" ] && [ ! -L "$f" ]; then
-      m=$(stat -c %a -- "$f" 2>/dev/null) || m=
+      m=$(find "$f" -maxdepth 0 -printf %m 2>/dev/null) || m=
       case $m in '' | *[!0-7]*) ;; *) mode=$(printf '%o' $((0$m & 0777))) ;; esac
     fi
   fi
