@@ -173,7 +173,8 @@ export abstract class PosixSandbox implements Sandbox {
     // A command killed with its whole sandbox exits like one killed alone (137, or the
     // engine's -1/255): only the sandbox's state tells them apart, and a dead sandbox is an
     // error, never a command's (or a test run's) result.
-    if (KILLED_CODES.has(result.exitCode) && (await this.diedWithCommand())) {
+    // A command this side timed out was killed by us, its sandbox still there: no need to ask.
+    if (KILLED_CODES.has(result.exitCode) && !result.timedOut && (await this.diedWithCommand())) {
       await this.checkUsable();
       throw new SandboxDead(`sandbox ${this.id.slice(0, 12)} stopped while a command ran`);
     }
