@@ -56,8 +56,6 @@ export interface DockerTarget {
   layerReads: 'layers' | 'scan';
   /** Tests that only make sense once (the unreachable daemon, the orphan reaper on the local engine). */
   engineSpecifics?: boolean;
-  /** What this target checks in place of an expectation that does not hold there, in words. */
-  differences?: string[];
 }
 
 /** The default bridge's gateway on the local engine: an address of this host a networked container reaches. */
@@ -258,10 +256,6 @@ export function describeDockerConformance(target: DockerTarget): void {
       afterAll(async () => {
         await Promise.all(made.map((s) => s.dispose().catch(() => undefined)));
       });
-
-      for (const difference of target.differences ?? []) {
-        it.skip(`differs here, checked otherwise: ${difference}`, () => undefined);
-      }
 
       it('applies the hardening baseline, under the runtime asked for', async () => {
         const sandbox = await make({ role: 'hardening' });
