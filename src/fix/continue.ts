@@ -49,11 +49,8 @@ export async function loadContinuation(runsDir: string, ref: string, repoDir: st
   const run = await resolveRun(runsDir, ref);
   const last = run.record.attempts[run.record.attempts.length - 1];
   if (!last) throw new ConfigError(`run ${run.record.id} made no attempt: there is nothing to continue from`);
-  const patchText = (await readRunFile(run, `attempts/${last.n}/patch.diff`)) ?? '';
-  if (Buffer.byteLength(patchText) > MAX_PATCH_BYTES)
-    throw new ConfigError(
-      `run ${run.record.id}: the patch of attempt ${last.n} is over ${MAX_PATCH_BYTES} bytes`,
-    );
+  // Bounded as it is read: a planted multi-GB patch is refused, never loaded.
+  const patchText = (await readRunFile(run, `attempts/${last.n}/patch.diff`, MAX_PATCH_BYTES)) ?? '';
   const files: WriteFile[] = [];
   const deletions: string[] = [];
   const patches = patchText.trim() === '' ? [] : parsePatch(patchText);

@@ -4,7 +4,8 @@
  * `run.json` is validated when it is read back: a record is data that a hostile agent (or
  * anyone with access to the repo) may have edited, and commands act on what it names.
  */
-import { mkdir, readdir, readFile, appendFile, writeFile, lstat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { mkdir, open, readdir, readFile, appendFile, writeFile, lstat } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { z } from 'zod';
@@ -371,18 +372,47 @@ export async function resolveRun(runsDir: string, ref: string): Promise<StoredRu
 }
 
 /** A file of a run's folder, read only when it is a regular file (never through a link). */
-export async function readRunFile(run: StoredRun, relative: string): Promise<string | undefined> {
-  const file = join(run.dir, relative);
+/** Largest run file read back whole (a transcript of a long run is a few MiB). */
+export const MAX_RUN_FILE_BYTES = 64 * 1024 * 1024;
+
+/**
+ * A file of a run folder, as text: never through a link in any component (the file itself is
+ * opened with O_NOFOLLOW, so one swapped in after the look is not followed either), and never
+ * more than `maxBytes` (a file over it is refused, named, rather than read into memory).
+ * Undefined when it is missing, not a regular file, or behind a link.
+ */
+export async function readRunFile(
+  run: StoredRun,
+  relative: string,
+  maxBytes = MAX_RUN_FILE_BYTES,
+): Promise<string | undefined> {
+  let handle;
   try {
     let dir = run.dir;
-    for (const part of relative.split('/')) {
+    for (const part of relative.split('/').slice(0, -1)) {
       dir = join(dir, part);
-      const stat = await lstat(dir);
-      if (stat.isSymbolicLink()) return undefined;
+      if (!(await lstat(dir)).isDirectory()) return undefined;
     }
-    if (!(await lstat(file)).isFile()) return undefined;
-    return await readFile(file, 'utf8');
+    handle = await open(
+      join(run.dir, relative),
+      constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK,
+    );
   } catch {
     return undefined;
+  }
+  try {
+    const stat = await handle.stat();
+    if (!stat.isFile()) return undefined;
+    // Read at most one byte past the cap: a file that grows after the look is still bounded.
+    const buffer = Buffer.alloc(Math.min(stat.size, maxBytes) + 1);
+    const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
+    if (bytesRead > maxBytes) {
+      throw new UsageError(
+        `run ${basename(run.dir)}: ${relative} is over the ${maxBytes}-byte limit for a run file; it was not read`,
+      );
+    }
+    return buffer.subarray(0, bytesRead).toString('utf8');
+  } finally {
+    await handle.close();
   }
 }
