@@ -101,9 +101,13 @@ export interface PosixSandboxOptions {
 
 /** Exit codes of a command that may have died with its sandbox (SIGKILL, SIGTERM, the engine's "unknown"). */
 const KILLED_CODES: ReadonlySet<number> = new Set([137, 143, 255, -1]);
-/** How long a sandbox may take to be seen stopped after its command was killed with it. */
-const KILL_SETTLE_LOOKS = 10;
-const KILL_SETTLE_MS = 100;
+/**
+ * How long a sandbox may take to be seen stopped after its command was killed with it: the
+ * engine marks it stopped only once it has handled its init's exit, seconds later on a loaded
+ * host. A probe that runs in it ends the wait early, as proof that it lives.
+ */
+const KILL_SETTLE_MS = 15_000;
+const PROBE_TIMEOUT_MS = 5000;
 /** How long (10 ms tries) the root check beside the freeze waits for the sandbox user's processes to go. */
 const SURVIVOR_WATCH_TRIES = 1000;
 
@@ -154,7 +158,7 @@ export abstract class PosixSandbox implements Sandbox {
         } catch (error) {
           if (!(error instanceof ChannelLost)) throw error;
           // The command may or may not have run; running it again could do it twice.
-          if (!(await this.isAlive())) {
+          if (await this.diedWithCommand()) {
             await this.checkUsable();
             throw new SandboxDead(`sandbox ${this.id.slice(0, 12)} stopped while a command ran`);
           }
@@ -184,15 +188,35 @@ export abstract class PosixSandbox implements Sandbox {
   /**
    * Whether the sandbox stopped with a command that exited like a kill. The command's stream
    * ends the moment its processes die, before the engine marks the sandbox stopped (seen
-   * here: the exec answered 137 while the engine still said running), so the state is asked
-   * a few times over a second before a live sandbox is believed.
+   * here: the exec answered 137 while the engine still said running, for over a second under
+   * load), so the engine's word "running" is not believed: a probe command must run in it
+   * and answer. A sandbox whose processes all died cannot run one; the engine's "stopped"
+   * arrives while the probes fail.
    */
   private async diedWithCommand(): Promise<boolean> {
-    for (let look = 0; look < KILL_SETTLE_LOOKS; look++) {
+    const until = Date.now() + KILL_SETTLE_MS;
+    let pause = 50;
+    for (;;) {
       if (!(await this.isAlive())) return true;
-      await new Promise((resolve) => setTimeout(resolve, KILL_SETTLE_MS));
+      if (await this.answersProbe()) return false;
+      if (Date.now() >= until) return !(await this.isAlive());
+      await new Promise((resolve) => setTimeout(resolve, pause));
+      pause = Math.min(pause * 2, 500);
     }
-    return !(await this.isAlive());
+  }
+
+  /** Whether a fresh command runs in the sandbox and says so (any failure: no proof). */
+  private async answersProbe(): Promise<boolean> {
+    const word = randomBytes(6).toString('hex');
+    try {
+      const result = await runScript(this.transport, 'echo "$1"', [word], {
+        maxStdoutBytes: 64,
+        timeoutMs: PROBE_TIMEOUT_MS,
+      });
+      return result.exitCode === 0 && result.stdout.toString().trim() === word;
+    } catch {
+      return false;
+    }
   }
 
   private openChannel(): Promise<CommandChannel | undefined> {

@@ -71,3 +71,57 @@ describe('DockerSandbox.exec reading exec states', () => {
     expect(calls[0]!.at(-1)).toBe('exit 3');
   });
 });
+
+/**
+ * An engine where `npm test` exits 137 while the engine goes on calling the sandbox running
+ * for `runningLooks` inspections (a loaded host handling the init's exit late), and where a
+ * probe command runs only if `probesRun`.
+ */
+function killedEngine(options: { runningLooks: number; probesRun: boolean }) {
+  let looks = 0;
+  const probes: string[][] = [];
+  const engine = {
+    async inspectContainer() {
+      looks += 1;
+      return { running: looks <= options.runningLooks };
+    },
+    async startExec(_id: string, exec: ExecStartOptions): Promise<RunningExec> {
+      const probe = exec.cmd.includes('echo "$1"');
+      if (probe) probes.push(exec.cmd);
+      let endStream: () => void = () => undefined;
+      const streamEnded = new Promise<void>((resolve) => (endStream = resolve));
+      return {
+        streamEnded,
+        inspect: async () => {
+          if (probe && options.probesRun) exec.stdout.write(`${exec.cmd.at(-1)}\n`);
+          endStream();
+          return { running: false, exitCode: probe && options.probesRun ? 0 : 137 };
+        },
+        detach: () => undefined,
+      };
+    },
+  };
+  return { engine: engine as unknown as DockerEngine, probes, looks: () => looks };
+}
+
+describe('DockerSandbox.exec telling a killed command from a killed sandbox', () => {
+  it('a sandbox the engine still calls running, where no probe can run, stopped with the command', async () => {
+    // Twelve looks: longer than the second the engine was once given, which a loaded CI
+    // host outlasted (the trial read as tests-failed).
+    const { engine, probes } = killedEngine({ runningLooks: 12, probesRun: false });
+    const sandbox = sandboxOn(engine);
+    await expect(sandbox.exec('npm test', { timeoutMs: 10_000 })).rejects.toThrow(
+      /stopped while a command ran/,
+    );
+    // The engine's "running" was not believed while the probes failed.
+    expect(probes.length).toBeGreaterThanOrEqual(12);
+  });
+
+  it('a command killed alone in a sandbox that answers a probe is the command exiting 137', async () => {
+    const { engine, probes } = killedEngine({ runningLooks: Number.POSITIVE_INFINITY, probesRun: true });
+    const sandbox = sandboxOn(engine);
+    const result = await sandbox.exec('npm test', { timeoutMs: 10_000 });
+    expect(result.exitCode).toBe(137);
+    expect(probes).toHaveLength(1);
+  });
+});
