@@ -288,8 +288,12 @@ describe('fix end to end (real Docker, replayed model)', { timeout: 300_000 }, (
     child.kill('SIGINT');
     const result = await done;
     expect(result.code).toBe(130);
-    expect(Date.now() - second).toBeLessThan(5000);
+    // The evidence that it did not wait is the handler's own line: a second press that was
+    // not honoured ends 130 after the clean-up, without it. The bound only guards against a
+    // hang (the agent's command sleeps 600 s); it is loose, as a loaded host (CI's load
+    // average passes 30) delays the signal's delivery and the exit by seconds.
     expect(result.stderr).toMatch(/second interrupt/);
+    expect(Date.now() - second).toBeLessThan(60_000);
     expect(treeHash(copy.repo)).toBe(hash);
     // What the process left behind when it exited at once belongs to a dead owner: gc of
     // this run removes it (as the next run's start-up reaper would).
