@@ -59,7 +59,8 @@ export const BASE_IMAGES: Readonly<Record<BaseKind, BaseImageSpec>> = {
       repo: 'sandbox-harness/rootfs-python',
       tag: 'trixie',
       suite: 'trixie',
-      packages: ['python3', 'python3-venv', 'git', 'ca-certificates', 'passwd'],
+      // python3-pytest: the base's test runner (no package index is needed to run pytest).
+      packages: ['python3', 'python3-venv', 'python3-pytest', 'git', 'ca-certificates', 'passwd'],
     },
     recipe: 'images/python',
   },

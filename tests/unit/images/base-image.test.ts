@@ -105,7 +105,8 @@ describe('ensureBaseImage', () => {
     expect(result).toMatchObject({ source: 'bootstrapped', tag: 'sandbox-harness/base-python:3' });
     expect(fake.pulls).toEqual([]);
     expect(bootstrapRootfs.mock.calls[0]?.[1]).toMatchObject({
-      packages: expect.arrayContaining(['python3', 'python3-venv']),
+      // pytest is the base's test runner: offline, only Debian can bring it.
+      packages: expect.arrayContaining(['python3', 'python3-venv', 'python3-pytest']),
     });
   });
 
