@@ -3,7 +3,8 @@
  * runs pytest with no network and no package index: `pytest` and `python -m pytest` both run
  * the venv's Python, so a module a repo's recipe installs into the venv (as root, the way
  * `pip install` would) is importable from the tests; the venv stays out of the sandbox
- * user's reach. Real Docker, the built CLI.
+ * user's reach; a `src/` layout runs without an install through `sandbox.env` PYTHONPATH.
+ * Real Docker, the built CLI.
  */
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -15,7 +16,7 @@ import { cleanEnv, runCli } from '../helpers/cli.js';
 
 const ENV = cleanEnv();
 let scratch = '';
-let image = '';
+const images: string[] = [];
 
 describe('the Python base image (real Docker)', { timeout: 300_000 }, () => {
   beforeAll(async () => {
@@ -26,7 +27,7 @@ describe('the Python base image (real Docker)', { timeout: 300_000 }, () => {
   }, 900_000);
 
   afterAll(async () => {
-    if (image)
+    for (const image of images)
       await dockerEngine()
         .removeImage(image)
         .catch(() => undefined);
@@ -67,11 +68,65 @@ describe('the Python base image (real Docker)', { timeout: 300_000 }, () => {
     } catch {
       throw new Error(`exec did not print JSON (exit ${r.code}):\n${r.stdout}\n${r.stderr}`);
     }
-    image = json.image;
+    images.push(json.image);
     expect(json.baseImage).toBe(BASE_IMAGES.python.tag);
     expect(json.exitCode, `${json.stdout}\n${json.stderr}`).toBe(0);
     expect(json.stdout.match(/^1 passed\b/gm)).toHaveLength(2);
     expect(json.stdout).toMatch(/^network=lo $/m);
     expect(json.stdout).toMatch(/^venv=read-only$/m);
+  });
+
+  it('a src/ layout that would need `pip install -e .` runs offline with sandbox.env PYTHONPATH (exec --catalog)', async () => {
+    const repo = join(scratch, 'src-layout');
+    await mkdir(join(repo, 'src', 'orders'), { recursive: true });
+    await mkdir(join(repo, 'tests'), { recursive: true });
+    await writeFile(
+      join(repo, 'pyproject.toml'),
+      '[project]\nname = "orders"\nversion = "0.1.0"\n\n[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n',
+    );
+    await writeFile(join(repo, 'src', 'orders', '__init__.py'), 'def total(items):\n    return sum(items)\n');
+    await writeFile(
+      join(repo, 'tests', 'test_orders.py'),
+      'from orders import total\n\n\ndef test_total():\n    assert total([1, 2]) == 3\n',
+    );
+    const catalog = join(scratch, 'src-layout.yaml');
+    await writeFile(
+      catalog,
+      [
+        'name: src-layout',
+        'owner: team-test',
+        'repo: src-layout',
+        'sandbox:',
+        `  baseImage: ${BASE_IMAGES.python.tag}`,
+        '  env:',
+        '    PYTHONPATH: src',
+        'agent:',
+        '  editableFiles: [src/**]',
+        '  testCommand: python -m pytest -q',
+        '',
+      ].join('\n'),
+    );
+    const r = await runCli(
+      [
+        'exec',
+        '--catalog',
+        catalog,
+        '--json',
+        '--timeout',
+        '120',
+        '--',
+        'python -m pytest -q -p no:cacheprovider',
+      ],
+      { env: ENV },
+    );
+    let json: { image: string; exitCode: number; stdout: string; stderr: string };
+    try {
+      json = JSON.parse(r.stdout) as typeof json;
+    } catch {
+      throw new Error(`exec did not print JSON (exit ${r.code}):\n${r.stdout}\n${r.stderr}`);
+    }
+    images.push(json.image);
+    expect(json.exitCode, `${json.stdout}\n${json.stderr}`).toBe(0);
+    expect(json.stdout).toMatch(/^1 passed\b/m);
   });
 });
