@@ -15,7 +15,7 @@ export async function withFileLock<T>(
   name: string,
   say: (line: string) => void,
   fn: () => Promise<T>,
-  options: { staleMs?: number; dir?: string } = {},
+  options: { staleMs?: number; dir?: string; /** Said once while waiting. */ waiting?: string } = {},
 ): Promise<T> {
   const dir = options.dir ?? join(cacheDir(), 'locks');
   await mkdir(dir, { recursive: true });
@@ -41,7 +41,7 @@ export async function withFileLock<T>(
         });
       }
       if (!announced) {
-        say(`waiting for another process, which is building the same base image`);
+        say(options.waiting ?? `waiting for another process, which is building the same base image`);
         announced = true;
       }
       await new Promise((r) => setTimeout(r, 1000));

@@ -8,7 +8,7 @@ import { lstat } from 'node:fs/promises';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { HarnessError, BuildRefused, ImageError, Interrupted, SandboxUnavailable } from '../../errors.js';
-import { bootstrapRootfs, LogFile, logsDir, timestampForFile } from './bootstrap.js';
+import { bootstrapRootfs, ensureMmdebstrap, LogFile, logsDir, timestampForFile } from './bootstrap.js';
 import { withFileLock } from './build-lock.js';
 import { scanBuildContext, type BuildContext, type ContextSnapshot } from './build-context.js';
 import { argDefault, daemonFetches, finalBaseImage } from './dockerfile.js';
@@ -59,7 +59,8 @@ export const BASE_IMAGES: Readonly<Record<BaseKind, BaseImageSpec>> = {
       repo: 'sandbox-harness/rootfs-python',
       tag: 'trixie',
       suite: 'trixie',
-      packages: ['python3', 'python3-venv', 'git', 'ca-certificates', 'passwd'],
+      // python3-pytest: the base's test runner (no package index is needed to run pytest).
+      packages: ['python3', 'python3-venv', 'python3-pytest', 'git', 'ca-certificates', 'passwd'],
     },
     recipe: 'images/python',
   },
@@ -329,6 +330,15 @@ async function ensureBaseImageOnce(
       }
       both(
         `${spec.tag}: bootstrapping offline from Debian ${spec.rootfs.suite} packages (mmdebstrap, about a minute or two)`,
+      );
+      // One apt-get at a time: two bases bootstrapping side by side (setup.sh makes node and
+      // python together, an eval may need both) would both install mmdebstrap, and dpkg's
+      // lock fails the second.
+      await withFileLock(
+        'mmdebstrap-install',
+        say,
+        () => ensureMmdebstrap({ onLine: both, signal: options.signal }),
+        { waiting: 'waiting for another process, which is installing mmdebstrap' },
       );
       const rootfs = await bootstrapRootfs(
         engine,

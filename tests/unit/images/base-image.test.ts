@@ -12,9 +12,20 @@ import { ImageError, SandboxUnavailable } from '../../../src/errors.js';
 const bootstrapRootfs = vi.fn(
   async (_engine: unknown, spec: { repo: string; tag: string }) => `${spec.repo}:${spec.tag}`,
 );
+/** mmdebstrap "installed" by apt-get: slow, and never twice at once (dpkg's lock). */
+const mmdebstrap = { running: 0, most: 0, calls: 0 };
+const ensureMmdebstrap = vi.fn(async () => {
+  mmdebstrap.calls++;
+  mmdebstrap.running++;
+  mmdebstrap.most = Math.max(mmdebstrap.most, mmdebstrap.running);
+  await new Promise((r) => setTimeout(r, 300));
+  mmdebstrap.running--;
+  return '/usr/bin/mmdebstrap';
+});
 vi.mock('../../../src/sandbox/docker/bootstrap.js', async (importOriginal) => ({
   ...(await importOriginal<typeof import('../../../src/sandbox/docker/bootstrap.js')>()),
   bootstrapRootfs: (...args: [unknown, { repo: string; tag: string }]) => bootstrapRootfs(...args),
+  ensureMmdebstrap: () => ensureMmdebstrap(),
 }));
 
 const { ensureBaseImage } = await import('../../../src/sandbox/docker/images.js');
@@ -99,13 +110,26 @@ describe('ensureBaseImage', () => {
     expect(lines.some((l) => l.includes('no such host'))).toBe(true);
   });
 
+  it('two bases bootstrapping at once install mmdebstrap one at a time (dpkg takes one apt-get)', async () => {
+    Object.assign(mmdebstrap, { running: 0, most: 0, calls: 0 });
+    const fake = fakeEngine();
+    const [node, python] = await Promise.all([
+      ensureBaseImage('node', { engine: fake.engine, offline: true }),
+      ensureBaseImage('python', { engine: fake.engine, offline: true }),
+    ]);
+    expect([node.source, python.source]).toEqual(['bootstrapped', 'bootstrapped']);
+    expect(mmdebstrap.calls).toBe(2);
+    expect(mmdebstrap.most).toBe(1);
+  });
+
   it('never tries the registry when offline', async () => {
     const fake = fakeEngine();
     const result = await ensureBaseImage('python', { engine: fake.engine, offline: true });
     expect(result).toMatchObject({ source: 'bootstrapped', tag: 'sandbox-harness/base-python:3' });
     expect(fake.pulls).toEqual([]);
     expect(bootstrapRootfs.mock.calls[0]?.[1]).toMatchObject({
-      packages: expect.arrayContaining(['python3', 'python3-venv']),
+      // pytest is the base's test runner: offline, only Debian can bring it.
+      packages: expect.arrayContaining(['python3', 'python3-venv', 'python3-pytest']),
     });
   });
 
