@@ -19,6 +19,7 @@ import { collectGarbage, reapOrphans } from '../../src/sandbox/docker/gc.js';
 import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
+import { BUILD_NETWORK_LABEL, buildRepoImage } from '../../src/sandbox/docker/images.js';
 import type { EgressPolicy } from '../../src/sandbox/egress/policy.js';
 import type { EgressLogEntry } from '../../src/sandbox/egress/proxy.js';
 import type { Sandbox } from '../../src/sandbox/types.js';
@@ -397,6 +398,92 @@ describe('egress in a fix run', () => {
         expect(await dockerEngine().listNetworks({ [LABEL.run]: result.runId })).toEqual([]);
       }
     } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  }, 300_000);
+});
+
+describe('egress in an image build', () => {
+  it("npm install in the recipe reaches the registry stand-in through the build's own proxy, and nothing else", async () => {
+    const root = await mkdtemp(join(tmpdir(), 'sandbox-harness-egress-build-'));
+    const lines: string[] = [];
+    let tag: string | undefined;
+    try {
+      const repo = join(root, 'repo');
+      await mkdir(repo);
+      await writeFile(
+        join(repo, 'package.json'),
+        '{"name":"egress-build","version":"1.0.0","private":true}\n',
+      );
+      await writeFile(join(repo, 'test-ca.crt'), net.caPem);
+      await writeFile(
+        join(repo, 'probe.mjs'),
+        await readFile(new URL('../fixtures/egress/probe.mjs', import.meta.url), 'utf8'),
+      );
+      await writeFile(
+        join(repo, 'Dockerfile.sandbox'),
+        [
+          `ARG BASE_IMAGE=${IMAGE}`,
+          'FROM ${BASE_IMAGE}',
+          'COPY --chown=1000:1000 . /workspace',
+          'USER sandbox',
+          'WORKDIR /workspace',
+          'RUN NODE_EXTRA_CA_CERTS=/workspace/test-ca.crt npm install --no-audit --no-fund --registry https://registry.fake.test/ tiny-pkg && node -e "console.log(require(\'tiny-pkg\'))"',
+          // Every other way out, from a build step: printed, never failing the build.
+          `RUN for a in "https other.fake.test" "https allowed.fake.test" "tcp ${net.address} 7000" "udp ${net.address} 7001" "dns allowed.fake.test"; do echo "probe $a: $(NODE_EXTRA_CA_CERTS=/workspace/test-ca.crt node probe.mjs $a)"; done`,
+          '',
+        ].join('\n'),
+      );
+      const before = net.requests().length;
+      const image = await buildRepoImage({
+        repoDir: repo,
+        egress: { ...policy(net), allow: [{ host: 'registry.fake.test', ports: [443] }] },
+        rebuild: true,
+        onProgress: (line) => lines.push(line),
+      });
+      tag = image.tag;
+      const output = lines.join('\n');
+      expect(output).toContain('tiny from the fake registry');
+      expect(output).toMatch(
+        /# egress allowed CONNECT registry\.fake\.test:443 allow registry\.fake\.test:443/,
+      );
+      expect(output).toMatch(
+        /# egress denied CONNECT other\.fake\.test:443 other\.fake\.test is not in the catalog's sandbox\.egress\.allow/,
+      );
+      expect(output).toMatch(/# egress denied CONNECT allowed\.fake\.test:443/);
+      for (const probe of [
+        'https other.fake.test',
+        'https allowed.fake.test',
+        `tcp ${net.address} 7000`,
+        `udp ${net.address} 7001`,
+        'dns allowed.fake.test',
+      ])
+        expect(output).toContain(`probe ${probe}: {"ok":false`);
+      // The steps had the proxy; nothing of it stays in the image.
+      const details = await dockerEngine().inspectImage(image.tag);
+      expect(details?.labels[BUILD_NETWORK_LABEL]).toBe('egress');
+      const box = await dockerBackend().create({ image: image.tag, runId: RUN_ID, role: 'built' });
+      made.push(box);
+      expect((await box.exec('env', { timeoutMs: 10_000 })).stdout).not.toMatch(/_proxy=/i);
+      expect(await readFile(image.logFile!, 'utf8')).toMatch(
+        /# egress allowed CONNECT registry\.fake\.test:443/,
+      );
+      // The build's network and its firewall hole are gone with the build.
+      const left = (await dockerEngine().listNetworks({ [LABEL.role]: 'image-build' })).filter(
+        (n) => n.labels[LABEL.ownerPid] === String(process.pid),
+      );
+      expect(left).toEqual([]);
+      const seen = net.requests().slice(before);
+      expect(seen.length).toBeGreaterThan(0);
+      expect(
+        seen.every((r) => /registry\.fake\.test/.test(r)),
+        seen.join('\n'),
+      ).toBe(true);
+    } finally {
+      if (tag)
+        await dockerEngine()
+          .removeImage(tag)
+          .catch(() => undefined);
       await rm(root, { recursive: true, force: true });
     }
   }, 300_000);
