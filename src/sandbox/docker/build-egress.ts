@@ -81,10 +81,11 @@ export async function withBuildEgress<T>(
   try {
     return await build({ networkMode: egress.networkName, buildArgs: egress.env });
   } finally {
-    stop();
     // A network left behind (a step container the daemon has not removed yet) carries the
-    // labels of this process and is reaped by gc once the process is gone.
+    // labels of this process and is reaped by gc once the process is gone. Closing reads the
+    // last packet lines and the account, which still go to the log.
     await egress.close().catch(() => undefined);
+    stop();
   }
 }
 
