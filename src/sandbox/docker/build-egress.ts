@@ -53,12 +53,16 @@ export async function assertBuildEgressEnforceable(engine: DockerEngine, network
   }
   const problem = await egressProblem(engine);
   if (problem) throw new EgressUnsupported(`egress for the image build cannot be enforced: ${problem}`);
+  const resolver = await buildResolverProblem();
+  if (resolver) throw new EgressUnsupported(`egress for the image build cannot be enforced: ${resolver}`);
+}
+
+/** What keeps a build's steps from being confined on this host beyond a sandbox's needs, or undefined. */
+export async function buildResolverProblem(): Promise<string | undefined> {
   const local = (await daemonResolvers()).filter(loopback);
-  if (local.length > 0) {
-    throw new EgressUnsupported(
-      `egress for the image build cannot be enforced: the host's name server ${local.join(', ')} is on loopback, and Docker's embedded DNS would ask it for the build's steps from the host's side, outside the build's network`,
-    );
-  }
+  return local.length > 0
+    ? `the host's name server ${local.join(', ')} is on loopback, and Docker's embedded DNS would ask it for the build's steps from the host's side, outside the build's network`
+    : undefined;
 }
 
 export interface BuildNetwork {
