@@ -435,8 +435,8 @@ export const buildSchema = z
   )
   .meta({ description: 'How the sandbox image is built from the repo.' });
 
-/** Where a sandbox may have egress; everything else runs with network none. */
-export const EGRESS_PHASES = ['agent', 'baseline', 'verify'] as const;
+/** Where a sandbox (or the image build) may have egress; everything else runs with network none. */
+export const EGRESS_PHASES = ['agent', 'baseline', 'verify', 'build'] as const;
 
 const hostPatternSchema = z
   .string({
@@ -522,13 +522,13 @@ export const egressSchema = z
             "Name servers the proxy asks (default: the host's). The sandbox itself never gets one.",
         }),
       phases: z
-        .array(z.enum(EGRESS_PHASES, { error: 'expected "agent", "baseline" or "verify"' }), {
+        .array(z.enum(EGRESS_PHASES, { error: 'expected "agent", "baseline", "verify" or "build"' }), {
           error: 'expected a list of phases such as ["agent"]',
         })
         .default(['agent'])
         .meta({
           description:
-            "Which sandboxes get egress: the agent's by default; the baseline's and the verification's only when listed (a verdict should not depend on the network). Image builds use sandbox.build.network.",
+            "Which sandboxes get egress: the agent's by default; the baseline's and the verification's only when listed (a verdict should not depend on the network). \"build\": the image build's steps reach the same names through a proxy of their own (instead of sandbox.build.network's whole network).",
         }),
     },
     { error: typeError('expected {allow: [hosts], deny: [hosts], privateRanges, resolvers, phases}') },
@@ -586,6 +586,22 @@ export const sandboxSchema = z
         path: ['build'],
         message:
           'sandbox.build only applies when the harness builds the image; remove it or remove sandbox.image',
+      });
+    }
+    if (sandbox.egress?.phases.includes('build') && sandbox.build?.network === true) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['egress', 'phases'],
+        message:
+          'egress phase "build" confines the image build to the allowed names, and sandbox.build.network: true gives it the whole network; choose one',
+      });
+    }
+    if (sandbox.egress?.phases.includes('build') && sandbox.image !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['egress', 'phases'],
+        message:
+          'egress phase "build" only applies when the harness builds the image; sandbox.image is used as is',
       });
     }
     if (sandbox.image !== undefined && sandbox.baseImage !== undefined) {

@@ -2,18 +2,21 @@
 import type { LoadedCatalog } from '../catalog/load.js';
 import type { RepoImageRequest, SandboxProvider } from '../sandbox/registry.js';
 import type { FixDeps, ImageRequest, SandboxImage } from './context.js';
+import { buildEgress } from './egress.js';
 
 /** How a catalog's `sandbox` section asks for its image: prebuilt, or recipe, base and build options. */
 export function catalogImageOptions(
   catalog: Pick<LoadedCatalog, 'catalog' | 'dir'>,
 ): Omit<RepoImageRequest, 'repoDir' | 'rebuild'> {
   const sandbox = catalog.catalog.sandbox;
+  const egress = buildEgress(sandbox.egress);
   return {
     ...(sandbox.image ? { prebuilt: sandbox.image } : {}),
     ...(sandbox.dockerfile ? { dockerfile: sandbox.dockerfile, dockerfileRoot: catalog.dir } : {}),
     ...(sandbox.baseImage ? { baseImage: sandbox.baseImage } : {}),
     ...(sandbox.buildArgs ? { buildArgs: sandbox.buildArgs } : {}),
     buildNetwork: sandbox.build?.network === true,
+    ...(egress ? { buildEgress: egress } : {}),
     ...(sandbox.build?.exclude.length ? { excludes: sandbox.build.exclude } : {}),
   };
 }

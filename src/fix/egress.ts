@@ -55,6 +55,11 @@ export function egressForRole(config: EgressConfig | undefined, role: string): E
   return phase && config.phases.includes(phase) ? egressPolicy(config) : undefined;
 }
 
+/** The policy of the image build's steps (phase `build`), or undefined (network none, or build.network). */
+export function buildEgress(config: EgressConfig | undefined): EgressPolicy | undefined {
+  return config?.phases.includes('build') ? egressPolicy(config) : undefined;
+}
+
 /** The spec fields for `role`: `{ egress }` or nothing. */
 export function egressSpec(config: EgressConfig | undefined, role: string): { egress?: EgressPolicy } {
   const egress = egressForRole(config, role);

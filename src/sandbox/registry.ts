@@ -5,6 +5,7 @@
  */
 import { UsageError } from '../errors.js';
 import type { SandboxBackend } from './types.js';
+import type { EgressPolicy } from './egress/policy.js';
 
 export const BACKEND_NAMES = ['docker'] as const;
 export type BackendName = (typeof BACKEND_NAMES)[number];
@@ -31,6 +32,8 @@ export interface RepoImageRequest {
   buildArgs?: Record<string, string>;
   /** Whether the build may use the network (default: no). */
   buildNetwork?: boolean;
+  /** The build's steps reach only these names, through a proxy (catalog egress phase `build`). */
+  buildEgress?: EgressPolicy;
   /** More build-context exclusions, `.dockerignore` syntax. */
   excludes?: string[];
   rebuild: boolean;

@@ -19,6 +19,7 @@ import { collectGarbage, reapOrphans } from '../../src/sandbox/docker/gc.js';
 import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
+import { BUILD_NETWORK_LABEL, buildRepoImage } from '../../src/sandbox/docker/images.js';
 import type { EgressPolicy } from '../../src/sandbox/egress/policy.js';
 import type { EgressLogEntry } from '../../src/sandbox/egress/proxy.js';
 import type { Sandbox } from '../../src/sandbox/types.js';
@@ -183,6 +184,36 @@ describe('egress through the proxy, on a fake internet', () => {
     expect(net.requests().every((r) => /allowed\.fake\.test|open\.zone\.fake\.test/.test(r))).toBe(true);
   });
 
+  it('raw TCP and UDP that never reach the proxy each leave a log line, read from the kernel log', async () => {
+    expect((await probe(sandbox, 'tcp', net.address, '7010')).ok).toBe(false);
+    expect((await probe(sandbox, 'udp', net.address, '7011')).ok).toBe(false);
+    const bypass = (method: string, port: number) =>
+      (sandbox.egressLog?.() ?? []).filter(
+        (e) => e.method === method && e.host === net.address && e.port === port && !e.allowed,
+      );
+    // A connection attempt the kernel retried is still one line.
+    expect(bypass('TCP', 7010)).toHaveLength(1);
+    expect(bypass('TCP', 7010)[0]).toMatchObject({ rule: 'no-proxy', address: net.address });
+    expect(bypass('TCP', 7010)[0]!.reason).toMatch(/TCP packet to .*:7010 that did not go through the proxy/);
+    expect(bypass('UDP', 7011)).toHaveLength(1);
+  });
+
+  it('a flood past the proxy is counted in full when the sandbox goes, past what the rate limit logs', async () => {
+    const flood = await make(policy(net), 'flood');
+    const send = `const s=require('dgram').createSocket('udp4');let i=0;const go=()=>{if(i++<300)s.send('x',7012,'${net.address}',go);else s.close()};go()`;
+    expect((await flood.exec(`node -e "${send}"`, { timeoutMs: 30_000 })).exitCode).toBe(0);
+    const [network] = await dockerEngine().listNetworks({ [LABEL.run]: RUN_ID, [LABEL.role]: 'flood' });
+    expect(await rawRules()).toContain(network!.bridgeName);
+    await flood.dispose();
+    const log = flood.egressLog!();
+    expect(log.filter((e) => e.method === 'UDP' && e.port === 7012)).toHaveLength(1);
+    const account = log.find((e) => e.method === 'PACKETS');
+    expect(account, JSON.stringify(log.slice(-3))).toBeDefined();
+    expect(Number(/^(\d+) packet/.exec(account!.reason ?? '')?.[1])).toBeGreaterThanOrEqual(300);
+    // Its rules went with it.
+    expect(await rawRules()).not.toContain(network!.bridgeName);
+  });
+
   it('the host is not reachable from the sandbox, not even on the gateway address', async () => {
     const proxy = /HTTPS_PROXY=http:\/\/([\d.]+):/.exec(
       (await sandbox.exec('env', { timeoutMs: 10_000 })).stdout,
@@ -251,6 +282,7 @@ describe('egress clean-up', () => {
     const [network] = await dockerEngine().listNetworks({ [LABEL.run]: runId });
     expect(network).toBeDefined();
     expect(await firewallRules()).toContain(network!.bridgeName);
+    expect(await rawRules()).toContain(network!.bridgeName);
     child.kill('SIGKILL');
     await new Promise((r) => child.once('exit', r));
     // The next harness process's reaper (the first create, or `gc`) removes all of it.
@@ -258,6 +290,7 @@ describe('egress clean-up', () => {
     expect(await dockerEngine().listContainers({ [LABEL.run]: runId })).toEqual([]);
     expect(await dockerEngine().listNetworks({ [LABEL.run]: runId })).toEqual([]);
     expect(await firewallRules()).not.toContain(network!.bridgeName);
+    expect(await rawRules()).not.toContain(network!.bridgeName);
   }, 120_000);
 
   it('many sandboxes in a row do not use up the engine address pools', async () => {
@@ -276,6 +309,11 @@ describe('egress clean-up', () => {
     expect(after.length).toBe(networks.length - 40);
   }, 300_000);
 });
+
+async function rawRules(): Promise<string> {
+  const { stdout } = await promisify(execFile)('iptables', ['-w', '5', '-t', 'raw', '-S']);
+  return stdout;
+}
 
 async function firewallRules(): Promise<string> {
   const { stdout } = await promisify(execFile)('iptables', ['-w', '5', '-S', 'SANDBOX-HARNESS-EGRESS']);
@@ -397,6 +435,95 @@ describe('egress in a fix run', () => {
         expect(await dockerEngine().listNetworks({ [LABEL.run]: result.runId })).toEqual([]);
       }
     } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  }, 300_000);
+});
+
+describe('egress in an image build', () => {
+  it("npm install in the recipe reaches the registry stand-in through the build's own proxy, and nothing else", async () => {
+    const root = await mkdtemp(join(tmpdir(), 'sandbox-harness-egress-build-'));
+    const lines: string[] = [];
+    let tag: string | undefined;
+    try {
+      const repo = join(root, 'repo');
+      await mkdir(repo);
+      await writeFile(
+        join(repo, 'package.json'),
+        '{"name":"egress-build","version":"1.0.0","private":true}\n',
+      );
+      await writeFile(join(repo, 'test-ca.crt'), net.caPem);
+      await writeFile(
+        join(repo, 'probe.mjs'),
+        await readFile(new URL('../fixtures/egress/probe.mjs', import.meta.url), 'utf8'),
+      );
+      await writeFile(
+        join(repo, 'Dockerfile.sandbox'),
+        [
+          `ARG BASE_IMAGE=${IMAGE}`,
+          'FROM ${BASE_IMAGE}',
+          'COPY --chown=1000:1000 . /workspace',
+          'USER sandbox',
+          'WORKDIR /workspace',
+          'RUN NODE_EXTRA_CA_CERTS=/workspace/test-ca.crt npm install --no-audit --no-fund --registry https://registry.fake.test/ tiny-pkg && node -e "console.log(require(\'tiny-pkg\'))"',
+          // Every other way out, from a build step: printed, never failing the build. (Not DNS: the
+          // builder's steps ask Docker's embedded DNS, which would send the host's resolver a packet.)
+          `RUN for a in "https other.fake.test" "https allowed.fake.test" "tcp ${net.address} 7000" "udp ${net.address} 7001"; do echo "probe $a: $(NODE_EXTRA_CA_CERTS=/workspace/test-ca.crt node probe.mjs $a)"; done`,
+          '',
+        ].join('\n'),
+      );
+      const before = net.requests().length;
+      const image = await buildRepoImage({
+        repoDir: repo,
+        egress: { ...policy(net), allow: [{ host: 'registry.fake.test', ports: [443] }] },
+        rebuild: true,
+        onProgress: (line) => lines.push(line),
+      });
+      tag = image.tag;
+      const output = lines.join('\n');
+      expect(output).toContain('tiny from the fake registry');
+      expect(output).toMatch(
+        /# egress allowed CONNECT registry\.fake\.test:443 allow registry\.fake\.test:443/,
+      );
+      expect(output).toMatch(
+        /# egress denied CONNECT other\.fake\.test:443 other\.fake\.test is not in the catalog's sandbox\.egress\.allow/,
+      );
+      expect(output).toMatch(/# egress denied CONNECT allowed\.fake\.test:443/);
+      for (const probe of [
+        'https other.fake.test',
+        'https allowed.fake.test',
+        `tcp ${net.address} 7000`,
+        `udp ${net.address} 7001`,
+      ])
+        expect(output).toContain(`probe ${probe}: {"ok":false`);
+      // Raw packets past the proxy, from the kernel log, are lines of the build's log too.
+      expect(output).toContain(`# egress denied TCP ${net.address}:7000 a TCP packet`);
+      expect(output).toContain(`# egress denied UDP ${net.address}:7001 a UDP packet`);
+      // The steps had the proxy; nothing of it stays in the image.
+      const details = await dockerEngine().inspectImage(image.tag);
+      expect(details?.labels[BUILD_NETWORK_LABEL]).toBe('egress');
+      const box = await dockerBackend().create({ image: image.tag, runId: RUN_ID, role: 'built' });
+      made.push(box);
+      expect((await box.exec('env', { timeoutMs: 10_000 })).stdout).not.toMatch(/_proxy=/i);
+      expect(await readFile(image.logFile!, 'utf8')).toMatch(
+        /# egress allowed CONNECT registry\.fake\.test:443/,
+      );
+      // The build's network and its firewall hole are gone with the build.
+      const left = (await dockerEngine().listNetworks({ [LABEL.role]: 'image-build' })).filter(
+        (n) => n.labels[LABEL.ownerPid] === String(process.pid),
+      );
+      expect(left).toEqual([]);
+      const seen = net.requests().slice(before);
+      expect(seen.length).toBeGreaterThan(0);
+      expect(
+        seen.every((r) => /registry\.fake\.test/.test(r)),
+        seen.join('\n'),
+      ).toBe(true);
+    } finally {
+      if (tag)
+        await dockerEngine()
+          .removeImage(tag)
+          .catch(() => undefined);
       await rm(root, { recursive: true, force: true });
     }
   }, 300_000);

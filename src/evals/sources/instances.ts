@@ -14,6 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { problemsError, validateYaml } from '../../catalog/yaml-validate.js';
+import { egressSchema } from '../../catalog/schema.js';
 import { ConfigError } from '../../errors.js';
 import { KEEP_POLICIES, type SuiteDefaults } from '../suite.js';
 
@@ -161,6 +162,8 @@ export const repoSpecSchema = z.strictObject({
     .default({}),
   maxTurns: z.number().int().min(1).max(500).optional(),
   testSec: z.number().positive().optional(),
+  /** The catalog's sandbox.egress for every instance of this repo (absent: no network, as always). */
+  egress: egressSchema.optional(),
 });
 
 export type RepoSpec = z.output<typeof repoSpecSchema>;

@@ -156,7 +156,10 @@ async function materializeOne(instance: Instance, o: OneOptions): Promise<SuiteT
         quarantined: [...o.quarantined],
       },
     },
-    ...(o.spec.testSec !== undefined ? { sandbox: { timeouts: { testSec: o.spec.testSec } } } : {}),
+    sandbox: {
+      ...(o.spec.testSec !== undefined ? { timeouts: { testSec: o.spec.testSec } } : {}),
+      ...(o.spec.egress ? { egress: o.spec.egress } : {}),
+    },
   };
   const catalogFile = path.join(o.dir, 'catalog.yaml');
   // JSON is YAML: the catalog loader reads it with its usual file:line errors.

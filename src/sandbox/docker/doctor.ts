@@ -3,6 +3,7 @@
  * something is wrong, the command that fixes it. `fatal` problems make the engine unusable.
  */
 import { egressProblem } from './egress.js';
+import { buildResolverProblem } from './build-egress.js';
 import { randomBytes } from 'node:crypto';
 import { HarnessError, errorMessage } from '../../errors.js';
 import { DEFAULT_RESOURCES, SANDBOX_GID, SANDBOX_UID, WORKSPACE } from '../types.js';
@@ -81,12 +82,13 @@ export interface DoctorOptions {
  */
 export async function egressCheck(engine: DockerEngine): Promise<DoctorCheck> {
   const problem = await egressProblem(engine).catch((error: unknown) => errorMessage(error));
+  const build = problem ? undefined : await buildResolverProblem();
   return {
     name: 'egress',
     ok: true,
     detail: problem
       ? `sandbox.egress cannot be enforced here (${problem}); catalogs that set it are refused, sandboxes run with network none`
-      : 'sandbox.egress can be enforced: a per-sandbox internal network, a proxy on this host, the host firewall (iptables)',
+      : `sandbox.egress can be enforced: a per-sandbox internal network, a proxy on this host, the host firewall (iptables); ${build ? `not for image builds (phase build): ${build}` : 'image builds too (phase build)'}`,
   };
 }
 

@@ -17,6 +17,7 @@ import {
 } from '../egress/firewall.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { EgressProxy, type EgressLogEntry } from '../egress/proxy.js';
+import { openPacketLog, type PacketLog } from '../egress/packet-log.js';
 import { NetworkConflict, type DockerEngine } from './engine.js';
 import { LABEL } from './labels.js';
 
@@ -146,16 +147,20 @@ export async function openEgress(
     dnsPort: 53,
   });
   const networkId = made.id;
+  let packets: PacketLog | undefined;
   try {
     await openHole(hole);
+    packets = await openPacketLog(hole);
     await proxy.start();
   } catch (error) {
+    await packets?.close().catch(() => undefined);
     await proxy.close().catch(() => undefined);
     await closeHole(hole).catch(() => undefined);
     await engine.removeNetwork(networkId).catch(() => undefined);
     throw error;
   }
   const url = proxy.url;
+  const log = packets!;
   let closed = false;
   return {
     networkId,
@@ -170,12 +175,18 @@ export async function openEgress(
       NO_PROXY: 'localhost,127.0.0.1,::1',
       no_proxy: 'localhost,127.0.0.1,::1',
     },
-    log: () => proxy.log(),
-    onEntry: (listener) => proxy.onEntry(listener),
+    // The proxy's requests and the packets that went past it, in the order they happened.
+    log: () =>
+      [...proxy.log(), ...log.entries()].sort((a, b) => (a.time < b.time ? -1 : a.time > b.time ? 1 : 0)),
+    onEntry: (listener) => {
+      const stops = [proxy.onEntry(listener), log.onEntry(listener)];
+      return () => stops.forEach((stop) => stop());
+    },
     async close(options = {}) {
       if (closed) return;
       closed = true;
       await proxy.close().catch(() => undefined);
+      await log.close().catch(() => undefined);
       await closeHole(hole);
       if (!options.keepNetwork) await engine.removeNetwork(networkId);
     },

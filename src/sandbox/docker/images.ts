@@ -15,6 +15,8 @@ import { argDefault, daemonFetches, finalBaseImage } from './dockerfile.js';
 import { readRepoFile } from '../../repo-files.js';
 import { dockerEngine, statusOf, type DockerEngine } from './engine.js';
 import { LABEL } from './labels.js';
+import type { EgressPolicy } from '../egress/policy.js';
+import { assertBuildEgressEnforceable, buildEgressHashInput, withBuildEgress } from './build-egress.js';
 
 export const CONTENT_HASH_LABEL = 'sandbox-harness.content-hash';
 export const REPO_LABEL = 'sandbox-harness.repo';
@@ -134,8 +136,11 @@ interface RunBuildOptions {
   log: LogFile;
   /** For the hint: which recipe failed (`/repo/Dockerfile.sandbox`, `images/node/Dockerfile`). */
   recipe: string;
-  /** `none`: build steps have no network (resolving a name fails at once). Default: the daemon's. */
-  networkMode?: 'none';
+  /**
+   * `none`: build steps have no network (resolving a name fails at once); a network's name:
+   * the build's egress network. Default: the daemon's.
+   */
+  networkMode?: string;
   /** Added to the hint of a failed build (what else could be wrong). */
   failureNote?: string;
   /** The base image the build starts from, named in every failure ("pip: not found" on which base?). */
@@ -486,6 +491,12 @@ export interface BuildRepoImageOptions {
    * network, so a repo's recipe cannot download or send anything while it builds.
    */
   network?: boolean;
+  /**
+   * Egress by name for the build steps (catalog `sandbox.egress` phase `build`): an internal
+   * network of the build's own whose only way out is an allowlist proxy. Refused where it
+   * cannot be enforced, and together with `network`.
+   */
+  egress?: EgressPolicy;
   /** Passed as the BASE_IMAGE build argument. Default: the node base image (made if missing). */
   baseImage?: string;
   buildArgs?: Record<string, string>;
@@ -564,6 +575,8 @@ export async function buildRepoImage(options: BuildRepoImageOptions): Promise<Re
   const dockerfile = await resolveDockerfile(repoDir, options.dockerfile, options.dockerfileRoot);
   const ours = dockerfile === defaultRecipe();
   const network = options.network === true;
+  // Before anything is made: egress that cannot be enforced is refused, never widened.
+  if (options.egress) await assertBuildEgressEnforceable(engine, network);
   const dockerfileRoot = ours ? packageRoot() : resolve(options.dockerfileRoot ?? repoDir);
   // A repo's own recipe may name its base (`ARG BASE_IMAGE=...`): that default holds unless
   // the catalog chose one (sandbox.baseImage), rather than being replaced by the Node base.
@@ -585,12 +598,13 @@ export async function buildRepoImage(options: BuildRepoImageOptions): Promise<Re
       // A rebuilt base (same tag, new id) must not be hidden behind an old repo image.
       baseImageId: baseId,
       // The same files built with network may have installed something else.
-      buildNetwork: network ? 'default' : 'none',
+      buildNetwork: network ? 'default' : options.egress ? buildEgressHashInput(options.egress) : 'none',
     },
     onWarning: options.onWarning,
   });
   if (!network) {
-    if (ours) assertOfflineRecipeCanWork(repoDir, baseImage, context);
+    // With egress the steps may download through the proxy; the daemon's own fetches may not.
+    if (ours && !options.egress) assertOfflineRecipeCanWork(repoDir, baseImage, context);
     else await assertNothingToFetch(engine, dockerfile, context, buildArgs);
   }
   const tag = repoImageTag(repoDir, context.contentHash);
@@ -645,18 +659,18 @@ async function buildOrReuse(
     join(await logsDir(), `build-${repoSlug(options.repoDir)}-${context.contentHash.slice(0, 16)}.log`);
   const log = new LogFile(logPath);
   log.line(
-    `# ${new Date().toISOString()} building ${options.tag} from ${options.repoDir} with ${options.dockerfile}, ${options.network ? 'with network (sandbox.build.network)' : 'without network'}`,
+    `# ${new Date().toISOString()} building ${options.tag} from ${options.repoDir} with ${options.dockerfile}, ${options.network ? 'with network (sandbox.build.network)' : options.egress ? `with egress by name to ${options.egress.allow.map((r) => `${r.host}:${r.ports.join(',')}`).join(' ') || 'nothing'} (sandbox.egress phase build)` : 'without network'}`,
   );
-  try {
-    const imageId = await runBuild(engine, context, {
+  const build = (egress?: { networkMode: string; buildArgs: Record<string, string> }) =>
+    runBuild(engine, context, {
       tag: options.tag,
-      buildArgs: options.buildArgs,
+      buildArgs: { ...options.buildArgs, ...egress?.buildArgs },
       labels: {
         [LABEL.marker]: '1',
         [LABEL.kind]: 'repo',
         [CONTENT_HASH_LABEL]: context.contentHash,
         [REPO_LABEL]: options.repoDir,
-        [BUILD_NETWORK_LABEL]: options.network ? 'default' : 'none',
+        [BUILD_NETWORK_LABEL]: options.network ? 'default' : options.egress ? 'egress' : 'none',
       },
       noCache: options.rebuild === true,
       onLine: options.onProgress,
@@ -665,13 +679,31 @@ async function buildOrReuse(
       baseImage: options.baseImage,
       ...(options.network
         ? {}
-        : {
-            networkMode: 'none' as const,
-            failureNote:
-              'The build had no network (the default): a step that downloads something fails. Bring what it needs with the repo, or let builds use the network with `sandbox.build: { network: true }` in the catalog.',
-          }),
+        : egress
+          ? {
+              networkMode: egress.networkMode,
+              failureNote:
+                "The build's steps reached only the names of sandbox.egress.allow, through a proxy: the log's `# egress denied` lines say what else a step asked for.",
+            }
+          : {
+              networkMode: 'none',
+              failureNote:
+                'The build had no network (the default): a step that downloads something fails. Bring what it needs with the repo, or let builds use the network with `sandbox.build: { network: true }` in the catalog.',
+            }),
       ...(options.signal ? { signal: options.signal } : {}),
     });
+  try {
+    const imageId = options.egress
+      ? await withBuildEgress(
+          engine,
+          options.egress,
+          (line) => {
+            log.line(line);
+            options.onProgress?.(line);
+          },
+          build,
+        )
+      : await build();
     return { ...common, imageId, reused: false, logFile: logPath };
   } finally {
     await log.close();

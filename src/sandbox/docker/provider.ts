@@ -67,6 +67,7 @@ async function repoImage(engine: DockerEngine, request: RepoImageRequest): Promi
     ...(request.dockerfile ? { dockerfile: request.dockerfile } : {}),
     ...(request.dockerfileRoot ? { dockerfileRoot: request.dockerfileRoot } : {}),
     network: request.buildNetwork === true,
+    ...(request.buildEgress ? { egress: request.buildEgress } : {}),
     ...(request.baseImage ? { baseImage: request.baseImage } : {}),
     ...(request.buildArgs ? { buildArgs: request.buildArgs } : {}),
     ...(request.excludes ? { extraExcludes: request.excludes } : {}),

@@ -22,7 +22,7 @@ export interface FirewallHole {
   udpPort?: number;
 }
 
-async function tables(tool: 'iptables' | 'ip6tables', ...args: string[]): Promise<string> {
+export async function tables(tool: 'iptables' | 'ip6tables', ...args: string[]): Promise<string> {
   try {
     const { stdout } = await run(tool, ['-w', '5', ...args], { timeout: 15_000 });
     return stdout;
@@ -108,18 +108,29 @@ export async function closeHole(hole: FirewallHole): Promise<void> {
 
 /** Rules of bridges that no longer exist (a run killed before it closed its hole). */
 export async function closeStaleHoles(liveBridges: ReadonlySet<string>): Promise<number> {
-  const listing = await tables('iptables', '-S', CHAIN).catch(() => '');
   let closed = 0;
-  for (const line of listing.split('\n')) {
-    const spec = line.trim().split(/\s+/);
-    if (spec[0] !== '-A' || spec[1] !== CHAIN) continue;
-    const bridge = spec[spec.indexOf('-i') + 1];
-    if (!spec.includes('-i') || !bridge?.startsWith(BRIDGE_PREFIX) || liveBridges.has(bridge)) continue;
-    // `-S` prints each rule as the arguments that made it.
-    await tables('iptables', '-D', ...spec.slice(1)).catch(() => undefined);
-    closed++;
+  // The host chain, and the raw table's packet log chain (packet-log.ts).
+  for (const [table, chain] of [
+    ['filter', CHAIN],
+    ['raw', `${CHAIN}-LOG`],
+  ] as const) {
+    const listing = await tables('iptables', '-t', table, '-S', chain).catch(() => '');
+    for (const line of listing.split('\n')) {
+      const spec = splitRule(line.trim());
+      if (spec[0] !== '-A' || spec[1] !== chain) continue;
+      const bridge = spec[spec.indexOf('-i') + 1];
+      if (!spec.includes('-i') || !bridge?.startsWith(BRIDGE_PREFIX) || liveBridges.has(bridge)) continue;
+      // `-S` prints each rule as the arguments that made it.
+      await tables('iptables', '-t', table, '-D', ...spec.slice(1)).catch(() => undefined);
+      closed++;
+    }
   }
   return closed;
+}
+
+/** `-S` output into arguments: quoted values (a log prefix, a comment) are one argument. */
+function splitRule(line: string): string[] {
+  return [...line.matchAll(/"((?:[^"\\]|\\.)*)"|(\S+)/g)].map((m) => m[1] ?? m[2]!);
 }
 
 /** Whether this process can manage the firewall (root, iptables present). */

@@ -8,7 +8,8 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadCatalog } from '../../../src/catalog/load.js';
 import { ConfigError } from '../../../src/errors.js';
-import { egressForRole, phaseOfRole } from '../../../src/fix/egress.js';
+import { buildEgress, egressForRole, phaseOfRole } from '../../../src/fix/egress.js';
+import { catalogImageOptions } from '../../../src/fix/deps.js';
 import { rejection } from '../../helpers/rejection.js';
 
 let dir: string;
@@ -98,7 +99,7 @@ describe('catalog sandbox.egress', () => {
   it('refuses IP addresses, bad patterns, bad ranges and unknown phases at their lines', async () => {
     expect(
       await problems(
-        '  egress:\n    allow: ["10.0.0.1", "a b", "x.example:99999"]\n    privateRanges: [10.0.0.0]\n    phases: [build]',
+        '  egress:\n    allow: ["10.0.0.1", "a b", "x.example:99999"]\n    privateRanges: [10.0.0.0]\n    phases: [review]',
       ),
     ).toEqual([
       expect.stringMatching(
@@ -108,11 +109,36 @@ describe('catalog sandbox.egress', () => {
       expect.stringMatching(/^catalog\.yaml:12:\d+ sandbox\.egress\.allow\[2\]: .*out of range/),
       expect.stringMatching(/^catalog\.yaml:13:\d+ sandbox\.egress\.privateRanges\[0\]: .*address range/),
       expect.stringMatching(
-        /^catalog\.yaml:14:\d+ sandbox\.egress\.phases\[0\]: expected "agent", "baseline" or "verify"/,
+        /^catalog\.yaml:14:\d+ sandbox\.egress\.phases\[0\]: expected "agent", "baseline", "verify" or "build"/,
       ),
     ]);
     expect(await problems('  egress:\n    alow: [a.example]')).toEqual([
       expect.stringMatching(/sandbox\.egress\.alow: unknown key \(did you mean "allow"\?\)/),
     ]);
+  });
+
+  it('gives the image build egress only when "build" is listed, and no sandbox gets it from that', async () => {
+    const agentOnly = await load('  egress:\n    allow: [registry.npmjs.org]');
+    expect(buildEgress(agentOnly.catalog.sandbox.egress)).toBeUndefined();
+    expect(catalogImageOptions({ catalog: agentOnly.catalog, dir })).not.toHaveProperty('buildEgress');
+    const build = await load('  egress:\n    allow: [registry.npmjs.org]\n    phases: [build]');
+    expect(buildEgress(build.catalog.sandbox.egress)).toMatchObject({
+      allow: [{ host: 'registry.npmjs.org', ports: [443, 80] }],
+    });
+    expect(catalogImageOptions({ catalog: build.catalog, dir })).toMatchObject({
+      buildNetwork: false,
+      buildEgress: { allow: [{ host: 'registry.npmjs.org', ports: [443, 80] }] },
+    });
+    for (const role of ['attempt-1', 'baseline', 'verify-1'])
+      expect(egressForRole(build.catalog.sandbox.egress, role)).toBeUndefined();
+  });
+
+  it('refuses the build phase together with the whole network, or with a prebuilt image', async () => {
+    expect(
+      await problems('  build: {network: true}\n  egress:\n    allow: [a.example]\n    phases: [build]'),
+    ).toEqual([expect.stringMatching(/sandbox\.egress\.phases: egress phase "build" .*choose one/)]);
+    expect(
+      await problems('  image: node:20\n  egress:\n    allow: [a.example]\n    phases: [agent, build]'),
+    ).toEqual([expect.stringMatching(/sandbox\.egress\.phases: egress phase "build" only applies when/)]);
   });
 });

@@ -113,6 +113,29 @@ describe('instances into tasks', () => {
     expect(JSON.stringify(cassette.turns[0].content)).toContain('total >= 50');
   });
 
+  it("a repo's spec may give its instances egress by name; the others keep no network", async () => {
+    const specs = {
+      ...REPO_SPECS,
+      'acme/fees': {
+        ...REPO_SPECS['acme/fees'],
+        egress: { allow: ['registry.npmjs.org'], phases: ['agent'] },
+      },
+    };
+    await writeFile(
+      join(root, 'suite-egress.yaml'),
+      `name: two-repos\ninstances: set.jsonl\nrepos: clones\nrepoSpecs: ${JSON.stringify(specs)}\n`,
+    );
+    const source = await loadInstanceSuite(join(root, 'suite-egress.yaml'));
+    const { suite } = await materializeInstances(source, { outDir: join(root, 'out-egress') });
+    const egress = async (id: string) =>
+      (await loadCatalog(suite.tasks.find((t) => t.id === id)!.catalog)).catalog.sandbox.egress;
+    expect(await egress('acme__fees-1')).toMatchObject({
+      allow: ['registry.npmjs.org'],
+      phases: ['agent'],
+    });
+    expect(await egress('acme__parcels-1')).toBeUndefined();
+  });
+
   it('visible tests: present for the agent, never editable', async () => {
     const source = await loadInstanceSuite(join(root, 'suite.yaml'));
     const { suite } = await materializeInstances(source, {
