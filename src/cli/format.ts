@@ -1,27 +1,7 @@
 import { relative } from 'node:path';
 
-/** Small text helpers for human output. */
-export function formatDuration(ms: number): string {
-  if (ms < 1000) return `${ms}ms`;
-  const s = ms / 1000;
-  if (s < 60) return `${s.toFixed(1)}s`;
-  const m = Math.floor(s / 60);
-  return `${m}m${String(Math.round(s - m * 60)).padStart(2, '0')}s`;
-}
-
-export function table<K extends string>(rows: Record<K, string>[], columns: K[]): string {
-  const widths = columns.map((c) => Math.max(c.length, ...rows.map((r) => r[c].length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((cell, i) => cell.padEnd(widths[i]!))
-      .join('  ')
-      .trimEnd();
-  return [
-    line(columns),
-    line(widths.map((w) => '-'.repeat(w))),
-    ...rows.map((r) => line(columns.map((c) => r[c]))),
-  ].join('\n');
-}
+/** Small text helpers for human output; sizes, durations and tables come from `src/format.ts`. */
+export { formatDuration, textTable as table } from '../format.js';
 
 /** Parses `24h`, `30m`, `7d`, `90s` into milliseconds. */
 export function parseAge(text: string): number | undefined {

@@ -6,6 +6,7 @@
 import { Command, Option } from 'commander';
 import { harnessVersion } from '../version.js';
 import type { CliContext } from './context.js';
+import type { EvalCommandOptions } from './commands/eval.js';
 import { settleProgress } from './progress-line.js';
 import { installInterruptHandler } from './signals.js';
 
@@ -270,7 +271,7 @@ Example:
   sandbox-harness eval instances.jsonl --repos ~/clones --oracle -n 3 --quarantine q.json`,
     )
     .action(
-      run(async (ctx, suite: string, options: Record<string, unknown>) => {
+      run(async (ctx, suite: string, options: EvalCommandOptions) => {
         const { evalCommand } = await import('./commands/eval.js');
         return evalCommand(ctx, suite, options);
       }),

@@ -3,6 +3,7 @@
  * logs and pipes do not understand `\r`). Formatting is pure so it can be pinned by tests.
  */
 import { UNSCORED_CATEGORIES, type TrialResult } from './types.js';
+import { formatClock as formatDuration } from '../format.js';
 
 export interface EvalProgress {
   /** Trials finished, including those found on disk when resuming. */
@@ -47,20 +48,13 @@ export interface EngineProgress {
  * than the mean trial duration) already accounts for concurrency; trials resumed from disk
  * are left out because they cost this run nothing.
  */
+/** Elapsed times and ETAs (the shared formatter; the name the report and tests use). */
+export { formatDuration };
+
 export function estimateEtaMs(finishedThisRun: number, remaining: number, elapsedMs: number): number | null {
   if (remaining <= 0) return 0;
   if (finishedThisRun <= 0) return null;
   return Math.round((elapsedMs / finishedThisRun) * remaining);
-}
-
-/** `45s`, `3m05s`, `1h02m`; `--` when unknown. */
-export function formatDuration(ms: number | null): string {
-  if (ms === null || !Number.isFinite(ms) || ms < 0) return '--';
-  const totalSec = Math.round(ms / 1000);
-  if (totalSec < 60) return `${totalSec}s`;
-  const totalMin = Math.floor(totalSec / 60);
-  if (totalMin < 60) return `${totalMin}m${String(totalSec % 60).padStart(2, '0')}s`;
-  return `${Math.floor(totalMin / 60)}h${String(totalMin % 60).padStart(2, '0')}m`;
 }
 
 /** `[#######.............]`; the filled part rounds down so a bar is only full when done. */

@@ -15,6 +15,7 @@ import {
   wilsonInterval,
   type Interval,
 } from './stats.js';
+import type { PreviousSummary } from './summary-file.js';
 import {
   PASSING_CATEGORY,
   TRIAL_CATEGORIES,
@@ -533,7 +534,7 @@ function listDifference(label: string, current: readonly string[], previous: rea
   return [`${label}: ${show(previous)} -> ${show(current)}`];
 }
 
-export function compareSummaries(current: EvalSummary, previous: EvalSummary): SummaryComparison {
+export function compareSummaries(current: EvalSummary, previous: PreviousSummary): SummaryComparison {
   const previousTasks = new Map(previous.tasks.map((t) => [t.taskId, t]));
   const currentIds = new Set(current.tasks.map((t) => t.taskId));
   const tasks: TaskComparison[] = current.tasks.map((t) => {

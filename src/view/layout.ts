@@ -5,8 +5,8 @@
  * own even if escaping ever failed.
  */
 import { createHash } from 'node:crypto';
-import { REPORT_CSS } from '../evals/report.js';
-import { attr, text } from './html.js';
+import { BASE_CSS } from '../html/css.js';
+import { documentString, html, text, trustedHtml, type Html } from '../html/html.js';
 
 const VIEW_CSS = `
 body{max-width:1200px}
@@ -44,7 +44,7 @@ details.delegation{margin-left:1.5rem}details.delegation .nested{padding:0 .5rem
 ul.offences li,.review li{overflow-wrap:anywhere}
 `;
 
-export const PAGE_CSS = `${REPORT_CSS}${VIEW_CSS}`;
+export const PAGE_CSS = `${BASE_CSS}${VIEW_CSS}`;
 
 // Filters on top of the server's: with JavaScript, rows hide at once without a round trip,
 // and in an exported copy (no server) the query string is applied here.
@@ -105,7 +105,7 @@ export interface PageOptions {
   title: string;
   /** Relative path from this page to the folder of index.html ('' or '../'). */
   up: string;
-  body: string;
+  body: Html;
   /** Whether the source has an eval page to link to. */
   evalLink: boolean;
   /** Shown at the top right: what is being viewed. */
@@ -115,25 +115,26 @@ export interface PageOptions {
 }
 
 export function page(o: PageOptions): string {
-  const links = [`<a href="${o.up}index.html">${o.evalLink ? 'All trials' : 'All runs'}</a>`];
-  if (o.evalLink) links.push(`<a href="${o.up}eval.html">Eval report</a>`);
-  return [
-    '<!doctype html>',
-    '<html lang="en">',
-    '<head>',
-    '<meta charset="utf-8">',
-    ...(o.exported ? [`<meta http-equiv="Content-Security-Policy" content="${EXPORT_POLICY}">`] : []),
-    '<meta name="referrer" content="no-referrer">',
-    '<meta name="viewport" content="width=device-width, initial-scale=1">',
-    `<title>${attr(o.title)}</title>`,
-    `<style>${PAGE_CSS}</style>`,
-    '</head>',
-    '<body>',
-    `<nav class="top">${links.join('')}<span class="where">${text(o.where)}</span></nav>`,
-    o.body,
-    `<script>${PAGE_SCRIPT}</script>`,
-    '</body>',
-    '</html>',
-    '',
-  ].join('\n');
+  const links = [html`<a href="${o.up}index.html">${o.evalLink ? 'All trials' : 'All runs'}</a>`];
+  if (o.evalLink) links.push(html`<a href="${o.up}eval.html">Eval report</a>`);
+  const policy = o.exported
+    ? html`<meta http-equiv="Content-Security-Policy" content="${trustedHtml(EXPORT_POLICY)}">\n`
+    : '';
+  // The stylesheet and the script are this file's constants; their hashes are in the policy.
+  return documentString(html`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+${policy}<meta name="referrer" content="no-referrer">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${o.title}</title>
+<style>${trustedHtml(PAGE_CSS)}</style>
+</head>
+<body>
+<nav class="top">${links}<span class="where">${text(o.where)}</span></nav>
+${o.body}
+<script>${trustedHtml(PAGE_SCRIPT)}</script>
+</body>
+</html>
+`);
 }

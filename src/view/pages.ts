@@ -2,11 +2,13 @@
  * The viewer's three pages, rendered from loaded data to HTML strings: the list of runs or
  * trials (filterable by outcome and task, on the server and without JavaScript), one run
  * (per attempt: conversation, gate, diff, verification output, timings, containers), and an
- * eval (the report's charts and tables, every trial linked to its run). Every value is
- * escaped through `html.ts`; links are built only from slugs (`source.ts`).
+ * eval (the report's charts and tables, every trial linked to its run). Every piece is an
+ * `Html` value of the `html` template, which escapes every value that is not `Html`; links
+ * are built only from slugs (`source.ts`).
  */
-import { renderReportSections } from '../evals/report.js';
+import { renderReportSections } from '../evals/report-html.js';
 import type { EvalSummary, SummaryComparison } from '../evals/summary.js';
+import { html, joinHtml, type Html, type HtmlValue } from '../html/html.js';
 import { shellJoin } from '../sandbox/shell.js';
 import type {
   AttemptView,
@@ -18,7 +20,6 @@ import type {
   ViewEvent,
 } from './bundle.js';
 import {
-  attr,
   badge,
   block,
   COLLAPSE,
@@ -70,7 +71,7 @@ export interface ListFilters {
 
 export interface ListPage {
   heading: string;
-  intro?: string;
+  intro?: Html;
   rows: ListRow[];
   filters: ListFilters;
 }
@@ -87,7 +88,7 @@ function filterSelect(
   label: string,
   values: (string | undefined)[],
   chosen: string | undefined,
-): string {
+): Html {
   const counts = new Map<string, number>();
   for (const v of values)
     if (v !== undefined && v !== '') counts.set(spell(v), (counts.get(spell(v)) ?? 0) + 1);
@@ -95,12 +96,9 @@ function filterSelect(
     .sort(([a], [b]) => a.localeCompare(b))
     .map(
       ([value, count]) =>
-        `<option value="${attr(value)}"${value === chosen ? ' selected' : ''}>${text(value)} (${count})</option>`,
+        html`<option value="${value}"${value === chosen ? html` selected` : ''}>${text(value)} (${count})</option>`,
     );
-  return (
-    `<label>${text(label)}<select name="${name}"><option value="">all (${values.length})</option>` +
-    `${options.join('')}</select></label>`
-  );
+  return html`<label>${text(label)}<select name="${name}"><option value="">all (${values.length})</option>${options}</select></label>`;
 }
 
 const RUN_COLUMNS: Column[] = [
@@ -116,21 +114,18 @@ const RUN_COLUMNS: Column[] = [
 ];
 
 /** Runs or trials, one per row, linked to their pages; rows the filters leave out are hidden. */
-function runsTable(list: ListRow[], filters: ListFilters = {}): string {
+function runsTable(list: ListRow[], filters: ListFilters = {}): Html {
   const rows: Row[] = list.map((r) => ({
-    attrs:
-      ` data-outcome="${attr(r.result ?? '')}" data-task="${attr(r.task ?? '')}"` +
-      (matches(r, filters) ? '' : ' hidden'),
+    attrs: html` data-outcome="${r.result ?? ''}" data-task="${r.task ?? ''}"${matches(r, filters) ? '' : html` hidden`}`,
     cells: [
-      (r.href ? `<a href="${attr(r.href)}">${text(r.id)}</a>` : text(r.id)) +
-        (r.note ? `<br><span class="muted">${text(r.note)}</span>` : ''),
+      html`${r.href ? html`<a href="${r.href}">${text(r.id)}</a>` : text(r.id)}${r.note ? html`<br><span class="muted">${text(r.note)}</span>` : ''}`,
       text(dash(r.task)),
-      text(dash(r.trial)),
+      dash(r.trial),
       badge(r.result),
-      text(dash(r.attempts)),
-      text(dash(r.turns)),
-      text(dash(r.tokens)),
-      text(formatMs(r.durationMs)),
+      dash(r.attempts),
+      dash(r.turns),
+      dash(r.tokens),
+      formatMs(r.durationMs),
       text(dash(r.startedAt)),
     ],
   }));
@@ -139,43 +134,42 @@ function runsTable(list: ListRow[], filters: ListFilters = {}): string {
 
 export function renderListPage(list: ListPage, ctx: PageContext): string {
   const shown = list.rows.filter((r) => matches(r, list.filters)).length;
-  const form =
-    `<form id="filters" class="filters" method="get" action="index.html">` +
-    filterSelect(
-      'outcome',
-      'outcome',
-      list.rows.map((r) => r.result),
-      list.filters.outcome,
-    ) +
-    filterSelect(
-      'task',
-      'task',
-      list.rows.map((r) => r.task),
-      list.filters.task,
-    ) +
-    `<button type="submit">Filter</button>` +
-    `<span class="muted">showing <b id="shown">${shown}</b> of ${list.rows.length}</span></form>` +
-    (ctx.exported
-      ? '<noscript><p class="muted">Filtering this exported copy needs JavaScript; <code>sandbox-harness view</code> filters without it.</p></noscript>'
-      : '');
-  const body = [
-    `<h1>${text(list.heading)}</h1>`,
-    list.intro ? `<p class="meta">${list.intro}</p>` : '',
-    form,
-    list.rows.length === 0 ? '<p>No runs recorded here yet.</p>' : runsTable(list.rows, list.filters),
-  ].join('\n');
+  const form = html`<form id="filters" class="filters" method="get" action="index.html">${filterSelect(
+    'outcome',
+    'outcome',
+    list.rows.map((r) => r.result),
+    list.filters.outcome,
+  )}${filterSelect(
+    'task',
+    'task',
+    list.rows.map((r) => r.task),
+    list.filters.task,
+  )}<button type="submit">Filter</button><span class="muted">showing <b id="shown">${shown}</b> of ${list.rows.length}</span></form>${
+    ctx.exported
+      ? html`<noscript><p class="muted">Filtering this exported copy needs JavaScript; <code>sandbox-harness view</code> filters without it.</p></noscript>`
+      : ''
+  }`;
+  const body = joinHtml(
+    [
+      html`<h1>${text(list.heading)}</h1>`,
+      list.intro ? html`<p class="meta">${list.intro}</p>` : '',
+      form,
+      list.rows.length === 0 ? html`<p>No runs recorded here yet.</p>` : runsTable(list.rows, list.filters),
+    ],
+    '\n',
+  );
   return page({ title: list.heading, up: '', body, ...ctx });
 }
 
 // ---------------------------------------------------------------------------------------
 // One run
 
-function facts(entries: [string, string][]): string {
-  return `<dl class="facts">${entries.map(([k, v]) => `<dt>${text(k)}</dt><dd>${v}</dd>`).join('')}</dl>`;
+function facts(entries: [string, HtmlValue][]): Html {
+  return html`<dl class="facts">${entries.map(([k, v]) => html`<dt>${text(k)}</dt><dd>${v}</dd>`)}</dl>`;
 }
 
-function fileBlock(label: string, file: FileText | undefined, kind?: string): string {
-  if (!file) return '';
+function fileBlock(label: string, file: FileText | undefined, kind?: string): Html | undefined {
+  if (!file) return undefined;
   const note = file.omitted > 0 ? ` (${formatBytes(file.bytes)} file; the middle is left out)` : '';
   return block(`${label}${note}`, file.text, {
     ...(kind ? { kind } : {}),
@@ -183,11 +177,9 @@ function fileBlock(label: string, file: FileText | undefined, kind?: string): st
   });
 }
 
-function problemsBox(problems: string[]): string {
-  if (problems.length === 0) return '';
-  return `<div class="problems"><b>Not everything could be read:</b><ul>${problems
-    .map((p) => `<li>${text(p)}</li>`)
-    .join('')}</ul></div>`;
+function problemsBox(problems: string[]): Html | undefined {
+  if (problems.length === 0) return undefined;
+  return html`<div class="problems"><b>Not everything could be read:</b><ul>${problems.map((p) => html`<li>${text(p)}</li>`)}</ul></div>`;
 }
 
 function inputField(input: unknown, name: string): string | undefined {
@@ -196,7 +188,7 @@ function inputField(input: unknown, name: string): string | undefined {
   return typeof value === 'string' ? value : undefined;
 }
 
-function conversationItem(item: ConversationItem): string {
+function conversationItem(item: ConversationItem): Html {
   const turn = item.turn > 0 ? ` · turn ${item.turn}` : '';
   switch (item.kind) {
     case 'text': {
@@ -204,19 +196,15 @@ function conversationItem(item: ConversationItem): string {
         item.role === 'assistant' ? 'model' : item.role === 'user' ? 'harness (to the model)' : item.role;
       const body =
         item.role === 'assistant' && Buffer.byteLength(item.text) <= COLLAPSE.bytes
-          ? `<p class="prose">${text(item.text)}</p>`
+          ? html`<p class="prose">${text(item.text)}</p>`
           : block(`${who} text`, item.text);
-      return `<div class="msg ${item.role === 'assistant' ? 'assistant' : 'user'}"><div class="who">${text(who + turn)}</div>${body}</div>`;
+      return html`<div class="msg ${item.role === 'assistant' ? 'assistant' : 'user'}"><div class="who">${text(who + turn)}</div>${body}</div>`;
     }
     case 'tool_use': {
       const command = inputField(item.input, 'command');
       const path = inputField(item.input, 'path');
-      const headline = command !== undefined ? `<pre class="cmd">$ ${text(command)}</pre>` : '';
-      return (
-        `<div class="msg tool-call"><div class="who">tool call · <b class="tool-name">${text(item.name)}</b>` +
-        `${path !== undefined ? ` · ${text(path)}` : ''}${text(turn)}</div>${headline}` +
-        `${block(`input of ${item.name}`, showJson(item.input), { open: command === undefined })}</div>`
-      );
+      const headline = command !== undefined ? html`<pre class="cmd">$ ${text(command)}</pre>` : '';
+      return html`<div class="msg tool-call"><div class="who">tool call · <b class="tool-name">${text(item.name)}</b>${path !== undefined ? html` · ${text(path)}` : ''}${text(turn)}</div>${headline}${block(`input of ${item.name}`, showJson(item.input), { open: command === undefined })}</div>`;
     }
     case 'tool_result': {
       const bits = [
@@ -225,14 +213,11 @@ function conversationItem(item: ConversationItem): string {
         item.durationMs !== undefined ? formatMs(item.durationMs) : '',
         item.isError ? 'error' : '',
       ].filter(Boolean);
-      const cut = hasCutMark(item.content) ? ' <span class="badge tone-warn">output cut</span>' : '';
-      return (
-        `<div class="msg tool-result${item.isError ? ' is-error' : ''}"><div class="who">${text(bits.join(' · '))}${cut}</div>` +
-        `${block(`output of ${item.tool ?? 'the call'}`, item.content)}</div>`
-      );
+      const cut = hasCutMark(item.content) ? html` <span class="badge tone-warn">output cut</span>` : '';
+      return html`<div class="msg tool-result${item.isError ? ' is-error' : ''}"><div class="who">${text(bits.join(' · '))}${cut}</div>${block(`output of ${item.tool ?? 'the call'}`, item.content)}</div>`;
     }
     case 'other':
-      return `<div class="msg"><div class="who">${text(`${item.role}: unknown block${turn}`)}</div>${block('raw', item.raw)}</div>`;
+      return html`<div class="msg"><div class="who">${text(`${item.role}: unknown block${turn}`)}</div>${block('raw', item.raw)}</div>`;
   }
 }
 
@@ -242,18 +227,16 @@ const SHOWN_TESTS = 500;
  * The verification's tests one by one: the named tests' verdict next to the exit code, then
  * every test, those that did not pass first (a long report is cut, and says so).
  */
-function testResultsHtml(results: StoredResults): string {
-  const out: string[] = ['<h4>Tests</h4>'];
+function testResultsHtml(results: StoredResults): Html {
+  const out: Html[] = [html`<h4>Tests</h4>`];
   if (results.refused)
-    out.push(`<p class="problems">The test report was refused: ${text(results.refused)}</p>`);
+    out.push(html`<p class="problems">The test report was refused: ${text(results.refused)}</p>`);
   const named = results.named;
   const exit = results.exitCode !== undefined ? `, test command exit code ${results.exitCode}` : '';
   if (named) {
     const passed = (list: { status: string }[]) => list.filter((t) => t.status === 'passed').length;
     out.push(
-      `<p>${badge(named.verdict)} FAIL_TO_PASS ${passed(named.failToPass)}/${named.failToPass.length}, ` +
-        `PASS_TO_PASS ${passed(named.passToPass)}/${named.passToPass.length}${text(exit)}` +
-        `${named.quarantined.length ? `, ${named.quarantined.length} quarantined` : ''}</p>`,
+      html`<p>${badge(named.verdict)} FAIL_TO_PASS ${passed(named.failToPass)}/${named.failToPass.length}, PASS_TO_PASS ${passed(named.passToPass)}/${named.passToPass.length}${text(exit)}${named.quarantined.length ? `, ${named.quarantined.length} quarantined` : ''}</p>`,
     );
     const rows = byAttention([
       ...named.failToPass.map((t) => ({ ...t, list: 'FAIL_TO_PASS' })),
@@ -263,16 +246,16 @@ function testResultsHtml(results: StoredResults): string {
     out.push(
       table(
         [{ label: 'named test' }, { label: 'list' }, { label: 'status' }],
-        rows.slice(0, SHOWN_TESTS).map((t) => [text(t.id), text(t.list), badge(t.status)]),
+        rows.slice(0, SHOWN_TESTS).map((t) => [text(t.id), t.list, badge(t.status)]),
       ),
     );
-  } else if (exit) out.push(`<p class="muted">${text(exit.slice(2))}</p>`);
+  } else if (exit) out.push(html`<p class="muted">${text(exit.slice(2))}</p>`);
   const tests = byAttention(results.tests);
   const counts = ['passed', 'failed', 'skipped']
     .map((s) => `${tests.filter((t) => t.status === s).length} ${s}`)
     .join(', ');
   out.push(
-    `<details class="block"${named ? '' : ' open'}><summary>${tests.length} test(s) in the report: ${text(counts)}${tests.length > SHOWN_TESTS ? ` (the first ${SHOWN_TESTS} shown)` : ''}</summary>`,
+    html`<details class="block"${named ? '' : html` open`}><summary>${tests.length} test(s) in the report: ${counts}${tests.length > SHOWN_TESTS ? ` (the first ${SHOWN_TESTS} shown)` : ''}</summary>`,
     table(
       [{ label: 'test' }, { label: 'status' }, { label: 'took', numeric: true }, { label: 'message' }],
       tests
@@ -280,17 +263,17 @@ function testResultsHtml(results: StoredResults): string {
         .map((t) => [
           text(t.id),
           badge(t.status),
-          text(t.durationMs === undefined ? '-' : formatMs(t.durationMs)),
+          t.durationMs === undefined ? '-' : formatMs(t.durationMs),
           text(dash(t.message)),
         ]),
     ),
-    '</details>',
+    html`</details>`,
   );
-  return out.join('\n');
+  return joinHtml(out, '\n');
 }
 
-function eventTable(events: ViewEvent[]): string {
-  if (events.length === 0) return '<p class="muted">No events recorded.</p>';
+function eventTable(events: ViewEvent[]): Html {
+  if (events.length === 0) return html`<p class="muted">No events recorded.</p>`;
   const start = Date.parse(events[0]?.time ?? '');
   const rows = events.map((e) => {
     const at = Date.parse(e.time ?? '');
@@ -298,14 +281,14 @@ function eventTable(events: ViewEvent[]): string {
       Number.isFinite(at) && Number.isFinite(start) ? `+${((at - start) / 1000).toFixed(1)} s` : '-';
     const tokens = e.tokens ? `${dash(e.tokens.input)}+${dash(e.tokens.output)}` : '';
     return [
-      text(offset),
+      offset,
       text(e.kind),
-      text(dash(e.attempt)),
-      text(dash(e.turn)),
+      dash(e.attempt),
+      dash(e.turn),
       text(dash(e.tool)),
-      text(e.durationMs === undefined ? '-' : formatMs(e.durationMs)),
-      text(dash(e.exitCode)),
-      text(tokens || '-'),
+      e.durationMs === undefined ? '-' : formatMs(e.durationMs),
+      dash(e.exitCode),
+      tokens || '-',
       e.status ? badge(e.status) : '-',
       text(dash(e.message)),
     ];
@@ -328,8 +311,8 @@ function eventTable(events: ViewEvent[]): string {
 /** Rows of the egress table per sandbox, at most this many (the file has every line). */
 const MAX_EGRESS_ROWS = 500;
 
-function egressTables(bundle: RunBundle): string {
-  const out: string[] = [];
+function egressTables(bundle: RunBundle): Html {
+  const out: Html[] = [];
   for (const { role, log } of bundle.egress) {
     const rows: Row[] = [];
     let allowed = 0;
@@ -349,14 +332,16 @@ function egressTables(bundle: RunBundle): string {
       const s = (v: unknown) => (typeof v === 'string' || typeof v === 'number' ? String(v) : '');
       rows.push([
         text(s(entry.time)),
-        ok ? '<span class="badge tone-good">allowed</span>' : '<span class="badge tone-bad">denied</span>',
+        ok
+          ? html`<span class="badge tone-good">allowed</span>`
+          : html`<span class="badge tone-bad">denied</span>`,
         text(`${s(entry.method)} ${s(entry.host)}${entry.port ? `:${s(entry.port)}` : ''}`),
         text(ok ? s(entry.rule) : s(entry.reason) || s(entry.rule)),
         text(`${s(entry.bytesOut) || '0'} / ${s(entry.bytesIn) || '0'}`),
       ]);
     }
     out.push(
-      `<h3>${text(dash(role))}: ${allowed} allowed, ${denied} denied</h3>`,
+      html`<h3>${text(dash(role))}: ${allowed} allowed, ${denied} denied</h3>`,
       table(
         [
           { label: 'time' },
@@ -369,10 +354,10 @@ function egressTables(bundle: RunBundle): string {
       ),
     );
   }
-  return out.join('\n');
+  return joinHtml(out, '\n');
 }
 
-function containersTable(bundle: RunBundle): string {
+function containersTable(bundle: RunBundle): Html {
   const seen = new Map<string, { role?: string; id: string; kept?: boolean; engine?: string }>();
   for (const c of [...bundle.containers, ...bundle.attempts.flatMap((a) => a.containers)]) {
     if (c.id === undefined) continue;
@@ -385,85 +370,80 @@ function containersTable(bundle: RunBundle): string {
     });
   }
   const all = [...seen.values()];
-  if (all.length === 0) return '<p class="muted">No containers recorded.</p>';
+  if (all.length === 0) return html`<p class="muted">No containers recorded.</p>`;
   const rows = all.map((c) => [
     text(dash(c.role)),
-    `<code title="${attr(c.id)}">${text(c.id.slice(0, 12))}</code>`,
-    c.kept ? '<span class="badge tone-warn">kept</span>' : 'removed',
+    html`<code title="${c.id}">${text(c.id.slice(0, 12))}</code>`,
+    c.kept ? html`<span class="badge tone-warn">kept</span>` : 'removed',
     text(dash(c.engine)),
   ]);
   const kept = all.filter((c) => c.kept);
   const id = bundle.summary.id;
   const shell =
     kept.length > 0 && id !== undefined
-      ? `<p>Open a shell in the kept attempt container (no network, the sandbox user):</p>` +
-        `<pre class="cmd">${text(shellJoin(['sandbox-harness', 'shell', id, '--runs-dir', bundle.runsDir]))}</pre>` +
-        `<p class="muted">Kept as recorded; <code>sandbox-harness inspect ${text(id)}</code> says whether it still exists (<code>gc</code> removes old ones).</p>`
+      ? html`<p>Open a shell in the kept attempt container (no network, the sandbox user):</p><pre class="cmd">${text(shellJoin(['sandbox-harness', 'shell', id, '--runs-dir', bundle.runsDir]))}</pre><p class="muted">Kept as recorded; <code>sandbox-harness inspect ${text(id)}</code> says whether it still exists (<code>gc</code> removes old ones).</p>`
       : '';
-  return (
-    table([{ label: 'role' }, { label: 'container' }, { label: 'state' }, { label: 'engine' }], rows) + shell
-  );
+  return html`${table([{ label: 'role' }, { label: 'container' }, { label: 'state' }, { label: 'engine' }], rows)}${shell}`;
 }
 
-function changedFiles(a: AttemptView): string {
-  if (a.changedFiles.length === 0) return a.changedCount ? text(`${a.changedCount} (not listed)`) : 'none';
+function changedFiles(a: AttemptView): HtmlValue {
+  if (a.changedFiles.length === 0) return a.changedCount ? `${a.changedCount} (not listed)` : 'none';
   const more =
     a.changedCount !== undefined && a.changedCount > a.changedFiles.length
-      ? text(`, and ${a.changedCount - a.changedFiles.length} more`)
+      ? `, and ${a.changedCount - a.changedFiles.length} more`
       : '';
-  return a.changedFiles.map((f) => `<code>${text(f)}</code>`).join(', ') + more;
+  return html`${joinHtml(
+    a.changedFiles.map((f) => html`<code>${text(f)}</code>`),
+    ', ',
+  )}${more}`;
 }
 
 /** One agent's conversation, with the sub-agents it delegated to right after their call. */
-function conversationSection(c: ConversationView, named: boolean): string {
-  const out = [
-    `<h3>Conversation${named || (c.role && c.role !== 'maker') ? ` (${text(dash(c.role))})` : ''}</h3>`,
+function conversationSection(c: ConversationView, named: boolean): Html {
+  const out: Html[] = [
+    html`<h3>Conversation${named || (c.role && c.role !== 'maker') ? html` (${text(dash(c.role))})` : ''}</h3>`,
   ];
   if (c.system !== undefined) out.push(block('system prompt', c.system, { open: false }));
-  if (c.items.length === 0) out.push('<p class="muted">No messages.</p>');
+  if (c.items.length === 0) out.push(html`<p class="muted">No messages.</p>`);
   for (const item of c.items) {
     out.push(conversationItem(item));
     if (item.kind !== 'tool_use') continue;
     for (const d of c.delegations.filter((x) => x.toolUseId === item.id)) {
       out.push(
-        `<details class="block delegation"><summary>${text(`sub-agent conversation: ${dash(d.status)}, ${dash(d.turns)} turns`)}</summary>` +
-          `<div class="nested">${d.items.map(conversationItem).join('\n')}</div></details>`,
+        html`<details class="block delegation"><summary>${text(`sub-agent conversation: ${dash(d.status)}, ${dash(d.turns)} turns`)}</summary><div class="nested">${joinHtml(d.items.map(conversationItem), '\n')}</div></details>`,
       );
     }
   }
-  return out.join('\n');
+  return joinHtml(out, '\n');
 }
 
-function gateHtml(a: AttemptView): string {
+function gateHtml(a: AttemptView): Html {
   const g = a.gateRecord;
   if (g) {
     const head = badge(g.ok === undefined ? undefined : g.ok ? 'allowed' : 'rejected');
-    const why = a.gate?.message ? ` ${text(a.gate.message)}` : '';
+    const why = a.gate?.message ? html` ${text(a.gate.message)}` : '';
     const offences = g.offences.map(
       (o) =>
-        `<li><code>${text(dash(o.path))}</code> ${text(o.kind ? `(${o.kind})` : '')}: ${text(dash(o.why))}</li>`,
+        html`<li><code>${text(dash(o.path))}</code> ${text(o.kind ? `(${o.kind})` : '')}: ${text(dash(o.why))}</li>`,
     );
-    return `<p>${head}${why}</p>${offences.length ? `<ul class="offences">${offences.join('')}</ul>` : ''}`;
+    return html`<p>${head}${why}</p>${offences.length ? html`<ul class="offences">${offences}</ul>` : ''}`;
   }
   return a.gate
-    ? `<p>${badge(a.gate.status)} ${text(dash(a.gate.message))}</p>`
-    : '<p class="muted">No gate decision recorded (the attempt ended before its change was checked).</p>';
+    ? html`<p>${badge(a.gate.status)} ${text(dash(a.gate.message))}</p>`
+    : html`<p class="muted">No gate decision recorded (the attempt ended before its change was checked).</p>`;
 }
 
-function reviewHtml(r: ReviewView): string {
+function reviewHtml(r: ReviewView): Html {
   const reasons = r.reasons.map((x) => {
     const where = [x.file, x.rule].filter((v): v is string => v !== undefined).join(', ');
-    return `<li>${where ? `<code>${text(where)}</code>: ` : ''}${text(dash(x.text))}</li>`;
+    return html`<li>${where ? html`<code>${text(where)}</code>: ` : ''}${text(dash(x.text))}</li>`;
   });
-  return (
-    `<div class="review"><p>round ${text(dash(r.round))}: ${badge(r.verdict)} ${text(dash(r.summary))}</p>` +
-    `${reasons.length ? `<ul>${reasons.join('')}</ul>` : ''}</div>`
-  );
+  return html`<div class="review"><p>round ${text(dash(r.round))}: ${badge(r.verdict)} ${text(dash(r.summary))}</p>${reasons.length ? html`<ul>${reasons}</ul>` : ''}</div>`;
 }
 
-function attemptSection(a: AttemptView): string {
-  const out: string[] = [`<section class="attempt" id="attempt-${a.n}">`];
-  out.push(`<h2>Attempt ${a.n} ${badge(a.verdict)}</h2>`);
+function attemptSection(a: AttemptView): Html {
+  const out: HtmlValue[] = [html`<section class="attempt" id="attempt-${a.n}">`];
+  out.push(html`<h2>Attempt ${a.n} ${badge(a.verdict)}</h2>`);
   const tokens =
     a.inputTokens === undefined && a.outputTokens === undefined
       ? '-'
@@ -472,72 +452,74 @@ function attemptSection(a: AttemptView): string {
     facts([
       ['agent stopped', text(dash(a.agentStatus))],
       ['turns', text(dash(a.turns))],
-      ['tokens', text(tokens)],
-      ['duration', text(formatMs(a.durationMs))],
+      ['tokens', tokens],
+      ['duration', formatMs(a.durationMs)],
       ['changed files', changedFiles(a)],
       ['failing test layer', text(dash(a.failingLayer))],
-      ...(a.message !== undefined ? ([['note', text(a.message)]] as [string, string][]) : []),
+      ...(a.message !== undefined ? ([['note', text(a.message)]] as [string, HtmlValue][]) : []),
     ]),
   );
 
   if (a.conversations.length === 0) {
-    out.push('<h3>Conversation</h3>', '<p class="muted">The transcript has no entry for this attempt.</p>');
+    out.push(
+      html`<h3>Conversation</h3>`,
+      html`<p class="muted">The transcript has no entry for this attempt.</p>`,
+    );
   }
   for (const c of a.conversations) out.push(conversationSection(c, a.conversations.length > 1));
 
-  out.push('<h3>Gate</h3>', gateHtml(a));
-  out.push(fileBlock('why the change was rejected', a.rejection));
-  if (a.reviews.length > 0) out.push('<h3>Review</h3>', ...a.reviews.map(reviewHtml));
+  out.push(html`<h3>Gate</h3>`, gateHtml(a));
+  out.push(fileBlock('why the change was rejected', a.rejection) ?? '');
+  if (a.reviews.length > 0) out.push(html`<h3>Review</h3>`, ...a.reviews.map(reviewHtml));
 
-  out.push('<h3>Diff</h3>');
+  out.push(html`<h3>Diff</h3>`);
   out.push(
     a.patch
-      ? `<div class="diff">${fileBlock(`attempts/${a.n}/patch.diff`, a.patch, 'diff')}</div>`
-      : '<p class="muted">No diff: the attempt changed no file.</p>',
+      ? html`<div class="diff">${fileBlock(`attempts/${a.n}/patch.diff`, a.patch, 'diff')}</div>`
+      : html`<p class="muted">No diff: the attempt changed no file.</p>`,
   );
 
-  out.push('<h3>Verification</h3>');
+  out.push(html`<h3>Verification</h3>`);
   if (a.verify) {
     out.push(
-      `<p>${badge(a.verify.status)} in a fresh sandbox, ${text(formatMs(a.verify.durationMs))}` +
-        `${a.verify.exitCode !== undefined ? `, exit code ${a.verify.exitCode}` : ''}${a.verify.message ? `, ${text(a.verify.message)}` : ''}</p>`,
+      html`<p>${badge(a.verify.status)} in a fresh sandbox, ${formatMs(a.verify.durationMs)}${a.verify.exitCode !== undefined ? `, exit code ${a.verify.exitCode}` : ''}${a.verify.message ? html`, ${text(a.verify.message)}` : ''}</p>`,
     );
   }
   if (a.testResults) out.push(testResultsHtml(a.testResults));
   out.push(
     a.testOutput
-      ? `<div class="test-output">${fileBlock(`test output (attempts/${a.n}/test-output.txt)`, a.testOutput)}</div>`
-      : '<p class="muted">Not verified: there was no allowed change to test.</p>',
+      ? html`<div class="test-output">${fileBlock(`test output (attempts/${a.n}/test-output.txt)`, a.testOutput)}</div>`
+      : html`<p class="muted">Not verified: there was no allowed change to test.</p>`,
   );
   if (a.feedback !== undefined) out.push(block('feedback for the next attempt', a.feedback));
 
-  out.push('<h3>Timeline</h3>');
+  out.push(html`<h3>Timeline</h3>`);
   out.push(
-    `<details class="block"><summary>${a.events.length} events</summary>${eventTable(a.events)}</details>`,
+    html`<details class="block"><summary>${a.events.length} events</summary>${eventTable(a.events)}</details>`,
   );
-  out.push('</section>');
-  return out.join('\n');
+  out.push(html`</section>`);
+  return joinHtml(out, '\n');
 }
 
 export function renderRunPage(bundle: RunBundle, ctx: PageContext): string {
   const s = bundle.summary;
   const name = s.id ?? s.folder;
-  const out: string[] = [];
-  out.push(`<h1>Run ${text(name)} ${badge(s.outcome)}</h1>`);
+  const out: HtmlValue[] = [];
+  out.push(html`<h1>Run ${text(name)} ${badge(s.outcome)}</h1>`);
   if (s.id !== undefined && s.id !== s.folder) {
     out.push(
-      `<p class="problems">run.json calls this run ${text(s.id)}, but its folder is ${text(s.folder)}.</p>`,
+      html`<p class="problems">run.json calls this run ${text(s.id)}, but its folder is ${text(s.folder)}.</p>`,
     );
   }
-  out.push(problemsBox(bundle.problems));
-  if (bundle.message !== undefined) out.push(`<p>${text(bundle.message)}</p>`);
+  out.push(problemsBox(bundle.problems) ?? '');
+  if (bundle.message !== undefined) out.push(html`<p>${text(bundle.message)}</p>`);
   if (bundle.error) {
     const e = bundle.error;
     out.push(
-      `<p class="problems">${text(`harness error ${dash(e.code)} (${dash(e.category)}): ${dash(e.message)}`)}</p>`,
+      html`<p class="problems">${text(`harness error ${dash(e.code)} (${dash(e.category)}): ${dash(e.message)}`)}</p>`,
     );
   }
-  const optional: [string, string][] = [];
+  const optional: [string, HtmlValue][] = [];
   if (bundle.checker !== undefined) optional.push(['checker', text(bundle.checker)]);
   if (bundle.engine !== undefined) optional.push(['engine', text(bundle.engine)]);
   out.push(
@@ -552,7 +534,7 @@ export function renderRunPage(bundle: RunBundle, ctx: PageContext): string {
       ['image', text(dash(bundle.image))],
       ['started', text(dash(s.startedAt))],
       ['finished', text(dash(bundle.finishedAt))],
-      ['duration', text(formatMs(s.durationMs))],
+      ['duration', formatMs(s.durationMs)],
       ['turns', text(dash(s.turns))],
       ['tokens', text(dash(s.tokens))],
       ['exit code', text(dash(bundle.exitCode))],
@@ -571,14 +553,22 @@ export function renderRunPage(bundle: RunBundle, ctx: PageContext): string {
       ],
       [
         'test command',
-        bundle.testCommand.map((c) => `<code>${text(dash(c.command))}</code>`).join(', ') || '-',
+        bundle.testCommand.length > 0
+          ? joinHtml(
+              bundle.testCommand.map((c) => html`<code>${text(dash(c.command))}</code>`),
+              ', ',
+            )
+          : '-',
       ],
-      ['run folder', `<code>${text(bundle.dir)}</code>`],
+      ['run folder', html`<code>${text(bundle.dir)}</code>`],
     ]),
   );
   if (bundle.attempts.length > 0) {
     out.push(
-      `<p>Attempts: ${bundle.attempts.map((a) => `<a href="#attempt-${a.n}">${a.n}</a> ${badge(a.verdict)}`).join(' · ')}</p>`,
+      html`<p>Attempts: ${joinHtml(
+        bundle.attempts.map((a) => html`<a href="#attempt-${a.n}">${a.n}</a> ${badge(a.verdict)}`),
+        ' · ',
+      )}</p>`,
     );
   }
 
@@ -588,37 +578,37 @@ export function renderRunPage(bundle: RunBundle, ctx: PageContext): string {
   if (s.outcome !== 'ready-for-review' && s.outcome !== 'nothing-to-fix' && last) {
     const why = last.message ?? last.feedback ?? last.gate?.message;
     out.push(
-      '<h2>Why it ended</h2>',
-      `<p>Last attempt (<a href="#attempt-${last.n}">${last.n}</a>): ${badge(last.verdict)}${last.failingLayer ? text(` (failing layer ${last.failingLayer})`) : ''}</p>`,
+      html`<h2>Why it ended</h2>`,
+      html`<p>Last attempt (<a href="#attempt-${last.n}">${last.n}</a>): ${badge(last.verdict)}${last.failingLayer ? text(` (failing layer ${last.failingLayer})`) : ''}</p>`,
       ...(why ? [block('what it was told, or what happened', why.slice(0, 4000), {})] : []),
     );
   }
   out.push(
-    '<h2>Ticket</h2>',
-    bundle.ticket ? fileBlock('ticket.md', bundle.ticket) : '<p class="muted">No ticket.md.</p>',
+    html`<h2>Ticket</h2>`,
+    bundle.ticket ? fileBlock('ticket.md', bundle.ticket) : html`<p class="muted">No ticket.md.</p>`,
   );
-  out.push('<h2>Baseline</h2>');
+  out.push(html`<h2>Baseline</h2>`);
+  const b = bundle.baseline;
   out.push(
-    bundle.baseline
-      ? `<p>${bundle.baseline.failing === undefined ? '-' : bundle.baseline.failing ? `tests fail before any change${bundle.baseline.failingLayer ? ` (layer ${text(bundle.baseline.failingLayer)})` : ''}` : 'tests pass before any change'}, ${text(formatMs(bundle.baseline.durationMs))}` +
-          `${bundle.baseline.reusedFrom ? text(` (reused from run ${bundle.baseline.reusedFrom})`) : ''}</p>`
-      : '<p class="muted">No baseline recorded.</p>',
+    b
+      ? html`<p>${b.failing === undefined ? '-' : b.failing ? html`tests fail before any change${b.failingLayer ? html` (layer ${text(b.failingLayer)})` : ''}` : 'tests pass before any change'}, ${formatMs(b.durationMs)}${b.reusedFrom ? text(` (reused from run ${b.reusedFrom})`) : ''}</p>`
+      : html`<p class="muted">No baseline recorded.</p>`,
   );
-  out.push(fileBlock('baseline test output', bundle.baselineOutput, undefined));
-  out.push('<h2>Containers</h2>', containersTable(bundle));
-  if (bundle.egress.length > 0) out.push('<h2>Egress</h2>', egressTables(bundle));
+  out.push(fileBlock('baseline test output', bundle.baselineOutput, undefined) ?? '');
+  out.push(html`<h2>Containers</h2>`, containersTable(bundle));
+  if (bundle.egress.length > 0) out.push(html`<h2>Egress</h2>`, egressTables(bundle));
   out.push(...bundle.attempts.map(attemptSection));
-  out.push('<h2>Final patch</h2>');
+  out.push(html`<h2>Final patch</h2>`);
   out.push(
     bundle.finalPatch
       ? fileBlock('patch.diff (verified)', bundle.finalPatch, 'diff')
-      : '<p class="muted">No verified patch.</p>',
+      : html`<p class="muted">No verified patch.</p>`,
   );
-  out.push('<h2>All events</h2>');
+  out.push(html`<h2>All events</h2>`);
   out.push(
-    `<details class="block"><summary>${bundle.events.length} events</summary>${eventTable(bundle.events)}</details>`,
+    html`<details class="block"><summary>${bundle.events.length} events</summary>${eventTable(bundle.events)}</details>`,
   );
-  return page({ title: `Run ${name}`, up: '../', body: out.join('\n'), ...ctx });
+  return page({ title: `Run ${name}`, up: '../', body: joinHtml(out, '\n'), ...ctx });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -632,29 +622,32 @@ export interface EvalPage {
   rows: ListRow[];
 }
 
-function reportSections(summary: unknown, comparison: unknown): { html: string; problem?: string } {
-  if (summary === undefined) return { html: '', problem: 'no summary.json (the eval did not finish)' };
+function reportSections(summary: unknown, comparison: unknown): { html?: Html; problem?: string } {
+  if (summary === undefined) return { problem: 'no summary.json (the eval did not finish)' };
   try {
     // The report's own renderer escapes every value; a summary of another shape throws.
     const sections = renderReportSections(
       summary as EvalSummary,
       comparison === undefined ? undefined : (comparison as SummaryComparison),
     );
-    return { html: sections.join('\n') };
+    return { html: joinHtml(sections, '\n') };
   } catch (error) {
-    return { html: '', problem: `summary.json could not be shown as a report: ${(error as Error).message}` };
+    return { problem: `summary.json could not be shown as a report: ${(error as Error).message}` };
   }
 }
 
 export function renderEvalPage(data: EvalPage, ctx: PageContext): string {
   const report = reportSections(data.summary, data.comparison);
   const problems = [...data.problems, ...(report.problem ? [report.problem] : [])];
-  const body = [
-    report.html ? '' : '<h1>Eval</h1>',
-    problemsBox(problems),
-    report.html,
-    '<h2>Trials</h2>',
-    data.rows.length ? runsTable(data.rows) : '<p class="muted">No trial results.</p>',
-  ].join('\n');
+  const body = joinHtml(
+    [
+      report.html ? '' : html`<h1>Eval</h1>`,
+      problemsBox(problems) ?? '',
+      report.html ?? '',
+      html`<h2>Trials</h2>`,
+      data.rows.length ? runsTable(data.rows) : html`<p class="muted">No trial results.</p>`,
+    ],
+    '\n',
+  );
   return page({ title: 'Eval report', up: '', body, ...ctx });
 }

@@ -3,6 +3,7 @@
  * trials), `eval.html` (an eval's report), `runs/<slug>.html` (one run). Paths are looked
  * up, never mapped onto the file system: an unknown path is simply not a page.
  */
+import { html } from '../html/html.js';
 import { loadRunBundle } from './bundle.js';
 import { asObject, asString } from './json.js';
 import { renderEvalPage, renderListPage, renderRunPage, type ListRow, type PageContext } from './pages.js';
@@ -96,7 +97,7 @@ async function indexPage(source: ViewSource, query: URLSearchParams, options: Si
   return renderListPage(
     {
       heading: `Trials${name ? ` of ${name}` : ''}`,
-      intro: '<a href="eval.html">The eval report</a>: pass rates, intervals, pass@k, failure categories.',
+      intro: html`<a href="eval.html">The eval report</a>: pass rates, intervals, pass@k, failure categories.`,
       rows: trialRows(data.trials, runs),
       filters,
     },

@@ -38,3 +38,26 @@ describe('the shape of the code', () => {
     expect(await filesMatching(/process\.exit\(/)).toEqual(['src/main.ts']);
   });
 });
+
+describe('HTML is safe by type', () => {
+  const inView = (file: string) => file.startsWith('src/view/');
+  const isReport = (file: string) => /^src\/evals\/report[\w-]*\.ts$/.test(file);
+
+  it('the viewer does not take its escaper or its CSS from the eval report', async () => {
+    const hits = await filesMatching(/from '[./]*evals\/report\.js'/);
+    expect(hits.filter(inView)).toEqual([]);
+  });
+
+  it('no page of the viewer or the report calls the old hand-written escapers', async () => {
+    const hits = await filesMatching(/\b(?:escapeHtml|escapeText|attr)\(/);
+    expect(hits.filter((f) => inView(f) || isReport(f))).toEqual([]);
+  });
+
+  it('markup from a constant (trustedHtml) is made only where the page shell and its CSS live', async () => {
+    expect(await filesMatching(/\btrustedHtml\(/)).toEqual([
+      'src/evals/report-html.ts',
+      'src/html/html.ts',
+      'src/view/layout.ts',
+    ]);
+  });
+});

@@ -1,5 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { attr, badge, block, diffHtml, markCuts, text } from '../../../src/view/html.js';
+import { html } from '../../../src/html/html.js';
+import * as view from '../../../src/view/html.js';
+
+// The helpers return `Html`; these assertions read the markup it stands for. An attribute
+// value is an interpolation in the `html` template (attr() was folded into it).
+const attr = (value: string): string => String(html`${value}`);
+const text = (value: string): string => String(view.text(value));
+const badge = (value: string | undefined): string => String(view.badge(value));
+const block = (...args: Parameters<typeof view.block>): string => String(view.block(...args));
+const markCuts = (body: string): string => String(view.markCuts(body));
+const diffHtml = (diff: string): string => String(view.diffHtml(diff));
 import { runHref, slugOf } from '../../../src/view/source.js';
 
 describe('text() and attr(): everything shown is escaped', () => {

@@ -1,0 +1,396 @@
+/**
+ * An eval as a library call, like `runFix`: load the suite (or the instances) and every
+ * catalog, make each task's image present (locally, or on each engine of a fleet), run the
+ * trials with one baseline per image and catalog, and write the summary, the reports and the
+ * static viewer. The CLI (`cli/commands/eval.ts`) only turns flags into `SuiteOptions` and a
+ * `SuiteResult` into lines and an exit code.
+ */
+import { mkdir, readFile } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
+import { loadCatalog, resourcesFromCatalog } from '../catalog/load.js';
+import { JsonlEventSink } from '../agent/events.js';
+import { UsageError } from '../errors.js';
+import { memoryBaselineCache } from '../fix/baseline.js';
+import type { FixDeps } from '../fix/context.js';
+import { fixDeps, reuseImages } from '../fix/deps.js';
+import type { KeepPolicy } from '../fix/run-fix.js';
+import type { EngineSpec } from '../fleet/engines-file.js';
+import { connectFleet } from '../fleet/fleet.js';
+import { DEFAULT_RESOURCES } from '../sandbox/types.js';
+import { sandboxProvider, type SandboxProvider } from '../sandbox/registry.js';
+import { fleetDeps, fleetPlacement, sharedBaselines, type EvalTask } from './engines.js';
+import { fixTrialRunner } from './fix-trial.js';
+import type { ProgressReporter } from './progress.js';
+import { writeReports } from './report.js';
+import { runEval, type EvalRun, type TrialPlacement } from './runner.js';
+import {
+  bareInstanceSuite,
+  loadInstanceSuite,
+  looksLikeInstanceSuite,
+  type InstanceSuite,
+} from './sources/instances.js';
+import { materializeInstances } from './sources/materialize.js';
+import { oracleFindings, readQuarantine, writeQuarantine, type Quarantine } from './sources/quarantine.js';
+import { loadSuite, type Suite } from './suite.js';
+import { readPreviousSummary } from './summary-file.js';
+import {
+  compareSummaries,
+  readHarnessVersion,
+  summarize,
+  type EvalSummary,
+  type SummaryComparison,
+} from './summary.js';
+
+export interface SuiteOptions {
+  /** The suite file (YAML), instances (JSONL) or instance suite, as an absolute path. */
+  suiteFile: string;
+  /** How the suite file is named in messages (relative to the working directory). */
+  displayPath: string;
+  /** Where relative catalog paths of the suite are read from. */
+  cwd: string;
+  /** The host environment of the model providers (never a sandbox's). */
+  env: NodeJS.ProcessEnv;
+  /** Ctrl-C: no new trial starts, in-flight ones stop. */
+  signal: AbortSignal;
+  /** Trials per task; default: the suite's. */
+  n?: number;
+  /** Trials at once; default: the suite's, else the cores (with engines: their capacities). */
+  concurrency?: number;
+  /** The output folder, absolute; default: `<cwd>/.sandbox-harness/evals/<suite>-<time>`. */
+  outDir?: string;
+  resume: boolean;
+  /** A previous `summary.json` to compare with (absolute, and as named in messages). */
+  compare?: { file: string; displayPath: string };
+  keep?: KeepPolicy;
+  costLimitUsd?: number;
+  runtime?: string;
+  /** Options of an instances source (refused for a task suite). */
+  instances?: InstanceOptions;
+}
+
+export interface InstanceOptions {
+  /** The folder of local clones (absolute). */
+  repos?: string;
+  visibleTests?: boolean;
+  oracle?: boolean;
+  /** The quarantine file (absolute): written with `oracle`, read without. */
+  quarantine?: string;
+}
+
+export interface SuiteDeps {
+  /** The local engine's provider, used when no engines are named; default: the registry's. */
+  provider?: () => Promise<SandboxProvider>;
+  /**
+   * The engines to run on (`--engines`/`--engine`); absent: the local engine alone. Called
+   * once the suite and every catalog have been read, so a typo there is reported first.
+   */
+  engines?: () => Promise<EngineSpec[]>;
+  /** Progress notes (what is being prepared, the engines). */
+  say?: (line: string) => void;
+  /** Something went wrong that does not change the eval's result. */
+  warn?: (line: string) => void;
+  /** The live progress of the trials, made once the images are ready. */
+  progress?: () => ProgressReporter;
+  /**
+   * The static viewer written next to the reports, its trial pages linked from report.html.
+   * A dependency because the viewer sits above evals (it reads their output); absent: no pages.
+   */
+  viewer?: SuiteViewer;
+}
+
+export interface SuiteViewer {
+  /** Where a trial's run page will be, relative to the viewer's folder. */
+  trialHref(runId: string): string;
+  /** Writes the pages of `outDir` into `viewDir`; returns the index page. */
+  write(outDir: string, viewDir: string): Promise<{ index: string }>;
+}
+
+export interface SuiteResult {
+  suite: Suite;
+  outDir: string;
+  run: EvalRun;
+  summary: EvalSummary;
+  comparison: SummaryComparison | undefined;
+  files: Awaited<ReturnType<typeof writeReports>>;
+  /** The static viewer's pages, unless there is no viewer or writing them failed (see `SuiteDeps.warn`). */
+  view: { index: string } | undefined;
+  /** The trials ran on named engines (a fleet), not the local engine alone. */
+  onEngines: boolean;
+  /** Trials planned but not run (interrupted, or every engine lost). */
+  notRun: number;
+}
+
+interface InstanceRun {
+  oracle: boolean;
+  goldFails: string[];
+  quarantine: Quarantine | undefined;
+}
+
+export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Promise<SuiteResult> {
+  const say = deps.say ?? (() => undefined);
+  const stamp = new Date().toISOString().replace(/[-:]/g, '').slice(0, 15);
+  const defaultOut = (name: string) => join(options.cwd, '.sandbox-harness', 'evals', `${name}-${stamp}`);
+  const { suite, instances, outDir } = await loadSource(options, defaultOut, say);
+  const previous = options.compare
+    ? await readPreviousSummary(options.compare.file, options.compare.displayPath)
+    : undefined;
+  const tasks = await loadTasks(suite, options.cwd);
+
+  await mkdir(outDir, { recursive: true });
+  // One baseline per (image, catalog, test command) for the whole eval, not one per trial.
+  const baselines = sharedBaselines(memoryBaselineCache());
+  const engines = deps.engines
+    ? await connectEngines(await deps.engines(), options, tasks, { outDir, baselines, say })
+    : undefined;
+  const trialDeps = engines
+    ? engines.deps
+    : await prepareLocal(options, tasks, { outDir, baselines, say, provider: deps.provider });
+
+  const reporter = deps.progress?.();
+  const runner = fixTrialRunner({
+    outDir,
+    keep: options.keep ?? suite.defaults.keep,
+    deps: trialDeps,
+    ...(options.runtime ? { runtime: options.runtime } : {}),
+    env: options.env,
+    ...(options.costLimitUsd !== undefined ? { costLimitUsd: options.costLimitUsd } : {}),
+    events: trialEvents(join(outDir, 'events.jsonl')),
+  });
+  let run: EvalRun;
+  try {
+    run = await runEval({
+      suite,
+      ...(options.n ? { n: options.n } : {}),
+      concurrency: options.concurrency ?? suite.defaults.concurrency ?? availableParallelism(),
+      ...(engines ? { placement: engines.placement } : {}),
+      outDir,
+      resume: options.resume,
+      runner,
+      signal: options.signal,
+      ...(reporter ? { onProgress: (p) => reporter.update(p) } : {}),
+    });
+  } finally {
+    engines?.stop();
+    reporter?.finish();
+  }
+
+  const summary = await summarizeRun(run, suite, options, instances);
+  const comparison = previous ? compareSummaries(summary, previous) : undefined;
+  const { files, view } = await writeOutputs(outDir, run, summary, comparison, deps);
+  return {
+    suite,
+    outDir,
+    run,
+    summary,
+    comparison,
+    files,
+    view,
+    onEngines: engines !== undefined,
+    notRun: run.total - run.results.length,
+  };
+}
+
+/** Step 1: the suite, or the instances made into one (each instance's working copy written). */
+async function loadSource(
+  options: SuiteOptions,
+  defaultOut: (name: string) => string,
+  say: (line: string) => void,
+): Promise<{ suite: Suite; instances: InstanceRun | undefined; outDir: string }> {
+  const instanceSource = await loadInstanceSource(options.suiteFile, options.displayPath);
+  const asked = options.instances ?? {};
+  if (!instanceSource) {
+    if (asked.oracle || asked.repos || asked.visibleTests || asked.quarantine)
+      throw new UsageError(
+        '--repos, --visible-tests, --oracle and --quarantine are for instances (JSONL) only',
+      );
+    const suite = await loadSuite(options.suiteFile, { displayPath: options.displayPath });
+    return { suite, instances: undefined, outDir: options.outDir ?? defaultOut(suite.name) };
+  }
+  const outDir = options.outDir ?? defaultOut(instanceSource.name);
+  const quarantine = asked.quarantine && !asked.oracle ? await readQuarantine(asked.quarantine) : undefined;
+  const made = await materializeInstances(instanceSource, {
+    outDir,
+    ...(asked.repos ? { repos: asked.repos } : {}),
+    ...(asked.visibleTests ? { visibleTests: true } : {}),
+    ...(asked.oracle ? { oracle: true } : {}),
+    ...(quarantine ? { quarantine } : {}),
+    onLine: say,
+  });
+  return {
+    suite: made.suite,
+    instances: { oracle: asked.oracle === true, goldFails: made.goldFails, quarantine },
+    outDir,
+  };
+}
+
+/** An instances file (JSONL) or an instance suite (YAML with `instances:`); undefined for a task suite. */
+async function loadInstanceSource(file: string, displayPath: string): Promise<InstanceSuite | undefined> {
+  if (/\.jsonl$/i.test(file)) return bareInstanceSuite(file, displayPath);
+  const text = await readFile(file, 'utf8').catch(() => undefined);
+  if (text !== undefined && looksLikeInstanceSuite(text)) return loadInstanceSuite(file, displayPath);
+  return undefined;
+}
+
+/** Step 2: every catalog, checked before the first trial: a typo must not look like failed trials. */
+async function loadTasks(suite: Suite, cwd: string): Promise<EvalTask[]> {
+  const tasks: EvalTask[] = [];
+  for (const task of suite.tasks) {
+    const catalog = await loadCatalog(task.catalog, { cwd });
+    tasks.push({ id: task.id, catalog, repoDir: task.repo ?? catalog.repoDir });
+  }
+  return tasks;
+}
+
+interface PrepareContext {
+  outDir: string;
+  baselines: ReturnType<typeof sharedBaselines>;
+  say: (line: string) => void;
+}
+
+/** Step 3 (local engine): it answers, has every runtime asked for, and has each task's image. */
+async function prepareLocal(
+  options: SuiteOptions,
+  tasks: readonly EvalTask[],
+  context: PrepareContext & { provider: SuiteDeps['provider'] },
+): Promise<FixDeps> {
+  const provider = await (context.provider ?? (() => sandboxProvider()))();
+  const local = reuseImages(fixDeps(provider, { baselines: context.baselines }));
+  await local.ping();
+  // A runtime the engine lacks (flag or any task's catalog) fails the eval before any build.
+  const asked = options.runtime ? [options.runtime] : tasks.map((t) => t.catalog.catalog.sandbox.runtime);
+  for (const runtime of new Set(asked)) if (runtime) await local.runtime?.(runtime);
+  // Build (or find) each task's image once, before trials race to build the same one.
+  context.say(`preparing sandbox images for ${tasks.length} task(s) ...`);
+  for (const task of tasks) {
+    await local.image({
+      repoDir: task.repoDir,
+      catalog: task.catalog,
+      rebuild: false,
+      logFile: join(context.outDir, `image-${task.id}.log`),
+      onProgress: () => undefined,
+    });
+  }
+  return local;
+}
+
+interface ConnectedEngines {
+  placement: TrialPlacement;
+  deps: (engine: string, signal: AbortSignal) => Promise<FixDeps>;
+  stop: () => void;
+}
+
+/**
+ * Step 3 (a fleet): the named engines, all answering, each with its capacity (the engines
+ * file's, else its CPUs over the largest CPU limit of the suite's catalogs), watched while
+ * trials run. Without a concurrency the total is the sum of the capacities.
+ */
+async function connectEngines(
+  specs: EngineSpec[],
+  options: SuiteOptions,
+  tasks: readonly EvalTask[],
+  context: PrepareContext,
+): Promise<ConnectedEngines> {
+  const { concurrency } = options;
+  const trialCpus = Math.max(
+    ...tasks.map((t) => resourcesFromCatalog(t.catalog.catalog).cpus ?? DEFAULT_RESOURCES.cpus),
+  );
+  const fleet = await connectFleet(specs, {
+    trialCpus,
+    ...(concurrency !== undefined ? { concurrency } : {}),
+  });
+  const total = fleet.engines.reduce((sum, e) => sum + e.capacity, 0);
+  context.say(
+    `${fleet.engines.length} engine(s), ${concurrency !== undefined && concurrency < total ? `${concurrency} of ${total}` : total} trial(s) at once:`,
+  );
+  for (const e of fleet.engines) {
+    context.say(
+      `  ${e.name}: ${e.endpoint}, capacity ${e.capacity} (${e.capacityFrom === 'cpus' ? `${e.cpus} CPUs / ${trialCpus} per trial` : 'engines file'})`,
+    );
+  }
+  const stopMonitor = fleet.monitor();
+  return {
+    placement: fleetPlacement(fleet),
+    deps: fleetDeps({
+      fleet,
+      tasks,
+      baselines: context.baselines,
+      logDir: context.outDir,
+      signal: options.signal,
+      onLine: context.say,
+    }),
+    stop: stopMonitor,
+  };
+}
+
+/**
+ * One log for the whole eval, every event tagged with its trial, so overlap and per-trial
+ * overhead can be read off the times.
+ */
+function trialEvents(eventsFile: string): Parameters<typeof fixTrialRunner>[0]['events'] {
+  return (spec) => {
+    const sink = new JsonlEventSink(eventsFile);
+    const trial = `${spec.taskId}#${spec.trial}`;
+    return { emit: (event) => sink.emit({ ...event, trial }) };
+  };
+}
+
+/** Step 5: the summary, with what an oracle run found (and its quarantine file written). */
+async function summarizeRun(
+  run: EvalRun,
+  suite: Suite,
+  options: SuiteOptions,
+  instances: InstanceRun | undefined,
+): Promise<EvalSummary> {
+  const summary = summarize(run.results, {
+    suite,
+    n: run.n,
+    startedAt: run.startedAt,
+    finishedAt: run.finishedAt,
+    harnessVersion: await readHarnessVersion(),
+    ...(options.costLimitUsd !== undefined ? { costLimitUsd: options.costLimitUsd } : {}),
+  });
+  const findings = instances?.oracle ? oracleFindings(run.results) : undefined;
+  if (instances) {
+    summary.instances = {
+      oracle: instances.oracle,
+      goldFails: findings ? findings.goldFails : instances.goldFails,
+      ...(findings ? { flakyTests: findings.flakyTests } : {}),
+      quarantined: findings?.flakyTests ?? instances.quarantine?.tests ?? {},
+    };
+  }
+  const quarantineFile = options.instances?.quarantine;
+  if (findings && quarantineFile) {
+    await writeQuarantine(
+      quarantineFile,
+      findings,
+      suite.tasks.map((t) => t.id),
+    );
+  }
+  return summary;
+}
+
+/** Step 6: report.md, report.html and summary.json, and the static viewer next to them. */
+async function writeOutputs(
+  outDir: string,
+  run: EvalRun,
+  summary: EvalSummary,
+  comparison: SummaryComparison | undefined,
+  { viewer, warn }: SuiteDeps,
+) {
+  // report.html links each trial to its page in the static viewer written next to it.
+  const trials = run.results.map((r) => ({
+    taskId: r.taskId,
+    trial: r.trial,
+    category: r.category,
+    ...(r.runId && viewer ? { href: `view/${viewer.trialHref(r.runId)}` } : {}),
+  }));
+  const files = await writeReports(outDir, summary, comparison, trials);
+  const view = await viewer?.write(outDir, join(outDir, 'view')).catch((error: unknown) => {
+    warn?.(
+      `warning: the viewer pages were not written: ${error instanceof Error ? error.message : String(error)}`,
+    );
+    return undefined;
+  });
+  return { files, view };
+}

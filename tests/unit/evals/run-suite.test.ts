@@ -1,0 +1,53 @@
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, UsageError } from '../../../src/errors.js';
+import { runSuite, type SuiteOptions } from '../../../src/evals/run-suite.js';
+import { ROOT } from '../../helpers/cli.js';
+import { withTempDir } from './helpers.js';
+
+const SUITE = path.join(ROOT, 'examples/evals/suite.yaml');
+
+function options(dir: string, extra: Partial<SuiteOptions> = {}): SuiteOptions {
+  return {
+    suiteFile: SUITE,
+    displayPath: 'examples/evals/suite.yaml',
+    cwd: ROOT,
+    env: {},
+    signal: new AbortController().signal,
+    outDir: path.join(dir, 'out'),
+    resume: false,
+    ...extra,
+  };
+}
+
+/** Any use of an engine fails the test: these inputs must be refused before one is asked for. */
+const noEngine = {
+  provider: () => Promise.reject(new Error('the engine was asked for')),
+  engines: () => Promise.reject(new Error('the engines were asked for')),
+};
+
+describe('runSuite refuses bad input before any engine is used', () => {
+  it('instance options on a task suite are a usage error', async () => {
+    await withTempDir(async (dir) => {
+      await expect(runSuite(options(dir, { instances: { oracle: true } }), noEngine)).rejects.toThrow(
+        UsageError,
+      );
+    });
+  });
+
+  it('a --compare file that is not a summary is a ConfigError naming the field', async () => {
+    await withTempDir(async (dir) => {
+      const file = path.join(dir, 'old.json');
+      await writeFile(file, JSON.stringify({ schemaVersion: 1, tasks: 'none' }));
+      const error = await runSuite(
+        options(dir, { compare: { file, displayPath: 'old.json' } }),
+        noEngine,
+      ).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as ConfigError).problems.join('\n')).toMatch(
+        /^old\.json:1:\d+ tasks: expected a list, got "none"$/m,
+      );
+    });
+  });
+});
