@@ -368,6 +368,16 @@ Example:
         .default('atif'),
     )
     .option('-o, --out <file>', 'write here (atomically) instead of stdout')
+    .addHelpText(
+      'after',
+      `
+Inspect logs: messages are the implementer's attempts in order; events are a model event per call
+(its input: the messages new since the call before), a tool event per call, an info event per
+attempt verdict and a score event; score "verified" is C for ready-for-review, else I; unscored
+trials are samples with an error. Not mapped: tool definitions, the full input of each call, the
+checker's conversation as messages (events only), a target answer, the .eval zip flavour.
+README: "Trajectories other tools read".`,
+    )
     .action(
       run(async (ctx, id: string, options: Record<string, unknown>) =>
         (await import('./commands/export.js')).exportCommand(ctx, id, options),
