@@ -353,12 +353,32 @@ Example:
     program
       .command('export')
       .description(
-        "a run's trajectory in a portable format: Harbor's ATIF (steps, tool calls, observations, tokens, cost)",
+        "a run's trajectory in a portable format: Harbor's ATIF (steps, tool calls, observations, tokens, cost), or an Inspect AI eval log of a run or of a whole eval",
       ),
   )
-    .argument('<run-id>', 'a run id, a unique prefix, or "last"')
-    .addOption(new Option('--format <format>', 'trajectory format').choices(['atif']).default('atif'))
+    .argument(
+      '<run-id>',
+      'a run id, a unique prefix, or "last"; with --format inspect also an eval\'s --out folder',
+    )
+    .addOption(
+      new Option(
+        '--format <format>',
+        "atif: Harbor's trajectory; inspect: Inspect's JSON eval log (a run is one sample; an eval folder is one log, a sample per trial: task = sample id, trial = epoch)",
+      )
+        .choices(['atif', 'inspect'])
+        .default('atif'),
+    )
     .option('-o, --out <file>', 'write here (atomically) instead of stdout')
+    .addHelpText(
+      'after',
+      `
+Inspect logs: messages are the implementer's attempts in order; events are a model event per call
+(its input: the messages new since the call before), a tool event per call, an info event per
+attempt verdict and a score event; score "verified" is C for ready-for-review, else I; unscored
+trials are samples with an error. Not mapped: tool definitions, the full input of each call, the
+checker's conversation as messages (events only), a target answer, the .eval zip flavour.
+README: "Trajectories other tools read".`,
+    )
     .action(
       run(async (ctx, id: string, options: Record<string, unknown>) =>
         (await import('./commands/export.js')).exportCommand(ctx, id, options),

@@ -78,6 +78,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
           readStdin: async () => '',
           ...(events ? { events } : {}),
           ...(options.costLimitUsd !== undefined ? { costLimitUsd: options.costLimitUsd } : {}),
+          ...(spec.seedRun ? { seedRun: spec.seedRun } : {}),
         },
         deps,
       );
@@ -132,6 +133,9 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
       runId: result.runId,
       ...(record.cost ? { costUsd: record.cost.usd } : {}),
       ...(record.cost?.unpriced ? { unpriced: record.cost.unpriced } : {}),
+      ...(spec.seedRun && record.continuedFrom
+        ? { seededFrom: { runId: record.continuedFrom.runId, attempts: record.continuedFrom.attempts } }
+        : {}),
       ...(record.image ? { imageId: record.image.id } : {}),
       catalogHash: record.catalog.hash,
       provider: record.provider.name,

@@ -41,6 +41,8 @@ export interface SuiteTask {
   /** Absolute; trial i uses `cassettes[i % cassettes.length]`. */
   cassettes?: string[];
   mustNotTouch?: string[];
+  /** Absolute path of a recorded run's folder every trial of the task is seeded from. */
+  seedRun?: string;
 }
 
 export interface Suite {
@@ -88,6 +90,12 @@ function suiteSchema(baseDir: string) {
     repo: existingPath(baseDir, 'repo').optional(),
     cassette: z.union([cassette, z.array(cassette).min(1)]).optional(),
     mustNotTouch: z.array(z.string().min(1, 'expected a non-empty glob')).optional(),
+    // A run folder (it has run.json): each trial starts from its last conversation and patch.
+    seedRun: existingPath(baseDir, 'seed run folder')
+      .refine((p) => existsSync(path.join(path.resolve(baseDir, p), 'run.json')), {
+        message: 'expected the folder of a recorded run (it has run.json)',
+      })
+      .optional(),
   });
   const defaults = z.strictObject({
     provider: z.string().min(1).optional(),
@@ -185,6 +193,7 @@ function resolveSuite(file: string, hash: string, raw: RawSuite): Suite {
     if (t.cassette !== undefined)
       task.cassettes = (Array.isArray(t.cassette) ? t.cassette : [t.cassette]).map(resolve);
     if (t.mustNotTouch !== undefined) task.mustNotTouch = [...t.mustNotTouch];
+    if (t.seedRun !== undefined) task.seedRun = resolve(t.seedRun);
     return task;
   });
   return { file, sha256: hash, name: raw.name, defaults, tasks };
@@ -232,6 +241,7 @@ export function trialSpecs(suite: Suite, n: number): TrialSpec[] {
       if (suite.defaults.provider !== undefined) spec.provider = suite.defaults.provider;
       if (suite.defaults.model !== undefined) spec.model = suite.defaults.model;
       if (task.mustNotTouch !== undefined) spec.mustNotTouch = [...task.mustNotTouch];
+      if (task.seedRun !== undefined) spec.seedRun = task.seedRun;
       specs.push(spec);
     }
   }

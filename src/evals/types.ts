@@ -24,6 +24,8 @@ export interface TrialSpec {
   provider?: string;
   model?: string;
   mustNotTouch?: string[];
+  /** Absolute path of the recorded run's folder the trial is seeded from (suite task `seedRun`). */
+  seedRun?: string;
 }
 
 export interface TrialResult {
@@ -65,6 +67,8 @@ export interface TrialResult {
   unpriced?: string[];
   /** Per-test results of the last verification that had a test report (catalog `agent.testReport`). */
   tests?: TrialTests;
+  /** The recorded run this trial started from (suite task `seedRun`): its id and attempts. */
+  seededFrom?: { runId: string; attempts: number };
 }
 
 /** What a trial's test report said (see `attempts/<n>/test-results.json` of its run for every test). */
@@ -158,6 +162,7 @@ export const trialResultSchema: z.ZodType<TrialResult> = z.object({
   approved: z.boolean().optional(),
   costUsd: z.number().nonnegative().optional(),
   unpriced: z.array(z.string()).optional(),
+  seededFrom: z.object({ runId: z.string(), attempts: count }).optional(),
   tests: z
     .object({
       passed: count,

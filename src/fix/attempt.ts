@@ -359,8 +359,17 @@ async function runAgent(
   // The agent's calls go over the sandbox's command channel; starting it now, while the
   // first model call runs, takes its start-up off the first tool call.
   warmChannel(box);
-  const messages: Message[] = [];
-  const entry: Run['transcript'][number] = { attempt: n, role: 'maker', system: plan.system, messages };
+  // A seeded run's first attempt goes on from the recorded conversation (see seed.ts).
+  const seeded = run.continuation?.messages;
+  const seed = seeded && n === run.continuation!.attemptsBefore + 1 ? seeded : [];
+  const messages: Message[] = [...seed];
+  const entry: Run['transcript'][number] = {
+    attempt: n,
+    role: 'maker',
+    system: plan.system,
+    messages,
+    ...(seed.length > 0 ? { seededMessages: seed.length } : {}),
+  };
   run.transcript.push(entry);
   const used = run.record.tokens.input + run.record.tokens.output;
   const loop = await runAgentLoop({

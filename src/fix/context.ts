@@ -107,6 +107,11 @@ export interface FixOptions {
   costLimitUsd?: number;
   /** Continue this earlier run (an id, a prefix or `last`): its last patch and feedback start attempt 1. */
   continueFrom?: string;
+  /**
+   * Seed the run from the recorded run in this folder (an eval task's `seedRun`): as with
+   * `continueFrom`, and its last conversation starts the first attempt's history.
+   */
+  seedRun?: string;
   /** The OCI runtime (`--runtime`); overrides the catalog's `sandbox.runtime`. */
   runtime?: string;
   /** How long the first attempt waits for the baseline before calling the model (default 30 s after its test command starts). */
@@ -173,6 +178,8 @@ export interface Run extends Prepared {
     role: string;
     system: string;
     messages: Message[];
+    /** Leading messages taken from a seed run (no model call of this run made them). */
+    seededMessages?: number;
     delegations?: AgentLoopResult['delegations'];
   }[];
   started: number;

@@ -14,6 +14,7 @@ import { parsePatch, applyPatch } from 'diff';
 import { ConfigError } from '../errors.js';
 import { readRepoFileNoFollow } from '../changes/host-read.js';
 import { readRunFile, resolveRun } from '../runs/record.js';
+import type { Message } from '../llm/types.js';
 import type { WriteFile } from '../sandbox/types.js';
 
 export interface Continuation {
@@ -25,6 +26,8 @@ export interface Continuation {
   deletions: string[];
   /** What the earlier run's last attempt taught (test output, gate reasons, review). */
   feedback?: string;
+  /** A seeded run (`seed.ts`): the earlier run's last conversation, the first attempt's history. */
+  messages?: Message[];
 }
 
 const MAX_PATCH_BYTES = 8 * 1024 * 1024;

@@ -15,6 +15,7 @@ import { CostMeter, defaultPrices } from '../llm/cost.js';
 import type { ModelProvider } from '../llm/types.js';
 import type { FixDeps, FixOptions, Prepared } from './context.js';
 import { loadContinuation } from './continue.js';
+import { loadSeed } from './seed.js';
 import { runsDirFor } from '../runs/record.js';
 import { ConfigError } from '../errors.js';
 import type { EgressConfig } from '../catalog/schema.js';
@@ -95,9 +96,11 @@ export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepa
       )
     : undefined;
   // Before anything is written: an earlier run whose patch no longer applies is refused here.
-  const continuation = options.continueFrom
-    ? await loadContinuation(options.runsDir ?? runsDirFor(repoDir), options.continueFrom, repoDir)
-    : undefined;
+  const continuation = options.seedRun
+    ? await loadSeed(options.seedRun, repoDir)
+    : options.continueFrom
+      ? await loadContinuation(options.runsDir ?? runsDirFor(repoDir), options.continueFrom, repoDir)
+      : undefined;
   // The engine answers (and has room) before the run record is written.
   await deps.ping();
   // A runtime the engine lacks is the configuration's error, found before anything is built.

@@ -121,6 +121,9 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
           continuedFrom: {
             runId: prepared.continuation.runId,
             attempts: prepared.continuation.attemptsBefore,
+            ...(prepared.continuation.messages
+              ? { seededMessages: prepared.continuation.messages.length }
+              : {}),
           },
         }
       : {}),

@@ -20,6 +20,8 @@ export interface TranscriptEntry {
   role: string;
   system: string;
   messages: Message[];
+  /** How many leading messages came from the recorded run this one was seeded from (no model call of this run). */
+  seededMessages?: number;
   delegations?: { toolUseId: string; status: string; turns: number; messages: Message[] }[];
 }
 
@@ -134,7 +136,9 @@ export function runToAtif(
         if (text !== '') push({ source: 'user', message: text, extra: context });
         continue;
       }
-      const event = calls[call++];
+      // A seeded message was the recorded run's, not a model call of this run.
+      const seeded = i < (entry.seededMessages ?? 0);
+      const event = seeded ? undefined : calls[call++];
       const toolUses = message.content.filter((b) => b.type === 'tool_use');
       const next = entry.messages[i + 1];
       const results =
@@ -181,7 +185,11 @@ export function runToAtif(
             }
           : {}),
         ...(metrics ? { metrics } : {}),
-        extra: { ...context, ...(event?.stopReason ? { stop_reason: event.stopReason } : {}) },
+        extra: {
+          ...context,
+          ...(event?.stopReason ? { stop_reason: event.stopReason } : {}),
+          ...(seeded ? { seeded: true } : {}),
+        },
       });
     }
   }

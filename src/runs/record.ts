@@ -188,7 +188,14 @@ export const runRecordSchema = z.object({
   keep: z.enum(['on-failure', 'always', 'never']),
   apply: z.boolean(),
   /** `fix --continue`: the run this one started from, and how many attempts it had made. */
-  continuedFrom: z.object({ runId: z.string(), attempts: z.number().int().nonnegative() }).optional(),
+  continuedFrom: z
+    .object({
+      runId: z.string(),
+      attempts: z.number().int().nonnegative(),
+      /** A seeded run (eval `seedRun`): how many messages of that run's conversation started this one. */
+      seededMessages: z.number().int().nonnegative().optional(),
+    })
+    .optional(),
   applied: z.boolean().optional(),
   applyError: z.string().optional(),
   /** When `sandbox-harness apply` wrote the verified change (a run that did not apply it itself). */

@@ -13,6 +13,7 @@ import { dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
 import { cleanEnv, runCli, startCli, treeHash, ROOT } from '../helpers/cli.js';
 import { atifTrajectorySchema } from '../helpers/atif-schema.js';
+import { inspectLogSchema } from '../helpers/inspect-schema.js';
 import { canaryEnv, expectNoCanary, expectNoCanaryIn } from '../helpers/canary.js';
 import { engineGet } from '../helpers/engine-api.js';
 
@@ -142,6 +143,15 @@ describe('fix end to end (real Docker, replayed model)', { timeout: 300_000 }, (
     const agentSteps = atif.data!.steps.filter((s) => s.source === 'agent');
     expect(agentSteps.length).toBe(record.turns);
     expect(agentSteps.some((s) => s.tool_calls?.some((c) => c.function_name === 'edit_file'))).toBe(true);
+    // And as an Inspect AI eval log of one sample, valid against Inspect's log format.
+    const inspect = await runCli(['export', json!.runId, '--format', 'inspect', '--catalog', copy.catalog], {
+      cwd: copy.root,
+    });
+    expect(inspect.code, inspect.stderr).toBe(0);
+    const log = inspectLogSchema.safeParse(JSON.parse(inspect.stdout));
+    expect(log.success, log.success ? '' : log.error.message).toBe(true);
+    expect(log.data!.samples![0]).toMatchObject({ id: 'OPS-412', scores: { verified: { value: 'C' } } });
+    expect(log.data!.samples![0]!.events.filter((e) => e.event === 'model')).toHaveLength(record.turns);
   });
 
   it('(b) an edit to the test file is rejected, the reason reaches attempt 2, which fixes the code', async () => {

@@ -4,6 +4,12 @@
  * started again, it finishes without redoing item one; items one to three end passing with
  * their patches applied in order; item four's verification fails, so it is blocked with its
  * output.
+ *
+ * Every item's catalog tests with `grep`s for what the item must add (and item two's also for
+ * item one's change, so it passes only on top of item one): a baseline, a verification and an
+ * item's verification take a container start instead of the example's TypeScript build, which
+ * ran ten times here and took minutes each on a loaded CI machine. The example's real test
+ * command is what fix.test.ts runs; this file is about the backlog.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
@@ -16,13 +22,14 @@ import { exampleCopy, removeExampleCopies } from '../helpers/example.js';
 
 const STANDARD = 'export const STANDARD_SHIPPING_FEE = 4.95; // EUR';
 
-/** A catalog like the example's whose tests also need `marker` in src/shipping.ts. */
-function catalogNeeding(original: string, marker: string): string {
-  return original.replace(/testCommand: .*/, `testCommand: npm test && grep -q "${marker}" src/shipping.ts`);
+/** A catalog like the example's whose tests are that src/shipping.ts has every marker. */
+function catalogNeeding(original: string, markers: string[]): string {
+  const greps = markers.map((m) => `grep -q "${m}" src/shipping.ts`).join(' && ');
+  return original.replace(/testCommand: .*/, `testCommand: ${greps}`);
 }
 
-/** A recorded model that adds one line after the standard fee, then says it is done. */
-function cassetteAdding(line: string): string {
+/** A recorded model that replaces `search` in src/shipping.ts, then says it is done. */
+function cassetteEditing(search: string, replacement: string): string {
   return JSON.stringify({
     version: 1,
     model: 'recorded-backlog',
@@ -33,7 +40,7 @@ function cassetteAdding(line: string): string {
             type: 'tool_use',
             id: 'e1',
             name: 'edit_file',
-            input: { path: 'src/shipping.ts', search: STANDARD, replacement: `${STANDARD}\n${line}` },
+            input: { path: 'src/shipping.ts', search, replacement },
           },
         ],
         stopReason: 'tool_use',
@@ -62,15 +69,25 @@ describe('work end to end (real Docker, replayed models)', { timeout: 900_000 },
     const items = [
       {
         id: 'two',
-        marker: 'EXPRESS_SHIPPING_FEE = 9.95',
+        // Item one's threshold too: item two's tests pass only on top of item one.
+        markers: ['FREE_SHIPPING_THRESHOLD = 39;', 'EXPRESS_SHIPPING_FEE = 9.95'],
         line: 'export const EXPRESS_SHIPPING_FEE = 9.95; // EUR',
       },
-      { id: 'three', marker: 'MAX_PARCEL_KG = 30', line: 'export const MAX_PARCEL_KG = 30;' },
-      { id: 'four', marker: 'GIFT_WRAP_FEE = 2', line: 'export const GIFT_WRAP_FEE = 2; // EUR' },
+      { id: 'three', markers: ['MAX_PARCEL_KG = 30'], line: 'export const MAX_PARCEL_KG = 30;' },
+      { id: 'four', markers: ['GIFT_WRAP_FEE = 2'], line: 'export const GIFT_WRAP_FEE = 2; // EUR' },
     ];
+    // Item one is the example's ticket, OPS-412: the threshold set to the catalog's 39.
+    await writeFile(join(copy.root, 'one.yaml'), catalogNeeding(original, ['FREE_SHIPPING_THRESHOLD = 39;']));
+    await writeFile(
+      join(copy.root, 'one.json'),
+      cassetteEditing('FREE_SHIPPING_THRESHOLD = 50;', 'FREE_SHIPPING_THRESHOLD = 39;'),
+    );
     for (const item of items) {
-      await writeFile(join(copy.root, `${item.id}.yaml`), catalogNeeding(original, item.marker));
-      await writeFile(join(copy.root, `${item.id}.json`), cassetteAdding(item.line));
+      await writeFile(join(copy.root, `${item.id}.yaml`), catalogNeeding(original, item.markers));
+      await writeFile(
+        join(copy.root, `${item.id}.json`),
+        cassetteEditing(STANDARD, `${STANDARD}\n${item.line}`),
+      );
     }
     backlog = join(copy.root, 'backlog.yaml');
     stateFile = join(copy.root, 'backlog.state.json');
@@ -80,7 +97,8 @@ describe('work end to end (real Docker, replayed models)', { timeout: 900_000 },
 items:
   - id: one
     ticket: OPS-412
-    cassette: cassettes/OPS-412.json
+    catalog: one.yaml
+    cassette: one.json
   - id: two
     ticket: Add an express shipping fee of 9.95 EUR as EXPRESS_SHIPPING_FEE.
     catalog: two.yaml

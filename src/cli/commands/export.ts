@@ -1,69 +1,116 @@
 /**
- * `export <run> --format atif`: a run's trajectory in a format other tools read. The run's
- * files are data: the transcript and the event log are parsed against a schema, and a file
- * that is missing, linked or torn is named rather than half-exported.
+ * `export <run> --format atif|inspect`: a run's trajectory in a format other tools read, and
+ * (`inspect`) an eval's output folder as one Inspect log. The files read are data: the
+ * transcript and the event log are parsed against a schema, results and summaries are read
+ * confined to the folder named (no links, size caps), run ids are only compared with folder
+ * names, and a file that is missing, linked or torn is named rather than half-exported.
  */
-import { resolve } from 'node:path';
+import { stat } from 'node:fs/promises';
+import { basename, resolve } from 'node:path';
 import { z } from 'zod';
-import type { HarnessEvent } from '../../agent/events.js';
 import { writeFileAtomic } from '../../atomic-write.js';
 import { ConfigError, UsageError } from '../../errors.js';
-import { runToAtif, type TranscriptEntry } from '../../runs/atif.js';
-import { readRunFile, resolveRun } from '../../runs/record.js';
+import { trialResultSchema, type TrialResult } from '../../evals/types.js';
+import { runToAtif } from '../../runs/atif.js';
+import { evalToInspect, runToInspect, type TrialRun } from '../../runs/inspect.js';
+import { listRunsWithProblems, resolveRun } from '../../runs/record.js';
+import { readEvents, readTrajectory, readTranscript } from '../../runs/trajectory.js';
+import { readConfined } from '../../view/safe-fs.js';
 import { print, type CliContext } from '../context.js';
 import { runsDirOf, type RunsLocation } from './runs.js';
 
-export const EXPORT_FORMATS = ['atif'] as const;
+export const EXPORT_FORMATS = ['atif', 'inspect'] as const;
 
-const block = z.union([
-  z.object({ type: z.literal('text'), text: z.string() }),
-  z.object({ type: z.literal('tool_use'), id: z.string(), name: z.string(), input: z.unknown() }),
-  z.object({
-    type: z.literal('tool_result'),
-    toolUseId: z.string(),
-    content: z.string(),
-    isError: z.boolean(),
-  }),
-]);
-const message = z.object({ role: z.enum(['user', 'assistant']), content: z.array(block) });
-const transcriptSchema = z.array(
-  z.object({
-    attempt: z.number().int().nonnegative(),
-    role: z.string().max(64),
-    system: z.string(),
-    messages: z.array(message),
-    delegations: z
-      .array(
-        z.object({
-          toolUseId: z.string(),
-          status: z.string(),
-          turns: z.number().int().nonnegative(),
-          messages: z.array(message),
-        }),
-      )
-      .optional(),
-  }),
-);
-const eventSchema = z
+const MAX_RESULTS_BYTES = 16 * 1024 * 1024;
+const MAX_SUMMARY_BYTES = 8 * 1024 * 1024;
+/** More trials than this is not an eval to fold into one file in memory. */
+const MAX_TRIALS = 5000;
+
+/** What the export needs of summary.json (the rest is the eval report's). */
+const summarySchema = z
   .object({
-    time: z.string(),
-    kind: z.string(),
-    attempt: z.number().optional(),
-    turn: z.number().optional(),
-    model: z.string().optional(),
-    agent: z.string().optional(),
-    isError: z.boolean().optional(),
-    stopReason: z.string().optional(),
-    tokens: z
-      .object({
-        input: z.number().int().nonnegative(),
-        output: z.number().int().nonnegative(),
-        cacheRead: z.number().int().nonnegative().optional(),
-        cacheWrite: z.number().int().nonnegative().optional(),
-      })
-      .optional(),
+    harnessVersion: z.string().max(200).optional(),
+    suite: z.object({ name: z.string().max(500), file: z.string().max(4096).optional() }).loose(),
+    n: z.number().int().positive().optional(),
+    startedAt: z.string().max(64).optional(),
+    finishedAt: z.string().max(64).optional(),
   })
   .loose();
+
+async function isEvalFolder(path: string): Promise<boolean> {
+  const folder = await stat(path).catch(() => undefined);
+  if (!folder?.isDirectory()) return false;
+  return (await readConfined(path, ['results.jsonl'], 1)).status !== 'missing';
+}
+
+async function readEvalFile(root: string, name: string, maxBytes: number): Promise<string | undefined> {
+  const read = await readConfined(root, [name], maxBytes);
+  if (read.status === 'missing') return undefined;
+  if (read.status === 'refused') throw new ConfigError(`${name} of ${root} was not read: ${read.reason}`);
+  if (read.omitted > 0)
+    throw new ConfigError(`${name} of ${root} is over ${maxBytes} bytes; it was not read`);
+  return read.text;
+}
+
+/** An eval's output folder as one Inspect log. */
+async function exportEval(root: string): Promise<unknown> {
+  const trials: TrialResult[] = [];
+  let line = 0;
+  for (const raw of ((await readEvalFile(root, 'results.jsonl', MAX_RESULTS_BYTES)) ?? '').split('\n')) {
+    line++;
+    if (!raw.trim()) continue;
+    let parsed;
+    try {
+      parsed = trialResultSchema.safeParse(JSON.parse(raw));
+    } catch {
+      parsed = undefined;
+    }
+    if (!parsed?.success)
+      throw new ConfigError(
+        `results.jsonl line ${line} of ${root} is not a trial result sandbox-harness wrote`,
+      );
+    trials.push(parsed.data);
+    if (trials.length > MAX_TRIALS) throw new ConfigError(`${root} has more than ${MAX_TRIALS} trials`);
+  }
+  // A resumed eval may have appended a trial twice (retried after an interruption): the last wins.
+  const latest = new Map<string, TrialResult>();
+  for (const trial of trials) latest.set(`${trial.taskId}\0${trial.trial}`, trial);
+  const summaryText = await readEvalFile(root, 'summary.json', MAX_SUMMARY_BYTES);
+  let summary: z.infer<typeof summarySchema> | undefined;
+  if (summaryText !== undefined) {
+    try {
+      summary = summarySchema.parse(JSON.parse(summaryText));
+    } catch (error) {
+      throw new ConfigError(
+        `summary.json of ${root} is not an eval summary (${(error as Error).message.split('\n')[0]})`,
+      );
+    }
+  }
+  // Run ids in results.jsonl are data: only compared with the ids of validated run folders.
+  const { runs } = await listRunsWithProblems(resolve(root, 'runs'));
+  const byId = new Map(runs.filter((r) => basename(r.dir) === r.record.id).map((r) => [r.record.id, r]));
+  const loaded = new Map<string, TrialRun>();
+  for (const trial of latest.values()) {
+    const run = trial.runId ? byId.get(trial.runId) : undefined;
+    if (!run) continue;
+    const transcript = await readTranscript(run).catch(() => []);
+    loaded.set(trial.runId!, { record: run.record, transcript, events: await readEvents(run) });
+  }
+  const n = summary?.n ?? Math.max(1, ...[...latest.values()].map((t) => t.trial + 1));
+  return evalToInspect(
+    {
+      folder: basename(root),
+      suite: summary?.suite ?? { name: basename(root) },
+      n,
+      ...(summary?.startedAt ? { startedAt: summary.startedAt } : {}),
+      ...(summary?.finishedAt ? { finishedAt: summary.finishedAt } : {}),
+      ...(summary?.harnessVersion ? { harnessVersion: summary.harnessVersion } : {}),
+      finished: summary !== undefined,
+    },
+    [...latest.values()],
+    (trial) => (trial.runId ? loaded.get(trial.runId) : undefined),
+  );
+}
 
 export async function exportCommand(
   ctx: CliContext,
@@ -74,32 +121,24 @@ export async function exportCommand(
   if (!(EXPORT_FORMATS as readonly string[]).includes(format)) {
     throw new UsageError(`--format: expected one of ${EXPORT_FORMATS.join(', ')}, got "${format}"`);
   }
-  const run = await resolveRun(await runsDirOf(ctx, options), ref);
-  const transcriptText = await readRunFile(run, 'transcript.json');
-  if (transcriptText === undefined) {
-    throw new ConfigError(
-      `run ${run.record.id} has no transcript.json (a run still going, or one that was cut short)`,
-    );
-  }
-  let transcript: TranscriptEntry[];
-  try {
-    transcript = transcriptSchema.parse(JSON.parse(transcriptText)) as TranscriptEntry[];
-  } catch (error) {
-    throw new ConfigError(
-      `run ${run.record.id}: transcript.json is not a transcript sandbox-harness wrote (${(error as Error).message.split('\n')[0]})`,
-    );
-  }
-  const events: HarnessEvent[] = [];
-  for (const line of ((await readRunFile(run, 'events.jsonl')) ?? '').split('\n')) {
-    if (!line.trim()) continue;
-    try {
-      const parsed = eventSchema.safeParse(JSON.parse(line));
-      if (parsed.success) events.push(parsed.data as HarnessEvent);
-    } catch {
-      // A torn last line (the process was killed mid-write) is skipped.
+  let value: unknown;
+  const evalFolder = resolve(ctx.cwd, ref);
+  if (await isEvalFolder(evalFolder)) {
+    if (format !== 'inspect') {
+      throw new UsageError(`${ref} is an eval's output folder: --format ${format} exports one run`, {
+        hint: `Export the whole eval with --format inspect, or one trial's run from ${ref}/runs with --runs-dir.`,
+      });
     }
+    value = await exportEval(evalFolder);
+  } else {
+    const run = await resolveRun(await runsDirOf(ctx, options), ref);
+    const { transcript, events } = await readTrajectory(run);
+    value =
+      format === 'inspect'
+        ? runToInspect(run.record, transcript, events)
+        : runToAtif(run.record, transcript, events);
   }
-  const text = `${JSON.stringify(runToAtif(run.record, transcript, events), null, 2)}\n`;
+  const text = `${JSON.stringify(value, null, 2)}\n`;
   if (options.out) {
     const file = resolve(ctx.cwd, options.out);
     await writeFileAtomic(file, text);
