@@ -4,7 +4,7 @@
  * Performance goals live here, never in timed tests.
  *
  * Usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--skip-fleet]
- *        [--skip-context] [--skip-runtimes] [--only-runtimes] [--reps N] [--warmup N]
+ *        [--skip-context] [--skip-runtimes] [--only-runtimes] [--runtime-trial-reps N] [--reps N] [--warmup N]
  *        [--eval-n N] [--fleet-reps N] [--keep-temp]
  *
  * - `--quick`: 5 repetitions after 1 warm-up, and the eval with -n 1 (a smoke run; its
@@ -19,7 +19,8 @@
  * - `--keep-temp`: keep the eval's temp copy and out folders to look at (the path is saved).
  * - `--skip-runtimes`: no runtime benchmark (it needs runsc registered, the Podman service and
  *   root for the userns-remap engine; several minutes). `--only-runtimes`: that benchmark
- *   alone (its repetitions: `--reps`, default 5 there; the whole-trial row 3 at most).
+ *   alone (its repetitions: `--reps`, default 5 there; the whole-trial row 3 at most, or
+ *   `--runtime-trial-reps N`).
  *
  * What is measured (details in the header of each module and in bench/README.md):
  *
@@ -80,7 +81,7 @@ import { evaluateTargets, loadReference } from './targets.mjs';
 
 const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
-const USAGE = `usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--skip-fleet] [--skip-context] [--skip-runtimes] [--only-runtimes] [--reps N] [--warmup N] [--eval-n N] [--fleet-reps N] [--keep-temp]`;
+const USAGE = `usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--skip-fleet] [--skip-context] [--skip-runtimes] [--only-runtimes] [--runtime-trial-reps N] [--reps N] [--warmup N] [--eval-n N] [--fleet-reps N] [--keep-temp]`;
 
 /** @param {string[]} argv */
 function parseArgs(argv) {
@@ -97,6 +98,8 @@ function parseArgs(argv) {
     warmup: 2,
     evalN: 2,
     fleetReps: 3,
+    /** @type {number | undefined} */
+    runtimeTrialReps: undefined,
   };
   /** @type {Record<string, number | undefined>} */
   const explicit = {};
@@ -115,6 +118,7 @@ function parseArgs(argv) {
     else if (arg === '--skip-context') options.skipContext = true;
     else if (arg === '--skip-runtimes') options.skipRuntimes = true;
     else if (arg === '--only-runtimes') options.onlyRuntimes = true;
+    else if (arg === '--runtime-trial-reps') explicit.runtimeTrialReps = number();
     else if (arg === '--fleet-reps') explicit.fleetReps = number();
     else if (arg === '--keep-temp') options.keepTemp = true;
     else if (arg === '--reps') explicit.reps = number();
@@ -320,6 +324,7 @@ async function main() {
       podman: true,
       userns: true,
       trial: true,
+      ...(options.runtimeTrialReps ? { trialReps: options.runtimeTrialReps } : {}),
       log,
     });
   }
