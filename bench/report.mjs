@@ -366,6 +366,36 @@ export function formatTables(results) {
       `(${fe.reps} pair(s) of evals -n ${fe.n}, alternating; ratio < 1 in trials per minute: the fleet is slower)`,
     );
   }
+  const rt = results.runtimes;
+  if (rt) {
+    if (out.length) out.push('');
+    const sides = ['runc', 'runsc', 'podman', 'userns'].filter((side) =>
+      Object.values(rt).some((/** @type {Record<string, unknown>} */ r) => r[side]),
+    );
+    const labels = /** @type {Record<string, string>} */ ({
+      createToReady: 'create-to-ready',
+      channelCall: 'tool call over the channel',
+      freeze: 'freeze',
+      changePath: 'change path (100 files: changes + export)',
+      testCommand: "example's test command",
+      trial: 'whole eval trial',
+    });
+    const cell = (/** @type {any} */ r, /** @type {string} */ side) => {
+      if (!r[side]) return '';
+      const vs = side === 'runc' ? undefined : r[`${side}VsRunc`]?.median;
+      return `${ms(r[side].medianMs)}${vs == null ? '' : ` (${vs.toFixed(2)}x)`}`;
+    };
+    out.push(
+      ...table([
+        ['runtime row (median, ratio to runc)', ...sides, ''],
+        ...Object.entries(rt).map(([key, r]) => [
+          labels[key] ?? key,
+          ...sides.map((side) => cell(r, side)),
+          '',
+        ]),
+      ]),
+    );
+  }
   return out;
 }
 

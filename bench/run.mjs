@@ -4,7 +4,8 @@
  * Performance goals live here, never in timed tests.
  *
  * Usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--skip-fleet]
- *        [--skip-context] [--reps N] [--warmup N] [--eval-n N] [--fleet-reps N] [--keep-temp]
+ *        [--skip-context] [--skip-runtimes] [--only-runtimes] [--runtime-trial-reps N] [--reps N] [--warmup N]
+ *        [--eval-n N] [--fleet-reps N] [--keep-temp]
  *
  * - `--quick`: 5 repetitions after 1 warm-up, and the eval with -n 1 (a smoke run; its
  *   numbers are noisier). Default: 15 repetitions after 2 warm-ups, eval -n 2.
@@ -16,6 +17,10 @@
  *   `--quick`: 1). The fleet eval uses `--eval-n` trials per task.
  * - `--skip-context`: no build-context benchmark.
  * - `--keep-temp`: keep the eval's temp copy and out folders to look at (the path is saved).
+ * - `--skip-runtimes`: no runtime benchmark (it needs runsc registered, the Podman service and
+ *   root for the userns-remap engine; several minutes). `--only-runtimes`: that benchmark
+ *   alone (its repetitions: `--reps`, default 5 there; the whole-trial row 3 at most, or
+ *   `--runtime-trial-reps N`).
  *
  * What is measured (details in the header of each module and in bench/README.md):
  *
@@ -47,6 +52,10 @@
  *    against the same eval over three engines on this machine at the same total
  *    concurrency (3): trials per minute, trial time and harness overhead of each, and their
  *    ratio (the overhead of spreading an eval, not a speed-up: the cores are the same).
+ * 8. Runtimes (`runtime-bench.mjs`): create-to-ready, a tool call over the channel, the
+ *    freeze, the change path (100 files: changes() + export), the example's test command and
+ *    a whole eval trial under runc, runsc, rootful Podman and a userns-remap dockerd, each
+ *    with its ratio to runc (issue 24).
  *
  * Then the targets of issue 12 (`targets.mjs`), each with the measured median and whether it
  * is met, printed first and saved as `targets` in the JSON.
@@ -66,12 +75,13 @@ import { benchContext } from './context-bench.mjs';
 import { benchView } from './view-bench.mjs';
 import { benchFleet } from './fleet-bench.mjs';
 import { benchFleetEval } from './fleet-eval-bench.mjs';
+import { benchRuntimes } from './runtime-bench.mjs';
 import { formatTables, gitInfo, saveResults } from './report.mjs';
 import { evaluateTargets, loadReference } from './targets.mjs';
 
 const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
-const USAGE = `usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--skip-fleet] [--skip-context] [--reps N] [--warmup N] [--eval-n N] [--fleet-reps N] [--keep-temp]`;
+const USAGE = `usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--skip-fleet] [--skip-context] [--skip-runtimes] [--only-runtimes] [--runtime-trial-reps N] [--reps N] [--warmup N] [--eval-n N] [--fleet-reps N] [--keep-temp]`;
 
 /** @param {string[]} argv */
 function parseArgs(argv) {
@@ -81,11 +91,15 @@ function parseArgs(argv) {
     skipView: false,
     skipFleet: false,
     skipContext: false,
+    skipRuntimes: false,
+    onlyRuntimes: false,
     keepTemp: false,
     reps: 15,
     warmup: 2,
     evalN: 2,
     fleetReps: 3,
+    /** @type {number | undefined} */
+    runtimeTrialReps: undefined,
   };
   /** @type {Record<string, number | undefined>} */
   const explicit = {};
@@ -102,6 +116,9 @@ function parseArgs(argv) {
     else if (arg === '--skip-view') options.skipView = true;
     else if (arg === '--skip-fleet') options.skipFleet = true;
     else if (arg === '--skip-context') options.skipContext = true;
+    else if (arg === '--skip-runtimes') options.skipRuntimes = true;
+    else if (arg === '--only-runtimes') options.onlyRuntimes = true;
+    else if (arg === '--runtime-trial-reps') explicit.runtimeTrialReps = number();
     else if (arg === '--fleet-reps') explicit.fleetReps = number();
     else if (arg === '--keep-temp') options.keepTemp = true;
     else if (arg === '--reps') explicit.reps = number();
@@ -113,6 +130,11 @@ function parseArgs(argv) {
     } else throw new Error(`unknown option ${arg}\n${USAGE}`);
   }
   if (options.quick) Object.assign(options, { reps: 5, warmup: 1, evalN: 1, fleetReps: 1 });
+  // The runtime rows alone: a few repetitions suffice for ratios of this size.
+  if (options.onlyRuntimes) {
+    if (options.skipRuntimes) throw new Error('--only-runtimes and --skip-runtimes contradict each other');
+    Object.assign(options, { reps: 5, warmup: 1, skipEval: true, skipFleet: true, skipContext: true });
+  }
   Object.assign(options, Object.fromEntries(Object.entries(explicit).filter(([, v]) => v !== undefined)));
   if (options.reps < 1) throw new Error('--reps: at least 1');
   if (options.evalN < 1) throw new Error('--eval-n: at least 1');
@@ -198,28 +220,32 @@ async function main() {
   );
 
   const base = await images.ensureBaseImage('node', { onLine: (/** @type {string} */ l) => log(`  ${l}`) });
-  log(`sandbox benchmarks on ${base.tag} ...`);
-  const sandbox = await benchSandbox({
-    backend: docker.dockerBackend(),
-    engine,
-    baseImage: base.tag,
-    reps: options.reps,
-    warmup: options.warmup,
-    log,
-  });
-  log('change path benchmarks on a 20,000-file workspace ...');
-  const changePath = await benchChanges({
-    backend: docker.dockerBackend(),
-    engine,
-    newBackend: () => new docker.DockerBackend(engine),
-    buildRepoImage: images.buildRepoImage,
-    checkInvariant: verify.checkInvariant,
-    hostMode: changeSet.hostMode,
-    baseImage: base.tag,
-    reps: options.reps,
-    warmup: options.warmup,
-    log,
-  });
+  let sandbox;
+  let changePath;
+  if (!options.onlyRuntimes) {
+    log(`sandbox benchmarks on ${base.tag} ...`);
+    sandbox = await benchSandbox({
+      backend: docker.dockerBackend(),
+      engine,
+      baseImage: base.tag,
+      reps: options.reps,
+      warmup: options.warmup,
+      log,
+    });
+    log('change path benchmarks on a 20,000-file workspace ...');
+    changePath = await benchChanges({
+      backend: docker.dockerBackend(),
+      engine,
+      newBackend: () => new docker.DockerBackend(engine),
+      buildRepoImage: images.buildRepoImage,
+      checkInvariant: verify.checkInvariant,
+      hostMode: changeSet.hostMode,
+      baseImage: base.tag,
+      reps: options.reps,
+      warmup: options.warmup,
+      log,
+    });
+  }
 
   let context;
   if (!options.skipContext) {
@@ -289,6 +315,20 @@ async function main() {
     });
   }
 
+  let runtimesResult;
+  if (!options.skipRuntimes) {
+    log('runtime benchmark: runc, runsc, Podman, userns-remap side by side ...');
+    runtimesResult = await benchRuntimes({
+      reps: options.reps,
+      warmup: options.warmup,
+      podman: true,
+      userns: true,
+      trial: true,
+      ...(options.runtimeTrialReps ? { trialReps: options.runtimeTrialReps } : {}),
+      log,
+    });
+  }
+
   const results = {
     schemaVersion: 2,
     date: started.toISOString().slice(0, 10),
@@ -305,6 +345,8 @@ async function main() {
       fleetReps: options.fleetReps,
       skipFleet: options.skipFleet,
       skipContext: options.skipContext,
+      skipRuntimes: options.skipRuntimes,
+      onlyRuntimes: options.onlyRuntimes,
     },
     machine: {
       cpus: cpus().length,
@@ -316,14 +358,15 @@ async function main() {
       atStart: loadAtStart,
       atEnd: await load(),
     },
-    sandbox,
-    changePath,
+    ...(sandbox ? { sandbox } : {}),
+    ...(changePath ? { changePath } : {}),
     ...(context ? { context } : {}),
     ...(evalResult ? { eval: evalResult } : {}),
     ...(instancesResult ? { instances: instancesResult } : {}),
     ...(viewResult ? { view: viewResult } : {}),
     ...(fleetResult ? { fleet: fleetResult } : {}),
     ...(fleetEvalResult ? { fleetEval: fleetEvalResult } : {}),
+    ...(runtimesResult ? { runtimes: runtimesResult } : {}),
   };
   if (evalResult && referenceProblem) evalResult.comparisonProblem = referenceProblem;
   const withTargets = { ...results, targets: evaluateTargets(results) };

@@ -85,8 +85,18 @@ if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
       sleep 0.5
     done
   fi
+  # The userns-remap test engine (tests/helpers/userns.ts: a second dockerd with
+  # "userns-remap": "default") maps sandboxes to dockerd's remap user's subordinate ids: the user
+  # and one range of 65536 ids each, past every range already handed out.
+  id dockremap >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin dockremap
+  for ids in /etc/subuid /etc/subgid; do
+    if ! grep -q '^dockremap:' "$ids" 2>/dev/null; then
+      start=$(awk -F: 'NF >= 3 { end = $2 + $3; if (end > max) max = end } END { print (max > 231072 ? max : 231072) }' "$ids" 2>/dev/null || echo 231072)
+      echo "dockremap:$start:65536" >>"$ids"
+    fi
+  done
 else
-  echo "setup: not Debian as root; the runsc and Podman conformance runs need runsc registered and a Podman API service (README \"Stronger isolation\")" >&2
+  echo "setup: not Debian as root; the runsc, Podman and userns-remap conformance runs need runsc registered, a Podman API service and a dockremap user with subordinate ids (README \"Stronger isolation\")" >&2
 fi
 
 # The viewer's browser tests drive Debian's Chromium through playwright-core, which

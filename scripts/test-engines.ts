@@ -3,14 +3,15 @@
  * for CI debugging: the same engines the fleet tests start (tests/helpers/engines.ts), each
  * in its own network namespace, on TCP with mutual TLS. Root only.
  *
- *   npx tsx scripts/test-engines.ts start [--count N] [--image TAG]... [--owner-pid PID] [--json]
+ *   npx tsx scripts/test-engines.ts start [--count N] [--image TAG]... [--owner-pid PID] [--userns-remap] [--json]
  *   npx tsx scripts/test-engines.ts stop NAME...
  *   npx tsx scripts/test-engines.ts reap        # engines whose owner process is gone
  *   npx tsx scripts/test-engines.ts list [--json]
  *
  * Engines started here belong to the calling process (the shell, by default): once it is
  * gone, the next `reap` (or any fleet test run) removes them. `--image` ships an image from
- * the local engine to each new engine.
+ * the local engine to each new engine. `--userns-remap` starts them with `"userns-remap":
+ * "default"` (needs the dockremap user and its subordinate ids, which scripts/setup.sh adds).
  */
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -24,7 +25,7 @@ import {
 } from '../tests/helpers/engines.js';
 
 const USAGE = `usage:
-  npx tsx scripts/test-engines.ts start [--count N] [--image TAG]... [--owner-pid PID] [--json]
+  npx tsx scripts/test-engines.ts start [--count N] [--image TAG]... [--owner-pid PID] [--userns-remap] [--json]
   npx tsx scripts/test-engines.ts stop NAME...
   npx tsx scripts/test-engines.ts reap
   npx tsx scripts/test-engines.ts list [--json]`;
@@ -73,7 +74,14 @@ async function main(argv: string[]): Promise<number> {
       const count = Number(value('--count')[0] ?? '1');
       const ownerPid = Number(value('--owner-pid')[0] ?? String(process.ppid));
       if (!Number.isInteger(count) || count < 1 || count > 20) throw new Error('--count: expected 1 to 20');
-      const engines = await startEngines({ count, ownerPid, images: value('--image') });
+      const engines = await startEngines({
+        count,
+        ownerPid,
+        images: value('--image'),
+        ...(rest.includes('--userns-remap')
+          ? { daemonConfig: { 'userns-remap': 'default' }, readyTimeoutMs: 120_000 }
+          : {}),
+      });
       const shown = engines.map(describe);
       if (json) process.stdout.write(`${JSON.stringify(shown, null, 2)}\n`);
       else {

@@ -16,7 +16,7 @@
  */
 import { spawn, execFile } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
-import { mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { shipImages } from '../../src/fleet/images.js';
@@ -59,6 +59,11 @@ export interface StartEnginesOptions {
   source?: DockerEngine;
   /** How long one engine may take to answer over TLS. */
   readyTimeoutMs?: number;
+  /**
+   * The engines' daemon.json (default: empty), e.g. `{"userns-remap": "default"}`. The host's
+   * own /etc/docker/daemon.json never applies to a test engine.
+   */
+  daemonConfig?: Record<string, unknown>;
 }
 
 interface Owner {
@@ -206,7 +211,11 @@ async function makeCertificates(dir: string, address: string): Promise<{ server:
   return { server, client };
 }
 
-async function startOne(owner: Owner, readyTimeoutMs: number): Promise<TestEngine> {
+async function startOne(
+  owner: Owner,
+  readyTimeoutMs: number,
+  daemonConfig: Record<string, unknown> = {},
+): Promise<TestEngine> {
   const { slot, name, dir } = await claimSlot(owner);
   try {
     const hostAddress = `${SUBNET}.${slot}.1`;
@@ -224,8 +233,11 @@ async function startOne(owner: Owner, readyTimeoutMs: number): Promise<TestEngin
 
     const socketPath = join(dir, 'docker.sock');
     const logFile = join(dir, 'dockerd.log');
-    // An empty config file: the host's /etc/docker/daemon.json (hosts, storage...) must not apply.
-    await writeFile(join(dir, 'daemon.json'), '{}\n');
+    // Under userns-remap the remapped root must reach its data root below this folder (made
+    // 0700 by mkdtemp): search permission only, nothing listable (its keys stay 0600).
+    if (daemonConfig['userns-remap'] !== undefined) await chmod(dir, 0o711);
+    // A config file of its own: the host's /etc/docker/daemon.json (hosts, storage...) must not apply.
+    await writeFile(join(dir, 'daemon.json'), `${JSON.stringify(daemonConfig)}\n`);
     const tls = await readTlsFiles({
       ca: join(certs.client, 'ca.pem'),
       cert: join(certs.client, 'cert.pem'),
@@ -355,7 +367,9 @@ export async function startEngines(options: StartEnginesOptions): Promise<TestEn
   if (!startTicks) throw new Error(`owner process ${pid} does not exist`);
   const owner: Owner = { pid, startTicks, createdAt: new Date().toISOString() };
   const settled = await Promise.allSettled(
-    Array.from({ length: options.count }, () => startOne(owner, options.readyTimeoutMs ?? 60_000)),
+    Array.from({ length: options.count }, () =>
+      startOne(owner, options.readyTimeoutMs ?? 60_000, options.daemonConfig),
+    ),
   );
   const started = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
   const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');

@@ -10,6 +10,8 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { lstat, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -35,6 +37,12 @@ export interface PreparedTarget {
   socketPath: string;
   /** The conformance fixture's image, present on that engine. */
   image: string;
+  /**
+   * Where the engine maps a container's ids on the host (userns-remap: the remap user's
+   * subordinate ids); absent: ids inside are the host's ids. The suite checks the engine says
+   * the same (its `userns` security option) and that processes and files really are mapped so.
+   */
+  remap?: { uid: number; gid: number };
 }
 
 export interface DockerTarget {
@@ -314,6 +322,38 @@ export function describeDockerConformance(target: DockerTarget): void {
         const kernel = (await sandbox.exec('uname -r')).stdout.trim();
         if (target.runtime === 'runsc') expect(kernel).toBe('4.4.0');
         else expect(kernel).not.toBe('4.4.0');
+      });
+
+      it("maps the sandbox's ids on this host as the engine says: one to one, or into the userns-remap range", async () => {
+        const { engine, socketPath, remap } = ready();
+        const userns = (await engine.info()).securityOptions.some((o) => /(^|,)name=userns(,|$)/.test(o));
+        expect(userns).toBe(remap !== undefined);
+        const base = remap ?? { uid: 0, gid: 0 };
+        const sandbox = await make({ role: 'host-ids' });
+        const inside = await sandbox.exec(
+          "printf mine > owned.txt && id -u && id -g && grep -E '^(Uid|Gid):' /proc/1/status | cut -f2",
+        );
+        const [uid, gid, initUid, initGid] = inside.stdout.trim().split('\n').map(Number);
+        // The sandbox user is never root inside, whatever the host's view.
+        expect(uid).toBeGreaterThan(0);
+        // What it wrote sits in the writable layer on this host, owned by its ids as mapped.
+        const details = await engine.inspectContainer(sandbox.id);
+        const upperDir = details!.graphDriver.upperDir!;
+        const file = await lstat(join(upperDir, 'workspace', 'owned.txt'));
+        expect([file.uid, file.gid]).toEqual([base.uid + uid!, base.gid + gid!]);
+        // Under runc the container's init is a host process: its host ids are the mapped ones
+        // too, so under a remap even the container's root is an unprivileged id here. (gVisor's
+        // processes live in its own kernel; the host pid is the runsc sandbox's.)
+        if (target.runtime !== 'runsc') {
+          const state = await engineGet<{ State: { Pid: number } }>(
+            `/containers/${sandbox.id}/json`,
+            socketPath,
+          );
+          const status = await readFile(`/proc/${state!.State.Pid}/status`, 'utf8');
+          const hostIds = (field: string) => Number(new RegExp(`^${field}:\\t(\\d+)`, 'm').exec(status)?.[1]);
+          expect([hostIds('Uid'), hostIds('Gid')]).toEqual([base.uid + initUid!, base.gid + initGid!]);
+          if (remap) expect(hostIds('Uid')).toBeGreaterThanOrEqual(remap.uid);
+        }
       });
 
       it('enforces the file-size, open-files and CPU limits it sets', async () => {
