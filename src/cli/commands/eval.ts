@@ -16,6 +16,13 @@ import {
   writeQuarantine,
   type Quarantine,
 } from '../../evals/sources/quarantine.js';
+import { loadHarborSource } from '../../evals/sources/harbor-suite.js';
+import {
+  harborEvalSummary,
+  harborLines,
+  materializeHarbor,
+  type HarborSummary,
+} from '../../evals/sources/harbor-materialize.js';
 import { runEval, type TrialPlacement } from '../../evals/runner.js';
 import { fleetDeps, fleetPlacement, sharedBaselines, type EvalTask } from '../../evals/engines.js';
 import { formatEngineTally } from '../../evals/progress.js';
@@ -84,13 +91,21 @@ export async function evalCommand(
   const absolute = resolve(ctx.cwd, suiteFile);
   const displayPath = relative(ctx.cwd, absolute) || absolute;
   const instanceSource = await loadInstanceSource(absolute, displayPath);
-  if (!instanceSource && (options.oracle || options.repos || options.visibleTests || options.quarantine))
+  const harborSource = instanceSource ? undefined : await loadHarborSource(absolute, displayPath, ctx.cwd);
+  if (harborSource && (options.repos || options.visibleTests || options.quarantine))
+    throw new UsageError('--repos, --visible-tests and --quarantine are for instances (JSONL) only');
+  if (
+    !instanceSource &&
+    !harborSource &&
+    (options.oracle || options.repos || options.visibleTests || options.quarantine)
+  )
     throw new UsageError(
-      '--repos, --visible-tests, --oracle and --quarantine are for instances (JSONL) only',
+      '--repos, --visible-tests, --oracle and --quarantine are for instances (JSONL) and Harbor task folders only',
     );
   const stamp = new Date().toISOString().replace(/[-:]/g, '').slice(0, 15);
   let suite: Suite;
   let instances: InstanceRun | undefined;
+  let harbor: HarborSummary | undefined;
   if (instanceSource) {
     const outDir = resolve(
       ctx.cwd,
@@ -113,6 +128,22 @@ export async function evalCommand(
     });
     suite = made.suite;
     instances = { oracle: options.oracle === true, goldFails: made.goldFails, quarantine };
+  } else if (harborSource) {
+    // Harbor task folders (src/evals/sources/harbor*.ts) become an ordinary suite under the out folder.
+    const outDir = resolve(
+      ctx.cwd,
+      options.out ?? join('.sandbox-harness', 'evals', `${harborSource.name}-${stamp}`),
+    );
+    options = { ...options, out: outDir };
+    const made = await materializeHarbor(harborSource, {
+      outDir,
+      oracle: options.oracle === true,
+      onLine: (line) => {
+        if (!options.json) note(ctx, line);
+      },
+    });
+    suite = made.suite;
+    harbor = made.summary;
   } else suite = await loadSuite(absolute, { displayPath });
   let previous: EvalSummary | undefined;
   if (options.compare) {
@@ -216,6 +247,7 @@ export async function evalCommand(
       quarantined: findings?.flakyTests ?? instances.quarantine?.tests ?? {},
     };
   }
+  if (harbor) summary.harbor = harborEvalSummary(harbor, run.results);
   if (findings && options.quarantine) {
     await writeQuarantine(
       resolve(ctx.cwd, options.quarantine),
@@ -271,6 +303,7 @@ export async function evalCommand(
     }
     if (summary.instances)
       for (const line of instanceLines(summary.instances, options.quarantine)) print(ctx, line);
+    if (summary.harbor) for (const line of harborLines(summary.harbor)) print(ctx, line);
     if (comparison) {
       const regressions = comparison.tasks.filter((t) => t.regression).map((t) => t.taskId);
       print(
