@@ -196,6 +196,26 @@ describe('Harbor task folders end to end (real Docker)', { timeout: 900_000 }, (
     expect(wrong).toMatchObject({ category: 'tests-failed', score: 0, reward: { values: { reward: 0 } } });
   });
 
+  it('a hostile task.toml is refused with file:line, field, expected and got, before anything is built', async () => {
+    await writeTask(
+      join(root, 'hostile', 't'),
+      {
+        toml: '[environment]\ngpus = 2\n[environment.env]\nTOKEN = "${HOME}"\n',
+        dockerfile: FROM_BASE,
+        test: '#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n',
+      },
+      'Anything.',
+    );
+    const r = await runCli(['eval', 'hostile', '--out', join(root, 'hostile-out')], { cwd: root });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(
+      'hostile/t/task.toml:2: environment.gpus: GPUs are not available to sandboxes here; expected 0, got 2',
+    );
+    expect(r.stderr).toMatch(
+      /task\.toml:4: environment\.env\.TOKEN: a \$\{VAR\} template would copy a host variable.*got "\$\{HOME\}"/,
+    );
+  });
+
   it('a FROM image the engine lacks is refused with the reason, before any trial', async () => {
     await writeTask(
       join(root, 'missing-base'),
