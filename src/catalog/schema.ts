@@ -359,6 +359,44 @@ export const agentSchema = z.strictObject({
       description:
         'Per-test results: a report file the test command writes in the sandbox, shown in the run record, inspect, the viewer and eval reports.',
     }),
+  reward: z
+    .strictObject(
+      {
+        dir: repoRelativePath.meta({
+          description:
+            'Workspace folder where the test command leaves reward.txt (one number) or reward.json (named numbers, the score under "reward"). Removed before the tests run; read back (bounded, no symlink) after, as hostile data.',
+        }),
+      },
+      { error: typeError('expected {dir: ".harbor-verifier"}') },
+    )
+    .optional()
+    .meta({
+      description:
+        "A reward instead of the exit code decides verification (Harbor's verifier): the change is verified when the score is at least 1; the score is recorded with the attempt and the eval trial.",
+    }),
+  verifierFiles: z
+    .strictObject(
+      {
+        from: nonEmpty('a folder, relative to this catalog file').meta({
+          description: 'Host folder (relative to this catalog file) whose regular files are placed.',
+        }),
+        to: z
+          .string({ error: 'expected an absolute path such as "/tests"' })
+          .regex(/^\/[A-Za-z0-9._/-]*$/, { error: 'expected an absolute path such as "/tests"' })
+          .refine((p) => !p.split('/').includes('..') && p !== '/' && !/^\/workspace(\/|$)/.test(p), {
+            error: 'expected an absolute folder outside /workspace, without ".."',
+          })
+          .meta({
+            description: 'Where they go in the sandbox (outside /workspace), root-owned and read-only.',
+          }),
+      },
+      { error: typeError('expected {from: "tests", to: "/tests"}') },
+    )
+    .optional()
+    .meta({
+      description:
+        "Files only the baseline and the verification sandboxes get (Harbor's tests/): never in an agent's sandbox, so the agent cannot read or change them.",
+    }),
 });
 
 const MEMORY = /^(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)$/i;

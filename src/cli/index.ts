@@ -207,14 +207,14 @@ Example:
     )
     .argument(
       '<suite>',
-      'suite file (YAML), SWE-bench-style instances (JSONL), or an instance suite (YAML with instances:)',
+      'suite file (YAML), SWE-bench-style instances (JSONL), an instance suite (YAML with instances:), a Harbor task folder or a folder of them (task.toml, instruction.md, environment/, tests/), or a Harbor suite (YAML with harbor:)',
     )
     .option('-n, --n <n>', 'trials per task (default: the suite)')
     .option('--repos <dir>', 'instances: the folder of local clones (owner__name, owner/name or name)')
     .option('--visible-tests', 'instances: apply the test patch where the agent sees it (default: held out)')
     .option(
       '--oracle',
-      'instances: apply each gold patch instead of calling a model; reports gold patches that fail and tests that flake over -n runs',
+      'instances: apply each gold patch instead of calling a model; reports gold patches that fail and tests that flake over -n runs. Harbor tasks: run solution/solve.sh instead',
     )
     .option(
       '--quarantine <file>',

@@ -145,6 +145,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
       ...(record.runtime ? { runtime: record.runtime } : {}),
       ...reviewFacts(record),
       ...(await testFacts(result)),
+      ...rewardFacts(record),
       attemptsUsed: record.attempts.length,
       ...(error ? { error } : {}),
     } satisfies TrialResult;
@@ -175,6 +176,17 @@ async function testFacts(result: FixResult): Promise<{ tests?: TrialTests }> {
       failing: failing.slice(0, MAX_FAILING_RECORDED),
       ...(attempt.namedTests?.quarantined.length ? { quarantined: attempt.namedTests.quarantined } : {}),
     },
+  };
+}
+
+/** The score of the trial's last verification that read (or refused) a reward. */
+function rewardFacts(record: FixResult['record']): Pick<TrialResult, 'score' | 'reward'> {
+  const reward = [...record.attempts].reverse().find((a) => a.reward)?.reward;
+  if (!reward) return {};
+  if (reward.status === 'refused') return { score: 0, reward: { refused: reward.reason ?? 'refused' } };
+  return {
+    ...(reward.score !== undefined ? { score: reward.score } : {}),
+    ...(reward.values ? { reward: { values: reward.values } } : {}),
   };
 }
 

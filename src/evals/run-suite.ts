@@ -31,6 +31,8 @@ import {
   type InstanceSuite,
 } from './sources/instances.js';
 import { materializeInstances } from './sources/materialize.js';
+import { loadHarborSource } from './sources/harbor-suite.js';
+import { harborEvalSummary, materializeHarbor, type HarborSummary } from './sources/harbor-materialize.js';
 import { oracleFindings, readQuarantine, writeQuarantine, type Quarantine } from './sources/quarantine.js';
 import { loadSuite, type Suite } from './suite.js';
 import { readPreviousSummary } from './summary-file.js';
@@ -131,7 +133,7 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
   const say = deps.say ?? (() => undefined);
   const stamp = new Date().toISOString().replace(/[-:]/g, '').slice(0, 15);
   const defaultOut = (name: string) => join(options.cwd, '.sandbox-harness', 'evals', `${name}-${stamp}`);
-  const { suite, instances, outDir } = await loadSource(options, defaultOut, say);
+  const { suite, instances, harbor, outDir } = await loadSource(options, defaultOut, say);
   const previous = options.compare
     ? await readPreviousSummary(options.compare.file, options.compare.displayPath)
     : undefined;
@@ -176,6 +178,7 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
   }
 
   const summary = await summarizeRun(run, suite, options, instances);
+  if (harbor) summary.harbor = harborEvalSummary(harbor, run.results);
   const comparison = previous ? compareSummaries(summary, previous) : undefined;
   const { files, view } = await writeOutputs(outDir, run, summary, comparison, deps);
   return {
@@ -191,21 +194,46 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
   };
 }
 
-/** Step 1: the suite, or the instances made into one (each instance's working copy written). */
+/**
+ * Step 1: the suite, or the instances or Harbor task folders made into one (each instance's
+ * working copy, each task's repo, written under the out folder).
+ */
 async function loadSource(
   options: SuiteOptions,
   defaultOut: (name: string) => string,
   say: (line: string) => void,
-): Promise<{ suite: Suite; instances: InstanceRun | undefined; outDir: string }> {
+): Promise<{
+  suite: Suite;
+  instances: InstanceRun | undefined;
+  harbor: HarborSummary | undefined;
+  outDir: string;
+}> {
   const instanceSource = await loadInstanceSource(options.suiteFile, options.displayPath);
   const asked = options.instances ?? {};
   if (!instanceSource) {
+    const harborSource = await loadHarborSource(options.suiteFile, options.displayPath, options.cwd);
+    if (harborSource) {
+      if (asked.repos || asked.visibleTests || asked.quarantine)
+        throw new UsageError('--repos, --visible-tests and --quarantine are for instances (JSONL) only');
+      const outDir = options.outDir ?? defaultOut(harborSource.name);
+      const made = await materializeHarbor(harborSource, {
+        outDir,
+        oracle: asked.oracle === true,
+        onLine: say,
+      });
+      return { suite: made.suite, instances: undefined, harbor: made.summary, outDir };
+    }
     if (asked.oracle || asked.repos || asked.visibleTests || asked.quarantine)
       throw new UsageError(
-        '--repos, --visible-tests, --oracle and --quarantine are for instances (JSONL) only',
+        '--repos, --visible-tests, --oracle and --quarantine are for instances (JSONL) and Harbor task folders only',
       );
     const suite = await loadSuite(options.suiteFile, { displayPath: options.displayPath });
-    return { suite, instances: undefined, outDir: options.outDir ?? defaultOut(suite.name) };
+    return {
+      suite,
+      instances: undefined,
+      harbor: undefined,
+      outDir: options.outDir ?? defaultOut(suite.name),
+    };
   }
   const outDir = options.outDir ?? defaultOut(instanceSource.name);
   const quarantine = asked.quarantine && !asked.oracle ? await readQuarantine(asked.quarantine) : undefined;
@@ -220,6 +248,7 @@ async function loadSource(
   return {
     suite: made.suite,
     instances: { oracle: asked.oracle === true, goldFails: made.goldFails, quarantine },
+    harbor: undefined,
     outDir,
   };
 }

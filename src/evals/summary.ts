@@ -3,6 +3,7 @@
  * pass@k / pass^k, cost, failure causes, and enough provenance (harness version, images,
  * models, catalog hashes) to tell whether two summaries are comparable at all.
  */
+import type { HarborEvalSummary } from './sources/harbor-materialize.js';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -256,6 +257,8 @@ export interface EvalSummary {
   engines: EngineSummary[];
   /** An eval of SWE-bench-style instances: what the oracle found, or what a quarantine file left out. */
   instances?: InstancesSummary;
+  /** An eval of Harbor task folders: the mean reward per task, and what the mapping marked. */
+  harbor?: HarborEvalSummary;
 }
 
 export interface InstancesSummary {

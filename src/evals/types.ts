@@ -69,6 +69,10 @@ export interface TrialResult {
   tests?: TrialTests;
   /** The recorded run this trial started from (suite task `seedRun`): its id and attempts. */
   seededFrom?: { runId: string; attempts: number };
+  /** With catalog `agent.reward` (Harbor tasks): the last verification's score. */
+  score?: number;
+  /** Its named values (reward.json), or why no score could be read. */
+  reward?: { values?: Record<string, number>; refused?: string };
 }
 
 /** What a trial's test report said (see `attempts/<n>/test-results.json` of its run for every test). */
@@ -174,5 +178,9 @@ export const trialResultSchema: z.ZodType<TrialResult> = z.object({
       failing: z.array(z.string()).max(1000),
       quarantined: z.array(z.string()).optional(),
     })
+    .optional(),
+  score: z.number().optional(),
+  reward: z
+    .object({ values: z.record(z.string(), z.number()).optional(), refused: z.string().optional() })
     .optional(),
 });

@@ -35,6 +35,7 @@ import { failureFeedback, formatTestRun, type TestLayer } from './test-layers.js
 import { warmChannel } from './sandboxes.js';
 import { verifyChange, type Verification, type VerificationResults } from './verify.js';
 import { tally, type NamedVerdict } from '../test-results/verdict.js';
+import { rewardFeedback, rewardRecord } from '../test-results/reward.js';
 import { toolStartDetail } from './progress.js';
 import { reviewChange } from './review.js';
 import type { Continuation } from './continue.js';
@@ -212,6 +213,7 @@ export async function runAttempt(
     await run.dir.writeFile(`attempts/${n}/test-output.txt`, formatForRecord(verification));
     if (verification.heldOut) record.heldOut = verification.heldOut;
     if (verification.results) await recordResults(run, n, record, verification.results);
+    if (verification.reward) record.reward = rewardRecord(verification.reward);
     const verified = verification.passed;
     events.emit({
       kind: 'verify',
@@ -255,15 +257,24 @@ export async function runAttempt(
     }
     if (tests.failingLayer) record.failingLayer = tests.failingLayer.name;
     const named = verification.results?.named;
+    const reward = verification.reward;
     progress.end(
       named
         ? `the tests the task names did not all pass (${named.verdict}; exit code ${verification.results?.exitCode})`
-        : `tests fail in a fresh sandbox (${tests.failingLayer?.name})`,
+        : reward
+          ? `the verifier ${reward.ok ? `scored ${reward.reward.score}` : `left no score: ${reward.reason}`}`
+          : `tests fail in a fresh sandbox (${tests.failingLayer?.name})`,
     );
     const bytes = run.options.feedbackBytes ?? DEFAULT_FEEDBACK_BYTES;
     return await finish({
       verdict: 'tests-failed',
-      feedback: notice + (named ? namedFeedback(named) : testFeedback(verification, plan, bytes)),
+      feedback:
+        notice +
+        (named
+          ? namedFeedback(named)
+          : reward
+            ? rewardFeedback(reward)
+            : testFeedback(verification, plan, bytes)),
     });
   } catch (error) {
     if (error instanceof DiskBudgetExceeded) {

@@ -47,6 +47,7 @@ import { silentProgress, type ProgressSink } from './progress.js';
 import { SandboxPool } from './sandboxes.js';
 import type { WorkspaceGit } from '../sandbox/types.js';
 import { egressSpec } from './egress.js';
+import { getsVerifierFiles, loadVerifierFiles } from './verifier-files.js';
 
 export type {
   FixDeps,
@@ -93,6 +94,9 @@ function reportRecovery(recovered: Recovery, progress: ProgressSink): void {
 /** Step 2: the run record, the event log, and one signal for Ctrl-C and the run time limit. */
 async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, progress: ProgressSink) {
   const { catalog, ticket, provider, repoDir } = prepared;
+  // Read before the run folder exists: a bad folder is a configuration error, not a run.
+  const verifier = catalog.catalog.agent.verifierFiles;
+  const verifierFiles = verifier ? await loadVerifierFiles(catalog.file, verifier) : [];
   const dir = await RunDir.create(options.runsDir ?? runsDirFor(repoDir), options.runId);
   const started = Date.now();
   const record: RunRecord = {
@@ -184,7 +188,7 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
       role,
       env: { ...catalog.catalog.sandbox.env, ...catalogSandboxEnv() },
       resources: resourcesFromCatalog(catalog.catalog),
-      files: [catalogFile],
+      files: [catalogFile, ...(getsVerifierFiles(role) ? verifierFiles : [])],
       keep: options.keep,
       ...(prepared.runtime?.asked ? { runtime: prepared.runtime.asked } : {}),
       ...egressSpec(catalog.catalog.sandbox.egress, role),

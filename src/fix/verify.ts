@@ -13,6 +13,7 @@ import type { Run } from './context.js';
 import { runTestLayers, type TestLayer, type TestRun } from './test-layers.js';
 import { clearTestReport, readTestReport, type ReportReading } from '../test-results/read.js';
 import { judgeNamedTests, type NamedVerdict } from '../test-results/verdict.js';
+import { clearReward, readReward, REWARD_TO_PASS, type RewardReading } from '../test-results/reward.js';
 
 /** What the test command's report said, test by test (catalog `agent.testReport`). */
 export interface VerificationResults {
@@ -41,6 +42,8 @@ export interface Verification {
    * the maker and the checker may see (the run with them names their files and values).
    */
   visible?: TestRun;
+  /** With catalog `agent.reward`: what the verifier scored; it decides, not the exit code. */
+  reward?: RewardReading;
 }
 
 interface Expected {
@@ -137,11 +140,19 @@ export async function verifyChange(
   const timeoutMs = run.catalog.catalog.sandbox.timeouts.testSec * 1000;
   const reportConfig = run.catalog.catalog.agent.testReport;
   if (reportConfig) await clearTestReport(box, reportConfig, run.signal);
+  const rewardConfig = run.catalog.catalog.agent.reward;
+  if (rewardConfig) await clearReward(box, rewardConfig.dir, run.signal);
   const tests = await runTestLayers(box, layers, {
     timeoutMs,
     signal: run.signal,
     onLayer: (layer) => run.progress.detail(`attempt ${n}: verifying (${layer.name}: ${layer.command})`),
   });
+  if (rewardConfig) {
+    // Nothing the tests started may rewrite the reward while it is read; the reward decides.
+    await box.freeze({ signal: run.signal });
+    const reward = await readReward(box, rewardConfig.dir, run.signal);
+    return { passed: reward.ok && reward.reward.score >= REWARD_TO_PASS, tests, reward };
+  }
   if (reportConfig) {
     // Nothing the tests started may rewrite the report while it is read.
     await box.freeze({ signal: run.signal });

@@ -121,6 +121,16 @@ export const attemptRecordSchema = z.object({
       file: z.string().optional(),
     })
     .optional(),
+  /** With catalog `agent.reward`: the verifier's score (it decided the verdict) or why none was read. */
+  reward: z
+    .object({
+      status: z.enum(['read', 'refused']),
+      score: z.number().optional(),
+      values: z.record(z.string(), z.number()).optional(),
+      file: z.string().optional(),
+      reason: z.string().optional(),
+    })
+    .optional(),
   /** With named tests: the SWE-bench verdict next to the test command's exit code. */
   namedTests: z
     .object({

@@ -117,6 +117,15 @@ const EXPECTATIONS: { pattern: RegExp; code: number; check: (r: Ran) => void }[]
     check: (r) => expect(r.stdout).toMatch(/example-instances: 2\/2 passed/),
   },
   {
+    // The bundled example's OPS-412 as a Harbor task folder, its recorded session scored 1.0.
+    pattern: /^sandbox-harness eval examples\/harbor\/suite\.yaml$/,
+    code: 0,
+    check: (r) => {
+      expect(r.stdout).toMatch(/example-harbor: 1\/1 passed/);
+      expect(r.stdout).toMatch(/shipping-ops-412 +mean reward 1\.00/);
+    },
+  },
+  {
     pattern: /^sandbox-harness catalog validate catalog\/\*\.yaml$/,
     code: 0,
     check: (r) => expect(r.stdout).toMatch(/^ok\s+catalog\/shipping-service\.yaml/m),

@@ -4,6 +4,7 @@ import { runSuite, type SuiteOptions, type SuiteResult } from '../../evals/run-s
 import { formatEngineTally, createProgressReporter } from '../../evals/progress.js';
 import type { EvalSummary } from '../../evals/summary.js';
 import { notScoredCell } from '../../evals/report.js';
+import { harborLines } from '../../evals/sources/harbor-materialize.js';
 import type { KeepPolicy } from '../../fix/run-fix.js';
 import { enginesNamed, resolveEngineFlags, type EngineFlags } from '../engine-flags.js';
 import { exitCodeForEval } from '../exit-codes.js';
@@ -147,6 +148,7 @@ function printSummary(
   }
   if (summary.instances)
     for (const line of instanceLines(summary.instances, options.quarantine)) print(ctx, line);
+  if (summary.harbor) for (const line of harborLines(summary.harbor)) print(ctx, line);
   if (comparison) {
     const regressions = comparison.tasks.filter((t) => t.regression).map((t) => t.taskId);
     print(

@@ -1,0 +1,3 @@
+#!/bin/bash
+# Harbor's verifier: runs after the agent, in a fresh sandbox; writes the reward.
+node /tests/check.mjs

@@ -1,0 +1,168 @@
+/**
+ * A reward as Harbor's verifiers leave it: `reward.txt` holding one number, or `reward.json`
+ * holding named numbers (the score under `reward`). Read back from the verification sandbox
+ * as hostile data: one bounded read of a regular file (no link followed), a strict parse,
+ * caps on names and count. Whatever is wrong is a reason on record, never a pass.
+ */
+import { SandboxFileError } from '../errors.js';
+import type { Sandbox } from '../sandbox/types.js';
+import { shellQuote } from '../sandbox/shell.js';
+
+export const REWARD_LIMITS = {
+  /** A reward file is a number or a small object; anything bigger is not one. */
+  maxBytes: 64 * 1024,
+  maxNames: 100,
+  maxNameLength: 64,
+  /** Scores beyond this are not a reward any verifier means. */
+  maxMagnitude: 1e9,
+} as const;
+
+export interface Reward {
+  /** The trial's score: reward.txt's number, or reward.json's `reward` (or its only value). */
+  score: number;
+  /** Every named value (reward.txt gives `{reward: score}`). */
+  values: Record<string, number>;
+  file: 'reward.txt' | 'reward.json';
+}
+
+export type RewardReading = { ok: true; reward: Reward } | { ok: false; reason: string };
+
+/** Verified means full marks: Harbor's binary tasks write 1 for a pass and 0 for a fail. */
+export const REWARD_TO_PASS = 1;
+
+const NAME = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
+// Names that mean something to a JavaScript object are never taken as data.
+const RESERVED = new Set(['__proto__', 'constructor', 'prototype']);
+
+function finite(value: number, what: string): string | undefined {
+  if (!Number.isFinite(value)) return `${what} is not a finite number`;
+  if (Math.abs(value) > REWARD_LIMITS.maxMagnitude) return `${what} is beyond ±${REWARD_LIMITS.maxMagnitude}`;
+  return undefined;
+}
+
+/** reward.txt: one decimal number, optional surrounding white space, nothing else. */
+export function parseRewardText(text: string): RewardReading {
+  const trimmed = text.trim();
+  if (!/^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/.test(trimmed))
+    return {
+      ok: false,
+      reason: `reward.txt refused: expected one number such as 1 or 0.5, got ${JSON.stringify(trimmed.slice(0, 40))}${trimmed.length > 40 ? '…' : ''}`,
+    };
+  const score = Number(trimmed);
+  const problem = finite(score, 'the reward');
+  if (problem) return { ok: false, reason: `reward.txt refused: ${problem}` };
+  return { ok: true, reward: { score, values: { reward: score }, file: 'reward.txt' } };
+}
+
+/** reward.json: a flat object of names to numbers (true/false count as 1/0, as Python's bool is an int). */
+export function parseRewardJson(text: string): RewardReading {
+  const refuse = (why: string): RewardReading => ({ ok: false, reason: `reward.json refused: ${why}` });
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch (error) {
+    return refuse(`not JSON (${error instanceof Error ? error.message : String(error)})`);
+  }
+  if (typeof data !== 'object' || data === null || Array.isArray(data))
+    return refuse('expected an object of named numbers such as {"reward": 1}');
+  const entries = Object.entries(data as Record<string, unknown>);
+  if (entries.length === 0) return refuse('the object is empty');
+  if (entries.length > REWARD_LIMITS.maxNames) return refuse(`more than ${REWARD_LIMITS.maxNames} names`);
+  const values: Record<string, number> = Object.create(null) as Record<string, number>;
+  for (const [name, raw] of entries) {
+    if (name.length > REWARD_LIMITS.maxNameLength || !NAME.test(name) || RESERVED.has(name))
+      return refuse(
+        `${JSON.stringify(name.slice(0, 80))}: expected a name of letters, digits, "_", "." or "-"`,
+      );
+    const value = typeof raw === 'boolean' ? (raw ? 1 : 0) : raw;
+    if (typeof value !== 'number') return refuse(`${name}: expected a number, got ${kind(raw)}`);
+    const problem = finite(value, name);
+    if (problem) return refuse(problem);
+    values[name] = value;
+  }
+  const names = Object.keys(values);
+  const score = values.reward ?? (names.length === 1 ? values[names[0]!] : undefined);
+  if (score === undefined)
+    return refuse(
+      `no "reward" among ${names.length} names (${names.slice(0, 5).join(', ')}): which one is the score?`,
+    );
+  return { ok: true, reward: { score, values: { ...values }, file: 'reward.json' } };
+}
+
+function kind(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'a list';
+  return typeof value === 'object' ? 'an object' : typeof value;
+}
+
+/** A reward an earlier command (or the agent's change) left behind must never pass for this run's. */
+export async function clearReward(box: Sandbox, dir: string, signal?: AbortSignal): Promise<void> {
+  await box.exec(`rm -rf -- ${shellQuote(dir)}`, { timeoutMs: 30_000, ...(signal ? { signal } : {}) });
+}
+
+/** reward.txt first (Harbor reads it first), else reward.json; neither is a reason. */
+export async function readReward(box: Sandbox, dir: string, signal?: AbortSignal): Promise<RewardReading> {
+  const txt = await readBounded(box, `${dir}/reward.txt`, signal);
+  if (txt.state === 'read') return parseRewardText(txt.bytes.toString('utf8'));
+  if (txt.state === 'refused') return { ok: false, reason: txt.reason };
+  const json = await readBounded(box, `${dir}/reward.json`, signal);
+  if (json.state === 'read') return parseRewardJson(json.bytes.toString('utf8'));
+  if (json.state === 'refused') return { ok: false, reason: json.reason };
+  return {
+    ok: false,
+    reason: 'the verifier wrote no reward (neither reward.txt nor reward.json in /logs/verifier)',
+  };
+}
+
+type Read = { state: 'read'; bytes: Buffer } | { state: 'missing' } | { state: 'refused'; reason: string };
+
+async function readBounded(box: Sandbox, path: string, signal?: AbortSignal): Promise<Read> {
+  const name = path.split('/').pop()!;
+  try {
+    const bytes = await box.readFile(path, {
+      maxBytes: REWARD_LIMITS.maxBytes,
+      ...(signal ? { signal } : {}),
+    });
+    return { state: 'read', bytes };
+  } catch (error) {
+    if (!(error instanceof SandboxFileError)) throw error;
+    switch (error.problem) {
+      case 'missing':
+        return { state: 'missing' };
+      case 'too-large':
+        return { state: 'refused', reason: `${name} refused: larger than ${REWARD_LIMITS.maxBytes} bytes` };
+      case 'through-link':
+        return { state: 'refused', reason: `${name} refused: it is a symlink, or a folder on the way is` };
+      case 'not-a-file':
+      case 'is-a-directory':
+        return { state: 'refused', reason: `${name} refused: not a regular file` };
+      default:
+        return { state: 'refused', reason: `${name} could not be read (${error.message})` };
+    }
+  }
+}
+
+/** What the maker is told: the score, never the verifier's output (its tests are hidden from it). */
+export function rewardFeedback(reading: RewardReading): string {
+  return reading.ok
+    ? `Your change was applied to a fresh copy of the environment and the task's verifier, which you cannot see, scored it ${reading.reward.score} (${REWARD_TO_PASS} is needed). Read the instruction again and do what it asks.`
+    : `Your change was applied to a fresh copy of the environment, but the task's verifier left no score that could be read (${reading.reason}), so it does not count as done.`;
+}
+
+/** The attempt record's view of a reading (run.json). */
+export function rewardRecord(reading: RewardReading): {
+  status: 'read' | 'refused';
+  score?: number;
+  values?: Record<string, number>;
+  file?: string;
+  reason?: string;
+} {
+  return reading.ok
+    ? {
+        status: 'read',
+        score: reading.reward.score,
+        values: reading.reward.values,
+        file: reading.reward.file,
+      }
+    : { status: 'refused', reason: reading.reason };
+}
