@@ -10,7 +10,7 @@ import type { BaselineCache, BaselineResult } from '../fix/baseline.js';
 import type { FixDeps } from '../fix/context.js';
 import { fixDeps, reuseImages } from '../fix/deps.js';
 import type { Fleet } from '../fleet/fleet.js';
-import { ensureBaseImageOn } from '../fleet/images.js';
+import { ensureBaseImageOn } from '../sandbox/docker/fleet/images.js';
 import { sandboxProvider } from '../sandbox/registry.js';
 import type { TrialPlacement } from './runner.js';
 

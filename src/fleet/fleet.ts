@@ -14,7 +14,7 @@ import { SandboxUnavailable } from '../errors.js';
 import { describeEndpoint } from '../sandbox/docker/endpoint.js';
 import { DockerEngine } from '../sandbox/docker/engine.js';
 import type { EngineHandle } from '../sandbox/registry.js';
-import type { EngineRef, EngineSpec } from './engines-file.js';
+import type { EngineRef, EngineSpec } from '../sandbox/docker/fleet/engines-file.js';
 import { defaultCapacity, Placement, type AcquireOptions, type EngineLoad } from './placement.js';
 
 /** What the fleet needs of an engine client; a DockerEngine in real use. */

@@ -54,9 +54,9 @@
  */
 import { errorMessage, UsageError } from '../../errors.js';
 import { EXIT_CODES } from '../exit-codes.js';
-import type { EngineSpec } from '../../fleet/engines-file.js';
+import type { EngineSpec } from '../../sandbox/docker/fleet/engines-file.js';
 import { enginesNamed, resolveEngineFlags } from '../engine-flags.js';
-import { ensureBaseImageOn } from '../../fleet/images.js';
+import { ensureBaseImageOn } from '../../sandbox/docker/fleet/images.js';
 import { defaultCapacity } from '../../fleet/placement.js';
 import { runDoctor, type DoctorCheck, type DoctorReport } from '../../sandbox/docker/doctor.js';
 import { describeEndpoint } from '../../sandbox/docker/endpoint.js';

@@ -16,7 +16,7 @@ import {
 import { loadCatalog } from '../../catalog/load.js';
 import { sandboxProvider } from '../../sandbox/registry.js';
 import type { AttachRequest, SandboxBackend } from '../../sandbox/types.js';
-import { resolveStoredEngine, type EngineSpec } from '../../fleet/engines-file.js';
+import { resolveStoredEngine, type EngineSpec } from '../../sandbox/docker/fleet/engines-file.js';
 import { enginesNamed, resolveEngineFlags, type EngineFlags } from '../engine-flags.js';
 import { engineHandle } from '../../fleet/fleet.js';
 import { HarnessError } from '../../errors.js';

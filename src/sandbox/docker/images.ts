@@ -9,9 +9,13 @@ import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { HarnessError, BuildRefused, ImageError, Interrupted, SandboxUnavailable } from '../../errors.js';
 import { bootstrapRootfs, LogFile, logsDir, timestampForFile } from './bootstrap.js';
-import { withFileLock } from './build-lock.js';
-import { scanBuildContext, type BuildContext, type ContextSnapshot } from './build-context.js';
-import { argDefault, daemonFetches, finalBaseImage } from './dockerfile.js';
+import { withFileLock } from '../../image-context/build-lock.js';
+import {
+  scanBuildContext,
+  type BuildContext,
+  type ContextSnapshot,
+} from '../../image-context/build-context.js';
+import { argDefault, daemonFetches, finalBaseImage } from '../../image-context/dockerfile.js';
 import { readRepoFile } from '../../repo-files.js';
 import { dockerEngine, statusOf, type DockerEngine } from './engine.js';
 import { LABEL } from './labels.js';

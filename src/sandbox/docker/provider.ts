@@ -2,7 +2,7 @@
 import { statfs } from 'node:fs/promises';
 import { ImageError, SandboxUnavailable } from '../../errors.js';
 import type { EngineHandle, RepoImageRequest, RepoImageResult, SandboxProvider } from '../registry.js';
-import { scanBuildContext } from './build-context.js';
+import { scanBuildContext } from '../../image-context/build-context.js';
 import { DockerBackend, dockerBackend } from './docker-sandbox.js';
 import { dockerEngine, DockerEngine } from './engine.js';
 import { buildRepoImage, resolveDockerfile } from './images.js';

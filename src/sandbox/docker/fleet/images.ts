@@ -10,8 +10,8 @@
  * defaults below follow those numbers (see bench/README.md, "Fleet").
  */
 import { Transform } from 'node:stream';
-import { ImageError } from '../errors.js';
-import { dockerEngine, type DockerEngine } from '../sandbox/docker/engine.js';
+import { ImageError } from '../../../errors.js';
+import { dockerEngine, type DockerEngine } from '../engine.js';
 import {
   BASE_IMAGES,
   buildRepoImage,
@@ -20,7 +20,7 @@ import {
   ensureBaseImage,
   type BuildRepoImageOptions,
   type RepoImage,
-} from '../sandbox/docker/images.js';
+} from '../images.js';
 
 export type PresenceMethod = 'ship' | 'build';
 
