@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type { LoadedCatalog } from '../catalog/load.js';
 import type { BaselineCache, BaselineResult } from '../fix/baseline.js';
 import type { FixDeps } from '../fix/context.js';
-import { fixDeps, reuseImages } from '../fix/deps.js';
+import { catalogImageOptions, fixDeps, reuseImages } from '../fix/deps.js';
 import type { Fleet } from '../fleet/fleet.js';
 import { ensureBaseImageOn } from '../sandbox/docker/fleet/images.js';
 import { sandboxProvider } from '../sandbox/registry.js';
@@ -100,7 +100,7 @@ async function prepareEngine(options: FleetDepsOptions, name: string): Promise<F
   for (const task of options.tasks) {
     const image = await deps.image({
       repoDir: task.repoDir,
-      catalog: task.catalog,
+      ...catalogImageOptions(task.catalog),
       rebuild: false,
       logFile: join(options.logDir, `image-${task.id}-${name}.log`),
       onProgress: () => undefined,

@@ -4,58 +4,18 @@
  * a Docker type. Only the chosen backend's code is loaded.
  */
 import { UsageError } from '../errors.js';
+import type { RepoImage, RepoImageRequest } from '../image-context/request.js';
 import type { SandboxBackend } from './types.js';
 
 export const BACKEND_NAMES = ['docker'] as const;
 export type BackendName = (typeof BACKEND_NAMES)[number];
 
-/** What the host knew of a repo file when its image was built. */
-export interface HostFileState {
-  sha256: string;
-  mode: number;
-  type?: 'file' | 'symlink';
-}
-
-export interface RepoImageRequest {
-  repoDir: string;
-  /** A prebuilt image used as it is; it must hold the repo at /workspace. */
-  prebuilt?: string;
-  /** The recipe; default the repo's Dockerfile.sandbox, else the harness's own. */
-  dockerfile?: string;
-  /**
-   * The folder `dockerfile` is relative to and must really be in (a regular file, not a link
-   * out of it): the catalog's folder for `sandbox.dockerfile`. Default: the repo.
-   */
-  dockerfileRoot?: string;
-  baseImage?: string;
-  buildArgs?: Record<string, string>;
-  /** Whether the build may use the network (default: no). */
-  buildNetwork?: boolean;
-  /** More build-context exclusions, `.dockerignore` syntax. */
-  excludes?: string[];
-  rebuild: boolean;
-  logFile?: string;
-  onProgress?: (line: string) => void;
-  signal?: AbortSignal;
-}
-
-export interface RepoImageResult {
-  tag: string;
-  imageId: string;
-  reused: boolean;
-  buildNetwork: boolean;
-  /** The host repo files the image was built from. */
-  hostFiles: ReadonlyMap<string, HostFileState>;
-  /** The base image it was built on, as the recipe resolved it (absent for a prebuilt image). */
-  baseImage?: string;
-  /** The image's size as the engine reports it. */
-  sizeBytes?: number;
-}
+export type { HostFileState, RepoImage, RepoImageRequest } from '../image-context/request.js';
 
 export interface SandboxProvider {
   readonly backend: SandboxBackend;
   /** The sandbox image of a repo: reused by content hash, or built. */
-  repoImage(request: RepoImageRequest): Promise<RepoImageResult>;
+  repoImage(request: RepoImageRequest): Promise<RepoImage>;
   /** Throws `SandboxUnavailable` (with what to do) when the engine does not answer or is nearly full. */
   preflight(): Promise<void>;
   /**

@@ -26,7 +26,7 @@ import { summarize, compareSummaries, readHarnessVersion, type EvalSummary } fro
 import { notScoredCell, writeReports } from '../../evals/report.js';
 import { createProgressReporter } from '../../evals/progress.js';
 import { fixTrialRunner } from '../../evals/fix-trial.js';
-import { fixDeps, reuseImages } from '../../fix/deps.js';
+import { catalogImageOptions, fixDeps, reuseImages } from '../../fix/deps.js';
 import { memoryBaselineCache } from '../../fix/baseline.js';
 import { sandboxProvider } from '../../sandbox/registry.js';
 import { enginesNamed, resolveEngineFlags, type EngineFlags } from '../engine-flags.js';
@@ -153,7 +153,7 @@ export async function evalCommand(
     for (const task of tasks) {
       await local.image({
         repoDir: task.repoDir,
-        catalog: task.catalog,
+        ...catalogImageOptions(task.catalog),
         rebuild: false,
         logFile: join(outDir, `image-${task.id}.log`),
         onProgress: () => undefined,

@@ -10,15 +10,13 @@ import { fileURLToPath } from 'node:url';
 import { HarnessError, BuildRefused, ImageError, Interrupted, SandboxUnavailable } from '../../errors.js';
 import { bootstrapRootfs, LogFile, logsDir, timestampForFile } from './bootstrap.js';
 import { withFileLock } from '../../image-context/build-lock.js';
-import {
-  scanBuildContext,
-  type BuildContext,
-  type ContextSnapshot,
-} from '../../image-context/build-context.js';
+import { scanBuildContext, type BuildContext } from '../../image-context/build-context.js';
 import { argDefault, daemonFetches, finalBaseImage } from '../../image-context/dockerfile.js';
 import { readRepoFile } from '../../repo-files.js';
 import { dockerEngine, statusOf, type DockerEngine } from './engine.js';
 import { LABEL } from './labels.js';
+import type { BuiltRepoImage, RepoImageRequest } from '../../image-context/request.js';
+export type { BuiltRepoImage } from '../../image-context/request.js';
 
 export const CONTENT_HASH_LABEL = 'sandbox-harness.content-hash';
 export const REPO_LABEL = 'sandbox-harness.repo';
@@ -463,55 +461,9 @@ async function buildRecipe(
 
 // ---- repo images -----------------------------------------------------------------------
 
-export interface BuildRepoImageOptions {
-  repoDir: string;
-  /**
-   * Default: the repo's Dockerfile.sandbox, else the harness's own. Relative paths are
-   * relative to `dockerfileRoot`.
-   */
-  dockerfile?: string;
-  /**
-   * The folder `dockerfile` must really be in (a regular file, not a link out of it);
-   * default: the repo. The catalog's `sandbox.dockerfile` gives the catalog's folder.
-   */
-  dockerfileRoot?: string;
-  /**
-   * Build steps may use the network (catalog `sandbox.build.network: true`). Default: no
-   * network, so a repo's recipe cannot download or send anything while it builds.
-   */
-  network?: boolean;
-  /** Passed as the BASE_IMAGE build argument. Default: the node base image (made if missing). */
-  baseImage?: string;
-  buildArgs?: Record<string, string>;
-  /** Build even when an image with this content hash exists, without the layer cache. */
-  rebuild?: boolean;
-  /** Every line of build output (nothing when the image is reused). */
-  onProgress?: (line: string) => void;
-  /** Skipped symlinks and other oddities of the repo. */
-  onWarning?: (message: string) => void;
-  /** Default: `<cache>/logs/build-<repo>-<hash>.log`. */
-  logFile?: string;
-  /** More build-context exclusions, `.dockerignore` syntax (catalog `sandbox.build.exclude`). */
-  extraExcludes?: string[];
-  /** Ctrl-C: stops the build. */
-  signal?: AbortSignal;
+/** A repo image request as the Docker backend takes it: the one request, on one engine. */
+export interface BuildRepoImageOptions extends Omit<RepoImageRequest, 'prebuilt'> {
   engine?: DockerEngine;
-}
-
-export interface RepoImage {
-  imageId: string;
-  tag: string;
-  contentHash: string;
-  reused: boolean;
-  /** What /workspace holds in the image: the pristine state the fix loop compares against. */
-  snapshot: ContextSnapshot;
-  dockerfile: string;
-  baseImage: string;
-  /** Whether the build steps had network (for the run record); part of the content hash. */
-  network: boolean;
-  /** Only when a build ran. */
-  logFile?: string;
-  warnings: string[];
 }
 
 /** Docker repository names allow lowercase letters, digits and separators only. */
@@ -546,18 +498,18 @@ export async function resolveDockerfile(
   return defaultRecipe();
 }
 
-const pendingRepo = new Map<string, Promise<RepoImage>>();
+const pendingRepo = new Map<string, Promise<BuiltRepoImage>>();
 
 /**
  * The sandbox image of a repo, tagged by the content hash of (Dockerfile, build context,
  * build args, base image id). An existing image with that hash is reused without a build.
  */
-export async function buildRepoImage(options: BuildRepoImageOptions): Promise<RepoImage> {
+export async function buildRepoImage(options: BuildRepoImageOptions): Promise<BuiltRepoImage> {
   const engine = options.engine ?? dockerEngine();
   const repoDir = resolve(options.repoDir);
   const dockerfile = await resolveDockerfile(repoDir, options.dockerfile, options.dockerfileRoot);
   const ours = dockerfile === defaultRecipe();
-  const network = options.network === true;
+  const network = options.buildNetwork === true;
   const dockerfileRoot = ours ? packageRoot() : resolve(options.dockerfileRoot ?? repoDir);
   // A repo's own recipe may name its base (`ARG BASE_IMAGE=...`): that default holds unless
   // the catalog chose one (sandbox.baseImage), rather than being replaced by the Node base.
@@ -574,7 +526,7 @@ export async function buildRepoImage(options: BuildRepoImageOptions): Promise<Re
     dockerfile,
     dockerfileRoot,
     buildArgs,
-    extraExcludes: options.extraExcludes,
+    extraExcludes: options.excludes,
     hashInputs: {
       // A rebuilt base (same tag, new id) must not be hidden behind an old repo image.
       baseImageId: baseId,
@@ -618,14 +570,14 @@ async function buildOrReuse(
     tag: string;
     network: boolean;
   },
-): Promise<RepoImage> {
+): Promise<BuiltRepoImage> {
   const common = {
     tag: options.tag,
     contentHash: context.contentHash,
-    snapshot: context.snapshot,
+    hostFiles: context.snapshot,
     dockerfile: options.dockerfile,
     baseImage: options.baseImage,
-    network: options.network,
+    buildNetwork: options.network,
     warnings: context.warnings,
   };
   if (!options.rebuild) {

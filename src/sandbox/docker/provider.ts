@@ -1,7 +1,8 @@
 /** The Docker backend as a `SandboxProvider`: sandboxes, repo images and the pre-flight check. */
 import { statfs } from 'node:fs/promises';
 import { ImageError, SandboxUnavailable } from '../../errors.js';
-import type { EngineHandle, RepoImageRequest, RepoImageResult, SandboxProvider } from '../registry.js';
+import type { RepoImage, RepoImageRequest } from '../../image-context/request.js';
+import type { EngineHandle, SandboxProvider } from '../registry.js';
 import { scanBuildContext } from '../../image-context/build-context.js';
 import { DockerBackend, dockerBackend } from './docker-sandbox.js';
 import { dockerEngine, DockerEngine } from './engine.js';
@@ -35,7 +36,7 @@ export async function checkFreeSpace(
   }
 }
 
-async function repoImage(engine: DockerEngine, request: RepoImageRequest): Promise<RepoImageResult> {
+async function repoImage(engine: DockerEngine, request: RepoImageRequest): Promise<RepoImage> {
   if (request.prebuilt) {
     const details = await engine.inspectImage(request.prebuilt);
     if (!details) {
@@ -62,30 +63,10 @@ async function repoImage(engine: DockerEngine, request: RepoImageRequest): Promi
       ...(details.sizeBytes !== undefined ? { sizeBytes: details.sizeBytes } : {}),
     };
   }
-  const built = await buildRepoImage({
-    repoDir: request.repoDir,
-    ...(request.dockerfile ? { dockerfile: request.dockerfile } : {}),
-    ...(request.dockerfileRoot ? { dockerfileRoot: request.dockerfileRoot } : {}),
-    network: request.buildNetwork === true,
-    ...(request.baseImage ? { baseImage: request.baseImage } : {}),
-    ...(request.buildArgs ? { buildArgs: request.buildArgs } : {}),
-    ...(request.excludes ? { extraExcludes: request.excludes } : {}),
-    rebuild: request.rebuild,
-    ...(request.onProgress ? { onProgress: request.onProgress } : {}),
-    ...(request.logFile ? { logFile: request.logFile } : {}),
-    ...(request.signal ? { signal: request.signal } : {}),
-    engine,
-  });
+  const { prebuilt: _prebuilt, ...recipe } = request;
+  const built = await buildRepoImage({ ...recipe, engine });
   const details = await engine.inspectImage(built.tag).catch(() => undefined);
-  return {
-    tag: built.tag,
-    imageId: built.imageId,
-    reused: built.reused,
-    buildNetwork: built.network,
-    hostFiles: built.snapshot,
-    baseImage: built.baseImage,
-    ...(details?.sizeBytes !== undefined ? { sizeBytes: details.sizeBytes } : {}),
-  };
+  return { ...built, ...(details?.sizeBytes !== undefined ? { sizeBytes: details.sizeBytes } : {}) };
 }
 
 /** A provider bound to one engine of a fleet: its sandboxes, images and checks all go there. */

@@ -19,7 +19,7 @@ import {
   DEFAULT_BASE_IMAGE,
   ensureBaseImage,
   type BuildRepoImageOptions,
-  type RepoImage,
+  type BuiltRepoImage,
 } from '../images.js';
 
 export type PresenceMethod = 'ship' | 'build';
@@ -204,7 +204,7 @@ export interface EnsureRepoOnOptions {
 export async function ensureRepoImageOn(
   target: DockerEngine,
   options: EnsureRepoOnOptions,
-): Promise<ImagePresence & { image: RepoImage }> {
+): Promise<ImagePresence & { image: BuiltRepoImage }> {
   const started = Date.now();
   const method = options.method ?? DEFAULT_PRESENCE.repo;
   const repo = { ...options.repo, ...(options.signal ? { signal: options.signal } : {}) };
@@ -260,7 +260,7 @@ export interface EnsureImagesOnOptions {
 export async function ensureImagesOn(
   target: DockerEngine,
   options: EnsureImagesOnOptions,
-): Promise<{ base: ImagePresence; repo: ImagePresence & { image: RepoImage } }> {
+): Promise<{ base: ImagePresence; repo: ImagePresence & { image: BuiltRepoImage } }> {
   const signal = options.signal ? { signal: options.signal } : {};
   const base = await ensureBaseImageOn(target, {
     source: options.source,
