@@ -10,7 +10,6 @@ import type { BaselineCache, BaselineResult } from '../fix/baseline.js';
 import type { FixDeps } from '../fix/context.js';
 import { catalogImageOptions, fixDeps, reuseImages } from '../fix/deps.js';
 import type { Fleet } from '../fleet/fleet.js';
-import { ensureBaseImageOn } from '../sandbox/docker/fleet/images.js';
 import { sandboxProvider } from '../sandbox/registry.js';
 import type { TrialPlacement } from './runner.js';
 
@@ -71,7 +70,9 @@ export function fleetDeps(
 async function prepareEngine(options: FleetDepsOptions, name: string): Promise<FixDeps> {
   const engine = options.fleet.engines.find((e) => e.name === name);
   if (!engine) throw new RangeError(`no engine named ${name} in this fleet`);
-  const provider = await sandboxProvider('docker', { engine: { name, connection: engine.engine } });
+  const provider = await sandboxProvider('docker', {
+    engine: { name, connection: engine.engine, endpoint: engine.endpoint },
+  });
   const deps = reuseImages(
     fixDeps(provider, {
       baselines: options.baselines,
@@ -87,7 +88,7 @@ async function prepareEngine(options: FleetDepsOptions, name: string): Promise<F
     options.tasks.map((t) => t.catalog.catalog.sandbox.image ?? t.catalog.catalog.sandbox.baseImage),
   );
   for (const image of bases) {
-    const presence = await ensureBaseImageOn(engine.engine, {
+    const presence = await provider.ensureBaseImage({
       ...(image ? { image } : {}),
       method: 'ship',
       signal,

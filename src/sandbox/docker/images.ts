@@ -3,10 +3,8 @@
  * the per-repo sandbox images, named by a content hash so an unchanged repo reuses its
  * image without a build.
  */
-import { existsSync, readFileSync } from 'node:fs';
 import { lstat } from 'node:fs/promises';
-import { basename, dirname, join, relative, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { basename, join, relative, resolve } from 'node:path';
 import { HarnessError, BuildRefused, ImageError, Interrupted, SandboxUnavailable } from '../../errors.js';
 import { bootstrapRootfs, LogFile, logsDir, timestampForFile } from './bootstrap.js';
 import { withFileLock } from '../../image-context/build-lock.js';
@@ -15,6 +13,8 @@ import { argDefault, daemonFetches, finalBaseImage } from '../../image-context/d
 import { readRepoFile } from '../../repo-files.js';
 import { dockerEngine, statusOf, type DockerEngine } from './engine.js';
 import { LABEL } from './labels.js';
+import { BASE_IMAGES, DEFAULT_BASE_IMAGE, type BaseImageSpec, type BaseKind } from './base-images.js';
+import { packageRoot } from '../../package-root.js';
 import type { BuiltRepoImage, RepoImageRequest } from '../../image-context/request.js';
 export type { BuiltRepoImage } from '../../image-context/request.js';
 
@@ -26,77 +26,14 @@ export const BUILT_FROM_LABEL = 'sandbox-harness.built-from';
 /** `none` or `default`: whether the build steps of a repo image had network. */
 export const BUILD_NETWORK_LABEL = 'sandbox-harness.build-network';
 
-export type BaseKind = 'node' | 'python';
-
-export interface BaseImageSpec {
-  kind: BaseKind;
-  /** The local tag every sandbox builds on. */
-  tag: string;
-  /** What the recipe builds on when a registry answers. */
-  registryImage: string;
-  /** The offline root filesystem: `docker import` of an mmdebstrap tarball. */
-  rootfs: { repo: string; tag: string; suite: string; packages: string[] };
-  /** Folder under the package root that holds the recipe's Dockerfile. */
-  recipe: string;
-}
-
-export const BASE_IMAGES: Readonly<Record<BaseKind, BaseImageSpec>> = {
-  node: {
-    kind: 'node',
-    tag: 'sandbox-harness/base-node:20',
-    registryImage: 'node:20-bookworm-slim',
-    rootfs: {
-      repo: 'sandbox-harness/rootfs-node',
-      tag: 'trixie',
-      suite: 'trixie',
-      packages: ['nodejs', 'npm', 'git', 'ca-certificates', 'passwd'],
-    },
-    recipe: 'images/node',
-  },
-  python: {
-    kind: 'python',
-    tag: 'sandbox-harness/base-python:3',
-    registryImage: 'python:3.12-slim-bookworm',
-    rootfs: {
-      repo: 'sandbox-harness/rootfs-python',
-      tag: 'trixie',
-      suite: 'trixie',
-      packages: ['python3', 'python3-venv', 'git', 'ca-certificates', 'passwd'],
-    },
-    recipe: 'images/python',
-  },
-};
-
-export const DEFAULT_BASE_IMAGE = BASE_IMAGES.node.tag;
-
-export function isBaseKind(value: string): value is BaseKind {
-  return value === 'node' || value === 'python';
-}
-
-let cachedRoot: string | undefined;
-
-/** The harness's own folder (holds `images/` and the default `Dockerfile.sandbox`), from src/ or dist/. */
-export function packageRoot(): string {
-  if (cachedRoot) return cachedRoot;
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    const manifest = join(dir, 'package.json');
-    if (existsSync(manifest)) {
-      try {
-        if ((JSON.parse(readFileSync(manifest, 'utf8')) as { name?: unknown }).name === 'sandbox-harness') {
-          cachedRoot = dir;
-          return dir;
-        }
-      } catch {
-        // not ours; keep climbing
-      }
-    }
-    const parent = dirname(dir);
-    if (parent === dir)
-      throw new Error('cannot find the sandbox-harness package root from ' + import.meta.url);
-    dir = parent;
-  }
-}
+export {
+  BASE_IMAGES,
+  DEFAULT_BASE_IMAGE,
+  isBaseKind,
+  type BaseImageSpec,
+  type BaseKind,
+} from './base-images.js';
+export { packageRoot } from '../../package-root.js';
 
 // ---- building --------------------------------------------------------------------------
 

@@ -2,7 +2,11 @@
 import { statfs } from 'node:fs/promises';
 import { ImageError, SandboxUnavailable } from '../../errors.js';
 import type { RepoImage, RepoImageRequest } from '../../image-context/request.js';
-import type { EngineHandle, SandboxProvider } from '../registry.js';
+import type { EngineHandle, SandboxProvider } from '../types.js';
+import { runDoctor, dockerEndpoint } from './doctor.js';
+import { describeEndpoint, type EngineEndpoint } from './endpoint.js';
+import { ensureBaseImageOn } from './fleet/images.js';
+import { collectGarbage } from './gc.js';
 import { scanBuildContext } from '../../image-context/build-context.js';
 import { DockerBackend, dockerBackend } from './docker-sandbox.js';
 import { dockerEngine, DockerEngine } from './engine.js';
@@ -69,20 +73,40 @@ async function repoImage(engine: DockerEngine, request: RepoImageRequest): Promi
   return { ...built, ...(details?.sizeBytes !== undefined ? { sizeBytes: details.sizeBytes } : {}) };
 }
 
+/** The engine a provider of this backend talks to, to ship images from it to another. */
+const engines = new WeakMap<SandboxProvider, DockerEngine>();
+
+/** A connection to the engine of a spec (an engines file entry, `--engine`). */
+export function connectEngine(spec: { name: string; endpoint: EngineEndpoint }): EngineHandle & {
+  connection: DockerEngine;
+} {
+  return {
+    name: spec.name,
+    connection: new DockerEngine(spec.endpoint),
+    endpoint: describeEndpoint(spec.endpoint),
+  };
+}
+
 /** A provider bound to one engine of a fleet: its sandboxes, images and checks all go there. */
 export function dockerProviderFor(handle: EngineHandle): SandboxProvider {
   if (!(handle.connection instanceof DockerEngine)) {
     throw new TypeError(`engine ${handle.name}: the docker backend needs a DockerEngine connection`);
   }
-  return dockerProvider(new DockerBackend(handle.connection, handle.name), handle.connection);
+  return dockerProvider(
+    new DockerBackend(handle.connection, handle.name),
+    handle.connection,
+    handle.endpoint ?? handle.name,
+  );
 }
 
 export function dockerProvider(
   backend: DockerBackend = dockerBackend(),
   engine: DockerEngine = dockerEngine(),
+  endpoint: string = dockerEndpoint(),
 ): SandboxProvider {
-  return {
+  const provider: SandboxProvider = {
     backend,
+    endpoint,
     repoImage: (request) => repoImage(engine, request),
     async runtime(asked?: string) {
       const info = asked ? await requireRuntime(engine, asked) : await engine.info();
@@ -93,5 +117,20 @@ export function dockerProvider(
       const floor = Number(process.env.SANDBOX_HARNESS_MIN_FREE_BYTES);
       await checkFreeSpace(engine, Number.isFinite(floor) && floor >= 0 ? floor : DEFAULT_MIN_FREE_BYTES);
     },
+    doctor: (options = {}) =>
+      runDoctor({
+        engine,
+        ...(options.fleet ? { fleet: { endpoint, prepareHint: options.fleet.prepareHint } } : {}),
+      }),
+    collectGarbage: (scope) => collectGarbage(engine, scope),
+    ensureBaseImage: (options = {}) => {
+      const { from, ...rest } = options;
+      const source = from ? engines.get(from) : undefined;
+      if (from && !source)
+        throw new TypeError('the docker backend ships base images only from a docker engine');
+      return ensureBaseImageOn(engine, { ...rest, source: source ?? dockerEngine() });
+    },
   };
+  engines.set(provider, engine);
+  return provider;
 }

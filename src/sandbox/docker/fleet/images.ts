@@ -11,6 +11,9 @@
  */
 import { Transform } from 'node:stream';
 import { ImageError } from '../../../errors.js';
+import type { ImagePresence, PresenceMethod } from '../../types.js';
+
+export type { ImagePresence, PresenceMethod } from '../../types.js';
 import { dockerEngine, type DockerEngine } from '../engine.js';
 import {
   BASE_IMAGES,
@@ -22,8 +25,6 @@ import {
   type BuiltRepoImage,
 } from '../images.js';
 
-export type PresenceMethod = 'ship' | 'build';
-
 /**
  * Shipping a base image (~480 MB) beats making it again on the engine by far (an offline
  * bootstrap downloads and unpacks Debian packages); a repo image is cheaper to build on an
@@ -34,16 +35,6 @@ export const DEFAULT_PRESENCE: Readonly<{ base: PresenceMethod; repo: PresenceMe
   base: 'ship',
   repo: 'build',
 };
-
-export interface ImagePresence {
-  tag: string;
-  imageId: string;
-  /** `present`: nothing was done; `shipped`/`built`: it is there now. */
-  how: 'present' | 'shipped' | 'built';
-  durationMs: number;
-  /** Bytes streamed from the source engine (ship only). */
-  bytes?: number;
-}
 
 export interface ShipOptions {
   signal?: AbortSignal;
