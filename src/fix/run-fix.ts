@@ -104,6 +104,7 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
     },
     catalog: { name: catalog.catalog.name, file: catalog.file, hash: catalog.hash },
     repoDir,
+    backend: deps.backend.name,
     engine: deps.backend.engine,
     ...(deps.engineRef ? { engineRef: deps.engineRef } : {}),
     ...(prepared.runtime ? { runtime: prepared.runtime.name } : {}),
