@@ -33,7 +33,7 @@ const ENGINE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
 const engineName = z.string().regex(ENGINE_NAME, { error: 'expected an engine name' });
 
 /**
- * Where a run's engine is found again (see `EngineRef` in src/sandbox/docker/fleet/engines-file.ts). Hostile
+ * Where a run's engine is found again (see `EngineRef`, from the registry). Hostile
  * data like the rest of the record: plain names, an absolute YAML path, an engine URL without
  * credentials; whatever it names is resolved with the user's own files and keys.
  */

@@ -138,6 +138,8 @@ export async function imagesListCommand(ctx: CliContext, flags: ImagesCommandFla
     printJson(ctx, { images });
     return 0;
   }
+  // `images` is the Docker backend's alone: say so where its answer is read.
+  print(ctx, "this tool's images in the Docker engine (`images` is for the docker backend only)");
   // Untagged ones are superseded builds and the layer cache of failed ones; not worth a row each.
   const tagged = images.filter((i) => i.tags.length > 0);
   if (tagged.length === 0) {
