@@ -28,6 +28,26 @@ export default tseslint.config(
     },
   },
   {
+    // The backend seam: above src/sandbox/, only the registry reaches a backend's folder (tests may).
+    files: ['src/**/*.ts'],
+    ignores: ['src/sandbox/docker/**', 'src/sandbox/registry.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [{ name: 'dockerode', message: 'Only src/sandbox/docker/engine.ts may import dockerode.' }],
+          patterns: [
+            {
+              regex: '(^|/)sandbox/docker/|^\\.\\.?/docker/',
+              message:
+                'Only src/sandbox/registry.ts reaches the Docker backend: use the provider (sandboxProvider) or the registry.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     files: ['src/sandbox/docker/engine.ts'],
     rules: { 'no-restricted-imports': 'off' },
   },

@@ -42,7 +42,7 @@ export async function benchRuntimes(options) {
   const { DockerBackend } = await dist('sandbox/docker/docker-sandbox.js');
   const { DockerEngine, dockerEngine } = await dist('sandbox/docker/engine.js');
   const { buildRepoImage, ensureBaseImage } = await dist('sandbox/docker/images.js');
-  const { shipImages } = await dist('fleet/images.js');
+  const { shipImages } = await dist('sandbox/docker/fleet/images.js');
   const local = dockerEngine();
   await ensureBaseImage('node', { onLine: () => undefined });
   const example = await buildRepoImage({ repoDir: join(ROOT, 'examples', 'shipping-service', 'repo') });

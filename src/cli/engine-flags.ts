@@ -1,5 +1,5 @@
 /** `--engines FILE` and `--engine CONTEXT-OR-URL`, as every command that takes them reads them. */
-import { resolveEngines, type EngineSpec } from '../fleet/engines-file.js';
+import { resolveEngines, type EngineSpec } from '../sandbox/registry.js';
 import type { CliContext } from './context.js';
 
 export interface EngineFlags {

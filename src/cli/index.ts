@@ -580,7 +580,7 @@ kept ones are (their run is over), when --run, --older-than or --all names them.
 
   const images = program
     .command('images')
-    .description('sandbox base images (registry or offline bootstrap) and repo images');
+    .description('sandbox base images (registry or offline bootstrap) and repo images (Docker backend only)');
   images
     .command('ensure')
     .description('make sure a base image exists: reuse, pull + recipe, or bootstrap offline')

@@ -8,9 +8,8 @@ import { join } from 'node:path';
 import type { LoadedCatalog } from '../catalog/load.js';
 import type { BaselineCache, BaselineResult } from '../fix/baseline.js';
 import type { FixDeps } from '../fix/context.js';
-import { fixDeps, reuseImages } from '../fix/deps.js';
+import { catalogImageOptions, fixDeps, reuseImages } from '../fix/deps.js';
 import type { Fleet } from '../fleet/fleet.js';
-import { ensureBaseImageOn } from '../fleet/images.js';
 import { sandboxProvider } from '../sandbox/registry.js';
 import type { TrialPlacement } from './runner.js';
 
@@ -71,7 +70,9 @@ export function fleetDeps(
 async function prepareEngine(options: FleetDepsOptions, name: string): Promise<FixDeps> {
   const engine = options.fleet.engines.find((e) => e.name === name);
   if (!engine) throw new RangeError(`no engine named ${name} in this fleet`);
-  const provider = await sandboxProvider('docker', { engine: { name, connection: engine.engine } });
+  const provider = await sandboxProvider('docker', {
+    engine: { name, connection: engine.engine, endpoint: engine.endpoint },
+  });
   const deps = reuseImages(
     fixDeps(provider, {
       baselines: options.baselines,
@@ -87,7 +88,7 @@ async function prepareEngine(options: FleetDepsOptions, name: string): Promise<F
     options.tasks.map((t) => t.catalog.catalog.sandbox.image ?? t.catalog.catalog.sandbox.baseImage),
   );
   for (const image of bases) {
-    const presence = await ensureBaseImageOn(engine.engine, {
+    const presence = await provider.ensureBaseImage({
       ...(image ? { image } : {}),
       method: 'ship',
       signal,
@@ -100,7 +101,7 @@ async function prepareEngine(options: FleetDepsOptions, name: string): Promise<F
   for (const task of options.tasks) {
     const image = await deps.image({
       repoDir: task.repoDir,
-      catalog: task.catalog,
+      ...catalogImageOptions(task.catalog),
       rebuild: false,
       logFile: join(options.logDir, `image-${task.id}-${name}.log`),
       onProgress: () => undefined,

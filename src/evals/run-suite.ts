@@ -13,9 +13,9 @@ import { JsonlEventSink } from '../agent/events.js';
 import { UsageError } from '../errors.js';
 import { memoryBaselineCache } from '../fix/baseline.js';
 import type { FixDeps } from '../fix/context.js';
-import { fixDeps, reuseImages } from '../fix/deps.js';
+import { catalogImageOptions, fixDeps, reuseImages } from '../fix/deps.js';
 import type { KeepPolicy } from '../fix/run-fix.js';
-import type { EngineSpec } from '../fleet/engines-file.js';
+import type { EngineSpec } from '../sandbox/registry.js';
 import { connectFleet } from '../fleet/fleet.js';
 import { DEFAULT_RESOURCES } from '../sandbox/types.js';
 import { sandboxProvider, type SandboxProvider } from '../sandbox/registry.js';
@@ -294,7 +294,7 @@ async function prepareLocal(
   for (const task of tasks) {
     await local.image({
       repoDir: task.repoDir,
-      catalog: task.catalog,
+      ...catalogImageOptions(task.catalog),
       rebuild: false,
       logFile: join(context.outDir, `image-${task.id}.log`),
       onProgress: () => undefined,

@@ -16,9 +16,10 @@ import { ApplyError, errorMessage, UsageError } from '../errors.js';
 import type { RunOutcome } from '../outcomes.js';
 import { HARNESS_DIR, RunDir, readRunFile, type RunRecord, type StoredRun } from '../runs/record.js';
 import { catalogAllowlist } from './allowlist.js';
-import type { Ending, Run, SandboxImage } from './context.js';
+import type { Ending, Run } from './context.js';
+import type { RepoImage } from '../image-context/request.js';
 
-export async function applyVerified(run: Run, image: SandboxImage, changeSet: ChangeSet): Promise<Ending> {
+export async function applyVerified(run: Run, image: RepoImage, changeSet: ChangeSet): Promise<Ending> {
   const { record } = run;
   record.patchFile = await run.dir.writeFile('patch.diff', changeSetPatch(changeSet));
   const expected = new Map<string, string | null>();

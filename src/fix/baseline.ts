@@ -7,7 +7,8 @@
 import { TestCommandBroken } from '../errors.js';
 import { formatTestRun, runTestLayers, type TestLayer, type TestRun } from './test-layers.js';
 import { classifyTestRun, detectRunner, type TestCommandProblemKind } from './test-command.js';
-import type { Run, SandboxImage } from './context.js';
+import type { Run } from './context.js';
+import type { RepoImage } from '../image-context/request.js';
 
 /** A layer whose command did not run the tests at all (see `test-command.ts`). */
 export interface BrokenTestCommand {
@@ -52,7 +53,7 @@ export function memoryBaselineCache(): BaselineCache {
   };
 }
 
-function baselineKey(run: Run, image: SandboxImage, layers: readonly TestLayer[]): string {
+function baselineKey(run: Run, image: RepoImage, layers: readonly TestLayer[]): string {
   return JSON.stringify([image.imageId, run.catalog.hash, layers.map((l) => [l.name, l.command])]);
 }
 
@@ -119,7 +120,7 @@ export function testCommandError(
 
 export async function runBaseline(
   run: Run,
-  image: SandboxImage,
+  image: RepoImage,
   layers: readonly TestLayer[],
   /** Called when the test command starts in the baseline's sandbox (not when another trial measures it). */
   onCommandStart?: () => void,

@@ -22,6 +22,7 @@ import { testLayers } from '../catalog/schema.js';
 import { newRunId, runsDirFor } from '../runs/record.js';
 import { brokenLayer, type BrokenTestCommand } from './baseline.js';
 import type { FixDeps } from './context.js';
+import { catalogImageOptions } from './deps.js';
 import { silentProgress, type ProgressSink } from './progress.js';
 import { formatTestRun, runTestLayers } from './test-layers.js';
 
@@ -97,7 +98,7 @@ export async function runCheck(options: CheckOptions, deps: FixDeps): Promise<Ch
   const buildStarted = Date.now();
   const image = await deps.image({
     repoDir,
-    catalog,
+    ...catalogImageOptions(catalog),
     rebuild: options.rebuild,
     logFile: join(dir, 'image-build.log'),
     onProgress: (line) => progress.detail(line.slice(0, 120)),

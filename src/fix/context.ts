@@ -18,6 +18,7 @@ import type { Continuation } from './continue.js';
 import type { Message, ModelProvider } from '../llm/types.js';
 import type { RunOutcome } from '../outcomes.js';
 import type { RunDir, RunRecord } from '../runs/record.js';
+import type { RepoImage, RepoImageRequest } from '../image-context/request.js';
 import type { KeepPolicy, SandboxBackend } from '../sandbox/types.js';
 import type { BaselineCache } from './baseline.js';
 import type { ProgressSink } from './progress.js';
@@ -25,42 +26,12 @@ import type { SandboxPool } from './sandboxes.js';
 
 export type { KeepPolicy } from '../sandbox/types.js';
 
-/** What the host repo held when the image was built: path -> sha256 and mode (for the apply). */
-export interface HostFile {
-  sha256: string;
-  mode: number;
-  /** A symlink's sha256 is of its target text; its content is never read through it. */
-  type?: 'file' | 'symlink';
-}
-
-/** The image a run's sandboxes are made from, and what the host knew of it. */
-export interface SandboxImage {
-  tag: string;
-  imageId: string;
-  reused: boolean;
-  /** True when the image build had network (the catalog opted in). */
-  buildNetwork?: boolean;
-  /** The host repo files the image was built from; the apply compares against these. */
-  hostFiles: ReadonlyMap<string, HostFile>;
-  /** The base image it was built on (absent for a prebuilt image). */
-  baseImage?: string;
-  sizeBytes?: number;
-}
-
-export interface ImageRequest {
-  repoDir: string;
-  catalog: LoadedCatalog;
-  rebuild: boolean;
-  logFile: string;
-  onProgress: (line: string) => void;
-  signal?: AbortSignal;
-}
-
 export interface FixDeps {
   backend: SandboxBackend;
   /** Checks the engine answers before anything is written. */
   ping: () => Promise<void>;
-  image: (request: ImageRequest) => Promise<SandboxImage>;
+  /** The run's sandbox image: the one request and result type of every layer below. */
+  image: (request: RepoImageRequest) => Promise<RepoImage>;
   /** Default: the registry's createProvider. */
   createProvider?: typeof createProvider;
   /** Evals share one baseline per (image, catalog, test command) between their trials. */

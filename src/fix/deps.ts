@@ -1,7 +1,8 @@
 /** The real dependencies of `fix`: a sandbox provider (by backend name) and the catalog's image recipe. */
 import type { LoadedCatalog } from '../catalog/load.js';
-import type { RepoImageRequest, SandboxProvider } from '../sandbox/registry.js';
-import type { FixDeps, ImageRequest, SandboxImage } from './context.js';
+import type { RepoImage, RepoImageRequest } from '../image-context/request.js';
+import type { SandboxProvider } from '../sandbox/registry.js';
+import type { FixDeps } from './context.js';
 import { buildEgress } from './egress.js';
 
 /** How a catalog's `sandbox` section asks for its image: prebuilt, or recipe, base and build options. */
@@ -26,42 +27,45 @@ export function fixDeps(provider: SandboxProvider, extra: Partial<FixDeps> = {})
     backend: provider.backend,
     ping: () => provider.preflight(),
     ...(provider.runtime ? { runtime: (asked?: string) => provider.runtime!(asked) } : {}),
-    image: async (request: ImageRequest): Promise<SandboxImage> => {
-      const image = await provider.repoImage({
-        repoDir: request.repoDir,
-        ...catalogImageOptions(request.catalog),
-        rebuild: request.rebuild,
-        logFile: request.logFile,
-        onProgress: request.onProgress,
-        ...(request.signal ? { signal: request.signal } : {}),
-      });
-      return {
-        tag: image.tag,
-        imageId: image.imageId,
-        reused: image.reused,
-        buildNetwork: image.buildNetwork,
-        hostFiles: image.hostFiles,
-        ...(image.baseImage ? { baseImage: image.baseImage } : {}),
-        ...(image.sizeBytes !== undefined ? { sizeBytes: image.sizeBytes } : {}),
-      };
-    },
+    image: (request) => provider.repoImage(request),
     ...extra,
   };
 }
 
 /**
+ * What makes two requests ask for the same image: everything but where the log goes, who
+ * hears the progress and what stops it. Two catalogs of one repo with another recipe or
+ * other build options differ here, so they are two images.
+ */
+function imageKey(request: RepoImageRequest): string {
+  const { logFile: _log, onProgress: _progress, onWarning: _warning, signal: _signal, ...what } = request;
+  const args = what.buildArgs
+    ? Object.entries(what.buildArgs).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    : [];
+  return JSON.stringify([
+    what.repoDir,
+    what.prebuilt ?? null,
+    what.dockerfile ?? null,
+    what.dockerfileRoot ?? null,
+    what.baseImage ?? null,
+    args,
+    what.buildNetwork === true,
+    what.excludes ?? [],
+  ]);
+}
+
+/**
  * The same deps, with each repo's image resolved once: within an eval every trial of a task
  * asks for the image of the same, untouched repo (trials never apply), and hashing the repo
- * again for each costs a quarter of a second. The key holds the catalog's bytes, so two
- * catalogs of one repo (another recipe, other build options) are two images.
+ * again for each costs a quarter of a second.
  */
 export function reuseImages(deps: FixDeps): FixDeps {
-  const images = new Map<string, Promise<SandboxImage>>();
+  const images = new Map<string, Promise<RepoImage>>();
   return {
     ...deps,
     image: (request) => {
       if (request.rebuild) return deps.image(request);
-      const key = `${request.repoDir}\0${request.catalog.file}\0${request.catalog.hash}`;
+      const key = imageKey(request);
       const known = images.get(key);
       // The one that made it says what it did; every later one found it made.
       if (known) return known.then((image) => ({ ...image, reused: true }));

@@ -37,7 +37,9 @@ import { RunDir, runsDirFor, type RunRecord } from '../runs/record.js';
 import { harnessVersion } from '../version.js';
 import { runAttempt, type AttemptPlan, type AttemptResult } from './attempt.js';
 import { runBaseline, testCommandError, type BaselineResult } from './baseline.js';
-import type { Ending, FixDeps, FixOptions, FixResult, Prepared, Run, SandboxImage } from './context.js';
+import type { Ending, FixDeps, FixOptions, FixResult, Prepared, Run } from './context.js';
+import type { RepoImage } from '../image-context/request.js';
+import { catalogImageOptions } from './deps.js';
 import { applyVerified } from './apply.js';
 import { heldOutPaths, pristineFromHost, readAgentsMd } from './repo.js';
 import { prepare } from './prepare.js';
@@ -49,15 +51,8 @@ import type { WorkspaceGit } from '../sandbox/types.js';
 import { egressSpec } from './egress.js';
 import { getsVerifierFiles, loadVerifierFiles } from './verifier-files.js';
 
-export type {
-  FixDeps,
-  FixOptions,
-  FixResult,
-  SandboxImage,
-  HostFile,
-  ImageRequest,
-  KeepPolicy,
-} from './context.js';
+export type { FixDeps, FixOptions, FixResult, KeepPolicy } from './context.js';
+export type { HostFileState, RepoImage, RepoImageRequest } from '../image-context/request.js';
 
 /** The first attempt stops when the baseline shows the tests already pass. */
 class BaselinePasses extends Interrupted {
@@ -113,6 +108,7 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
     },
     catalog: { name: catalog.catalog.name, file: catalog.file, hash: catalog.hash },
     repoDir,
+    backend: deps.backend.name,
     engine: deps.backend.engine,
     ...(deps.engineRef ? { engineRef: deps.engineRef } : {}),
     ...(prepared.runtime ? { runtime: prepared.runtime.name } : {}),
@@ -234,11 +230,11 @@ async function fixTicket(run: Run): Promise<Ending> {
 }
 
 /** Step 3: the sandbox image, built or reused, and its pristine tree. */
-async function resolveImage(run: Run): Promise<SandboxImage> {
+async function resolveImage(run: Run): Promise<RepoImage> {
   run.progress.phase('image', 'sandbox image');
   const image = await run.deps.image({
     repoDir: run.repoDir,
-    catalog: run.catalog,
+    ...catalogImageOptions(run.catalog),
     rebuild: run.options.rebuild,
     logFile: run.dir.path('image-build.log'),
     // The build's steps pass on a live line only; its log file holds every line.
@@ -262,7 +258,7 @@ async function resolveImage(run: Run): Promise<SandboxImage> {
  * `git status`/`git diff` work for the agent and in `shell`. Without git in the image, or
  * on a backend that cannot make one, the attempts use the run's image and the record says why.
  */
-async function prepareWorkspaceGit(run: Run, image: SandboxImage, heldOut: readonly string[]): Promise<void> {
+async function prepareWorkspaceGit(run: Run, image: RepoImage, heldOut: readonly string[]): Promise<void> {
   const backend = run.deps.backend;
   if (!backend.workspaceGitImage) return;
   const exclude = gitExcludes(ignoreSettings(run.catalog.catalog.agent.ignoreChanges));
@@ -283,7 +279,7 @@ async function prepareWorkspaceGit(run: Run, image: SandboxImage, heldOut: reado
 }
 
 /** Step 4: what every attempt shares: prompt, tools, allowlist, pristine tree, held-out tests. */
-async function planAttempts(run: Run, image: SandboxImage): Promise<AttemptPlan> {
+async function planAttempts(run: Run, image: RepoImage): Promise<AttemptPlan> {
   const { catalog } = run;
   const agent = catalog.catalog.agent;
   const layers = testLayers(catalog.catalog);
@@ -373,7 +369,7 @@ const BASELINE_WAIT_CAP_MS = 60_000;
 async function attemptsWithBaseline(
   run: Run,
   plan: AttemptPlan,
-  image: SandboxImage,
+  image: RepoImage,
 ): Promise<AttemptResult | 'nothing-to-fix'> {
   const force = run.options.force;
   const gate = new AbortController();

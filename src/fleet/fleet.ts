@@ -11,16 +11,19 @@
  * no other engine is left.
  */
 import { SandboxUnavailable } from '../errors.js';
-import { describeEndpoint } from '../sandbox/docker/endpoint.js';
-import { DockerEngine } from '../sandbox/docker/engine.js';
-import type { EngineHandle } from '../sandbox/registry.js';
-import type { EngineRef, EngineSpec } from './engines-file.js';
+import { describeEngine, engineConnector, type EngineRef, type EngineSpec } from '../sandbox/registry.js';
 import { defaultCapacity, Placement, type AcquireOptions, type EngineLoad } from './placement.js';
 
-/** What the fleet needs of an engine client; a DockerEngine in real use. */
-export type EngineClient = Pick<DockerEngine, 'ping' | 'info'>;
+/**
+ * What the fleet needs of an engine client: a ping and its CPUs. The backend's own connection
+ * in real use (a DockerEngine, made by the registry's `engineConnector`), a fake in tests.
+ */
+export interface EngineClient {
+  ping(timeoutMs?: number): Promise<unknown>;
+  info(): Promise<{ cpus: number }>;
+}
 
-export interface FleetEngine<E extends EngineClient = DockerEngine> {
+export interface FleetEngine<E extends EngineClient = EngineClient> {
   name: string;
   /** How to find this engine again later (`inspect`, `shell`, `gc` of its kept containers); no secrets. */
   ref?: EngineRef;
@@ -34,7 +37,7 @@ export interface FleetEngine<E extends EngineClient = DockerEngine> {
   cpus: number;
 }
 
-export interface FleetSlot<E extends EngineClient = DockerEngine> {
+export interface FleetSlot<E extends EngineClient = EngineClient> {
   engine: FleetEngine<E>;
   /** Aborts, with a SandboxUnavailable naming the engine, once the engine is found lost. */
   lost: AbortSignal;
@@ -56,11 +59,12 @@ export interface ConnectFleetOptions<E extends EngineClient> {
  * Connects to every engine at once. One that does not answer now fails the whole start,
  * naming every such engine: the user listed it, and `doctor` says what is wrong with it.
  */
-export async function connectFleet<E extends EngineClient = DockerEngine>(
+export async function connectFleet<E extends EngineClient = EngineClient>(
   specs: EngineSpec[],
   options: ConnectFleetOptions<E>,
 ): Promise<Fleet<E>> {
-  const connect = options.connect ?? ((spec: EngineSpec) => new DockerEngine(spec.endpoint) as unknown as E);
+  const connector = options.connect ? undefined : await engineConnector();
+  const connect = options.connect ?? ((spec: EngineSpec) => connector!(spec).connection as E);
   const settled = await Promise.allSettled(
     specs.map(async (spec): Promise<FleetEngine<E>> => {
       const engine = connect(spec);
@@ -70,7 +74,7 @@ export async function connectFleet<E extends EngineClient = DockerEngine>(
         name: spec.name,
         ...(spec.ref ? { ref: spec.ref } : {}),
         origin: spec.origin,
-        endpoint: describeEndpoint(spec.endpoint),
+        endpoint: await describeEngine(spec),
         engine,
         capacity: spec.capacity ?? defaultCapacity(info.cpus, options.trialCpus),
         capacityFrom: spec.capacity === undefined ? 'cpus' : 'engines file',
@@ -95,16 +99,6 @@ export async function connectFleet<E extends EngineClient = DockerEngine>(
   return new Fleet(engines, options.concurrency);
 }
 
-/**
- * One engine outside an eval (`inspect`, `shell`, `rerun-tests`, `gc`): its name and a
- * connection, for `sandboxProvider('docker', { engine })`.
- */
-export function engineHandle(
-  spec: Pick<EngineSpec, 'name' | 'endpoint'>,
-): EngineHandle & { connection: DockerEngine } {
-  return { name: spec.name, connection: new DockerEngine(spec.endpoint) };
-}
-
 export interface CheckEngineOptions {
   /** Pings before the engine counts as lost, and the wait between them. */
   attempts?: number;
@@ -121,7 +115,7 @@ export interface MonitorOptions {
   misses?: number;
 }
 
-export class Fleet<E extends EngineClient = DockerEngine> {
+export class Fleet<E extends EngineClient = EngineClient> {
   private readonly placement: Placement;
   private readonly byName: Map<string, FleetEngine<E>>;
   private readonly lostControllers = new Map<string, AbortController>();

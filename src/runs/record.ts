@@ -19,14 +19,21 @@ export const HARNESS_DIR = '.sandbox-harness';
 
 /** A run id: a time stamp plus random hex, or an eval's `<task>-t<n>-<stamp>`; never a path. */
 const RUN_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
-const CONTAINER_ID = /^[0-9a-f]{12,64}$/;
+/**
+ * A sandbox's id as its backend gives it: opaque (a Docker container id is hex, another
+ * backend's may hold letters, `.`, `_`, `:` or `-`), never a path or an option (no `/`, no
+ * leading `-`). Commands reach a sandbox only after its labels name the run, whatever it says here.
+ */
+const CONTAINER_ID = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,252}$/;
+/** A sandbox backend's name (`docker`); absent in records written before there was a choice: docker. */
+const BACKEND_NAME = /^[a-z][a-z0-9-]{0,31}$/;
 
 /** An engine's name in a fleet (engines.yaml `name:`, a context name, or made from a URL). */
 const ENGINE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
 const engineName = z.string().regex(ENGINE_NAME, { error: 'expected an engine name' });
 
 /**
- * Where a run's engine is found again (see `EngineRef` in src/fleet/engines-file.ts). Hostile
+ * Where a run's engine is found again (see `EngineRef`, from the registry). Hostile
  * data like the rest of the record: plain names, an absolute YAML path, an engine URL without
  * credentials; whatever it names is resolved with the user's own files and keys.
  */
@@ -187,6 +194,8 @@ export const runRecordSchema = z.object({
       buildNetwork: z.boolean().optional(),
     })
     .optional(),
+  /** The sandbox backend its sandboxes ran on (`docker`); absent in older records, which mean docker. */
+  backend: z.string().regex(BACKEND_NAME, { error: 'expected a backend name' }).optional(),
   /** The engine its sandboxes ran on: `local`, or the fleet's name for it. */
   engine: engineName.optional(),
   /** How to reach that engine again; absent for the local engine. */

@@ -4,84 +4,33 @@
  * a Docker type. Only the chosen backend's code is loaded.
  */
 import { UsageError } from '../errors.js';
-import type { SandboxBackend } from './types.js';
-import type { EgressPolicy } from './egress/policy.js';
+import type { EngineRef, EngineSpec, ResolveEnginesOptions } from './docker/fleet/engines-file.js';
+import type { EngineHandle, ProviderOptions, SandboxProvider } from './types.js';
 
 export const BACKEND_NAMES = ['docker'] as const;
 export type BackendName = (typeof BACKEND_NAMES)[number];
 
-/** What the host knew of a repo file when its image was built. */
-export interface HostFileState {
-  sha256: string;
-  mode: number;
-  type?: 'file' | 'symlink';
-}
-
-export interface RepoImageRequest {
-  repoDir: string;
-  /** A prebuilt image used as it is; it must hold the repo at /workspace. */
-  prebuilt?: string;
-  /** The recipe; default the repo's Dockerfile.sandbox, else the harness's own. */
-  dockerfile?: string;
-  /**
-   * The folder `dockerfile` is relative to and must really be in (a regular file, not a link
-   * out of it): the catalog's folder for `sandbox.dockerfile`. Default: the repo.
-   */
-  dockerfileRoot?: string;
-  baseImage?: string;
-  buildArgs?: Record<string, string>;
-  /** Whether the build may use the network (default: no). */
-  buildNetwork?: boolean;
-  /** The build's steps reach only these names, through a proxy (catalog egress phase `build`). */
-  buildEgress?: EgressPolicy;
-  /** More build-context exclusions, `.dockerignore` syntax. */
-  excludes?: string[];
-  rebuild: boolean;
-  logFile?: string;
-  onProgress?: (line: string) => void;
-  signal?: AbortSignal;
-}
-
-export interface RepoImageResult {
-  tag: string;
-  imageId: string;
-  reused: boolean;
-  buildNetwork: boolean;
-  /** The host repo files the image was built from. */
-  hostFiles: ReadonlyMap<string, HostFileState>;
-  /** The base image it was built on, as the recipe resolved it (absent for a prebuilt image). */
-  baseImage?: string;
-  /** The image's size as the engine reports it. */
-  sizeBytes?: number;
-}
-
-export interface SandboxProvider {
-  readonly backend: SandboxBackend;
-  /** The sandbox image of a repo: reused by content hash, or built. */
-  repoImage(request: RepoImageRequest): Promise<RepoImageResult>;
-  /** Throws `SandboxUnavailable` (with what to do) when the engine does not answer or is nearly full. */
-  preflight(): Promise<void>;
-  /**
-   * The runtime a sandbox of this backend gets when `asked` (or nothing) is asked for, by name;
-   * `ConfigError` when the engine has no such runtime. Absent: the backend has no runtimes.
-   */
-  runtime?(asked?: string): Promise<string>;
-}
-
-/**
- * One engine of several (an eval's fleet): the name records and reports use for it, and the
- * connection the fleet made to it. Only the backend that made the connection understands it
- * (for `docker`, a DockerEngine from `src/fleet/`), so nothing above this folder needs the type.
- */
-export interface EngineHandle {
-  readonly name: string;
-  readonly connection: unknown;
-}
-
-export interface ProviderOptions {
-  /** The engine to bind to; absent: the local engine, named `local`. */
-  engine?: EngineHandle;
-}
+export type { HostFileState, RepoImage, RepoImageRequest } from '../image-context/request.js';
+export type {
+  BaseImagePresenceOptions,
+  DoctorCheck,
+  DoctorReport,
+  EngineHandle,
+  GcReport,
+  GcScope,
+  ImagePresence,
+  PresenceMethod,
+  ProviderOptions,
+  SandboxProvider,
+} from './types.js';
+// Docker-only: the harness's base images (no engine code: cheap to load).
+export { BASE_IMAGES, DEFAULT_BASE_IMAGE, isBaseKind, type BaseKind } from './docker/base-images.js';
+export type { EnsureBaseImageResult, HarnessImage } from './docker/images.js';
+export type { GvisorSetupResult } from './docker/gvisor-setup.js';
+export { packageRoot } from '../package-root.js';
+// The engines a fleet names are Docker engines today (contexts, tcp:// with TLS, ssh://): the
+// engines file and its specs are the Docker backend's, reached from above only through here.
+export type { EngineRef, EngineSpec, ResolveEnginesOptions } from './docker/fleet/engines-file.js';
 
 /**
  * The provider of a backend. With `engine`, every sandbox, image and pre-flight check goes to
@@ -101,4 +50,60 @@ export async function sandboxProvider(
         hint: `use one of: ${BACKEND_NAMES.join(', ')}`,
       });
   }
+}
+
+/** The engines an eval or `doctor` uses: an engines file and/or `--engine` values; the local one alone without. */
+export async function resolveEngines(options: ResolveEnginesOptions = {}): Promise<EngineSpec[]> {
+  return (await import('./docker/fleet/engines-file.js')).resolveEngines(options);
+}
+
+/** The engine a run record names again (an engines file entry, a context, a URL). */
+export async function resolveStoredEngine(
+  ref: EngineRef,
+  options: { env?: NodeJS.ProcessEnv } = {},
+): Promise<EngineSpec> {
+  return (await import('./docker/fleet/engines-file.js')).resolveStoredEngine(ref, options);
+}
+
+/** What connects to an engine of a spec: made once, then called per engine (a fleet connects many). */
+export async function engineConnector(): Promise<
+  (spec: Pick<EngineSpec, 'name' | 'endpoint'>) => EngineHandle
+> {
+  const docker = await import('./docker/provider.js');
+  return (spec) => docker.connectEngine(spec);
+}
+
+/** A connection to one engine outside an eval (`inspect`, `shell`, `gc --engine`), for `sandboxProvider`. */
+export async function connectEngine(spec: Pick<EngineSpec, 'name' | 'endpoint'>): Promise<EngineHandle> {
+  return (await engineConnector())(spec);
+}
+
+/** Where an engine of a spec is, for messages; no secrets. */
+export async function describeEngine(spec: Pick<EngineSpec, 'endpoint'>): Promise<string> {
+  return (await import('./docker/endpoint.js')).describeEndpoint(spec.endpoint);
+}
+
+/**
+ * What only the Docker backend has (the `images` and `setup` commands: base image recipes,
+ * the offline bootstrap, starting the local engine, gVisor set-up). Those commands say they
+ * are Docker-only; this is their one way in.
+ */
+export async function dockerOnly() {
+  const [images, gvisor, doctor, engine] = await Promise.all([
+    import('./docker/images.js'),
+    import('./docker/gvisor-setup.js'),
+    import('./docker/doctor.js'),
+    import('./docker/engine.js'),
+  ]);
+  return {
+    ensureBaseImage: images.ensureBaseImage,
+    listHarnessImages: images.listHarnessImages,
+    /** Where the local engine is looked for: DOCKER_HOST, else the default socket. */
+    localEndpoint: (): string => doctor.dockerEndpoint(),
+    /** Whether the local engine answers within `timeoutMs` (throws `SandboxUnavailable` if not). */
+    pingLocal: (timeoutMs: number): Promise<void> => engine.dockerEngine().ping(timeoutMs),
+    /** Installs and registers runsc on the local engine. */
+    setUpGvisor: (options: Omit<Parameters<typeof gvisor.setUpGvisor>[0], 'engine'>) =>
+      gvisor.setUpGvisor({ ...options, engine: engine.dockerEngine() }),
+  };
 }

@@ -13,6 +13,7 @@
  */
 import type { EgressPolicy } from './egress/policy.js';
 import type { EgressLogEntry } from './egress/proxy.js';
+import type { RepoImage, RepoImageRequest } from '../image-context/request.js';
 
 /** Where the target repo lives inside every sandbox. Tool paths are relative to it. */
 export const WORKSPACE = '/workspace';
@@ -355,3 +356,143 @@ export const DEFAULT_RESOURCES: Required<SandboxResources> = {
 
 export const DEFAULT_EXEC_TIMEOUT_MS = 120_000;
 export const DEFAULT_MAX_OUTPUT_BYTES = 256 * 1024;
+
+// ---- the provider: every operation of a backend the CLI, fix and evals need ---------------
+// (here rather than in registry.ts, so a backend's provider imports types, not the registry
+// that loads it)
+
+/** One check of `doctor`. */
+export interface DoctorCheck {
+  /** Stable identifier: `daemon`, `server-version`, `storage-driver`, `cgroups`, `kernel-limits`, `sandbox-container`, `disk-budget`, `disk`, `base-images`, `offline-bootstrap`. */
+  name: string;
+  ok: boolean;
+  /** What was found, one line. */
+  detail: string;
+  /** The command (or step) that fixes it: when `ok` is false, or with `warning` how to get what is missing. */
+  fix?: string;
+  /**
+   * Passed, but something optional is missing (the Python base image, the offline
+   * bootstrap's tool while a base exists): shown with `!`, never with a check mark.
+   */
+  warning?: true;
+  /** True when this problem alone makes sandboxes impossible. */
+  fatal?: boolean;
+}
+
+/** What an engine stores, as it reports it. */
+export interface EngineStorageUsage {
+  layersBytes: number;
+  images: number;
+  containers: number;
+  /** Writable layers of all containers. */
+  containersBytes: number;
+  volumes: number;
+  buildCacheBytes: number;
+}
+
+export interface EngineFacts {
+  name: string;
+  serverVersion: string;
+  apiVersion: string;
+  cpus: number;
+  memoryBytes: number;
+  dockerRootDir: string;
+  /** Free and total bytes of the file system under the data root, seen from inside a sandbox. */
+  freeBytes?: number;
+  totalBytes?: number;
+  usage?: EngineStorageUsage;
+}
+
+export interface DoctorReport {
+  /** Every check passed. */
+  ok: boolean;
+  /** Sandboxes can run (no fatal problem). */
+  usable: boolean;
+  /** Where the engine was looked for, without secrets. */
+  endpoint: string;
+  checks: DoctorCheck[];
+  /** What the engine said about itself; absent when it did not answer. */
+  engine?: EngineFacts;
+}
+
+export interface ProviderDoctorOptions {
+  /** An engine of a fleet: a missing base image is fixed by shipping it, which `prepareHint` says how. */
+  fleet?: { prepareHint: string };
+}
+
+/** What `gc` removes: each field narrows it. */
+export interface GcScope {
+  /** Only what was created longer ago than this. */
+  olderThanMs?: number;
+  /** Also kept sandboxes (of failed runs) and repo images. */
+  all?: boolean;
+  /** Only sandboxes of this run (kept ones included). */
+  runId?: string;
+  dryRun?: boolean;
+}
+
+export interface GcReport {
+  containers: { id: string; name: string; run: string; kept: boolean }[];
+  images: { id: string; tags: string[] }[];
+  /** Egress networks whose sandbox is gone. */
+  networks?: { id: string; name: string; run: string }[];
+}
+
+export type PresenceMethod = 'ship' | 'build';
+
+export interface ImagePresence {
+  tag: string;
+  imageId: string;
+  /** `present`: nothing was done; `shipped`/`built`: it is there now. */
+  how: 'present' | 'shipped' | 'built';
+  durationMs: number;
+  /** Bytes streamed from the source engine (ship only). */
+  bytes?: number;
+}
+
+export interface BaseImagePresenceOptions {
+  /** The provider whose engine has (or can make) the image, to ship from. Default: the local engine. */
+  from?: SandboxProvider;
+  /** Default: the harness's node base image. */
+  image?: string;
+  method?: PresenceMethod;
+  signal?: AbortSignal;
+  onLine?: (line: string) => void;
+}
+
+/**
+ * One engine of several (an eval's fleet, `--engine`): the name records and reports use for
+ * it, and the connection made to it. Only the backend that made the connection understands it.
+ */
+export interface EngineHandle {
+  readonly name: string;
+  readonly connection: unknown;
+  /** Where it is, for messages; no secrets. */
+  readonly endpoint?: string;
+}
+
+export interface ProviderOptions {
+  /** The engine to bind to; absent: the local engine, named `local`. */
+  engine?: EngineHandle;
+}
+
+export interface SandboxProvider {
+  readonly backend: SandboxBackend;
+  /** Where its engine is (`unix:///var/run/docker.sock`, `tcp://10.0.0.5:2376 (TLS)`); no secrets. */
+  readonly endpoint: string;
+  /** The sandbox image of a repo: reused by content hash, or built. */
+  repoImage(request: RepoImageRequest): Promise<RepoImage>;
+  /** Throws `SandboxUnavailable` (with what to do) when the engine does not answer or is nearly full. */
+  preflight(): Promise<void>;
+  /**
+   * The runtime a sandbox of this backend gets when `asked` (or nothing) is asked for, by name;
+   * `ConfigError` when the engine has no such runtime. Absent: the backend has no runtimes.
+   */
+  runtime?(asked?: string): Promise<string>;
+  /** Every check of the engine (never throws for an engine that does not answer: that is a check). */
+  doctor(options?: ProviderDoctorOptions): Promise<DoctorReport>;
+  /** Removes this tool's sandboxes, images and networks within `scope` (orphans only when empty). */
+  collectGarbage(scope: GcScope): Promise<GcReport>;
+  /** A base image present on this engine: there already, shipped from `from`, or built here. */
+  ensureBaseImage(options?: BaseImagePresenceOptions): Promise<ImagePresence>;
+}

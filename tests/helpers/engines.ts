@@ -19,7 +19,7 @@ import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { shipImages } from '../../src/fleet/images.js';
+import { shipImages } from '../../src/sandbox/docker/fleet/images.js';
 import { readTlsFiles, type EngineEndpoint, type TlsMaterial } from '../../src/sandbox/docker/endpoint.js';
 import { dockerEngine, DockerEngine } from '../../src/sandbox/docker/engine.js';
 

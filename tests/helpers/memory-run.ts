@@ -11,7 +11,7 @@ import {
   type FixDeps,
   type FixOptions,
   type FixResult,
-  type HostFile,
+  type HostFileState as HostFile,
 } from '../../src/fix/run-fix.js';
 import { sha256 } from '../../src/changes/hash.js';
 import { EXAMPLE_DIR } from '../../src/demo.js';

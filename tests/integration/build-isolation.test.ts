@@ -160,7 +160,7 @@ describe('build network', () => {
     const { image } = await build(repo, {
       buildArgs: { PROBE_HOST: address, PROBE_PORT: String(port), PROBE_DNS: '1' },
     });
-    expect(image.network).toBe(false);
+    expect(image.buildNetwork).toBe(false);
     const probe = await inImage(image.tag, 'cat /home/sandbox/probe.txt');
     expect(probe).toContain('interfaces=lo \n');
     expect(probe).toContain('dns=failed');
@@ -193,10 +193,10 @@ describe('build network', () => {
   it('with sandbox.build.network a build step reaches a host listener, on a real interface', async () => {
     const repo = await probeRepo();
     const { image } = await build(repo, {
-      network: true,
+      buildNetwork: true,
       buildArgs: { PROBE_HOST: address, PROBE_PORT: String(port), PROBE_DNS: '0' },
     });
-    expect(image.network).toBe(true);
+    expect(image.buildNetwork).toBe(true);
     const probe = await inImage(image.tag, 'cat /home/sandbox/probe.txt');
     expect(probe).toMatch(/interfaces=.*eth0/);
     expect(probe).toContain(`tcp=${greeting}`);
@@ -209,7 +209,7 @@ describe('the default recipe without network', () => {
     await put(repo, 'package-lock.json', '{"name":"tiny-node","lockfileVersion":3,"packages":{}}\n');
     await put(repo, 'node_modules/left-pad/index.js', 'module.exports = (s) => s;\n');
     const { image, lines } = await build(repo);
-    expect(image.network).toBe(false);
+    expect(image.buildNetwork).toBe(false);
     expect(lines.join('\n')).toContain('sandbox-harness: node_modules came with the repo; not installing');
     expect(await inImage(image.tag, 'cat /workspace/node_modules/left-pad/index.js')).toContain(
       'module.exports',
@@ -243,7 +243,7 @@ describe('secrets in the repo', () => {
     ]);
     expect(stdout.trim()).toBe('');
     // Excluded the way the hint says, the same repo builds.
-    const { image } = await build(repo, { extraExcludes: ['deploy/notes.txt'] });
+    const { image } = await build(repo, { excludes: ['deploy/notes.txt'] });
     expect(await inImage(image.tag, 'ls /workspace/deploy 2>&1 || true')).not.toContain('notes.txt');
   });
 

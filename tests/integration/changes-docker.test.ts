@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { dockerBackend } from '../../src/sandbox/docker/index.js';
 import { DockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine.js';
-import { buildRepoImage, ensureBaseImage, type RepoImage } from '../../src/sandbox/docker/images.js';
+import { buildRepoImage, ensureBaseImage, type BuiltRepoImage } from '../../src/sandbox/docker/images.js';
 import { createAllowlist } from '../../src/changes/allowlist.js';
 import { collectChangeSet, gateChangeSet, type PristineSource } from '../../src/changes/change-set.js';
 import { changeSetPatch } from '../../src/changes/patch.js';
@@ -24,10 +24,10 @@ async function copyRepo(): Promise<string> {
   return dir;
 }
 
-function pristineFrom(repo: string, image: RepoImage): PristineSource {
+function pristineFrom(repo: string, image: BuiltRepoImage): PristineSource {
   return {
     async read(path) {
-      const entry = image.snapshot.get(path);
+      const entry = image.hostFiles.get(path);
       if (!entry) return undefined;
       return { content: await readFile(join(repo, path)), mode: entry.mode };
     },
@@ -83,7 +83,7 @@ describe('allowlist gate and copy-back with real Docker', () => {
     expect(patch).toContain('-export const limit = 10;');
     expect(patch).toContain('+export const limit = 12;');
     const expected = new Map(
-      changeSet.entries.map((e) => [e.path, image.snapshot.get(e.path)?.sha256 ?? null]),
+      changeSet.entries.map((e) => [e.path, image.hostFiles.get(e.path)?.sha256 ?? null]),
     );
     const testBefore = await readFile(join(repo, 'test', 'app.test.js'), 'utf8');
     await applyChangeSet(repo, changeSet, { expected });

@@ -475,7 +475,7 @@ describe('egress in an image build', () => {
       const before = net.requests().length;
       const image = await buildRepoImage({
         repoDir: repo,
-        egress: { ...policy(net), allow: [{ host: 'registry.fake.test', ports: [443] }] },
+        buildEgress: { ...policy(net), allow: [{ host: 'registry.fake.test', ports: [443] }] },
         rebuild: true,
         onProgress: (line) => lines.push(line),
       });

@@ -14,7 +14,12 @@ import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ImageError, SandboxUnavailable } from '../../src/errors.js';
-import { ensureBaseImageOn, ensureImagesOn, ensureRepoImageOn, shipImages } from '../../src/fleet/images.js';
+import {
+  ensureBaseImageOn,
+  ensureImagesOn,
+  ensureRepoImageOn,
+  shipImages,
+} from '../../src/sandbox/docker/fleet/images.js';
 import { DockerEngine, dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { CONTENT_HASH_LABEL, DEFAULT_BASE_IMAGE, ensureBaseImage } from '../../src/sandbox/docker/images.js';
 import { cleanEnv, runCli } from '../helpers/cli.js';

@@ -93,7 +93,7 @@ describe('repo images', () => {
     await writeFile(join(repo, '.env'), 'FIXTURE_TOKEN=not-a-real-secret\n');
     await writeFile(join(repo, 'debug.log'), 'ignored by the fixture .dockerignore\n');
     const { image } = await build(repo);
-    expect([...image.snapshot.keys()].sort()).toEqual(
+    expect([...image.hostFiles.keys()].sort()).toEqual(
       ['.dockerignore', 'README.md', 'package.json', 'src/greet.js', 'src/greet.test.js'].sort(),
     );
     const listing = await inImage(

@@ -1,6 +1,7 @@
 /**
  * Rules of the code's shape that a change could break without any behaviour test noticing:
- * one file talks to dockerode, and one file decides how the process exits.
+ * one file talks to dockerode, one file decides how the process exits, and only the sandbox
+ * registry reaches a backend's folder.
  */
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -27,7 +28,55 @@ async function filesMatching(pattern: RegExp): Promise<string[]> {
   return hits.sort();
 }
 
+/** Every module a source file imports (static, `export ... from`, dynamic), resolved to a path relative to the repo. */
+async function importsOf(file: string): Promise<string[]> {
+  const code = (await readFile(file, 'utf8')).replace(/\/\*[\s\S]*?\*\/|^\s*\/\/.*$/gm, '');
+  const specifiers = [
+    ...code.matchAll(/\bfrom\s+'([^']+)'/g),
+    ...code.matchAll(/\bimport\s*\(\s*'([^']+)'\s*\)/g),
+    ...code.matchAll(/^\s*import\s+'([^']+)'/gm),
+  ].map((m) => m[1] ?? '');
+  return specifiers
+    .filter((s) => s.startsWith('.'))
+    .map((s) =>
+      path
+        .relative(ROOT, path.resolve(path.dirname(file), s))
+        .split(path.sep)
+        .join('/'),
+    );
+}
+
+/** Source files outside `folder` that import something inside it. */
+async function importersOf(folder: string): Promise<string[]> {
+  const hits: string[] = [];
+  for (const file of await sourceFiles()) {
+    const rel = path.relative(ROOT, file).split(path.sep).join('/');
+    if (rel.startsWith(`${folder}/`)) continue;
+    if ((await importsOf(file)).some((target) => target.startsWith(`${folder}/`))) hits.push(rel);
+  }
+  return hits.sort();
+}
+
 describe('the shape of the code', () => {
+  it('only sandbox/registry.ts imports the Docker backend (type imports and dynamic imports too)', async () => {
+    expect(await importersOf('src/sandbox/docker')).toEqual(['src/sandbox/registry.ts']);
+  });
+
+  it('the image context code knows no backend', async () => {
+    const reaching: string[] = [];
+    for (const file of await sourceFiles(path.join(ROOT, 'src', 'image-context'))) {
+      if ((await importsOf(file)).some((t) => t.startsWith('src/sandbox/')))
+        reaching.push(path.relative(ROOT, file));
+    }
+    expect(reaching).toEqual([]);
+  });
+
+  it('the seam check sees a reach into the backend (so the test above can fail)', async () => {
+    const targets = await importsOf(path.join(ROOT, 'src', 'sandbox', 'registry.ts'));
+    expect(targets).toContain('src/sandbox/docker/provider.js');
+    expect(targets).toContain('src/sandbox/docker/fleet/engines-file.js');
+  });
+
   it('one file imports dockerode', async () => {
     expect(await filesMatching(/from 'dockerode'|import\('dockerode'\)|require\('dockerode'\)/)).toEqual([
       'src/sandbox/docker/engine.ts',

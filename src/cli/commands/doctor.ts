@@ -54,13 +54,16 @@
  */
 import { errorMessage, UsageError } from '../../errors.js';
 import { EXIT_CODES } from '../exit-codes.js';
-import type { EngineSpec } from '../../fleet/engines-file.js';
 import { enginesNamed, resolveEngineFlags } from '../engine-flags.js';
-import { ensureBaseImageOn } from '../../fleet/images.js';
 import { defaultCapacity } from '../../fleet/placement.js';
-import { runDoctor, type DoctorCheck, type DoctorReport } from '../../sandbox/docker/doctor.js';
-import { describeEndpoint } from '../../sandbox/docker/endpoint.js';
-import { dockerEngine, DockerEngine } from '../../sandbox/docker/engine.js';
+import {
+  connectEngine,
+  sandboxProvider,
+  type DoctorCheck,
+  type DoctorReport,
+  type EngineSpec,
+  type SandboxProvider,
+} from '../../sandbox/registry.js';
 import { DEFAULT_RESOURCES } from '../../sandbox/types.js';
 import { note, print, printJson, type CliContext } from '../context.js';
 
@@ -84,7 +87,7 @@ export function doctorExitCode(report: Pick<DoctorReport, 'ok' | 'usable'>): num
 }
 
 export async function doctor(): Promise<DoctorResult> {
-  const report = await runDoctor();
+  const report = await (await sandboxProvider()).doctor();
   return { ...report, exitCode: doctorExitCode(report) };
 }
 
@@ -120,17 +123,21 @@ export interface FleetDoctorResult {
 /** Every engine of the fleet, checked in parallel; a broken one does not hide the others. */
 export async function doctorFleet(
   specs: EngineSpec[],
-  options: { prepare?: boolean; prepareHint: string; source?: DockerEngine; onLine?: (line: string) => void },
+  options: {
+    prepare?: boolean;
+    prepareHint: string;
+    source?: SandboxProvider;
+    onLine?: (line: string) => void;
+  },
 ): Promise<FleetDoctorResult> {
   const engines = await Promise.all(
     specs.map(async (spec): Promise<FleetEngineReport> => {
-      const engine = new DockerEngine(spec.endpoint);
-      const endpoint = describeEndpoint(spec.endpoint);
+      const provider = await sandboxProvider('docker', { engine: await connectEngine(spec) });
       let prepared: FleetEngineReport['prepared'];
       if (options.prepare) {
         try {
-          const base = await ensureBaseImageOn(engine, {
-            source: options.source ?? dockerEngine(),
+          const base = await provider.ensureBaseImage({
+            ...(options.source ? { from: options.source } : {}),
             method: 'ship',
             ...(options.onLine
               ? { onLine: (line: string) => options.onLine?.(`${spec.name}: ${line}`) }
@@ -145,7 +152,7 @@ export async function doctorFleet(
           prepared = { error: errorMessage(error).split('\n')[0] ?? '' };
         }
       }
-      const report = await runDoctor({ engine, fleet: { endpoint, prepareHint: options.prepareHint } });
+      const report = await provider.doctor({ fleet: { prepareHint: options.prepareHint } });
       const cpus = report.engine?.cpus;
       return {
         name: spec.name,

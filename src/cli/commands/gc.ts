@@ -1,9 +1,6 @@
 import { errorMessage, UsageError } from '../../errors.js';
-import { engineHandle } from '../../fleet/fleet.js';
 import { resolveRun } from '../../runs/record.js';
-import { describeEndpoint } from '../../sandbox/docker/endpoint.js';
-import { collectGarbage, dockerEngine } from '../../sandbox/docker/index.js';
-import type { GcReport } from '../../sandbox/docker/gc.js';
+import { connectEngine, describeEngine, sandboxProvider, type GcReport } from '../../sandbox/registry.js';
 import { enginesNamed, resolveEngineFlags, type EngineFlags } from '../engine-flags.js';
 import { EXIT_CODES } from '../exit-codes.js';
 import { parseAge } from '../format.js';
@@ -77,9 +74,10 @@ export async function gcCommand(ctx: CliContext, options: GcCommandOptions): Pro
     const specs = await resolveEngineFlags(ctx, options);
     const reports: EngineGcReport[] = await Promise.all(
       specs.map(async (spec) => {
-        const endpoint = describeEndpoint(spec.endpoint);
+        const endpoint = await describeEngine(spec);
         try {
-          const report = await collectGarbage(engineHandle(spec).connection, gcOptions);
+          const provider = await sandboxProvider('docker', { engine: await connectEngine(spec) });
+          const report = await provider.collectGarbage(gcOptions);
           return { name: spec.name, endpoint, ...report };
         } catch (error) {
           return { name: spec.name, endpoint, error: errorMessage(error).split('\n')[0] ?? '' };
@@ -101,7 +99,7 @@ export async function gcCommand(ctx: CliContext, options: GcCommandOptions): Pro
     return failed > 0 ? EXIT_CODES.infrastructure : EXIT_CODES.ok;
   }
 
-  const report = await collectGarbage(dockerEngine(), gcOptions);
+  const report = await (await sandboxProvider()).collectGarbage(gcOptions);
   if (options.json) {
     printJson(ctx, { ...(runId !== undefined ? { run: runId } : {}), ...report });
     return 0;

@@ -1,18 +1,18 @@
 /**
  * `images ensure | bootstrap | list`: the base images sandboxes build on, and what this
- * tool has in the engine. Each command is a typed function returning its result; the
+ * tool has in the engine. Docker only: another backend gets its images another way (a
+ * registry), so this reaches the Docker backend through `dockerOnly()` of the registry. Each command is a typed function returning its result; the
  * `*Command` wrappers print it and return the exit code.
  */
 import { UsageError } from '../../errors.js';
 import {
   BASE_IMAGES,
-  ensureBaseImage,
+  dockerOnly,
   isBaseKind,
-  listHarnessImages,
   type BaseKind,
   type EnsureBaseImageResult,
   type HarnessImage,
-} from '../../sandbox/docker/images.js';
+} from '../../sandbox/registry.js';
 import { print, printJson, type CliContext } from '../context.js';
 import { terminalProgress } from '../progress-line.js';
 
@@ -60,7 +60,9 @@ export async function imagesEnsure(
 ): Promise<EnsureBaseImageResult> {
   const progress = options.quiet ? undefined : terminalProgress(ctx.stderr, ctx.isTTY);
   let started = false;
-  const result = await ensureBaseImage(options.kind, {
+  const result = await (
+    await dockerOnly()
+  ).ensureBaseImage(options.kind, {
     offline: options.offline ?? false,
     force: options.force ?? false,
     signal: ctx.signal,
@@ -87,7 +89,7 @@ export function imagesBootstrap(
 }
 
 export async function imagesList(): Promise<{ images: HarnessImage[] }> {
-  return { images: await listHarnessImages() };
+  return { images: await (await dockerOnly()).listHarnessImages() };
 }
 
 // ---- wiring-facing wrappers (exit codes) -----------------------------------------------
@@ -136,6 +138,8 @@ export async function imagesListCommand(ctx: CliContext, flags: ImagesCommandFla
     printJson(ctx, { images });
     return 0;
   }
+  // `images` is the Docker backend's alone: say so where its answer is read.
+  print(ctx, "this tool's images in the Docker engine (`images` is for the docker backend only)");
   // Untagged ones are superseded builds and the layer cache of failed ones; not worth a row each.
   const tagged = images.filter((i) => i.tags.length > 0);
   if (tagged.length === 0) {

@@ -14,11 +14,14 @@ import {
   type StoredRun,
 } from '../../runs/record.js';
 import { loadCatalog } from '../../catalog/load.js';
-import { sandboxProvider } from '../../sandbox/registry.js';
+import {
+  connectEngine,
+  resolveStoredEngine,
+  sandboxProvider,
+  type EngineSpec,
+} from '../../sandbox/registry.js';
 import type { AttachRequest, SandboxBackend } from '../../sandbox/types.js';
-import { resolveStoredEngine, type EngineSpec } from '../../fleet/engines-file.js';
 import { enginesNamed, resolveEngineFlags, type EngineFlags } from '../engine-flags.js';
-import { engineHandle } from '../../fleet/fleet.js';
 import { HarnessError } from '../../errors.js';
 import { formatTestRun, runTestLayers } from '../../fix/test-layers.js';
 import { print, printJson, note, type CliContext } from '../context.js';
@@ -86,7 +89,7 @@ export async function backendOfRun(
     );
   }
   if (!spec) return (await sandboxProvider()).backend;
-  return (await sandboxProvider('docker', { engine: engineHandle({ ...spec, name }) })).backend;
+  return (await sandboxProvider('docker', { engine: await connectEngine({ ...spec, name }) })).backend;
 }
 
 function describeRef(ref: NonNullable<RunRecord['engineRef']>): string {

@@ -8,15 +8,14 @@ import { access } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { SandboxUnavailable, UsageError } from '../../errors.js';
-import { setUpGvisor, type GvisorSetupResult } from '../../sandbox/docker/gvisor-setup.js';
-import { dockerEndpoint } from '../../sandbox/docker/doctor.js';
-import { dockerEngine } from '../../sandbox/docker/engine.js';
 import {
   DEFAULT_BASE_IMAGE,
+  dockerOnly,
   packageRoot,
   type BaseKind,
   type EnsureBaseImageResult,
-} from '../../sandbox/docker/images.js';
+  type GvisorSetupResult,
+} from '../../sandbox/registry.js';
 import { note, print, printJson, type CliContext } from '../context.js';
 import { describeEnsureResult, imagesEnsure } from './images.js';
 
@@ -46,7 +45,11 @@ export interface SetupCommandOptions {
   runtime?: string;
 }
 
-async function runEnsureDocker(ctx: CliContext, quiet: boolean): Promise<{ code: number; output: string[] }> {
+async function runEnsureDocker(
+  ctx: CliContext,
+  quiet: boolean,
+  dockerEndpoint: () => string,
+): Promise<{ code: number; output: string[] }> {
   const script = join(packageRoot(), 'scripts', 'ensure-docker.sh');
   try {
     await access(script);
@@ -74,12 +77,14 @@ async function runEnsureDocker(ctx: CliContext, quiet: boolean): Promise<{ code:
 }
 
 export async function setup(ctx: CliContext, options: SetupOptions = {}): Promise<SetupResult> {
-  const engine = dockerEngine();
+  // Setting up an engine is the Docker backend's alone: it starts dockerd.
+  const docker = await dockerOnly();
+  const dockerEndpoint = docker.localEndpoint;
   let state: SetupResult['engine'] = 'answering';
   try {
-    await engine.ping(3000);
+    await docker.pingLocal(3000);
   } catch {
-    const { code, output } = await runEnsureDocker(ctx, options.quiet ?? false);
+    const { code, output } = await runEnsureDocker(ctx, options.quiet ?? false, dockerEndpoint);
     if (code !== 0) {
       const said = output.map((l) => l.replace(/^ensure-docker: ?/, '')).filter((l) => l.trim() !== '');
       throw new SandboxUnavailable(
@@ -89,7 +94,7 @@ export async function setup(ctx: CliContext, options: SetupOptions = {}): Promis
         },
       );
     }
-    await engine.ping(10_000);
+    await docker.pingLocal(10_000);
     state = 'started';
   }
   const baseImages: EnsureBaseImageResult[] = [];
@@ -106,8 +111,7 @@ export async function setup(ctx: CliContext, options: SetupOptions = {}): Promis
       });
     }
     const image = baseImages.find((b) => b.kind === 'node')?.tag ?? DEFAULT_BASE_IMAGE;
-    gvisor = await setUpGvisor({
-      engine,
+    gvisor = await docker.setUpGvisor({
       image,
       ...(options.quiet ? {} : { say: (line: string) => note(ctx, `setup: ${line}`) }),
     });

@@ -12,7 +12,7 @@ import {
   resourcesFromCatalog,
 } from '../../catalog/load.js';
 import { testLayers } from '../../catalog/schema.js';
-import { fixDeps } from '../../fix/deps.js';
+import { catalogImageOptions, fixDeps } from '../../fix/deps.js';
 import { runFix } from '../../fix/run-fix.js';
 import { silentProgress } from '../../fix/progress.js';
 import { sandboxProvider } from '../../sandbox/registry.js';
@@ -108,7 +108,7 @@ export async function workCommand(
           // Built from the repo as it is now: every item applied so far is in it.
           const image = await deps.image({
             repoDir: catalog.repoDir,
-            catalog,
+            ...catalogImageOptions(catalog),
             rebuild: false,
             logFile: join(logs, 'image-build.log'),
             onProgress: () => undefined,

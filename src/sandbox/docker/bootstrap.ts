@@ -8,18 +8,15 @@ import { spawn } from 'node:child_process';
 import { createReadStream, createWriteStream, type WriteStream } from 'node:fs';
 import { access, chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { constants } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { ImageError, Interrupted } from '../../errors.js';
 import type { DockerEngine } from './engine.js';
 import { LABEL } from './labels.js';
+import { cacheDir } from '../../image-context/cache-dir.js';
 
-/** Where logs and locks live: `$XDG_CACHE_HOME/sandbox-harness`, else `~/.cache/sandbox-harness`. */
-export function cacheDir(): string {
-  const xdg = process.env.XDG_CACHE_HOME;
-  return join(xdg && xdg.startsWith('/') ? xdg : join(homedir(), '.cache'), 'sandbox-harness');
-}
+export { cacheDir };
 
 export async function logsDir(): Promise<string> {
   const dir = join(cacheDir(), 'logs');

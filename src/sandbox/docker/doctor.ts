@@ -6,62 +6,23 @@ import { egressProblem } from './egress.js';
 import { buildResolverProblem } from './build-egress.js';
 import { randomBytes } from 'node:crypto';
 import { HarnessError, errorMessage } from '../../errors.js';
-import { DEFAULT_RESOURCES, SANDBOX_GID, SANDBOX_UID, WORKSPACE } from '../types.js';
-import { findOnPath, isDebianRoot } from './bootstrap.js';
 import {
-  dockerEngine,
-  StorageQuotaUnsupported,
-  type DockerEngine,
-  type EngineDiskUsage,
-  type EngineInfo,
-} from './engine.js';
+  DEFAULT_RESOURCES,
+  SANDBOX_GID,
+  SANDBOX_UID,
+  WORKSPACE,
+  type DoctorCheck,
+  type DoctorReport,
+  type EngineFacts,
+} from '../types.js';
+
+export type { DoctorCheck, DoctorReport, EngineFacts } from '../types.js';
+import { findOnPath, isDebianRoot } from './bootstrap.js';
+import { dockerEngine, StorageQuotaUnsupported, type DockerEngine, type EngineInfo } from './engine.js';
 import { BASE_IMAGES, baseImageStatus, DEFAULT_BASE_IMAGE } from './images.js';
 import { containerLabels } from './labels.js';
 import { BoundedBuffer } from '../posix/sinks.js';
 import { runtimeChecks } from './doctor-runtimes.js';
-
-export interface DoctorCheck {
-  /** Stable identifier: `daemon`, `server-version`, `storage-driver`, `cgroups`, `kernel-limits`, `sandbox-container`, `disk-budget`, `disk`, `base-images`, `offline-bootstrap`. */
-  name: string;
-  ok: boolean;
-  /** What was found, one line. */
-  detail: string;
-  /** The command (or step) that fixes it: when `ok` is false, or with `warning` how to get what is missing. */
-  fix?: string;
-  /**
-   * Passed, but something optional is missing (the Python base image, the offline
-   * bootstrap's tool while a base exists): shown with `!`, never with a check mark.
-   */
-  warning?: true;
-  /** True when this problem alone makes sandboxes impossible. */
-  fatal?: boolean;
-}
-
-export interface DoctorReport {
-  /** Every check passed. */
-  ok: boolean;
-  /** Sandboxes can run (no fatal problem). */
-  usable: boolean;
-  /** Where the daemon was looked for: DOCKER_HOST, else the default socket. */
-  endpoint: string;
-  checks: DoctorCheck[];
-  /** What the engine said about itself; absent when it did not answer. */
-  engine?: EngineFacts;
-}
-
-export interface EngineFacts {
-  name: string;
-  serverVersion: string;
-  apiVersion: string;
-  cpus: number;
-  memoryBytes: number;
-  dockerRootDir: string;
-  /** Free and total bytes of the file system under the data root, seen from inside a container. */
-  freeBytes?: number;
-  totalBytes?: number;
-  /** What the engine stores (`/system/df`). */
-  usage?: EngineDiskUsage;
-}
 
 export interface DoctorOptions {
   engine?: DockerEngine;

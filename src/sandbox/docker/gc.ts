@@ -6,6 +6,10 @@ import { hostname } from 'node:os';
 import type { DockerEngine, NetworkSummary } from './engine.js';
 import { closeStaleHoles } from '../egress/firewall.js';
 import { KEPT_NAME_PREFIX, LABEL } from './labels.js';
+import type { GcReport, GcScope } from '../types.js';
+
+export type { GcReport } from '../types.js';
+export type GcOptions = GcScope;
 
 /** Whether a process with this pid exists on this host (EPERM: it exists, owned by someone else). */
 export function processAlive(pid: number): boolean {
@@ -82,23 +86,6 @@ export async function reapOrphans(engine: GcEngine): Promise<string[]> {
   const networks = await collectNetworks(engine, { [LABEL.marker]: true }, (n) => ownerGone(n.labels), false);
   removed.push(...networks.map((n) => n.id));
   return removed;
-}
-
-export interface GcOptions {
-  /** Only what was created longer ago than this. */
-  olderThanMs?: number;
-  /** Also kept containers (of failed runs) and repo images. */
-  all?: boolean;
-  /** Only containers of this run (kept ones included). */
-  runId?: string;
-  dryRun?: boolean;
-}
-
-export interface GcReport {
-  containers: { id: string; name: string; run: string; kept: boolean }[];
-  images: { id: string; tags: string[] }[];
-  /** Egress networks whose sandbox is gone. */
-  networks?: { id: string; name: string; run: string }[];
 }
 
 /**

@@ -3,19 +3,20 @@
  * the per-repo sandbox images, named by a content hash so an unchanged repo reuses its
  * image without a build.
  */
-import { existsSync, readFileSync } from 'node:fs';
 import { lstat } from 'node:fs/promises';
-import { basename, dirname, join, relative, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { basename, join, relative, resolve } from 'node:path';
 import { HarnessError, BuildRefused, ImageError, Interrupted, SandboxUnavailable } from '../../errors.js';
 import { bootstrapRootfs, ensureMmdebstrap, LogFile, logsDir, timestampForFile } from './bootstrap.js';
-import { withFileLock } from './build-lock.js';
-import { scanBuildContext, type BuildContext, type ContextSnapshot } from './build-context.js';
-import { argDefault, daemonFetches, finalBaseImage } from './dockerfile.js';
+import { withFileLock } from '../../image-context/build-lock.js';
+import { scanBuildContext, type BuildContext } from '../../image-context/build-context.js';
+import { argDefault, daemonFetches, finalBaseImage } from '../../image-context/dockerfile.js';
 import { readRepoFile } from '../../repo-files.js';
 import { dockerEngine, statusOf, type DockerEngine } from './engine.js';
 import { LABEL } from './labels.js';
-import type { EgressPolicy } from '../egress/policy.js';
+import { BASE_IMAGES, DEFAULT_BASE_IMAGE, type BaseImageSpec, type BaseKind } from './base-images.js';
+import { packageRoot } from '../../package-root.js';
+import type { BuiltRepoImage, RepoImageRequest } from '../../image-context/request.js';
+export type { BuiltRepoImage } from '../../image-context/request.js';
 import { assertBuildEgressEnforceable, buildEgressHashInput, withBuildEgress } from './build-egress.js';
 
 export const CONTENT_HASH_LABEL = 'sandbox-harness.content-hash';
@@ -26,78 +27,14 @@ export const BUILT_FROM_LABEL = 'sandbox-harness.built-from';
 /** `none` or `default`: whether the build steps of a repo image had network. */
 export const BUILD_NETWORK_LABEL = 'sandbox-harness.build-network';
 
-export type BaseKind = 'node' | 'python';
-
-export interface BaseImageSpec {
-  kind: BaseKind;
-  /** The local tag every sandbox builds on. */
-  tag: string;
-  /** What the recipe builds on when a registry answers. */
-  registryImage: string;
-  /** The offline root filesystem: `docker import` of an mmdebstrap tarball. */
-  rootfs: { repo: string; tag: string; suite: string; packages: string[] };
-  /** Folder under the package root that holds the recipe's Dockerfile. */
-  recipe: string;
-}
-
-export const BASE_IMAGES: Readonly<Record<BaseKind, BaseImageSpec>> = {
-  node: {
-    kind: 'node',
-    tag: 'sandbox-harness/base-node:20',
-    registryImage: 'node:20-bookworm-slim',
-    rootfs: {
-      repo: 'sandbox-harness/rootfs-node',
-      tag: 'trixie',
-      suite: 'trixie',
-      packages: ['nodejs', 'npm', 'git', 'ca-certificates', 'passwd'],
-    },
-    recipe: 'images/node',
-  },
-  python: {
-    kind: 'python',
-    tag: 'sandbox-harness/base-python:3',
-    registryImage: 'python:3.12-slim-bookworm',
-    rootfs: {
-      repo: 'sandbox-harness/rootfs-python',
-      tag: 'trixie',
-      suite: 'trixie',
-      // python3-pytest: the base's test runner (no package index is needed to run pytest).
-      packages: ['python3', 'python3-venv', 'python3-pytest', 'git', 'ca-certificates', 'passwd'],
-    },
-    recipe: 'images/python',
-  },
-};
-
-export const DEFAULT_BASE_IMAGE = BASE_IMAGES.node.tag;
-
-export function isBaseKind(value: string): value is BaseKind {
-  return value === 'node' || value === 'python';
-}
-
-let cachedRoot: string | undefined;
-
-/** The harness's own folder (holds `images/` and the default `Dockerfile.sandbox`), from src/ or dist/. */
-export function packageRoot(): string {
-  if (cachedRoot) return cachedRoot;
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    const manifest = join(dir, 'package.json');
-    if (existsSync(manifest)) {
-      try {
-        if ((JSON.parse(readFileSync(manifest, 'utf8')) as { name?: unknown }).name === 'sandbox-harness') {
-          cachedRoot = dir;
-          return dir;
-        }
-      } catch {
-        // not ours; keep climbing
-      }
-    }
-    const parent = dirname(dir);
-    if (parent === dir)
-      throw new Error('cannot find the sandbox-harness package root from ' + import.meta.url);
-    dir = parent;
-  }
-}
+export {
+  BASE_IMAGES,
+  DEFAULT_BASE_IMAGE,
+  isBaseKind,
+  type BaseImageSpec,
+  type BaseKind,
+} from './base-images.js';
+export { packageRoot } from '../../package-root.js';
 
 // ---- building --------------------------------------------------------------------------
 
@@ -474,61 +411,9 @@ async function buildRecipe(
 
 // ---- repo images -----------------------------------------------------------------------
 
-export interface BuildRepoImageOptions {
-  repoDir: string;
-  /**
-   * Default: the repo's Dockerfile.sandbox, else the harness's own. Relative paths are
-   * relative to `dockerfileRoot`.
-   */
-  dockerfile?: string;
-  /**
-   * The folder `dockerfile` must really be in (a regular file, not a link out of it);
-   * default: the repo. The catalog's `sandbox.dockerfile` gives the catalog's folder.
-   */
-  dockerfileRoot?: string;
-  /**
-   * Build steps may use the network (catalog `sandbox.build.network: true`). Default: no
-   * network, so a repo's recipe cannot download or send anything while it builds.
-   */
-  network?: boolean;
-  /**
-   * Egress by name for the build steps (catalog `sandbox.egress` phase `build`): an internal
-   * network of the build's own whose only way out is an allowlist proxy. Refused where it
-   * cannot be enforced, and together with `network`.
-   */
-  egress?: EgressPolicy;
-  /** Passed as the BASE_IMAGE build argument. Default: the node base image (made if missing). */
-  baseImage?: string;
-  buildArgs?: Record<string, string>;
-  /** Build even when an image with this content hash exists, without the layer cache. */
-  rebuild?: boolean;
-  /** Every line of build output (nothing when the image is reused). */
-  onProgress?: (line: string) => void;
-  /** Skipped symlinks and other oddities of the repo. */
-  onWarning?: (message: string) => void;
-  /** Default: `<cache>/logs/build-<repo>-<hash>.log`. */
-  logFile?: string;
-  /** More build-context exclusions, `.dockerignore` syntax (catalog `sandbox.build.exclude`). */
-  extraExcludes?: string[];
-  /** Ctrl-C: stops the build. */
-  signal?: AbortSignal;
+/** A repo image request as the Docker backend takes it: the one request, on one engine. */
+export interface BuildRepoImageOptions extends Omit<RepoImageRequest, 'prebuilt'> {
   engine?: DockerEngine;
-}
-
-export interface RepoImage {
-  imageId: string;
-  tag: string;
-  contentHash: string;
-  reused: boolean;
-  /** What /workspace holds in the image: the pristine state the fix loop compares against. */
-  snapshot: ContextSnapshot;
-  dockerfile: string;
-  baseImage: string;
-  /** Whether the build steps had network (for the run record); part of the content hash. */
-  network: boolean;
-  /** Only when a build ran. */
-  logFile?: string;
-  warnings: string[];
 }
 
 /** Docker repository names allow lowercase letters, digits and separators only. */
@@ -563,20 +448,20 @@ export async function resolveDockerfile(
   return defaultRecipe();
 }
 
-const pendingRepo = new Map<string, Promise<RepoImage>>();
+const pendingRepo = new Map<string, Promise<BuiltRepoImage>>();
 
 /**
  * The sandbox image of a repo, tagged by the content hash of (Dockerfile, build context,
  * build args, base image id). An existing image with that hash is reused without a build.
  */
-export async function buildRepoImage(options: BuildRepoImageOptions): Promise<RepoImage> {
+export async function buildRepoImage(options: BuildRepoImageOptions): Promise<BuiltRepoImage> {
   const engine = options.engine ?? dockerEngine();
   const repoDir = resolve(options.repoDir);
   const dockerfile = await resolveDockerfile(repoDir, options.dockerfile, options.dockerfileRoot);
   const ours = dockerfile === defaultRecipe();
-  const network = options.network === true;
+  const network = options.buildNetwork === true;
   // Before anything is made: egress that cannot be enforced is refused, never widened.
-  if (options.egress) await assertBuildEgressEnforceable(engine, network);
+  if (options.buildEgress) await assertBuildEgressEnforceable(engine, network);
   const dockerfileRoot = ours ? packageRoot() : resolve(options.dockerfileRoot ?? repoDir);
   // A repo's own recipe may name its base (`ARG BASE_IMAGE=...`): that default holds unless
   // the catalog chose one (sandbox.baseImage), rather than being replaced by the Node base.
@@ -593,18 +478,22 @@ export async function buildRepoImage(options: BuildRepoImageOptions): Promise<Re
     dockerfile,
     dockerfileRoot,
     buildArgs,
-    extraExcludes: options.extraExcludes,
+    extraExcludes: options.excludes,
     hashInputs: {
       // A rebuilt base (same tag, new id) must not be hidden behind an old repo image.
       baseImageId: baseId,
       // The same files built with network may have installed something else.
-      buildNetwork: network ? 'default' : options.egress ? buildEgressHashInput(options.egress) : 'none',
+      buildNetwork: network
+        ? 'default'
+        : options.buildEgress
+          ? buildEgressHashInput(options.buildEgress)
+          : 'none',
     },
     onWarning: options.onWarning,
   });
   if (!network) {
     // With egress the steps may download through the proxy; the daemon's own fetches may not.
-    if (ours && !options.egress) assertOfflineRecipeCanWork(repoDir, baseImage, context);
+    if (ours && !options.buildEgress) assertOfflineRecipeCanWork(repoDir, baseImage, context);
     else await assertNothingToFetch(engine, dockerfile, context, buildArgs);
   }
   const tag = repoImageTag(repoDir, context.contentHash);
@@ -638,14 +527,14 @@ async function buildOrReuse(
     tag: string;
     network: boolean;
   },
-): Promise<RepoImage> {
+): Promise<BuiltRepoImage> {
   const common = {
     tag: options.tag,
     contentHash: context.contentHash,
-    snapshot: context.snapshot,
+    hostFiles: context.snapshot,
     dockerfile: options.dockerfile,
     baseImage: options.baseImage,
-    network: options.network,
+    buildNetwork: options.network,
     warnings: context.warnings,
   };
   if (!options.rebuild) {
@@ -659,7 +548,7 @@ async function buildOrReuse(
     join(await logsDir(), `build-${repoSlug(options.repoDir)}-${context.contentHash.slice(0, 16)}.log`);
   const log = new LogFile(logPath);
   log.line(
-    `# ${new Date().toISOString()} building ${options.tag} from ${options.repoDir} with ${options.dockerfile}, ${options.network ? 'with network (sandbox.build.network)' : options.egress ? `with egress by name to ${options.egress.allow.map((r) => `${r.host}:${r.ports.join(',')}`).join(' ') || 'nothing'} (sandbox.egress phase build)` : 'without network'}`,
+    `# ${new Date().toISOString()} building ${options.tag} from ${options.repoDir} with ${options.dockerfile}, ${options.network ? 'with network (sandbox.build.network)' : options.buildEgress ? `with egress by name to ${options.buildEgress.allow.map((r) => `${r.host}:${r.ports.join(',')}`).join(' ') || 'nothing'} (sandbox.egress phase build)` : 'without network'}`,
   );
   const build = (egress?: { networkMode: string; buildArgs: Record<string, string> }) =>
     runBuild(engine, context, {
@@ -670,7 +559,7 @@ async function buildOrReuse(
         [LABEL.kind]: 'repo',
         [CONTENT_HASH_LABEL]: context.contentHash,
         [REPO_LABEL]: options.repoDir,
-        [BUILD_NETWORK_LABEL]: options.network ? 'default' : options.egress ? 'egress' : 'none',
+        [BUILD_NETWORK_LABEL]: options.network ? 'default' : options.buildEgress ? 'egress' : 'none',
       },
       noCache: options.rebuild === true,
       onLine: options.onProgress,
@@ -693,10 +582,10 @@ async function buildOrReuse(
       ...(options.signal ? { signal: options.signal } : {}),
     });
   try {
-    const imageId = options.egress
+    const imageId = options.buildEgress
       ? await withBuildEgress(
           engine,
-          options.egress,
+          options.buildEgress,
           (line) => {
             log.line(line);
             options.onProgress?.(line);

@@ -1,8 +1,13 @@
 /** The Docker backend as a `SandboxProvider`: sandboxes, repo images and the pre-flight check. */
 import { statfs } from 'node:fs/promises';
 import { ImageError, SandboxUnavailable } from '../../errors.js';
-import type { EngineHandle, RepoImageRequest, RepoImageResult, SandboxProvider } from '../registry.js';
-import { scanBuildContext } from './build-context.js';
+import type { RepoImage, RepoImageRequest } from '../../image-context/request.js';
+import type { EngineHandle, SandboxProvider } from '../types.js';
+import { runDoctor, dockerEndpoint } from './doctor.js';
+import { describeEndpoint, type EngineEndpoint } from './endpoint.js';
+import { ensureBaseImageOn } from './fleet/images.js';
+import { collectGarbage } from './gc.js';
+import { scanBuildContext } from '../../image-context/build-context.js';
 import { DockerBackend, dockerBackend } from './docker-sandbox.js';
 import { dockerEngine, DockerEngine } from './engine.js';
 import { buildRepoImage, resolveDockerfile } from './images.js';
@@ -35,7 +40,7 @@ export async function checkFreeSpace(
   }
 }
 
-async function repoImage(engine: DockerEngine, request: RepoImageRequest): Promise<RepoImageResult> {
+async function repoImage(engine: DockerEngine, request: RepoImageRequest): Promise<RepoImage> {
   if (request.prebuilt) {
     const details = await engine.inspectImage(request.prebuilt);
     if (!details) {
@@ -62,30 +67,23 @@ async function repoImage(engine: DockerEngine, request: RepoImageRequest): Promi
       ...(details.sizeBytes !== undefined ? { sizeBytes: details.sizeBytes } : {}),
     };
   }
-  const built = await buildRepoImage({
-    repoDir: request.repoDir,
-    ...(request.dockerfile ? { dockerfile: request.dockerfile } : {}),
-    ...(request.dockerfileRoot ? { dockerfileRoot: request.dockerfileRoot } : {}),
-    network: request.buildNetwork === true,
-    ...(request.buildEgress ? { egress: request.buildEgress } : {}),
-    ...(request.baseImage ? { baseImage: request.baseImage } : {}),
-    ...(request.buildArgs ? { buildArgs: request.buildArgs } : {}),
-    ...(request.excludes ? { extraExcludes: request.excludes } : {}),
-    rebuild: request.rebuild,
-    ...(request.onProgress ? { onProgress: request.onProgress } : {}),
-    ...(request.logFile ? { logFile: request.logFile } : {}),
-    ...(request.signal ? { signal: request.signal } : {}),
-    engine,
-  });
+  const { prebuilt: _prebuilt, ...recipe } = request;
+  const built = await buildRepoImage({ ...recipe, engine });
   const details = await engine.inspectImage(built.tag).catch(() => undefined);
+  return { ...built, ...(details?.sizeBytes !== undefined ? { sizeBytes: details.sizeBytes } : {}) };
+}
+
+/** The engine a provider of this backend talks to, to ship images from it to another. */
+const engines = new WeakMap<SandboxProvider, DockerEngine>();
+
+/** A connection to the engine of a spec (an engines file entry, `--engine`). */
+export function connectEngine(spec: { name: string; endpoint: EngineEndpoint }): EngineHandle & {
+  connection: DockerEngine;
+} {
   return {
-    tag: built.tag,
-    imageId: built.imageId,
-    reused: built.reused,
-    buildNetwork: built.network,
-    hostFiles: built.snapshot,
-    baseImage: built.baseImage,
-    ...(details?.sizeBytes !== undefined ? { sizeBytes: details.sizeBytes } : {}),
+    name: spec.name,
+    connection: new DockerEngine(spec.endpoint),
+    endpoint: describeEndpoint(spec.endpoint),
   };
 }
 
@@ -94,15 +92,21 @@ export function dockerProviderFor(handle: EngineHandle): SandboxProvider {
   if (!(handle.connection instanceof DockerEngine)) {
     throw new TypeError(`engine ${handle.name}: the docker backend needs a DockerEngine connection`);
   }
-  return dockerProvider(new DockerBackend(handle.connection, handle.name), handle.connection);
+  return dockerProvider(
+    new DockerBackend(handle.connection, handle.name),
+    handle.connection,
+    handle.endpoint ?? handle.name,
+  );
 }
 
 export function dockerProvider(
   backend: DockerBackend = dockerBackend(),
   engine: DockerEngine = dockerEngine(),
+  endpoint: string = dockerEndpoint(),
 ): SandboxProvider {
-  return {
+  const provider: SandboxProvider = {
     backend,
+    endpoint,
     repoImage: (request) => repoImage(engine, request),
     async runtime(asked?: string) {
       const info = asked ? await requireRuntime(engine, asked) : await engine.info();
@@ -113,5 +117,20 @@ export function dockerProvider(
       const floor = Number(process.env.SANDBOX_HARNESS_MIN_FREE_BYTES);
       await checkFreeSpace(engine, Number.isFinite(floor) && floor >= 0 ? floor : DEFAULT_MIN_FREE_BYTES);
     },
+    doctor: (options = {}) =>
+      runDoctor({
+        engine,
+        ...(options.fleet ? { fleet: { endpoint, prepareHint: options.fleet.prepareHint } } : {}),
+      }),
+    collectGarbage: (scope) => collectGarbage(engine, scope),
+    ensureBaseImage: (options = {}) => {
+      const { from, ...rest } = options;
+      const source = from ? engines.get(from) : undefined;
+      if (from && !source)
+        throw new TypeError('the docker backend ships base images only from a docker engine');
+      return ensureBaseImageOn(engine, { ...rest, source: source ?? dockerEngine() });
+    },
   };
+  engines.set(provider, engine);
+  return provider;
 }

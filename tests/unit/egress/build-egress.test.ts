@@ -43,7 +43,7 @@ afterEach(async () => {
 describe('image build egress refusals', () => {
   it('on an engine that is not on this machine (no proxy or firewall there): refused before anything is built', async () => {
     const error = await rejection(
-      buildRepoImage({ repoDir: repo, egress: policy, rebuild: false, engine: engine(false) }),
+      buildRepoImage({ repoDir: repo, buildEgress: policy, rebuild: false, engine: engine(false) }),
       EgressUnsupported,
     );
     expect(error.message).toMatch(/egress for the image build cannot be enforced: .*not on this machine/);
@@ -51,7 +51,13 @@ describe('image build egress refusals', () => {
 
   it('together with the whole network: refused, never the wider of the two', async () => {
     const error = await rejection(
-      buildRepoImage({ repoDir: repo, egress: policy, network: true, rebuild: false, engine: engine(true) }),
+      buildRepoImage({
+        repoDir: repo,
+        buildEgress: policy,
+        buildNetwork: true,
+        rebuild: false,
+        engine: engine(true),
+      }),
       EgressUnsupported,
     );
     expect(error.message).toMatch(/both the whole network .* and egress by name/);

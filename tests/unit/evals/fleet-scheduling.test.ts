@@ -13,7 +13,7 @@ import { RESULTS_FILE, runEval } from '../../../src/evals/runner.js';
 import type { TrialResult, TrialRunner } from '../../../src/evals/types.js';
 import type { BaselineResult } from '../../../src/fix/baseline.js';
 import { memoryBaselineCache } from '../../../src/fix/baseline.js';
-import type { EngineSpec } from '../../../src/fleet/engines-file.js';
+import type { EngineSpec } from '../../../src/sandbox/docker/fleet/engines-file.js';
 import { connectFleet, type EngineClient, type Fleet } from '../../../src/fleet/fleet.js';
 import type { EngineInfo } from '../../../src/sandbox/docker/engine.js';
 import { delay, fakeSuite, result, withTempDir } from './helpers.js';

@@ -15,7 +15,7 @@ import {
   type FixDeps,
   type FixOptions,
   type FixResult,
-  type HostFile,
+  type HostFileState as HostFile,
 } from '../../../src/fix/run-fix.js';
 import { memoryBaselineCache } from '../../../src/fix/baseline.js';
 import { SandboxDead, SandboxUnavailable } from '../../../src/errors.js';

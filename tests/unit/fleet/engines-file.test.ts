@@ -3,7 +3,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigError, UsageError } from '../../../src/errors.js';
-import { loadEnginesFile, resolveEngines, resolveStoredEngine } from '../../../src/fleet/engines-file.js';
+import {
+  loadEnginesFile,
+  resolveEngines,
+  resolveStoredEngine,
+} from '../../../src/sandbox/docker/fleet/engines-file.js';
 import { contextId, describeEndpoint } from '../../../src/sandbox/docker/endpoint.js';
 
 const HOST_KEY = 'AAAAC3NzaC1lZDI1NTE5AAAAIJZKOkoU4T0kFRbMTuXxLXbM4dnpYHsgCHMHnL9kOc67';

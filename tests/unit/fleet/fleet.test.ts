@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { SandboxUnavailable } from '../../../src/errors.js';
-import type { EngineSpec } from '../../../src/fleet/engines-file.js';
+import type { EngineSpec } from '../../../src/sandbox/docker/fleet/engines-file.js';
 import { connectFleet, type EngineClient } from '../../../src/fleet/fleet.js';
 import type { EngineInfo } from '../../../src/sandbox/docker/engine.js';
 

@@ -7,7 +7,7 @@ import type { Readable } from 'node:stream';
 import tar from 'tar-stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BuildRefused, ImageError } from '../../../src/errors.js';
-import { INJECTED_DOCKERFILE, scanBuildContext } from '../../../src/sandbox/docker/build-context.js';
+import { INJECTED_DOCKERFILE, scanBuildContext } from '../../../src/image-context/build-context.js';
 import { TOKENS } from '../../helpers/fake-secrets.js';
 import { rejection } from '../../helpers/rejection.js';
 

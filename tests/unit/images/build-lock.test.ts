@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, utimes } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { withFileLock } from '../../../src/sandbox/docker/build-lock.js';
+import { withFileLock } from '../../../src/image-context/build-lock.js';
 import { ROOT } from '../../helpers/cli.js';
 
 const dirs: string[] = [];
@@ -19,7 +19,7 @@ afterEach(async () => {
 function contender(dir: string, log: string, name: string): Promise<number | null> {
   const script = `
     import { appendFileSync } from 'node:fs';
-    import { withFileLock } from ${JSON.stringify(join(ROOT, 'src/sandbox/docker/build-lock.ts'))};
+    import { withFileLock } from ${JSON.stringify(join(ROOT, 'src/image-context/build-lock.ts'))};
     await withFileLock('base-test', () => undefined, async () => {
       appendFileSync(${JSON.stringify(log)}, 'start ${name}\\n');
       await new Promise((r) => setTimeout(r, 400));

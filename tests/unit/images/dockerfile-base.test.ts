@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { argDefault, finalBaseImage } from '../../../src/sandbox/docker/dockerfile.js';
+import { argDefault, finalBaseImage } from '../../../src/image-context/dockerfile.js';
 
 describe("a Dockerfile's base image", () => {
   it('reads the ARG BASE_IMAGE default before the first FROM, quoted or not', () => {

@@ -3,7 +3,7 @@
  * no network: remote ADD sources and images that FROM / COPY --from would pull.
  */
 import { describe, expect, it } from 'vitest';
-import { daemonFetches } from '../../../src/sandbox/docker/dockerfile.js';
+import { daemonFetches } from '../../../src/image-context/dockerfile.js';
 
 describe('daemonFetches', () => {
   it('finds remote ADD sources in both forms, with their line, and leaves local ones alone', () => {

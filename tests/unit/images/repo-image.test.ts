@@ -57,19 +57,19 @@ describe('repo image builds: network', () => {
     expect(fake.builds).toHaveLength(1);
     expect(fake.builds[0]?.networkMode).toBe('none');
     expect(fake.builds[0]?.labels[BUILD_NETWORK_LABEL]).toBe('none');
-    expect(image.network).toBe(false);
+    expect(image.buildNetwork).toBe(false);
   });
 
   it('leaves the network to the daemon only when the catalog opts in, under another image name', async () => {
     const fake = fakeEngine();
     const offline = await build(fake);
-    const online = await build(fake, { network: true });
+    const online = await build(fake, { buildNetwork: true });
     expect(fake.builds[1]?.networkMode).toBeUndefined();
     expect(fake.builds[1]?.labels[BUILD_NETWORK_LABEL]).toBe('default');
-    expect(online).toMatchObject({ network: true, reused: false });
+    expect(online).toMatchObject({ buildNetwork: true, reused: false });
     expect(online.contentHash).not.toBe(offline.contentHash);
     // Reusing an image keeps saying how it was built.
-    expect(await build(fake, { network: true })).toMatchObject({ network: true, reused: true });
+    expect(await build(fake, { buildNetwork: true })).toMatchObject({ buildNetwork: true, reused: true });
     expect(fake.builds).toHaveLength(2);
   });
 
@@ -117,7 +117,7 @@ describe('repo image builds: the default recipe without network', () => {
     const fake = fakeEngine();
     await build(fake); // no lockfile
     await put('package-lock.json', '{"lockfileVersion":3}\n');
-    await build(fake, { network: true });
+    await build(fake, { buildNetwork: true });
     await put('node_modules/dep/index.js');
     await build(fake);
     expect(fake.builds.map((b) => b.networkMode)).toEqual(['none', undefined, 'none']);
@@ -154,7 +154,7 @@ describe('repo image builds: what the daemon would fetch', () => {
   it('lets the daemon fetch with the opt-in, and builds on images it has without it', async () => {
     const fake = fakeEngine();
     await put('Dockerfile.sandbox', 'ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nADD https://example.test/x /x\n');
-    await build(fake, { network: true });
+    await build(fake, { buildNetwork: true });
     await put('Dockerfile.sandbox', 'ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nCOPY . /workspace\n');
     await build(fake);
     expect(fake.builds.map((b) => b.networkMode)).toEqual([undefined, 'none']);

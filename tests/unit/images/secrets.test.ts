@@ -11,7 +11,7 @@ import {
   SecretScanner,
   scanForSecrets,
   secretNameReason,
-} from '../../../src/sandbox/docker/secrets.js';
+} from '../../../src/image-context/secrets.js';
 import { TOKENS } from '../../helpers/fake-secrets.js';
 
 describe('secret-like names', () => {

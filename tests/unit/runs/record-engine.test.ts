@@ -66,4 +66,24 @@ describe('engine fields of run.json', () => {
       ),
     ).toMatch(/^containers\.0\.engine: /);
   });
+
+  it('opens an old record (no backend, a hex Docker id) and a new one (a backend name, an opaque sandbox id)', () => {
+    // The shape every record had before the backend was named: still a valid record.
+    expect(recordProblem(record(), 'run-1')).toBeUndefined();
+    expect(
+      recordProblem(
+        record({
+          backend: 'kubernetes',
+          containers: [{ role: 'attempt-1', id: 'sandbox-run-1.a1:0', kept: true }],
+        }),
+        'run-1',
+      ),
+    ).toBeUndefined();
+    for (const id of ['../../etc', '-rf', 'a/b', '', 'x'.repeat(300)]) {
+      expect(
+        recordProblem(record({ containers: [{ role: 'attempt-1', id, kept: true }] }), 'run-1'),
+      ).toBeDefined();
+    }
+    expect(recordProblem(record({ backend: '../docker' }), 'run-1')).toBeDefined();
+  });
 });

@@ -2,8 +2,8 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import lockfile from 'proper-lockfile';
-import { ImageError } from '../../errors.js';
-import { cacheDir } from './bootstrap.js';
+import { ImageError } from '../errors.js';
+import { cacheDir } from './cache-dir.js';
 
 /**
  * One process at a time bootstraps a base image: two would both spend minutes on the same

@@ -19,9 +19,9 @@ import { PassThrough, type Readable } from 'node:stream';
 import dockerignore from '@balena/dockerignore';
 import pLimit from 'p-limit';
 import tar from 'tar-stream';
-import { BuildRefused, ImageError } from '../../errors.js';
-import { readRepoFile } from '../../repo-files.js';
-import { cacheDir } from './bootstrap.js';
+import { BuildRefused, ImageError } from '../errors.js';
+import { readRepoFile } from '../repo-files.js';
+import { cacheDir } from './cache-dir.js';
 import { gitListing } from './git-files.js';
 import {
   CleanDigestCache,

@@ -14,7 +14,7 @@
  * in the user's config: the output is only ever used to leave files out, never to add one.
  */
 import { execFile } from 'node:child_process';
-import { ImageError } from '../../errors.js';
+import { ImageError } from '../errors.js';
 
 export type GitListing =
   | {

@@ -20,8 +20,8 @@ import { readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { ConfigError, HarnessError, UsageError } from '../errors.js';
-import { problemsError, validateYaml, type ValidationProblem } from '../catalog/yaml-validate.js';
+import { ConfigError, HarnessError, UsageError } from '../../../errors.js';
+import { problemsError, validateYaml, type ValidationProblem } from '../../../catalog/yaml-validate.js';
 import {
   describeEndpoint,
   endpointKey,
@@ -31,7 +31,7 @@ import {
   resolveContext,
   resolveEngineRef,
   type EngineEndpoint,
-} from '../sandbox/docker/endpoint.js';
+} from '../endpoint.js';
 
 /**
  * How to name an engine again later, when only a run record is left (`inspect`, `shell`,

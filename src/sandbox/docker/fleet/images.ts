@@ -10,8 +10,11 @@
  * defaults below follow those numbers (see bench/README.md, "Fleet").
  */
 import { Transform } from 'node:stream';
-import { ImageError } from '../errors.js';
-import { dockerEngine, type DockerEngine } from '../sandbox/docker/engine.js';
+import { ImageError } from '../../../errors.js';
+import type { ImagePresence, PresenceMethod } from '../../types.js';
+
+export type { ImagePresence, PresenceMethod } from '../../types.js';
+import { dockerEngine, type DockerEngine } from '../engine.js';
 import {
   BASE_IMAGES,
   buildRepoImage,
@@ -19,10 +22,8 @@ import {
   DEFAULT_BASE_IMAGE,
   ensureBaseImage,
   type BuildRepoImageOptions,
-  type RepoImage,
-} from '../sandbox/docker/images.js';
-
-export type PresenceMethod = 'ship' | 'build';
+  type BuiltRepoImage,
+} from '../images.js';
 
 /**
  * Shipping a base image (~480 MB) beats making it again on the engine by far (an offline
@@ -34,16 +35,6 @@ export const DEFAULT_PRESENCE: Readonly<{ base: PresenceMethod; repo: PresenceMe
   base: 'ship',
   repo: 'build',
 };
-
-export interface ImagePresence {
-  tag: string;
-  imageId: string;
-  /** `present`: nothing was done; `shipped`/`built`: it is there now. */
-  how: 'present' | 'shipped' | 'built';
-  durationMs: number;
-  /** Bytes streamed from the source engine (ship only). */
-  bytes?: number;
-}
 
 export interface ShipOptions {
   signal?: AbortSignal;
@@ -204,7 +195,7 @@ export interface EnsureRepoOnOptions {
 export async function ensureRepoImageOn(
   target: DockerEngine,
   options: EnsureRepoOnOptions,
-): Promise<ImagePresence & { image: RepoImage }> {
+): Promise<ImagePresence & { image: BuiltRepoImage }> {
   const started = Date.now();
   const method = options.method ?? DEFAULT_PRESENCE.repo;
   const repo = { ...options.repo, ...(options.signal ? { signal: options.signal } : {}) };
@@ -260,7 +251,7 @@ export interface EnsureImagesOnOptions {
 export async function ensureImagesOn(
   target: DockerEngine,
   options: EnsureImagesOnOptions,
-): Promise<{ base: ImagePresence; repo: ImagePresence & { image: RepoImage } }> {
+): Promise<{ base: ImagePresence; repo: ImagePresence & { image: BuiltRepoImage } }> {
   const signal = options.signal ? { signal: options.signal } : {};
   const base = await ensureBaseImageOn(target, {
     source: options.source,
