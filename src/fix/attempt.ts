@@ -89,29 +89,24 @@ export async function runAttempt(
   ready?: Promise<void>,
 ): Promise<AttemptResult> {
   const started = Date.now();
-  const { progress, events } = run;
+  const { progress } = run;
   progress.phase('attempt', `attempt ${n}/${plan.maxAttempts}`);
-  events.emit({ kind: 'attempt_start', attempt: n });
-  const record: AttemptRecord = {
-    n,
-    verdict: 'error',
-    turns: 0,
-    inputTokens: 0,
-    outputTokens: 0,
-    durationMs: 0,
-    changedFiles: [],
-    containers: [],
-  };
-  run.record.attempts.push(record);
+  const { journal } = run;
+  journal.append({ kind: 'attempt_start', attempt: n });
+  const record = run.record.attempts[run.record.attempts.length - 1]!;
   const spentBefore = run.costs.totalUsd;
-  const finish = async (result: AttemptResult): Promise<AttemptResult> => {
-    record.verdict = result.verdict;
-    record.durationMs = Date.now() - started;
-    record.costUsd = roundUsd(run.costs.totalUsd - spentBefore);
-    run.record.cost = run.costs.snapshot();
-    if (result.feedback) record.feedback = result.feedback;
-    events.emit({ kind: 'attempt_end', attempt: n, status: result.verdict, durationMs: record.durationMs });
-    await run.dir.writeRecord(run.record);
+  const finish = async (result: AttemptResult, message?: string): Promise<AttemptResult> => {
+    journal.append({
+      kind: 'attempt_end',
+      attempt: n,
+      status: result.verdict,
+      durationMs: Date.now() - started,
+      ...(message !== undefined ? { message } : {}),
+      costUsd: roundUsd(run.costs.totalUsd - spentBefore),
+      cost: run.costs.snapshot(),
+      ...(result.feedback ? { feedback: result.feedback } : {}),
+    });
+    await journal.save();
     return result;
   };
 
@@ -119,17 +114,16 @@ export async function runAttempt(
   let loopEnded = false;
   try {
     const box = await run.sandboxes.create(`attempt-${n}`, { hidden: plan.heldOut });
-    record.containers.push({
-      role: `attempt-${n}`,
-      id: box.id,
-      kept: false,
-      engine: run.deps.backend.engine,
+    journal.append({
+      kind: 'sandbox',
+      attempt: n,
+      container: { role: `attempt-${n}`, id: box.id, kept: false, engine: run.deps.backend.engine },
     });
     if (ready) await untilReady(ready, signal);
     run.sandboxes.makeAhead(`verify-${n}`);
     const continued = run.continuation;
     if (continued && n === continued.attemptsBefore + 1) await replayEarlierChange(box, continued, signal);
-    const loop = await runAgent(run, plan, n, box, record, feedback, signal);
+    const loop = await runAgent(run, plan, n, box, feedback, signal);
     loopEnded = true;
     if (loop.status === 'interrupted') throw abortError(signal);
     if (loop.sandboxError instanceof DiskBudgetExceeded) throw loop.sandboxError;
@@ -159,19 +153,22 @@ export async function runAttempt(
       pristine: plan.pristine,
       signal: run.signal,
     });
-    record.changedFiles = changeSet.entries.slice(0, RECORDED_PATHS).map((e) => e.path);
-    record.changedCount = changeSet.entries.length;
-    if (changeSet.ignored.length > 0) {
-      record.ignoredFiles = changeSet.ignored.slice(0, RECORDED_PATHS);
-      record.ignoredCount = changeSet.ignored.length;
-    }
+    journal.append({
+      kind: 'change',
+      attempt: n,
+      changedFiles: changeSet.entries.slice(0, RECORDED_PATHS).map((e) => e.path),
+      changedCount: changeSet.entries.length,
+      ...(changeSet.ignored.length > 0
+        ? { ignoredFiles: changeSet.ignored.slice(0, RECORDED_PATHS), ignoredCount: changeSet.ignored.length }
+        : {}),
+    });
     const patch = changeSet.overLimit ? '' : changeSetPatch(changeSet);
     if (patch) await run.dir.writeFile(`attempts/${n}/patch.diff`, patch);
     const gate = gateChangeSet(changeSet);
-    record.gate = { ok: gate.ok, offences: gate.ok ? [] : gate.offending.slice(0, RECORDED_PATHS) };
-    events.emit({
+    journal.append({
       kind: 'gate',
       attempt: n,
+      gate: { ok: gate.ok, offences: gate.ok ? [] : gate.offending.slice(0, RECORDED_PATHS) },
       status: gate.ok ? 'allowed' : 'rejected',
       message: gate.ok
         ? `${changeSet.entries.length} changed file(s)` +
@@ -210,16 +207,18 @@ export async function runAttempt(
     const verification = await verifyChange(run, n, changeSet, plan.tree, plan.layers, plan.heldOut);
     const tests = verification.tests;
     await run.dir.writeFile(`attempts/${n}/test-output.txt`, formatForRecord(verification));
-    if (verification.heldOut) record.heldOut = verification.heldOut;
-    if (verification.results) await recordResults(run, n, record, verification.results);
+    const results = verification.results ? await recordResults(run, n, verification.results) : {};
     const verified = verification.passed;
-    events.emit({
+    journal.append({
       kind: 'verify',
       attempt: n,
       status: verified ? 'passed' : 'failed',
       durationMs: tests.durationMs,
       exitCode: tests.failingLayer?.exitCode ?? 0,
       ...(tests.failingLayer ? { message: `failing layer ${tests.failingLayer.name}` } : {}),
+      ...(verification.heldOut ? { heldOut: verification.heldOut } : {}),
+      ...results,
+      ...(!verified && tests.failingLayer ? { failingLayer: tests.failingLayer.name } : {}),
     });
     if (verified && !plan.review) {
       progress.end(`verified: ${changeSet.entries.length} file(s), tests pass in a fresh sandbox`);
@@ -227,9 +226,9 @@ export async function runAttempt(
     }
     if (verified && plan.review) {
       if (plan.review.used >= plan.review.maxRounds) {
-        record.message = `verified, but no review round is left (${plan.review.maxRounds} used)`;
-        progress.end(record.message);
-        return await finish({ verdict: 'changes-requested' });
+        const message = `verified, but no review round is left (${plan.review.maxRounds} used)`;
+        progress.end(message);
+        return await finish({ verdict: 'changes-requested' }, message);
       }
       plan.review.used++;
       const review = await reviewChange(
@@ -242,7 +241,6 @@ export async function runAttempt(
         plan.review.agentsMd,
         plan.heldOut,
       );
-      (record.reviews ??= []).push(review.record);
       if (review.record.verdict === 'approve') {
         progress.end(`verified and approved by the checker: ${changeSet.entries.length} file(s)`);
         return await finish({ verdict: 'passed', changeSet });
@@ -253,7 +251,6 @@ export async function runAttempt(
         ...(review.feedback ? { feedback: review.feedback } : {}),
       });
     }
-    if (tests.failingLayer) record.failingLayer = tests.failingLayer.name;
     const named = verification.results?.named;
     progress.end(
       named
@@ -278,17 +275,22 @@ export async function runAttempt(
       // the engine is fine: the agent's change (or what it left running) did it. Calling
       // that infrastructure would let an agent pull its own failures out of the pass rate.
       progress.end(`a sandbox stopped while the change was checked: ${error.message}`);
-      record.message = error.message;
-      return await finish({
-        verdict: 'sandbox-stopped',
-        feedback:
-          'Your sandbox stopped while your change was being checked (every process in it died), so the change could not be verified. Do not kill processes you did not start, and do not leave processes running when you finish.',
-      });
+      return await finish(
+        {
+          verdict: 'sandbox-stopped',
+          feedback:
+            'Your sandbox stopped while your change was being checked (every process in it died), so the change could not be verified. Do not kill processes you did not start, and do not leave processes running when you finish.',
+        },
+        error.message,
+      );
     }
-    record.verdict = verdictOfError(error);
-    record.durationMs = Date.now() - started;
-    record.message = error instanceof Error ? error.message : String(error);
-    events.emit({ kind: 'attempt_end', attempt: n, status: record.verdict, durationMs: record.durationMs });
+    journal.append({
+      kind: 'attempt_end',
+      attempt: n,
+      status: verdictOfError(error),
+      durationMs: Date.now() - started,
+      message: error instanceof Error ? error.message : String(error),
+    });
     throw error;
   } finally {
     await run.sandboxes.dropAhead(`verify-${n}`);
@@ -351,7 +353,6 @@ async function runAgent(
   plan: AttemptPlan,
   n: number,
   box: Sandbox,
-  record: AttemptRecord,
   feedback: string | undefined,
   signal: AbortSignal,
 ): Promise<AgentLoopResult> {
@@ -387,13 +388,14 @@ async function runAgent(
     ...(run.delegateProvider ? { subAgent: { provider: run.delegateProvider } } : {}),
   });
   if (loop.delegations.length > 0) entry.delegations = loop.delegations;
-  record.turns += loop.turns;
-  record.inputTokens += loop.usage.inputTokens;
-  record.outputTokens += loop.usage.outputTokens;
-  run.record.turns += loop.turns;
-  run.record.tokens.input += loop.usage.inputTokens;
-  run.record.tokens.output += loop.usage.outputTokens;
-  record.agentStop = loop.status;
+  run.journal.append({
+    kind: 'agent_end',
+    attempt: n,
+    status: loop.status,
+    turns: loop.turns,
+    inputTokens: loop.usage.inputTokens,
+    outputTokens: loop.usage.outputTokens,
+  });
   run.progress.end(`agent ${loop.status} after ${loop.turns} turns`);
   return loop;
 }
@@ -402,9 +404,8 @@ async function runAgent(
 async function recordResults(
   run: Run,
   n: number,
-  record: AttemptRecord,
   results: VerificationResults,
-): Promise<void> {
+): Promise<Pick<AttemptRecord, 'testReport' | 'namedTests'>> {
   const file = `attempts/${n}/test-results.json`;
   const { reading, named } = results;
   await run.dir.writeFile(
@@ -419,18 +420,22 @@ async function recordResults(
       2,
     )}\n`,
   );
-  record.testReport = reading.ok
-    ? { status: 'read', counts: reading.report.counts, file }
-    : { status: 'refused', reason: reading.reason, file };
-  if (named) {
-    record.namedTests = {
-      verdict: named.verdict,
-      exitCode: results.exitCode,
-      failToPass: tally(named.failToPass),
-      passToPass: tally(named.passToPass),
-      quarantined: named.quarantined,
-    };
-  }
+  return {
+    testReport: reading.ok
+      ? { status: 'read', counts: reading.report.counts, file }
+      : { status: 'refused', reason: reading.reason, file },
+    ...(named
+      ? {
+          namedTests: {
+            verdict: named.verdict,
+            exitCode: results.exitCode,
+            failToPass: tally(named.failToPass),
+            passToPass: tally(named.passToPass),
+            quarantined: named.quarantined,
+          },
+        }
+      : {}),
+  };
 }
 
 /**

@@ -8,6 +8,7 @@ import { TestCommandBroken } from '../errors.js';
 import { formatTestRun, runTestLayers, type TestLayer, type TestRun } from './test-layers.js';
 import { classifyTestRun, detectRunner, type TestCommandProblemKind } from './test-command.js';
 import type { Run, SandboxImage } from './context.js';
+import type { RunRecord } from '../runs/record.js';
 
 /** A layer whose command did not run the tests at all (see `test-command.ts`). */
 export interface BrokenTestCommand {
@@ -131,7 +132,7 @@ export async function runBaseline(
     : await measure(run, layers, onCommandStart);
   const reused = result.runId !== run.dir.id;
   await run.dir.writeFile('baseline-test-output.txt', result.output);
-  run.record.baseline = {
+  const baseline: NonNullable<RunRecord['baseline']> = {
     failing: !result.passed,
     ...(result.failingLayer ? { failingLayer: result.failingLayer } : {}),
     durationMs: result.durationMs,
@@ -147,8 +148,9 @@ export async function runBaseline(
         }
       : {}),
   };
-  run.events.emit({
+  run.journal.append({
     kind: 'baseline',
+    baseline,
     status: result.broken ? 'broken' : result.passed ? 'passing' : 'failing',
     durationMs: result.durationMs,
     exitCode: result.exitCode,

@@ -33,6 +33,7 @@ import {
 } from '../../fakes/memory-sandbox.js';
 import { scripted, text, toolUse, type Turn } from '../agent/helpers.js';
 import { EXAMPLE_DIR } from '../../../src/demo.js';
+import { expectRecordIsFoldOfEvents, runFoldersUnder } from '../../helpers/journal.js';
 
 const FIX_EDIT = toolUse('e1', 'edit_file', {
   path: 'src/shipping.ts',
@@ -79,7 +80,14 @@ process.env.SANDBOX_HARNESS_TEST_CANARY_KEY = CANARY;
 
 const roots: string[] = [];
 afterEach(async () => {
-  await Promise.all(roots.splice(0).map((r) => rm(r, { recursive: true, force: true })));
+  const done = roots.splice(0);
+  try {
+    // Every run any test made: its run.json is the fold of its event log, byte for byte.
+    for (const root of done)
+      for (const dir of await runFoldersUnder(root)) await expectRecordIsFoldOfEvents(dir);
+  } finally {
+    await Promise.all(done.map((r) => rm(r, { recursive: true, force: true })));
+  }
 });
 
 /** `npm test` passes when the threshold is 39, as the example's real tests do. */
