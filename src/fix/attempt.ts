@@ -113,12 +113,10 @@ export async function runAttempt(
   ready?: Promise<void>,
 ): Promise<AttemptResult> {
   const started = Date.now();
-  const { progress, journal } = run;
-  progress.phase('attempt', `attempt ${n}/${plan.maxAttempts}`);
-  journal.append({ kind: 'attempt_start', attempt: n });
+  const { journal } = run;
+  journal.append({ kind: 'attempt_start', attempt: n, of: plan.maxAttempts });
   const spentBefore = run.costs.totalUsd;
   const finish = async (ending: Ending): Promise<AttemptResult> => {
-    if (ending.line !== undefined) progress.end(ending.line);
     journal.append({
       kind: 'attempt_end',
       attempt: n,
@@ -128,6 +126,7 @@ export async function runAttempt(
       costUsd: roundUsd(run.costs.totalUsd - spentBefore),
       cost: run.costs.snapshot(),
       ...(ending.feedback ? { feedback: ending.feedback } : {}),
+      ...(ending.line !== undefined ? { summary: ending.line } : {}),
     });
     await journal.save();
     return {
@@ -241,7 +240,6 @@ async function agentStep(attempt: Attempt, feedback: string | undefined): Promis
     inputTokens: loop.usage.inputTokens,
     outputTokens: loop.usage.outputTokens,
   });
-  run.progress.end(`agent ${loop.status} after ${loop.turns} turns`);
   if (loop.status === 'interrupted') throw abortError(signal);
   if (loop.sandboxError instanceof DiskBudgetExceeded) throw loop.sandboxError;
   return loop;

@@ -44,7 +44,7 @@ import { heldOutPaths, pristineFromHost, readAgentsMd } from './repo.js';
 import { prepare } from './prepare.js';
 import { loadLibrary } from './library.js';
 import { continuationFeedback } from './continue.js';
-import { silentProgress, type ProgressSink } from './progress.js';
+import { progressOfEvents, silentProgress, type ProgressSink } from './progress.js';
 import { SandboxPool } from './sandboxes.js';
 import type { WorkspaceGit } from '../sandbox/types.js';
 import { egressSpec } from './egress.js';
@@ -134,17 +134,7 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
   const events = fanOut(
     new JsonlEventSink(dir.path('events.jsonl')),
     ...(options.events ? [options.events] : []),
-    {
-      emit(event) {
-        if (event.kind === 'tool_call' && event.tool)
-          progress.detail(
-            `turn ${event.turn ?? '?'}: ${event.tool}${event.isError ? ` error: ${event.message ?? 'failed'}` : ''}`,
-          );
-        else if (event.kind === 'model_call') progress.detail(`turn ${event.turn ?? '?'}: model answered`);
-        // The baseline runs beside the first attempt: its verdict shows in whatever phase is live.
-        else if (event.kind === 'baseline') progress.detail(baselineLine(event));
-      },
-    },
+    progressOfEvents(progress),
   );
   prepared.retries.sink = events;
   const journal = new RunJournal(events, dir, opening);
@@ -241,7 +231,6 @@ async function resolveImage(run: Run): Promise<SandboxImage> {
     onProgress: (line) => run.progress.tick?.(line.slice(0, 120)),
     signal: run.signal,
   });
-  run.progress.end(`${image.tag}${image.reused ? ' (cached)' : ' (built)'}`);
   run.journal.append({
     kind: 'image',
     message: image.tag,
@@ -451,23 +440,6 @@ async function attemptsWithBaseline(
     feedback = last.feedback;
   }
   return last!;
-}
-
-/** The baseline's verdict as a progress line. */
-function baselineLine(event: {
-  status?: string;
-  durationMs?: number;
-  exitCode?: number;
-  message?: string;
-}): string {
-  const took = event.durationMs === undefined ? '' : ` in ${(event.durationMs / 1000).toFixed(1)} s`;
-  const what =
-    event.status === 'broken'
-      ? `the test command itself failed to run (${event.message ?? 'see the record'})`
-      : event.status === 'passing'
-        ? 'the tests already pass on the untouched repo'
-        : `the tests fail on the untouched repo (exit ${event.exitCode ?? '?'}), as a ticket expects`;
-  return `baseline: ${what}${took}`;
 }
 
 /** The number of a run's first attempt: 1, or the one after those of the run it continues. */

@@ -40,7 +40,8 @@ export type RunEvent =
       message?: string;
       baseline: Defined<RunRecord['baseline']>;
     }
-  | { kind: 'attempt_start'; attempt: number }
+  /** `of`: how many attempts the run may make. */
+  | { kind: 'attempt_start'; attempt: number; of?: number }
   /** A sandbox made for an attempt (its own, its verification's). */
   | { kind: 'sandbox'; attempt: number; container: ContainerRecord }
   /** The maker's loop ended: what it spent and why it stopped. */
@@ -101,6 +102,8 @@ export type RunEvent =
       cost?: RunRecord['cost'];
       feedback?: string;
       message?: string;
+      /** How it went, in one line (the progress line's end of the attempt). */
+      summary?: string;
     }
   /** Something the run learned about an attempt after it ended (why it was stopped). */
   | { kind: 'attempt_note'; attempt: number; message: string }

@@ -1372,6 +1372,40 @@ describe('runFix --continue', () => {
   });
 });
 
+describe('runFix: the progress line', () => {
+  it("says each phase and how it ended, in order, from the run's events (a failed attempt, then a verified one)", async () => {
+    const h = await harness();
+    const lines: string[] = [];
+    const progress = {
+      phase: (_p: string, text: string) => lines.push(`phase ${text}`),
+      detail: () => undefined,
+      end: (text: string) => lines.push(`end ${text}`),
+    };
+    const wrongEdit = toolUse('w1', 'edit_file', {
+      path: 'src/shipping.ts',
+      search: 'FREE_SHIPPING_THRESHOLD = 50;',
+      replacement: 'FREE_SHIPPING_THRESHOLD = 49;',
+    });
+    const turns: Turn[] = [{ content: [wrongEdit] }, { content: [text('done')] }, ...fixingTurns];
+    const result = await runFix(h.options({ progress, apply: false }), h.deps(scripted(turns)));
+    expect(result.outcome).toBe('ready-for-review');
+    expect(lines).toEqual([
+      'phase checking catalog, ticket and model provider',
+      'end shipping-service: ticket OPS-412, replay scripted',
+      'phase sandbox image',
+      'end memory:repo (cached)',
+      'phase attempt 1/3',
+      'end agent completed after 2 turns',
+      'phase attempt 1: checking the change',
+      'end tests fail in a fresh sandbox (test)',
+      'phase attempt 2/3',
+      'end agent completed after 2 turns',
+      'phase attempt 2: checking the change',
+      'end verified: 1 file(s), tests pass in a fresh sandbox',
+    ]);
+  });
+});
+
 describe('runFix: the baseline in the progress', () => {
   it("shows the baseline's verdict while the first attempt starts", async () => {
     const h = await harness();
