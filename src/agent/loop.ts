@@ -180,236 +180,313 @@ export function runAgentLoop(options: AgentLoopOptions): Promise<AgentLoopResult
   return runLoop(options, new LoopBudget(options.limits));
 }
 
+/**
+ * Why the loop stopped, as a value: the stop's name, and for a stopped sandbox the error
+ * that says what stopped it. A step returns one to end the loop (or nothing to go on).
+ */
+export interface Stop {
+  status: LoopStop;
+  sandboxError?: DiskBudgetExceeded | SandboxDead;
+}
+
+/** One loop's state, shared by its steps. */
+interface LoopState {
+  options: AgentLoopOptions;
+  budget: LoopBudget;
+  maxTokens: number;
+  definitions: ToolDefinition[];
+  messages: Message[];
+  /** This loop's own spend plus its sub-agents' tokens. */
+  usage: Usage;
+  turns: number;
+  delegatedTurns: number;
+  delegations: Delegation[];
+  /** Messages the last trim dropped (an event is emitted only when it changes). */
+  lastDropped: number;
+  /** Tokens the history may take, when the context window is known. */
+  historyBudget?: number;
+  /** The caller's signal, the attempt deadline: every model and tool call is given it. */
+  signal: AbortSignal;
+  deadlinePassed: () => boolean;
+  /** Fields attached to every event. */
+  base: { attempt?: number };
+}
+
+/** The loop: step until a step stops it; a stop that arrives as an error becomes a value. */
 async function runLoop(options: AgentLoopOptions, budget: LoopBudget): Promise<AgentLoopResult> {
-  const { provider, tools, events, limits, sandbox } = options;
+  const { state, close } = startLoop(options, budget);
+  let stop: Stop | undefined;
+  try {
+    while (!stop) stop = await step(state);
+  } catch (error) {
+    stop = stopOfError(state, error);
+    if (!stop) throw error;
+  } finally {
+    close();
+    options.events.emit({
+      ...state.base,
+      kind: 'loop_end',
+      // 'error': the loop ended with an error it throws on.
+      status: stop?.status ?? 'error',
+      turn: state.turns,
+      tokens: { input: state.usage.inputTokens, output: state.usage.outputTokens },
+    });
+  }
+  const lastAssistant = [...state.messages]
+    .reverse()
+    .find((message): message is AssistantMessage => message.role === 'assistant');
+  return {
+    status: stop.status,
+    turns: state.turns + state.delegatedTurns,
+    usage: state.usage,
+    messages: state.messages,
+    finalText: textOf(lastAssistant),
+    delegations: state.delegations,
+    ...(stop.sandboxError ? { sandboxError: stop.sandboxError } : {}),
+  };
+}
+
+/** The loop's state, its signal (the caller's plus the attempt deadline), and how to let them go. */
+function startLoop(options: AgentLoopOptions, budget: LoopBudget): { state: LoopState; close: () => void } {
   const maxTokens = options.maxTokens ?? DEFAULT_MAX_OUTPUT_TOKENS;
-  const definitions: ToolDefinition[] = tools.definitions();
+  const definitions: ToolDefinition[] = options.tools.definitions();
   const messages: Message[] = options.messages ?? [];
   messages.push({ role: 'user', content: [{ type: 'text', text: options.firstUserMessage }] });
-  const usage: Usage = { inputTokens: 0, outputTokens: 0 };
-  const base = options.attempt === undefined ? {} : { attempt: options.attempt };
-  let turns = 0;
-  let delegatedTurns = 0;
-  const delegations: Delegation[] = [];
-  let status: LoopStop | 'error' = 'error';
-  let sandboxError: DiskBudgetExceeded | SandboxDead | undefined;
-  let lastDropped = 0;
 
   const controller = new AbortController();
   const forwardAbort = (): void => controller.abort(options.signal?.reason);
   if (options.signal?.aborted) controller.abort(options.signal.reason);
   options.signal?.addEventListener('abort', forwardAbort, { once: true });
   let deadlinePassed = false;
+  const deadlineMs = options.limits.attemptDeadlineMs;
   const deadline =
-    limits.attemptDeadlineMs === undefined
+    deadlineMs === undefined
       ? undefined
       : setTimeout(() => {
           deadlinePassed = true;
           controller.abort(new Interrupted('attempt deadline passed'));
-        }, limits.attemptDeadlineMs);
-  const signal = controller.signal;
+        }, deadlineMs);
 
-  const historyBudget =
-    options.contextWindowTokens === undefined
-      ? undefined
-      : Math.max(
-          1_000,
-          Math.floor(options.contextWindowTokens * CONTEXT_FILL_RATIO) -
-            estimateTokensForText(options.system) -
-            estimateTokensForText(JSON.stringify(definitions)) -
-            maxTokens,
-        );
-
-  /** The `delegate` capability of one tool call; a sub-agent's failure is left in `failure`. */
-  const subAgent = options.subAgent;
-  const delegateFor = (callId: string, failure: { error?: unknown }): DelegateCapability | undefined =>
-    subAgent &&
-    (async (firstUserMessage) => {
-      try {
-        const sub = await runLoop(
-          {
-            ...options,
-            provider: subAgent.provider,
-            tools: tools.without('delegate'),
-            firstUserMessage,
-            events: nestedSink(events, 'delegate', callId),
-            // No deadline of its own: this loop's signal carries it and aborts the sub-agent too.
-            limits: { maxTurns: limits.maxTurns },
-            signal,
-            subAgent: undefined,
-            // Its own conversation: nothing of it enters the parent's.
-            messages: [],
-          },
-          budget,
-        );
-        // A sandbox that stopped under the sub-agent stops the parent the same way.
-        if (sub.sandboxError) throw sub.sandboxError;
-        delegatedTurns += sub.turns;
-        usage.inputTokens += sub.usage.inputTokens;
-        usage.outputTokens += sub.usage.outputTokens;
-        delegations.push({ toolUseId: callId, status: sub.status, turns: sub.turns, messages: sub.messages });
-        return { status: sub.status, finalText: sub.finalText, turns: sub.turns };
-      } catch (error) {
-        failure.error = error;
-        throw error;
-      }
-    });
-
-  try {
-    for (;;) {
-      if (signal.aborted) throw new Interrupted('aborted');
-      const exhausted = budget.exhausted();
-      if (exhausted) {
-        status = exhausted;
-        break;
-      }
-
-      let view: Message[] = messages;
-      if (historyBudget !== undefined) {
-        const trimmed = trimHistory(messages, { maxTokens: historyBudget });
-        view = trimmed.messages;
-        if (trimmed.droppedMessages !== lastDropped && trimmed.droppedMessages > 0) {
-          events.emit({
-            ...base,
-            kind: 'history_trimmed',
-            turn: turns + 1,
-            droppedMessages: trimmed.droppedMessages,
-          });
-        }
-        lastDropped = trimmed.droppedMessages;
-      }
-
-      const started = Date.now();
-      let completion: Completion;
-      try {
-        completion = await abortable(
-          provider.complete({
-            system: options.system,
-            messages: view,
-            tools: definitions,
-            maxTokens,
-            signal,
-          }),
-          signal,
-        );
-      } catch (error) {
-        events.emit({
-          ...base,
-          kind: 'model_call',
-          turn: turns + 1,
-          provider: provider.name,
-          model: provider.model,
-          durationMs: Date.now() - started,
-          isError: true,
-        });
-        throw error;
-      }
-      turns++;
-      budget.spend(completion.usage);
-      usage.inputTokens += completion.usage.inputTokens;
-      usage.outputTokens += completion.usage.outputTokens;
-      events.emit({
-        ...base,
-        kind: 'model_call',
-        turn: turns,
-        provider: provider.name,
-        model: completion.model,
-        durationMs: Date.now() - started,
-        tokens: {
-          input: completion.usage.inputTokens,
-          output: completion.usage.outputTokens,
-          ...(completion.usage.cacheReadTokens ? { cacheRead: completion.usage.cacheReadTokens } : {}),
-          ...(completion.usage.cacheWriteTokens ? { cacheWrite: completion.usage.cacheWriteTokens } : {}),
-        },
-        stopReason: completion.stopReason,
-        isError: false,
-      });
-
-      messages.push({ role: 'assistant', content: completion.content });
-      const toolUses = completion.content.filter((block): block is ToolUseBlock => block.type === 'tool_use');
-      if (toolUses.length === 0) {
-        if (completion.stopReason === 'max_tokens') {
-          messages.push({ role: 'user', content: [{ type: 'text', text: CUT_OFF_NUDGE }] });
-          continue;
-        }
-        status = 'completed';
-        break;
-      }
-
-      const results: ToolResultBlock[] = [];
-      let ended = false;
-      for (const call of toolUses) {
-        const toolStarted = Date.now();
-        const subAgentFailure: { error?: unknown } = {};
-        const delegate = delegateFor(call.id, subAgentFailure);
-        options.onToolStart?.({ name: call.name, input: call.input, turn: turns });
-        // Errors the model can act on come back as results; a dead sandbox, a spent budget and Ctrl-C throw.
-        const result = await abortable(
-          tools.run(call.name, call.input, { sandbox, signal, ...(delegate ? { delegate } : {}) }),
-          signal,
-        );
-        // What ends a sub-agent's loop by throwing (a dead sandbox, a failed model API) ends
-        // this one too, rather than becoming a tool result the model would try to work around.
-        if ('error' in subAgentFailure) throw subAgentFailure.error;
-        events.emit({
-          ...base,
-          kind: 'tool_call',
-          turn: turns,
-          tool: call.name,
-          toolUseId: call.id,
-          durationMs: Date.now() - toolStarted,
-          ...(result.exitCode === undefined ? {} : { exitCode: result.exitCode }),
-          isError: result.isError,
-          // What went wrong, so a log and a progress line say more than "error".
-          ...(result.isError ? { message: errorSummary(result.content) } : {}),
-        });
-        results.push({
-          type: 'tool_result',
-          toolUseId: call.id,
-          content: result.content,
-          isError: result.isError,
-        });
-        if (result.endsLoop) ended = true;
-      }
-      messages.push({ role: 'user', content: results });
-      if (ended) {
-        status = 'completed';
-        break;
-      }
-    }
-  } catch (error) {
-    if (deadlinePassed) status = 'timeout';
-    else if (options.signal?.aborted || error instanceof Interrupted) status = 'interrupted';
-    else if (error instanceof DiskBudgetExceeded) {
-      status = 'disk-budget';
-      sandboxError = error;
-    } else if (error instanceof SandboxDead) {
-      status = 'sandbox-stopped';
-      sandboxError = error;
-    } else throw error;
-  } finally {
+  const state: LoopState = {
+    options,
+    budget,
+    maxTokens,
+    definitions,
+    messages,
+    usage: { inputTokens: 0, outputTokens: 0 },
+    turns: 0,
+    delegatedTurns: 0,
+    delegations: [],
+    lastDropped: 0,
+    ...(options.contextWindowTokens === undefined
+      ? {}
+      : {
+          historyBudget: Math.max(
+            1_000,
+            Math.floor(options.contextWindowTokens * CONTEXT_FILL_RATIO) -
+              estimateTokensForText(options.system) -
+              estimateTokensForText(JSON.stringify(definitions)) -
+              maxTokens,
+          ),
+        }),
+    signal: controller.signal,
+    deadlinePassed: () => deadlinePassed,
+    base: options.attempt === undefined ? {} : { attempt: options.attempt },
+  };
+  const close = (): void => {
     if (deadline !== undefined) clearTimeout(deadline);
     options.signal?.removeEventListener('abort', forwardAbort);
-    events.emit({
-      ...base,
-      kind: 'loop_end',
-      status,
-      turn: turns,
-      tokens: { input: usage.inputTokens, output: usage.outputTokens },
+  };
+  return { state, close };
+}
+
+/**
+ * One step: unless a limit forbids it, ask the model (query) and run the tools it asks for
+ * (execute). Returns the stop when this step ends the loop.
+ */
+async function step(state: LoopState): Promise<Stop | undefined> {
+  if (state.signal.aborted) throw new Interrupted('aborted');
+  const exhausted = state.budget.exhausted();
+  if (exhausted) return { status: exhausted };
+  const completion = await query(state, historyView(state));
+  state.messages.push({ role: 'assistant', content: completion.content });
+  const toolUses = completion.content.filter((block): block is ToolUseBlock => block.type === 'tool_use');
+  if (toolUses.length === 0) {
+    if (completion.stopReason !== 'max_tokens') return { status: 'completed' };
+    state.messages.push({ role: 'user', content: [{ type: 'text', text: CUT_OFF_NUDGE }] });
+    return undefined;
+  }
+  const { results, ended } = await execute(state, toolUses);
+  state.messages.push({ role: 'user', content: results });
+  return ended ? { status: 'completed' } : undefined;
+}
+
+/** What ends the loop by throwing and is a stop of its own, or undefined (the error goes on up). */
+function stopOfError(state: LoopState, error: unknown): Stop | undefined {
+  if (state.deadlinePassed()) return { status: 'timeout' };
+  if (state.options.signal?.aborted || error instanceof Interrupted) return { status: 'interrupted' };
+  if (error instanceof DiskBudgetExceeded) return { status: 'disk-budget', sandboxError: error };
+  if (error instanceof SandboxDead) return { status: 'sandbox-stopped', sandboxError: error };
+  return undefined;
+}
+
+/** The messages the model is shown: all of them, or the newest that fit the context window. */
+function historyView(state: LoopState): Message[] {
+  if (state.historyBudget === undefined) return state.messages;
+  const trimmed = trimHistory(state.messages, { maxTokens: state.historyBudget });
+  if (trimmed.droppedMessages !== state.lastDropped && trimmed.droppedMessages > 0) {
+    state.options.events.emit({
+      ...state.base,
+      kind: 'history_trimmed',
+      turn: state.turns + 1,
+      droppedMessages: trimmed.droppedMessages,
     });
   }
+  state.lastDropped = trimmed.droppedMessages;
+  return trimmed.messages;
+}
 
-  const lastAssistant = [...messages]
-    .reverse()
-    .find((message): message is AssistantMessage => message.role === 'assistant');
-  return {
-    // Every path out of the try either set a stop or threw.
-    status: status as LoopStop,
-    turns: turns + delegatedTurns,
-    usage,
-    messages,
-    finalText: textOf(lastAssistant),
-    delegations,
-    ...(sandboxError ? { sandboxError } : {}),
+/** One model call, counted against the budget and logged (a failed call too). */
+async function query(state: LoopState, view: Message[]): Promise<Completion> {
+  const { provider, events, system } = state.options;
+  const { base, signal } = state;
+  const started = Date.now();
+  let completion: Completion;
+  try {
+    completion = await abortable(
+      provider.complete({
+        system,
+        messages: view,
+        tools: state.definitions,
+        maxTokens: state.maxTokens,
+        signal,
+      }),
+      signal,
+    );
+  } catch (error) {
+    events.emit({
+      ...base,
+      kind: 'model_call',
+      turn: state.turns + 1,
+      provider: provider.name,
+      model: provider.model,
+      durationMs: Date.now() - started,
+      isError: true,
+    });
+    throw error;
+  }
+  state.turns++;
+  state.budget.spend(completion.usage);
+  state.usage.inputTokens += completion.usage.inputTokens;
+  state.usage.outputTokens += completion.usage.outputTokens;
+  events.emit({
+    ...base,
+    kind: 'model_call',
+    turn: state.turns,
+    provider: provider.name,
+    model: completion.model,
+    durationMs: Date.now() - started,
+    tokens: {
+      input: completion.usage.inputTokens,
+      output: completion.usage.outputTokens,
+      ...(completion.usage.cacheReadTokens ? { cacheRead: completion.usage.cacheReadTokens } : {}),
+      ...(completion.usage.cacheWriteTokens ? { cacheWrite: completion.usage.cacheWriteTokens } : {}),
+    },
+    stopReason: completion.stopReason,
+    isError: false,
+  });
+  return completion;
+}
+
+/**
+ * The tool calls of one answer, in order, each in the sandbox. Errors the model can act on
+ * come back as results; a dead sandbox, a spent budget and Ctrl-C throw.
+ */
+async function execute(
+  state: LoopState,
+  toolUses: readonly ToolUseBlock[],
+): Promise<{ results: ToolResultBlock[]; ended: boolean }> {
+  const { tools, sandbox, events } = state.options;
+  const { signal, base } = state;
+  const results: ToolResultBlock[] = [];
+  let ended = false;
+  for (const call of toolUses) {
+    const toolStarted = Date.now();
+    const subAgentFailure: { error?: unknown } = {};
+    const delegate = delegateFor(state, call.id, subAgentFailure);
+    state.options.onToolStart?.({ name: call.name, input: call.input, turn: state.turns });
+    const result = await abortable(
+      tools.run(call.name, call.input, { sandbox, signal, ...(delegate ? { delegate } : {}) }),
+      signal,
+    );
+    // What ends a sub-agent's loop by throwing (a dead sandbox, a failed model API) ends
+    // this one too, rather than becoming a tool result the model would try to work around.
+    if ('error' in subAgentFailure) throw subAgentFailure.error;
+    events.emit({
+      ...base,
+      kind: 'tool_call',
+      turn: state.turns,
+      tool: call.name,
+      toolUseId: call.id,
+      durationMs: Date.now() - toolStarted,
+      ...(result.exitCode === undefined ? {} : { exitCode: result.exitCode }),
+      isError: result.isError,
+      // What went wrong, so a log and a progress line say more than "error".
+      ...(result.isError ? { message: errorSummary(result.content) } : {}),
+    });
+    results.push({
+      type: 'tool_result',
+      toolUseId: call.id,
+      content: result.content,
+      isError: result.isError,
+    });
+    if (result.endsLoop) ended = true;
+  }
+  return { results, ended };
+}
+
+/** The `delegate` capability of one tool call; a sub-agent's failure is left in `failure`. */
+function delegateFor(
+  state: LoopState,
+  callId: string,
+  failure: { error?: unknown },
+): DelegateCapability | undefined {
+  const { options } = state;
+  const subAgent = options.subAgent;
+  if (!subAgent) return undefined;
+  return async (firstUserMessage) => {
+    try {
+      const sub = await runLoop(
+        {
+          ...options,
+          provider: subAgent.provider,
+          tools: options.tools.without('delegate'),
+          firstUserMessage,
+          events: nestedSink(options.events, 'delegate', callId),
+          // No deadline of its own: this loop's signal carries it and aborts the sub-agent too.
+          limits: { maxTurns: options.limits.maxTurns },
+          signal: state.signal,
+          subAgent: undefined,
+          // Its own conversation: nothing of it enters the parent's.
+          messages: [],
+        },
+        state.budget,
+      );
+      // A sandbox that stopped under the sub-agent stops the parent the same way.
+      if (sub.sandboxError) throw sub.sandboxError;
+      state.delegatedTurns += sub.turns;
+      state.usage.inputTokens += sub.usage.inputTokens;
+      state.usage.outputTokens += sub.usage.outputTokens;
+      state.delegations.push({
+        toolUseId: callId,
+        status: sub.status,
+        turns: sub.turns,
+        messages: sub.messages,
+      });
+      return { status: sub.status, finalText: sub.finalText, turns: sub.turns };
+    } catch (error) {
+      failure.error = error;
+      throw error;
+    }
   };
 }

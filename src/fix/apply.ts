@@ -15,19 +15,23 @@ import { parseSavedChange, SAVED_CHANGE_FILE, serializeSavedChange } from '../ch
 import { ApplyError, errorMessage, UsageError } from '../errors.js';
 import type { RunOutcome } from '../outcomes.js';
 import { HARNESS_DIR, RunDir, readRunFile, type RunRecord, type StoredRun } from '../runs/record.js';
+import { applyRunEvent, type RunEvent } from '../runs/journal.js';
 import { catalogAllowlist } from './allowlist.js';
 import type { Ending, Run } from './context.js';
 import type { RepoImage } from '../image-context/request.js';
 
 export async function applyVerified(run: Run, image: RepoImage, changeSet: ChangeSet): Promise<Ending> {
   const { record } = run;
-  record.patchFile = await run.dir.writeFile('patch.diff', changeSetPatch(changeSet));
+  run.journal.append({
+    kind: 'patch_saved',
+    patchFile: await run.dir.writeFile('patch.diff', changeSetPatch(changeSet)),
+  });
   const expected = new Map<string, string | null>();
   for (const entry of changeSet.entries)
     expected.set(entry.path, image.hostFiles.get(entry.path)?.sha256 ?? null);
   // What `apply <run>` writes later: the exact bytes and modes, and the host state they replace.
   await run.dir.writeFile(SAVED_CHANGE_FILE, serializeSavedChange(changeSet, expected));
-  record.applied = false;
+  run.journal.append({ kind: 'apply', status: 'saved' });
   if (!run.options.apply) {
     return {
       outcome: 'ready-for-review',
@@ -41,7 +45,7 @@ export async function applyVerified(run: Run, image: RepoImage, changeSet: Chang
       expected,
       journalDir: defaultJournalDir(run.options.env),
     });
-    record.applied = true;
+    run.journal.append({ kind: 'apply', status: 'applied' });
     run.progress.end(`${changeSet.entries.length} file(s) written`);
     return {
       outcome: 'ready-for-review',
@@ -49,7 +53,7 @@ export async function applyVerified(run: Run, image: RepoImage, changeSet: Chang
       changeSet,
     };
   } catch (error) {
-    record.applyError = errorMessage(error);
+    run.journal.append({ kind: 'apply', status: 'not-applied', message: errorMessage(error) });
     run.progress.end(`not applied: ${record.applyError}`);
     return {
       outcome: 'not-applied',
@@ -141,21 +145,32 @@ export async function applySavedRun(
         journalDir: defaultJournalDir(options.env),
       },
     );
-    record.applied = true;
-    delete record.applyError;
-    record.appliedAt = new Date().toISOString();
-    if (record.outcome === 'not-applied') {
-      record.outcome = 'ready-for-review';
-      record.message = `Verified fix applied later with sandbox-harness apply (nothing committed).`;
-    }
-    await dir.writeRecord(record);
+    await appendToJournal(dir, record, {
+      kind: 'applied_later',
+      status: 'applied',
+      time: new Date().toISOString(),
+    });
     return { outcome: 'ready-for-review', written: result.written, repoDir, record };
   } catch (error) {
     if (!(error instanceof ApplyError)) throw error;
-    record.applyError = error.message;
-    await dir.writeRecord(record);
+    await appendToJournal(dir, record, {
+      kind: 'applied_later',
+      status: 'not-applied',
+      time: new Date().toISOString(),
+      message: error.message,
+    });
     return { outcome: 'not-applied', written: [], repoDir, problem: error.message, record };
   }
+}
+
+/**
+ * What `apply <run>` did, on the run's journal and so in its record: the event is appended to
+ * `events.jsonl` (the record of an older run without one gains it too) and folded into `run.json`.
+ */
+async function appendToJournal(dir: RunDir, record: RunRecord, event: RunEvent): Promise<void> {
+  await dir.appendEvent({ ...event });
+  applyRunEvent(record, event);
+  await dir.writeRecord(record);
 }
 
 /**

@@ -27,11 +27,11 @@ import {
 } from '../errors.js';
 import { roundUsd } from '../llm/cost.js';
 import type { Message, ModelProvider } from '../llm/types.js';
-import { verdictForEmptyLoop, type AttemptVerdict } from '../outcomes.js';
+import { verdictForEmptyLoop, type AttemptVerdict, type LoopStop } from '../outcomes.js';
 import type { AttemptRecord } from '../runs/record.js';
 import type { Sandbox, WorkspaceTree } from '../sandbox/types.js';
 import type { Run } from './context.js';
-import { failureFeedback, formatTestRun, type TestLayer } from './test-layers.js';
+import { failureFeedback, formatTestRun, type TestLayer, type TestRun } from './test-layers.js';
 import { warmChannel } from './sandboxes.js';
 import { verifyChange, type Verification, type VerificationResults } from './verify.js';
 import { tally, type NamedVerdict } from '../test-results/verdict.js';
@@ -72,6 +72,25 @@ const DEFAULT_FEEDBACK_BYTES = 4096;
 /** Paths listed in a record; the count says how many there were. */
 const RECORDED_PATHS = 200;
 
+/**
+ * How a step ended the attempt: its verdict, what the next attempt's model is told, the
+ * progress line that says how it went, and the attempt's own account for the record.
+ */
+interface Ending extends AttemptResult {
+  line?: string;
+  message?: string;
+}
+
+/** One attempt's context, shared by its steps. */
+interface Attempt {
+  run: Run;
+  plan: AttemptPlan;
+  n: number;
+  box: Sandbox;
+  /** The agent's own signal (the first attempt's also stops when the baseline settles). */
+  signal: AbortSignal;
+}
+
 /** The verdict of an attempt that ended with an error, on its way up. */
 function verdictOfError(error: unknown): AttemptVerdict {
   if (error instanceof Interrupted) return 'interrupted';
@@ -80,6 +99,11 @@ function verdictOfError(error: unknown): AttemptVerdict {
   return 'error';
 }
 
+/**
+ * One attempt, as named steps: agent -> freeze -> collect -> gate -> verify -> review. Each
+ * step either ends the attempt (a verdict, feedback) or hands the next one what it found;
+ * what each found goes on the run's journal, and the attempt's end is journaled once here.
+ */
 export async function runAttempt(
   run: Run,
   plan: AttemptPlan,
@@ -90,220 +114,347 @@ export async function runAttempt(
   ready?: Promise<void>,
 ): Promise<AttemptResult> {
   const started = Date.now();
-  const { progress, events } = run;
-  progress.phase('attempt', `attempt ${n}/${plan.maxAttempts}`);
-  events.emit({ kind: 'attempt_start', attempt: n });
-  const record: AttemptRecord = {
-    n,
-    verdict: 'error',
-    turns: 0,
-    inputTokens: 0,
-    outputTokens: 0,
-    durationMs: 0,
-    changedFiles: [],
-    containers: [],
-  };
-  run.record.attempts.push(record);
+  const { journal } = run;
+  journal.append({ kind: 'attempt_start', attempt: n, of: plan.maxAttempts });
   const spentBefore = run.costs.totalUsd;
-  const finish = async (result: AttemptResult): Promise<AttemptResult> => {
-    record.verdict = result.verdict;
-    record.durationMs = Date.now() - started;
-    record.costUsd = roundUsd(run.costs.totalUsd - spentBefore);
-    run.record.cost = run.costs.snapshot();
-    if (result.feedback) record.feedback = result.feedback;
-    events.emit({ kind: 'attempt_end', attempt: n, status: result.verdict, durationMs: record.durationMs });
-    await run.dir.writeRecord(run.record);
-    return result;
+  const finish = async (ending: Ending): Promise<AttemptResult> => {
+    journal.append({
+      kind: 'attempt_end',
+      attempt: n,
+      status: ending.verdict,
+      durationMs: Date.now() - started,
+      ...(ending.message !== undefined ? { message: ending.message } : {}),
+      costUsd: roundUsd(run.costs.totalUsd - spentBefore),
+      cost: run.costs.snapshot(),
+      ...(ending.feedback ? { feedback: ending.feedback } : {}),
+      ...(ending.line !== undefined ? { summary: ending.line } : {}),
+    });
+    await journal.save();
+    return {
+      verdict: ending.verdict,
+      ...(ending.changeSet ? { changeSet: ending.changeSet } : {}),
+      ...(ending.feedback ? { feedback: ending.feedback } : {}),
+    };
   };
 
   /** Set once the agent's loop is over: a sandbox that dies after it is the attempt's to answer for. */
-  let loopEnded = false;
+  const loop = { ended: false };
   try {
-    const box = await run.sandboxes.create(`attempt-${n}`, { hidden: plan.heldOut });
-    record.containers.push({
-      role: `attempt-${n}`,
-      id: box.id,
-      kept: false,
-      engine: run.deps.backend.engine,
-    });
+    const box = await openAttemptSandbox(run, plan, n);
     if (ready) await untilReady(ready, signal);
     run.sandboxes.makeAhead(`verify-${n}`);
     const continued = run.continuation;
     if (continued && n === continued.attemptsBefore + 1) await replayEarlierChange(box, continued, signal);
-    const loop = await runAgent(run, plan, n, box, record, feedback, signal);
-    loopEnded = true;
-    if (loop.status === 'interrupted') throw abortError(signal);
-    if (loop.sandboxError instanceof DiskBudgetExceeded) throw loop.sandboxError;
-    const died = loop.status === 'sandbox-stopped';
-
-    // Nothing the agent started may still write while its change is read.
-    try {
-      await box.freeze({ signal: run.signal });
-    } catch (error) {
-      if (error instanceof DiskBudgetExceeded) throw error;
-      if (!(error instanceof SandboxDead)) throw error;
-      return await finish({
-        verdict: 'sandbox-stopped',
-        feedback:
-          'Your sandbox stopped: every process in it died (for example after `kill -1`, or when memory ran out) and it could not be started again. Nothing of that attempt was kept. Do not kill processes you did not start.',
-      });
-    }
-    const notice = died
-      ? 'Your sandbox stopped during the attempt (every process in it died); what you had changed until then was checked. '
-      : '';
-
-    progress.phase('verify', `attempt ${n}: checking the change`);
-    const changeSet = await collectChangeSet(box, {
-      allowlist: plan.allowlist,
-      ignore: plan.ignore,
-      tree: plan.tree,
-      pristine: plan.pristine,
-      signal: run.signal,
-    });
-    record.changedFiles = changeSet.entries.slice(0, RECORDED_PATHS).map((e) => e.path);
-    record.changedCount = changeSet.entries.length;
-    if (changeSet.ignored.length > 0) {
-      record.ignoredFiles = changeSet.ignored.slice(0, RECORDED_PATHS);
-      record.ignoredCount = changeSet.ignored.length;
-    }
-    const patch = changeSet.overLimit ? '' : changeSetPatch(changeSet);
-    if (patch) await run.dir.writeFile(`attempts/${n}/patch.diff`, patch);
-    const gate = gateChangeSet(changeSet);
-    record.gate = { ok: gate.ok, offences: gate.ok ? [] : gate.offending.slice(0, RECORDED_PATHS) };
-    events.emit({
-      kind: 'gate',
-      attempt: n,
-      status: gate.ok ? 'allowed' : 'rejected',
-      message: gate.ok
-        ? `${changeSet.entries.length} changed file(s)` +
-          (changeSet.ignored.length > 0
-            ? `; ${changeSet.ignored.length} path(s) of build and test output left aside`
-            : '')
-        : gate.offending
-            .slice(0, 20)
-            .map((o) => `${o.path}: ${o.why}`)
-            .join('; '),
-    });
-    if (!gate.ok) {
-      await run.dir.writeFile(`attempts/${n}/rejection.txt`, `${gate.reason}\n`);
-      progress.end(`rejected: ${[...new Set(gate.offending.map((o) => o.path))].slice(0, 5).join(', ')}`);
-      return await finish({ verdict: 'rejected', feedback: notice + gate.reason });
-    }
-    if (changeSet.entries.length === 0) {
-      const stop = record.agentStop ?? 'completed';
-      const editable = run.catalog.catalog.agent.editableFiles.join(', ');
-      progress.end(
-        changeSet.ignored.length > 0
-          ? `no change to verify (${changeSet.ignored.length} path(s) of build and test output left aside)`
-          : 'no change to verify',
-      );
-      return await finish({
-        verdict: died ? 'sandbox-stopped' : verdictForEmptyLoop(stop),
-        feedback:
-          notice +
-          (stop === 'completed'
-            ? `You made no change to the editable files (${editable}), so there was nothing to verify. The tests still fail.`
-            : `You stopped (${stop}) without changing any editable file (${editable}). Work in smaller steps and edit the code sooner.`),
-      });
-    }
-
-    progress.detail(`attempt ${n}: verifying in a fresh sandbox`);
-    const verification = await verifyChange(run, n, changeSet, plan.tree, plan.layers, plan.heldOut);
-    const tests = verification.tests;
-    await run.dir.writeFile(`attempts/${n}/test-output.txt`, formatForRecord(verification));
-    if (verification.heldOut) record.heldOut = verification.heldOut;
-    if (verification.results) await recordResults(run, n, record, verification.results);
-    if (verification.reward) record.reward = rewardRecord(verification.reward);
-    const verified = verification.passed;
-    events.emit({
-      kind: 'verify',
-      attempt: n,
-      status: verified ? 'passed' : 'failed',
-      durationMs: tests.durationMs,
-      exitCode: tests.failingLayer?.exitCode ?? 0,
-      ...(tests.failingLayer ? { message: `failing layer ${tests.failingLayer.name}` } : {}),
-    });
-    if (verified && !plan.review) {
-      progress.end(`verified: ${changeSet.entries.length} file(s), tests pass in a fresh sandbox`);
-      return await finish({ verdict: 'passed', changeSet });
-    }
-    if (verified && plan.review) {
-      if (plan.review.used >= plan.review.maxRounds) {
-        record.message = `verified, but no review round is left (${plan.review.maxRounds} used)`;
-        progress.end(record.message);
-        return await finish({ verdict: 'changes-requested' });
-      }
-      plan.review.used++;
-      const review = await reviewChange(
-        run,
-        plan.review.checker,
-        n,
-        plan.review.used,
-        changeSet,
-        tests,
-        plan.review.agentsMd,
-        plan.heldOut,
-      );
-      (record.reviews ??= []).push(review.record);
-      if (review.record.verdict === 'approve') {
-        progress.end(`verified and approved by the checker: ${changeSet.entries.length} file(s)`);
-        return await finish({ verdict: 'passed', changeSet });
-      }
-      progress.end(`verified, but the checker requested changes: ${review.record.summary}`);
-      return await finish({
-        verdict: 'changes-requested',
-        ...(review.feedback ? { feedback: review.feedback } : {}),
-      });
-    }
-    if (tests.failingLayer) record.failingLayer = tests.failingLayer.name;
-    const named = verification.results?.named;
-    const reward = verification.reward;
-    progress.end(
-      named
-        ? `the tests the task names did not all pass (${named.verdict}; exit code ${verification.results?.exitCode})`
-        : reward
-          ? `the verifier ${reward.ok ? `scored ${reward.reward.score}` : `left no score: ${reward.reason}`}`
-          : `tests fail in a fresh sandbox (${tests.failingLayer?.name})`,
-    );
-    const bytes = run.options.feedbackBytes ?? DEFAULT_FEEDBACK_BYTES;
-    return await finish({
-      verdict: 'tests-failed',
-      feedback:
-        notice +
-        (named
-          ? namedFeedback(named)
-          : reward
-            ? rewardFeedback(reward)
-            : testFeedback(verification, plan, bytes)),
-    });
+    return await finish(await attemptSteps({ run, plan, n, box, signal }, feedback, loop));
   } catch (error) {
-    if (error instanceof DiskBudgetExceeded) {
-      progress.end(error.message);
-      return await finish({
-        verdict: 'disk-budget',
-        feedback: `Your attempt ended: ${error.message}. Do not write large or many files (build outputs, caches, dependency installs) in the sandbox.`,
-      });
-    }
-    if (loopEnded && error instanceof SandboxDead && !run.signal.aborted && (await engineAnswers(run))) {
-      // A sandbox of this attempt stopped while its change was collected or verified, and
-      // the engine is fine: the agent's change (or what it left running) did it. Calling
-      // that infrastructure would let an agent pull its own failures out of the pass rate.
-      progress.end(`a sandbox stopped while the change was checked: ${error.message}`);
-      record.message = error.message;
-      return await finish({
-        verdict: 'sandbox-stopped',
-        feedback:
-          'Your sandbox stopped while your change was being checked (every process in it died), so the change could not be verified. Do not kill processes you did not start, and do not leave processes running when you finish.',
-      });
-    }
-    record.verdict = verdictOfError(error);
-    record.durationMs = Date.now() - started;
-    record.message = error instanceof Error ? error.message : String(error);
-    events.emit({ kind: 'attempt_end', attempt: n, status: record.verdict, durationMs: record.durationMs });
+    const ending = await endingOfError(run, error, loop.ended);
+    if (ending) return await finish(ending);
+    journal.append({
+      kind: 'attempt_end',
+      attempt: n,
+      status: verdictOfError(error),
+      durationMs: Date.now() - started,
+      message: error instanceof Error ? error.message : String(error),
+    });
     throw error;
   } finally {
     await run.sandboxes.dropAhead(`verify-${n}`);
   }
+}
+
+/** The steps after the sandbox is ready, in order; the first that ends the attempt decides it. */
+async function attemptSteps(
+  attempt: Attempt,
+  feedback: string | undefined,
+  loop: { ended: boolean },
+): Promise<Ending> {
+  const agent = await agentStep(attempt, feedback);
+  loop.ended = true;
+  const frozen = await freezeStep(attempt);
+  if (frozen) return frozen;
+  const died = agent.status === 'sandbox-stopped';
+  const notice = died
+    ? 'Your sandbox stopped during the attempt (every process in it died); what you had changed until then was checked. '
+    : '';
+  const changeSet = await collectStep(attempt);
+  const gated = await gateStep(attempt, changeSet, { notice, died, stop: agent.status });
+  if (gated) return gated;
+  const verified = await verifyStep(attempt, changeSet, notice);
+  if ('verdict' in verified) return verified;
+  return reviewStep(attempt, changeSet, verified.tests);
+}
+
+/** The attempt's sandbox (the agent's), on the record before anything runs in it. */
+async function openAttemptSandbox(run: Run, plan: AttemptPlan, n: number): Promise<Sandbox> {
+  const box = await run.sandboxes.create(`attempt-${n}`, { hidden: plan.heldOut });
+  run.journal.append({
+    kind: 'sandbox',
+    attempt: n,
+    container: { role: `attempt-${n}`, id: box.id, kept: false, engine: run.deps.backend.engine },
+  });
+  return box;
+}
+
+/**
+ * Step agent: the loop in the attempt's sandbox; its turns and tokens go on the journal. A
+ * stop that is not the attempt's to judge (Ctrl-C, the disk budget) is thrown on.
+ */
+async function agentStep(attempt: Attempt, feedback: string | undefined): Promise<AgentLoopResult> {
+  const { run, plan, n, box, signal } = attempt;
+  const agent = run.catalog.catalog.agent;
+  // The agent's calls go over the sandbox's command channel; starting it now, while the
+  // first model call runs, takes its start-up off the first tool call.
+  warmChannel(box);
+  // A seeded run's first attempt goes on from the recorded conversation (see seed.ts).
+  const seeded = run.continuation?.messages;
+  const seed = seeded && n === run.continuation!.attemptsBefore + 1 ? seeded : [];
+  const messages: Message[] = [...seed];
+  const entry: Run['transcript'][number] = {
+    attempt: n,
+    role: 'maker',
+    system: plan.system,
+    messages,
+    ...(seed.length > 0 ? { seededMessages: seed.length } : {}),
+  };
+  run.transcript.push(entry);
+  const used = run.record.tokens.input + run.record.tokens.output;
+  const loop = await runAgentLoop({
+    sandbox: box,
+    provider: run.provider,
+    tools: plan.tools,
+    system: plan.system,
+    firstUserMessage: buildFirstUserMessage({
+      ticket: { id: run.ticket.id, title: run.ticket.title, body: run.ticket.body },
+      ...(feedback ? { feedback } : {}),
+    }),
+    limits: {
+      maxTurns: agent.maxTurns,
+      ...(agent.tokenBudget ? { tokenBudget: Math.max(0, agent.tokenBudget - used) } : {}),
+      attemptDeadlineMs: run.catalog.catalog.sandbox.timeouts.attemptSec * 1000,
+      costExceeded: () => run.costs.exceeded(),
+    },
+    events: run.events,
+    onToolStart: (call) => run.progress.detail(toolStartDetail(call)),
+    signal,
+    attempt: n,
+    messages,
+    ...(plan.contextWindow ? { contextWindowTokens: plan.contextWindow } : {}),
+    ...(run.delegateProvider ? { subAgent: { provider: run.delegateProvider } } : {}),
+  });
+  if (loop.delegations.length > 0) entry.delegations = loop.delegations;
+  run.journal.append({
+    kind: 'agent_end',
+    attempt: n,
+    status: loop.status,
+    turns: loop.turns,
+    inputTokens: loop.usage.inputTokens,
+    outputTokens: loop.usage.outputTokens,
+  });
+  if (loop.status === 'interrupted') throw abortError(signal);
+  if (loop.sandboxError instanceof DiskBudgetExceeded) throw loop.sandboxError;
+  return loop;
+}
+
+/** Step freeze: nothing the agent started may still write while its change is read. */
+async function freezeStep({ run, box }: Attempt): Promise<Ending | undefined> {
+  try {
+    await box.freeze({ signal: run.signal });
+    return undefined;
+  } catch (error) {
+    if (error instanceof DiskBudgetExceeded) throw error;
+    if (!(error instanceof SandboxDead)) throw error;
+    return {
+      verdict: 'sandbox-stopped',
+      feedback:
+        'Your sandbox stopped: every process in it died (for example after `kill -1`, or when memory ran out) and it could not be started again. Nothing of that attempt was kept. Do not kill processes you did not start.',
+    };
+  }
+}
+
+/** Step collect: the change set read from the frozen sandbox, its paths on the journal, its patch saved. */
+async function collectStep({ run, plan, n, box }: Attempt): Promise<ChangeSet> {
+  run.progress.phase('verify', `attempt ${n}: checking the change`);
+  const changeSet = await collectChangeSet(box, {
+    allowlist: plan.allowlist,
+    ignore: plan.ignore,
+    tree: plan.tree,
+    pristine: plan.pristine,
+    signal: run.signal,
+  });
+  run.journal.append({
+    kind: 'change',
+    attempt: n,
+    changedFiles: changeSet.entries.slice(0, RECORDED_PATHS).map((e) => e.path),
+    changedCount: changeSet.entries.length,
+    ...(changeSet.ignored.length > 0
+      ? { ignoredFiles: changeSet.ignored.slice(0, RECORDED_PATHS), ignoredCount: changeSet.ignored.length }
+      : {}),
+  });
+  const patch = changeSet.overLimit ? '' : changeSetPatch(changeSet);
+  if (patch) await run.dir.writeFile(`attempts/${n}/patch.diff`, patch);
+  return changeSet;
+}
+
+/** Step gate: the whole change within the allowlist, and not empty; otherwise the attempt ends here. */
+async function gateStep(
+  { run, n }: Attempt,
+  changeSet: ChangeSet,
+  agent: { notice: string; died: boolean; stop: LoopStop },
+): Promise<Ending | undefined> {
+  const gate = gateChangeSet(changeSet);
+  run.journal.append({
+    kind: 'gate',
+    attempt: n,
+    gate: { ok: gate.ok, offences: gate.ok ? [] : gate.offending.slice(0, RECORDED_PATHS) },
+    status: gate.ok ? 'allowed' : 'rejected',
+    message: gate.ok
+      ? `${changeSet.entries.length} changed file(s)` +
+        (changeSet.ignored.length > 0
+          ? `; ${changeSet.ignored.length} path(s) of build and test output left aside`
+          : '')
+      : gate.offending
+          .slice(0, 20)
+          .map((o) => `${o.path}: ${o.why}`)
+          .join('; '),
+  });
+  if (!gate.ok) {
+    await run.dir.writeFile(`attempts/${n}/rejection.txt`, `${gate.reason}\n`);
+    return {
+      verdict: 'rejected',
+      feedback: agent.notice + gate.reason,
+      line: `rejected: ${[...new Set(gate.offending.map((o) => o.path))].slice(0, 5).join(', ')}`,
+    };
+  }
+  if (changeSet.entries.length > 0) return undefined;
+  const { stop } = agent;
+  const editable = run.catalog.catalog.agent.editableFiles.join(', ');
+  return {
+    verdict: agent.died ? 'sandbox-stopped' : verdictForEmptyLoop(stop),
+    feedback:
+      agent.notice +
+      (stop === 'completed'
+        ? `You made no change to the editable files (${editable}), so there was nothing to verify. The tests still fail.`
+        : `You stopped (${stop}) without changing any editable file (${editable}). Work in smaller steps and edit the code sooner.`),
+    line:
+      changeSet.ignored.length > 0
+        ? `no change to verify (${changeSet.ignored.length} path(s) of build and test output left aside)`
+        : 'no change to verify',
+  };
+}
+
+/**
+ * Step verify: the change in a fresh sandbox from the pristine image, the tests run there.
+ * Failing tests end the attempt; passing ones end it too unless review is on.
+ */
+async function verifyStep(
+  { run, plan, n }: Attempt,
+  changeSet: ChangeSet,
+  notice: string,
+): Promise<Ending | { tests: TestRun }> {
+  run.progress.detail(`attempt ${n}: verifying in a fresh sandbox`);
+  const verification = await verifyChange(run, n, changeSet, plan.tree, plan.layers, plan.heldOut);
+  const tests = verification.tests;
+  await run.dir.writeFile(`attempts/${n}/test-output.txt`, formatForRecord(verification));
+  const results = verification.results ? await recordResults(run, n, verification.results) : {};
+  const verified = verification.passed;
+  run.journal.append({
+    kind: 'verify',
+    attempt: n,
+    status: verified ? 'passed' : 'failed',
+    durationMs: tests.durationMs,
+    exitCode: tests.failingLayer?.exitCode ?? 0,
+    ...(tests.failingLayer ? { message: `failing layer ${tests.failingLayer.name}` } : {}),
+    ...(verification.heldOut ? { heldOut: verification.heldOut } : {}),
+    ...results,
+    ...(verification.reward ? { reward: rewardRecord(verification.reward) } : {}),
+    ...(!verified && tests.failingLayer ? { failingLayer: tests.failingLayer.name } : {}),
+  });
+  if (verified && plan.review) return { tests };
+  if (verified) {
+    return {
+      verdict: 'passed',
+      changeSet,
+      line: `verified: ${changeSet.entries.length} file(s), tests pass in a fresh sandbox`,
+    };
+  }
+  const named = verification.results?.named;
+  const reward = verification.reward;
+  const bytes = run.options.feedbackBytes ?? DEFAULT_FEEDBACK_BYTES;
+  return {
+    verdict: 'tests-failed',
+    feedback:
+      notice +
+      (named
+        ? namedFeedback(named)
+        : reward
+          ? rewardFeedback(reward)
+          : testFeedback(verification, plan, bytes)),
+    line: named
+      ? `the tests the task names did not all pass (${named.verdict}; exit code ${verification.results?.exitCode})`
+      : reward
+        ? `the verifier ${reward.ok ? `scored ${reward.reward.score}` : `left no score: ${reward.reason}`}`
+        : `tests fail in a fresh sandbox (${tests.failingLayer?.name})`,
+  };
+}
+
+/** Step review: the independent checker reads the verified change; only its approval passes. */
+async function reviewStep({ run, plan, n }: Attempt, changeSet: ChangeSet, tests: TestRun): Promise<Ending> {
+  const review = plan.review!;
+  if (review.used >= review.maxRounds) {
+    const message = `verified, but no review round is left (${review.maxRounds} used)`;
+    return { verdict: 'changes-requested', line: message, message };
+  }
+  review.used++;
+  const verdict = await reviewChange(
+    run,
+    review.checker,
+    n,
+    review.used,
+    changeSet,
+    tests,
+    review.agentsMd,
+    plan.heldOut,
+  );
+  if (verdict.record.verdict === 'approve') {
+    return {
+      verdict: 'passed',
+      changeSet,
+      line: `verified and approved by the checker: ${changeSet.entries.length} file(s)`,
+    };
+  }
+  return {
+    verdict: 'changes-requested',
+    line: `verified, but the checker requested changes: ${verdict.record.summary}`,
+    ...(verdict.feedback ? { feedback: verdict.feedback } : {}),
+  };
+}
+
+/**
+ * An error that is the attempt's own verdict rather than the run's: the disk budget, or a
+ * sandbox that stopped under the change after the agent's loop while the engine is fine.
+ * Anything else goes on up (undefined).
+ */
+async function endingOfError(run: Run, error: unknown, loopEnded: boolean): Promise<Ending | undefined> {
+  if (error instanceof DiskBudgetExceeded) {
+    return {
+      verdict: 'disk-budget',
+      feedback: `Your attempt ended: ${error.message}. Do not write large or many files (build outputs, caches, dependency installs) in the sandbox.`,
+      line: error.message,
+    };
+  }
+  if (loopEnded && error instanceof SandboxDead && !run.signal.aborted && (await engineAnswers(run))) {
+    // A sandbox of this attempt stopped while its change was collected or verified, and
+    // the engine is fine: the agent's change (or what it left running) did it. Calling
+    // that infrastructure would let an agent pull its own failures out of the pass rate.
+    return {
+      verdict: 'sandbox-stopped',
+      feedback:
+        'Your sandbox stopped while your change was being checked (every process in it died), so the change could not be verified. Do not kill processes you did not start, and do not leave processes running when you finish.',
+      line: `a sandbox stopped while the change was checked: ${error.message}`,
+      message: error.message,
+    };
+  }
+  return undefined;
 }
 
 /** Waits for `ready`, or throws what `signal` was aborted with (a broken baseline, Ctrl-C). */
@@ -356,75 +507,12 @@ async function engineAnswers(run: Run): Promise<boolean> {
   }
 }
 
-/** The agent loop in the attempt's sandbox; its turns and tokens go on the record as they are spent. */
-async function runAgent(
-  run: Run,
-  plan: AttemptPlan,
-  n: number,
-  box: Sandbox,
-  record: AttemptRecord,
-  feedback: string | undefined,
-  signal: AbortSignal,
-): Promise<AgentLoopResult> {
-  const agent = run.catalog.catalog.agent;
-  // The agent's calls go over the sandbox's command channel; starting it now, while the
-  // first model call runs, takes its start-up off the first tool call.
-  warmChannel(box);
-  // A seeded run's first attempt goes on from the recorded conversation (see seed.ts).
-  const seeded = run.continuation?.messages;
-  const seed = seeded && n === run.continuation!.attemptsBefore + 1 ? seeded : [];
-  const messages: Message[] = [...seed];
-  const entry: Run['transcript'][number] = {
-    attempt: n,
-    role: 'maker',
-    system: plan.system,
-    messages,
-    ...(seed.length > 0 ? { seededMessages: seed.length } : {}),
-  };
-  run.transcript.push(entry);
-  const used = run.record.tokens.input + run.record.tokens.output;
-  const loop = await runAgentLoop({
-    sandbox: box,
-    provider: run.provider,
-    tools: plan.tools,
-    system: plan.system,
-    firstUserMessage: buildFirstUserMessage({
-      ticket: { id: run.ticket.id, title: run.ticket.title, body: run.ticket.body },
-      ...(feedback ? { feedback } : {}),
-    }),
-    limits: {
-      maxTurns: agent.maxTurns,
-      ...(agent.tokenBudget ? { tokenBudget: Math.max(0, agent.tokenBudget - used) } : {}),
-      attemptDeadlineMs: run.catalog.catalog.sandbox.timeouts.attemptSec * 1000,
-      costExceeded: () => run.costs.exceeded(),
-    },
-    events: run.events,
-    onToolStart: (call) => run.progress.detail(toolStartDetail(call)),
-    signal,
-    attempt: n,
-    messages,
-    ...(plan.contextWindow ? { contextWindowTokens: plan.contextWindow } : {}),
-    ...(run.delegateProvider ? { subAgent: { provider: run.delegateProvider } } : {}),
-  });
-  if (loop.delegations.length > 0) entry.delegations = loop.delegations;
-  record.turns += loop.turns;
-  record.inputTokens += loop.usage.inputTokens;
-  record.outputTokens += loop.usage.outputTokens;
-  run.record.turns += loop.turns;
-  run.record.tokens.input += loop.usage.inputTokens;
-  run.record.tokens.output += loop.usage.outputTokens;
-  record.agentStop = loop.status;
-  run.progress.end(`agent ${loop.status} after ${loop.turns} turns`);
-  return loop;
-}
-
 /** The per-test results: counts in the record, every test in `attempts/<n>/test-results.json`. */
 async function recordResults(
   run: Run,
   n: number,
-  record: AttemptRecord,
   results: VerificationResults,
-): Promise<void> {
+): Promise<Pick<AttemptRecord, 'testReport' | 'namedTests'>> {
   const file = `attempts/${n}/test-results.json`;
   const { reading, named } = results;
   await run.dir.writeFile(
@@ -439,18 +527,22 @@ async function recordResults(
       2,
     )}\n`,
   );
-  record.testReport = reading.ok
-    ? { status: 'read', counts: reading.report.counts, file }
-    : { status: 'refused', reason: reading.reason, file };
-  if (named) {
-    record.namedTests = {
-      verdict: named.verdict,
-      exitCode: results.exitCode,
-      failToPass: tally(named.failToPass),
-      passToPass: tally(named.passToPass),
-      quarantined: named.quarantined,
-    };
-  }
+  return {
+    testReport: reading.ok
+      ? { status: 'read', counts: reading.report.counts, file }
+      : { status: 'refused', reason: reading.reason, file },
+    ...(named
+      ? {
+          namedTests: {
+            verdict: named.verdict,
+            exitCode: results.exitCode,
+            failToPass: tally(named.failToPass),
+            passToPass: tally(named.passToPass),
+            quarantined: named.quarantined,
+          },
+        }
+      : {}),
+  };
 }
 
 /**

@@ -9,6 +9,7 @@ import { formatTestRun, runTestLayers, type TestLayer, type TestRun } from './te
 import { classifyTestRun, detectRunner, type TestCommandProblemKind } from './test-command.js';
 import type { Run } from './context.js';
 import type { RepoImage } from '../image-context/request.js';
+import type { RunRecord } from '../runs/record.js';
 
 /** A layer whose command did not run the tests at all (see `test-command.ts`). */
 export interface BrokenTestCommand {
@@ -132,7 +133,7 @@ export async function runBaseline(
     : await measure(run, layers, onCommandStart);
   const reused = result.runId !== run.dir.id;
   await run.dir.writeFile('baseline-test-output.txt', result.output);
-  run.record.baseline = {
+  const baseline: NonNullable<RunRecord['baseline']> = {
     failing: !result.passed,
     ...(result.failingLayer ? { failingLayer: result.failingLayer } : {}),
     durationMs: result.durationMs,
@@ -148,8 +149,9 @@ export async function runBaseline(
         }
       : {}),
   };
-  run.events.emit({
+  run.journal.append({
     kind: 'baseline',
+    baseline,
     status: result.broken ? 'broken' : result.passed ? 'passing' : 'failing',
     durationMs: result.durationMs,
     exitCode: result.exitCode,

@@ -19,6 +19,7 @@ import type { Message, ModelProvider } from '../llm/types.js';
 import type { RunOutcome } from '../outcomes.js';
 import type { RunDir, RunRecord } from '../runs/record.js';
 import type { RepoImage, RepoImageRequest } from '../image-context/request.js';
+import type { RunJournal } from '../runs/journal.js';
 import type { KeepPolicy, SandboxBackend } from '../sandbox/types.js';
 import type { BaselineCache } from './baseline.js';
 import type { ProgressSink } from './progress.js';
@@ -136,7 +137,10 @@ export interface Run extends Prepared {
   options: FixOptions;
   deps: FixDeps;
   dir: RunDir;
+  /** The fold of the run's journal so far: read it; change it only by appending to `journal`. */
   record: RunRecord;
+  /** The run's domain events: the one source of `record` (and of `run.json`). */
+  journal: RunJournal;
   events: EventSink;
   progress: ProgressSink;
   /** Ctrl-C and the run time limit; its reason says which. */

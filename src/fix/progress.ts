@@ -1,3 +1,5 @@
+import type { HarnessEvent } from '../agent/events.js';
+
 /** What the fix loop reports while it works; the CLI decides how it looks. */
 export type Phase = 'validate' | 'image' | 'baseline' | 'attempt' | 'verify' | 'apply' | 'done';
 
@@ -43,4 +45,64 @@ export function toolStartDetail(call: { name: string; input: unknown; turn: numb
   }
   const path = field('path');
   return `turn ${call.turn}: ${call.name}${path ? ` ${path}` : ''}`;
+}
+
+/**
+ * The progress line as a reader of the run's events: each event the line has something to
+ * say about (an attempt starting, the agent's stop, how the attempt ended, the image, the
+ * baseline beside the first attempt, the loop's calls) becomes its phase, end or detail, so
+ * the line says what the journal says, when it says it.
+ */
+export function progressOfEvents(progress: ProgressSink): { emit(event: HarnessEvent): void } {
+  return {
+    emit(event) {
+      const fields = event as HarnessEvent & { of?: number; summary?: string };
+      switch (event.kind) {
+        case 'attempt_start':
+          progress.phase('attempt', `attempt ${event.attempt ?? '?'}/${fields.of ?? '?'}`);
+          return;
+        case 'agent_end':
+          progress.end(
+            `agent ${event.status ?? '?'} after ${(fields as { turns?: number }).turns ?? 0} turns`,
+          );
+          return;
+        case 'attempt_end':
+          if (fields.summary !== undefined) progress.end(fields.summary);
+          return;
+        case 'image':
+          progress.end(`${event.message ?? ''}${event.status === 'reused' ? ' (cached)' : ' (built)'}`);
+          return;
+        case 'tool_call':
+          if (event.tool)
+            progress.detail(
+              `turn ${event.turn ?? '?'}: ${event.tool}${event.isError ? ` error: ${event.message ?? 'failed'}` : ''}`,
+            );
+          return;
+        case 'model_call':
+          progress.detail(`turn ${event.turn ?? '?'}: model answered`);
+          return;
+        case 'baseline':
+          // The baseline runs beside the first attempt: its verdict shows in whatever phase is live.
+          progress.detail(baselineLine(event));
+          return;
+      }
+    },
+  };
+}
+
+/** The baseline's verdict as a progress line. */
+function baselineLine(event: {
+  status?: string;
+  durationMs?: number;
+  exitCode?: number;
+  message?: string;
+}): string {
+  const took = event.durationMs === undefined ? '' : ` in ${(event.durationMs / 1000).toFixed(1)} s`;
+  const what =
+    event.status === 'broken'
+      ? `the test command itself failed to run (${event.message ?? 'see the record'})`
+      : event.status === 'passing'
+        ? 'the tests already pass on the untouched repo'
+        : `the tests fail on the untouched repo (exit ${event.exitCode ?? '?'}), as a ticket expects`;
+  return `baseline: ${what}${took}`;
 }

@@ -96,9 +96,6 @@ export async function reviewChange(
       attempt: n,
       messages,
     });
-    run.record.turns += loop.turns;
-    run.record.tokens.input += loop.usage.inputTokens;
-    run.record.tokens.output += loop.usage.outputTokens;
     // A checker that gave no verdict has not approved.
     const submitted: SubmittedReview = capture.review ?? {
       verdict: 'request-changes',
@@ -119,8 +116,10 @@ export async function reviewChange(
       outputTokens: loop.usage.outputTokens,
       durationMs: Date.now() - started,
     };
-    run.events.emit({
+    // The checker's turns and tokens count into the run's (the fold adds them).
+    run.journal.append({
       kind: 'review',
+      review: record,
       attempt: n,
       status: submitted.verdict,
       durationMs: record.durationMs,

@@ -33,7 +33,8 @@ import {
 } from '../errors.js';
 import { contextWindowTokens } from '../llm/registry.js';
 import type { RunOutcome } from '../outcomes.js';
-import { RunDir, runsDirFor, type RunRecord } from '../runs/record.js';
+import { RunDir, runsDirFor, type ContainerRecord, type RunRecord } from '../runs/record.js';
+import { RunJournal } from '../runs/journal.js';
 import { harnessVersion } from '../version.js';
 import { runAttempt, type AttemptPlan, type AttemptResult } from './attempt.js';
 import { runBaseline, testCommandError, type BaselineResult } from './baseline.js';
@@ -45,7 +46,7 @@ import { heldOutPaths, pristineFromHost, readAgentsMd } from './repo.js';
 import { prepare } from './prepare.js';
 import { loadLibrary } from './library.js';
 import { continuationFeedback } from './continue.js';
-import { silentProgress, type ProgressSink } from './progress.js';
+import { progressOfEvents, silentProgress, type ProgressSink } from './progress.js';
 import { SandboxPool } from './sandboxes.js';
 import type { WorkspaceGit } from '../sandbox/types.js';
 import { egressSpec } from './egress.js';
@@ -94,7 +95,7 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
   const verifierFiles = verifier ? await loadVerifierFiles(catalog.file, verifier) : [];
   const dir = await RunDir.create(options.runsDir ?? runsDirFor(repoDir), options.runId);
   const started = Date.now();
-  const record: RunRecord = {
+  const opening: RunRecord = {
     id: dir.id,
     version: 2,
     harnessVersion: harnessVersion(),
@@ -133,25 +134,16 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
     containers: [],
     testCommand: testLayers(catalog.catalog).map((l) => ({ name: l.name, command: l.command })),
   };
-  await dir.writeRecord(record);
-  await dir.writeFile('ticket.md', `# ${ticket.id}: ${ticket.title}\n\n${ticket.body}\n`);
-
   const events = fanOut(
     new JsonlEventSink(dir.path('events.jsonl')),
     ...(options.events ? [options.events] : []),
-    {
-      emit(event) {
-        if (event.kind === 'tool_call' && event.tool)
-          progress.detail(
-            `turn ${event.turn ?? '?'}: ${event.tool}${event.isError ? ` error: ${event.message ?? 'failed'}` : ''}`,
-          );
-        else if (event.kind === 'model_call') progress.detail(`turn ${event.turn ?? '?'}: model answered`);
-        // The baseline runs beside the first attempt: its verdict shows in whatever phase is live.
-        else if (event.kind === 'baseline') progress.detail(baselineLine(event));
-      },
-    },
+    progressOfEvents(progress),
   );
   prepared.retries.sink = events;
+  const journal = new RunJournal(events, dir, opening);
+  const record = journal.record;
+  await journal.save();
+  await dir.writeFile('ticket.md', `# ${ticket.id}: ${ticket.title}\n\n${ticket.body}\n`);
 
   const controller = new AbortController();
   // A caller's own limit (an eval trial's time budget) keeps its name; anything else is Ctrl-C.
@@ -197,6 +189,7 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
     deps,
     dir,
     record,
+    journal,
     events,
     progress,
     signal: controller.signal,
@@ -241,14 +234,17 @@ async function resolveImage(run: Run): Promise<RepoImage> {
     onProgress: (line) => run.progress.tick?.(line.slice(0, 120)),
     signal: run.signal,
   });
-  run.record.image = {
-    tag: image.tag,
-    id: image.imageId,
-    reused: image.reused,
-    ...(image.buildNetwork !== undefined ? { buildNetwork: image.buildNetwork } : {}),
-  };
-  run.progress.end(`${image.tag}${image.reused ? ' (cached)' : ' (built)'}`);
-  run.events.emit({ kind: 'image', message: image.tag, status: image.reused ? 'reused' : 'built' });
+  run.journal.append({
+    kind: 'image',
+    message: image.tag,
+    status: image.reused ? 'reused' : 'built',
+    image: {
+      tag: image.tag,
+      id: image.imageId,
+      reused: image.reused,
+      ...(image.buildNetwork !== undefined ? { buildNetwork: image.buildNetwork } : {}),
+    },
+  });
   return image;
 }
 
@@ -271,9 +267,9 @@ async function prepareWorkspaceGit(run: Run, image: RepoImage, heldOut: readonly
   }
   if (git.state === 'created') {
     run.attemptImage.tag = git.image;
-    run.record.workspaceGit = { state: git.state, image: git.image };
+    run.journal.append({ kind: 'workspace_git', workspaceGit: { state: git.state, image: git.image } });
   } else {
-    run.record.workspaceGit = { state: git.state, note: git.note };
+    run.journal.append({ kind: 'workspace_git', workspaceGit: { state: git.state, note: git.note } });
     run.progress.detail(`note: ${git.note}`);
   }
 }
@@ -285,17 +281,20 @@ async function planAttempts(run: Run, image: RepoImage): Promise<AttemptPlan> {
   const layers = testLayers(catalog.catalog);
   const tree = await run.deps.backend.workspaceTree(image.tag, { signal: run.signal });
   const heldOut = heldOutPaths(tree, agent.heldOutTests);
-  if (heldOut.length > 0) run.record.heldOutTests = heldOut.slice(0, 200);
+  if (heldOut.length > 0) run.journal.append({ kind: 'held_out', paths: heldOut.slice(0, 200) });
   if (agent.heldOutTests.length > 0) await prepareWorkspaceGit(run, image, heldOut);
   const repoAgentsMd = await readAgentsMd(run.repoDir);
   const pristine = pristineFromHost(run.repoDir);
   const { library, skipped } = await loadLibrary(tree, pristine, { docs: agent.docs, skills: agent.skills });
   if (library.docs.length > 0 || library.skills.length > 0 || skipped.length > 0) {
-    run.record.library = {
-      docs: library.docs.map((d) => d.path),
-      skills: library.skills.map((s) => s.name),
-      ...(skipped.length > 0 ? { skipped: skipped.slice(0, 50) } : {}),
-    };
+    run.journal.append({
+      kind: 'library',
+      library: {
+        docs: library.docs.map((d) => d.path),
+        skills: library.skills.map((s) => s.name),
+        ...(skipped.length > 0 ? { skipped: skipped.slice(0, 50) } : {}),
+      },
+    });
   }
   const system = buildSystemPrompt({
     ...(repoAgentsMd ? { repoAgentsMd } : {}),
@@ -413,13 +412,22 @@ async function attemptsWithBaseline(
       if (error instanceof TestCommandBroken) {
         // Stopped before its first model call, it spent nothing: it was never an attempt.
         const attempt = run.record.attempts[n - 1];
-        if (attempt && attempt.turns === 0) run.record.attempts.pop();
-        else if (attempt) attempt.message = 'stopped: the test command itself failed to run';
+        if (attempt && attempt.turns === 0)
+          run.journal.append({ kind: 'attempt_dropped', attempt: attempt.n });
+        else if (attempt)
+          run.journal.append({
+            kind: 'attempt_note',
+            attempt: attempt.n,
+            message: 'stopped: the test command itself failed to run',
+          });
         throw error;
       }
       if (error instanceof BaselinePasses) {
-        const attempt = run.record.attempts.find((a) => a.n === n);
-        if (attempt) attempt.message = 'stopped: the tests already pass without a change';
+        run.journal.append({
+          kind: 'attempt_note',
+          attempt: n,
+          message: 'stopped: the tests already pass without a change',
+        });
         return 'nothing-to-fix';
       }
       throw error;
@@ -435,23 +443,6 @@ async function attemptsWithBaseline(
     feedback = last.feedback;
   }
   return last!;
-}
-
-/** The baseline's verdict as a progress line. */
-function baselineLine(event: {
-  status?: string;
-  durationMs?: number;
-  exitCode?: number;
-  message?: string;
-}): string {
-  const took = event.durationMs === undefined ? '' : ` in ${(event.durationMs / 1000).toFixed(1)} s`;
-  const what =
-    event.status === 'broken'
-      ? `the test command itself failed to run (${event.message ?? 'see the record'})`
-      : event.status === 'passing'
-        ? 'the tests already pass on the untouched repo'
-        : `the tests fail on the untouched repo (exit ${event.exitCode ?? '?'}), as a ticket expects`;
-  return `baseline: ${what}${took}`;
 }
 
 /** The number of a run's first attempt: 1, or the one after those of the run it continues. */
@@ -516,10 +507,9 @@ function endingOfError(run: Run, caught: unknown): Ending {
   };
 }
 
-/** The last step, exactly once: sandboxes kept or removed, transcript, cassette, record. */
-/** Each egress sandbox's proxy log into the run folder, its counts into the record. */
-async function recordEgress(run: Run): Promise<void> {
-  for (const container of run.record.containers) {
+/** Each egress sandbox's proxy log into the run folder, its counts onto its container's record. */
+async function recordEgress(run: Run, containers: readonly ContainerRecord[]): Promise<void> {
+  for (const container of containers) {
     const entries = run.sandboxes.egressLogs.get(container.id);
     if (!entries) continue;
     const file = `egress/${container.role.replace(/[^A-Za-z0-9_.-]/g, '-')}.jsonl`;
@@ -537,6 +527,7 @@ async function recordEgress(run: Run): Promise<void> {
   }
 }
 
+/** The last step, exactly once: sandboxes kept or removed, transcript, cassette, record. */
 async function closeRun(run: Run, ending: Ending): Promise<FixResult> {
   const { record } = run;
   const failed =
@@ -546,35 +537,30 @@ async function closeRun(run: Run, ending: Ending): Promise<FixResult> {
   await run.sandboxes.closeAll(failed, (role, message) =>
     run.events.emit({ kind: 'cleanup_failed', message: `${role}: ${message}` }),
   );
-  record.containers = run.sandboxes.records;
-  await recordEgress(run);
-  for (const attempt of record.attempts) {
-    for (const c of attempt.containers) c.kept = record.containers.find((k) => k.id === c.id)?.kept ?? false;
-  }
-  const last = record.attempts[record.attempts.length - 1];
-  if (last && last.verdict === 'error' && ending.outcome === 'interrupted') last.verdict = 'interrupted';
-  record.outcome = ending.outcome;
-  record.message = ending.message;
-  if (ending.error) {
-    record.error = {
-      code: ending.error.code,
-      category: ending.error.category,
-      message: ending.error.message,
-    };
-  }
-  record.cost = run.costs.snapshot();
-  record.finishedAt = new Date().toISOString();
-  record.durationMs = Date.now() - run.started;
+  const containers = run.sandboxes.records;
+  await recordEgress(run, containers);
   await run.dir.writeFile('transcript.json', `${JSON.stringify(run.transcript, null, 2)}\n`);
   if (run.recorder && run.options.record)
     await run.recorder.save(resolve(run.options.cwd, run.options.record));
-  await run.dir.writeRecord(record);
-  run.events.emit({
+  run.journal.append({
     kind: 'run_end',
     status: ending.outcome,
-    durationMs: record.durationMs,
+    durationMs: Date.now() - run.started,
     message: ending.message,
+    finishedAt: new Date().toISOString(),
+    containers,
+    cost: run.costs.snapshot(),
+    ...(ending.error
+      ? {
+          error: {
+            code: ending.error.code,
+            category: ending.error.category,
+            message: ending.error.message,
+          },
+        }
+      : {}),
   });
+  await run.journal.save();
   const patch = ending.changeSet ? changeSetPatch(ending.changeSet) : undefined;
   return {
     runId: run.dir.id,

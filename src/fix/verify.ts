@@ -118,14 +118,11 @@ export async function verifyChange(
   heldOut: readonly string[],
 ): Promise<Verification> {
   const box = await run.sandboxes.create(`verify-${n}`);
-  run.record.attempts
-    .find((a) => a.n === n)
-    ?.containers.push({
-      role: `verify-${n}`,
-      id: box.id,
-      kept: false,
-      engine: run.deps.backend.engine,
-    });
+  run.journal.append({
+    kind: 'sandbox',
+    attempt: n,
+    container: { role: `verify-${n}`, id: box.id, kept: false, engine: run.deps.backend.engine },
+  });
   await writeAllowed(box, changeSet, run.signal);
   const report = await checkInvariant(box, changeSet, tree, run.signal);
   if (report.differences.length > 0) {

@@ -33,6 +33,7 @@ import {
 } from './source.js';
 
 import { parseStoredResults, type StoredResults } from '../test-results/stored.js';
+import { foldRun } from '../runs/journal.js';
 
 export interface FileText {
   text: string;
@@ -351,7 +352,12 @@ export async function loadRunBundle(source: ViewSource, folder: string): Promise
     else transcript = objects(parsed.value);
   }
 
-  const recordAttempts = objects(record.attempts);
+  // The run's history comes from its journal when the log has one (a run still going shows
+  // the attempt under way; run.json is written as each attempt ends); an older run's log
+  // has no run_start, and its run.json is the history.
+  const journaled =
+    eventsText && eventsText.omitted === 0 ? historyOfEvents(parsedEvents.values, problems) : undefined;
+  const recordAttempts = objects(journaled?.attempts ?? record.attempts);
   const numbers = new Set<number>();
   for (const a of recordAttempts) {
     const n = asNumber(a.n);
@@ -467,4 +473,20 @@ export async function loadRunBundle(source: ViewSource, folder: string): Promise
     events,
     problems,
   };
+}
+
+/**
+ * The run record folded from its logged events, or undefined (no journal in the log, or one
+ * that cannot be folded: a note in `problems`, and the page shows run.json's account).
+ */
+function historyOfEvents(values: readonly JsonObject[], problems: string[]): JsonObject | undefined {
+  const logged = values.filter((v): v is JsonObject & { kind: string } => typeof v.kind === 'string');
+  if (!logged.some((e) => e.kind === 'run_start')) return undefined;
+  try {
+    const folded = foldRun(logged);
+    return folded ? asObject(JSON.parse(JSON.stringify(folded))) : undefined;
+  } catch (error) {
+    problems.push(`events.jsonl: the run's journal could not be read (${String(error)}); run.json is shown`);
+    return undefined;
+  }
 }

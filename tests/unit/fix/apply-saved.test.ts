@@ -11,6 +11,7 @@ import { appliedCell } from '../../../src/cli/commands/runs.js';
 import { resolveRun } from '../../../src/runs/record.js';
 import { SAVED_CHANGE_FILE, parseSavedChange } from '../../../src/changes/saved-change.js';
 import { memoryRun, type MemoryRun } from '../../helpers/memory-run.js';
+import { expectRecordIsFoldOfEvents } from '../../helpers/journal.js';
 
 const runs: MemoryRun[] = [];
 afterEach(async () => {
@@ -42,6 +43,9 @@ describe('apply <run>', () => {
     expect(after.record.applied).toBe(true);
     expect(after.record.appliedAt).toBeDefined();
     expect(appliedCell(after.record)).toBe('yes (apply)');
+    // The later apply is on the run's journal too: run.json is still the fold of events.jsonl
+    // (its fields; `apply` rewrites the record it read back, in the schema's order).
+    await expectRecordIsFoldOfEvents(after.dir, 'fields');
     await expect(applySavedRun(after, { env })).rejects.toThrow(/already applied/);
   });
 
@@ -58,6 +62,7 @@ describe('apply <run>', () => {
     expect(after.record.applied).toBe(false);
     expect(after.record.applyError).toMatch(/src\/shipping\.ts/);
     expect(appliedCell(after.record)).toBe('no');
+    await expectRecordIsFoldOfEvents(after.dir, 'fields');
   });
 
   it('checks the change against the catalog as it is now: a path it no longer allows is refused', async () => {

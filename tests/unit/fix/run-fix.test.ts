@@ -33,6 +33,7 @@ import {
 } from '../../fakes/memory-sandbox.js';
 import { scripted, text, toolUse, type Turn } from '../agent/helpers.js';
 import { EXAMPLE_DIR } from '../../../src/demo.js';
+import { expectRecordIsFoldOfEvents, runFoldersUnder } from '../../helpers/journal.js';
 
 const FIX_EDIT = toolUse('e1', 'edit_file', {
   path: 'src/shipping.ts',
@@ -79,7 +80,14 @@ process.env.SANDBOX_HARNESS_TEST_CANARY_KEY = CANARY;
 
 const roots: string[] = [];
 afterEach(async () => {
-  await Promise.all(roots.splice(0).map((r) => rm(r, { recursive: true, force: true })));
+  const done = roots.splice(0);
+  try {
+    // Every run any test made: its run.json is the fold of its event log, byte for byte.
+    for (const root of done)
+      for (const dir of await runFoldersUnder(root)) await expectRecordIsFoldOfEvents(dir);
+  } finally {
+    await Promise.all(done.map((r) => rm(r, { recursive: true, force: true })));
+  }
 });
 
 /** `npm test` passes when the threshold is 39, as the example's real tests do. */
@@ -1361,6 +1369,40 @@ describe('runFix --continue', () => {
       runFix(h.options({ continueFrom: failed.runId }), h.deps(scripted(fixingTurns))),
     ).rejects.toThrow(/no longer applies: src\/shipping.ts changed since that run/);
     expect(h.created.length).toBe(before);
+  });
+});
+
+describe('runFix: the progress line', () => {
+  it("says each phase and how it ended, in order, from the run's events (a failed attempt, then a verified one)", async () => {
+    const h = await harness();
+    const lines: string[] = [];
+    const progress = {
+      phase: (_p: string, text: string) => lines.push(`phase ${text}`),
+      detail: () => undefined,
+      end: (text: string) => lines.push(`end ${text}`),
+    };
+    const wrongEdit = toolUse('w1', 'edit_file', {
+      path: 'src/shipping.ts',
+      search: 'FREE_SHIPPING_THRESHOLD = 50;',
+      replacement: 'FREE_SHIPPING_THRESHOLD = 49;',
+    });
+    const turns: Turn[] = [{ content: [wrongEdit] }, { content: [text('done')] }, ...fixingTurns];
+    const result = await runFix(h.options({ progress, apply: false }), h.deps(scripted(turns)));
+    expect(result.outcome).toBe('ready-for-review');
+    expect(lines).toEqual([
+      'phase checking catalog, ticket and model provider',
+      'end shipping-service: ticket OPS-412, replay scripted',
+      'phase sandbox image',
+      'end memory:repo (cached)',
+      'phase attempt 1/3',
+      'end agent completed after 2 turns',
+      'phase attempt 1: checking the change',
+      'end tests fail in a fresh sandbox (test)',
+      'phase attempt 2/3',
+      'end agent completed after 2 turns',
+      'phase attempt 2: checking the change',
+      'end verified: 1 file(s), tests pass in a fresh sandbox',
+    ]);
   });
 });
 

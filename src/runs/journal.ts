@@ -1,0 +1,355 @@
+/**
+ * One journal per run: the typed domain events a `fix` run appends to its `events.jsonl` are
+ * the one source of what happened; `run.json` is their fold. A step of the run reports what
+ * it found as an event and never edits the record itself, so the record cannot disagree
+ * with the log, and a reader of the log (the viewer, `inspect`) sees the same history.
+ *
+ * The log also holds the loop's facts (`model_call`, `tool_call`, ...): the fold passes over
+ * every kind it does not know. Events of the same kinds as before keep their fields (an older
+ * reader still finds `status`, `durationMs`, `message`); what the record needs rides along in
+ * fields of its own.
+ *
+ * The fold applies each event in the order it happened, and sets a record's fields in that
+ * same order: `run.json` comes out byte for byte as the steps used to write it.
+ */
+import type { EventInput, EventSink } from '../agent/events.js';
+import type { AttemptVerdict, LoopStop, RunOutcome } from '../outcomes.js';
+import type { AttemptRecord, ContainerRecord, ReviewRecord, RunDir, RunRecord } from './record.js';
+
+type Defined<T> = Exclude<T, undefined>;
+
+/** Every event the record is folded from. */
+export type RunEvent =
+  /** The run's record as it opens (inputs, providers, settings; nothing measured yet). */
+  | { kind: 'run_start'; record: RunRecord }
+  | {
+      kind: 'image';
+      /** The image's tag, and whether it was `reused` or `built` (as before). */
+      message: string;
+      status: 'reused' | 'built';
+      image: Defined<RunRecord['image']>;
+    }
+  | { kind: 'workspace_git'; workspaceGit: Defined<RunRecord['workspaceGit']> }
+  | { kind: 'held_out'; paths: string[] }
+  | { kind: 'library'; library: Defined<RunRecord['library']> }
+  | {
+      kind: 'baseline';
+      status: 'broken' | 'passing' | 'failing';
+      durationMs: number;
+      exitCode: number;
+      message?: string;
+      baseline: Defined<RunRecord['baseline']>;
+    }
+  /** `of`: how many attempts the run may make. */
+  | { kind: 'attempt_start'; attempt: number; of?: number }
+  /** A sandbox made for an attempt (its own, its verification's). */
+  | { kind: 'sandbox'; attempt: number; container: ContainerRecord }
+  /** The maker's loop ended: what it spent and why it stopped. */
+  | {
+      kind: 'agent_end';
+      attempt: number;
+      status: LoopStop;
+      turns: number;
+      inputTokens: number;
+      outputTokens: number;
+    }
+  /** The change set read from the attempt's sandbox (paths cut to what a record keeps). */
+  | {
+      kind: 'change';
+      attempt: number;
+      changedFiles: string[];
+      changedCount: number;
+      ignoredFiles?: string[];
+      ignoredCount?: number;
+    }
+  | {
+      kind: 'gate';
+      attempt: number;
+      status: 'allowed' | 'rejected';
+      message: string;
+      gate: Defined<AttemptRecord['gate']>;
+    }
+  | {
+      kind: 'verify';
+      attempt: number;
+      status: 'passed' | 'failed';
+      durationMs: number;
+      exitCode: number;
+      message?: string;
+      heldOut?: Defined<AttemptRecord['heldOut']>;
+      testReport?: Defined<AttemptRecord['testReport']>;
+      namedTests?: Defined<AttemptRecord['namedTests']>;
+      /** What the verifier's reward file said (catalog `agent.reward`). */
+      reward?: Defined<AttemptRecord['reward']>;
+      /** Set when the verification failed in a layer. */
+      failingLayer?: string;
+    }
+  /** The checker's verdict; its turns and tokens count into the run's. */
+  | {
+      kind: 'review';
+      attempt: number;
+      status: ReviewRecord['verdict'];
+      durationMs: number;
+      message: string;
+      review: ReviewRecord;
+    }
+  | {
+      kind: 'attempt_end';
+      attempt: number;
+      status: AttemptVerdict;
+      durationMs: number;
+      /** What the attempt cost; absent when it ended with an error on its way up. */
+      costUsd?: number;
+      /** The run's cost so far, with `costUsd`. */
+      cost?: RunRecord['cost'];
+      feedback?: string;
+      message?: string;
+      /** How it went, in one line (the progress line's end of the attempt). */
+      summary?: string;
+    }
+  /** Something the run learned about an attempt after it ended (why it was stopped). */
+  | { kind: 'attempt_note'; attempt: number; message: string }
+  /** An attempt that never was one (stopped before its first model call): left out of the record. */
+  | { kind: 'attempt_dropped'; attempt: number }
+  | { kind: 'patch_saved'; patchFile: string }
+  /** The verified change: `saved` in the run folder, then written to the host repo or not. */
+  | { kind: 'apply'; status: 'saved' | 'applied' | 'not-applied'; message?: string }
+  /** `sandbox-harness apply <run>` wrote the verified change later. */
+  | { kind: 'applied_later'; status: 'applied' | 'not-applied'; time: string; message?: string }
+  | {
+      kind: 'run_end';
+      status: RunOutcome;
+      durationMs: number;
+      message: string;
+      finishedAt: string;
+      containers: ContainerRecord[];
+      cost?: RunRecord['cost'];
+      error?: Defined<RunRecord['error']>;
+    };
+
+export type RunEventKind = RunEvent['kind'];
+
+const KINDS: ReadonlySet<string> = new Set<RunEventKind>([
+  'run_start',
+  'image',
+  'workspace_git',
+  'held_out',
+  'library',
+  'baseline',
+  'attempt_start',
+  'sandbox',
+  'agent_end',
+  'change',
+  'gate',
+  'verify',
+  'review',
+  'attempt_end',
+  'attempt_note',
+  'attempt_dropped',
+  'patch_saved',
+  'apply',
+  'applied_later',
+  'run_end',
+]);
+
+/** A line of a run's event log as read back: a domain event, or another kind of fact. */
+export type LoggedEvent = { kind: string; [field: string]: unknown };
+
+/** The run's record folded from its events (other kinds passed over); undefined without a `run_start`. Pure. */
+export function foldRun<E extends { kind: string }>(events: readonly E[]): RunRecord | undefined {
+  let record: RunRecord | undefined;
+  for (const event of events) {
+    if (!isRunEvent(event)) continue;
+    if (event.kind === 'run_start') record = structuredClone(event.record);
+    else if (record) applyRunEvent(record, event);
+  }
+  return record;
+}
+
+/** Whether a logged event is one the record is folded from (by its kind; its fields are trusted). */
+export function isRunEvent(event: { kind: string }): event is RunEvent {
+  return KINDS.has(event.kind);
+}
+
+/** One event's part of the record, applied to it in place. */
+export function applyRunEvent(record: RunRecord, event: RunEvent): void {
+  switch (event.kind) {
+    case 'run_start':
+      return;
+    case 'image':
+      record.image = structuredClone(event.image);
+      return;
+    case 'workspace_git':
+      record.workspaceGit = structuredClone(event.workspaceGit);
+      return;
+    case 'held_out':
+      record.heldOutTests = [...event.paths];
+      return;
+    case 'library':
+      record.library = structuredClone(event.library);
+      return;
+    case 'baseline':
+      record.baseline = structuredClone(event.baseline);
+      return;
+    case 'attempt_start':
+      record.attempts.push({
+        n: event.attempt,
+        verdict: 'error',
+        turns: 0,
+        inputTokens: 0,
+        outputTokens: 0,
+        durationMs: 0,
+        changedFiles: [],
+        containers: [],
+      });
+      return;
+    case 'applied_later':
+      if (event.status === 'applied') {
+        record.applied = true;
+        delete record.applyError;
+        record.appliedAt = event.time;
+        if (record.outcome === 'not-applied') {
+          record.outcome = 'ready-for-review';
+          record.message = `Verified fix applied later with sandbox-harness apply (nothing committed).`;
+        }
+      } else if (event.message !== undefined) record.applyError = event.message;
+      return;
+    case 'patch_saved':
+      record.patchFile = event.patchFile;
+      return;
+    case 'apply':
+      if (event.status === 'saved') record.applied = false;
+      else if (event.status === 'applied') record.applied = true;
+      else if (event.message !== undefined) record.applyError = event.message;
+      return;
+    case 'review':
+      record.turns += event.review.turns;
+      record.tokens.input += event.review.inputTokens;
+      record.tokens.output += event.review.outputTokens;
+      {
+        const attempt = attemptOf(record, event.attempt);
+        if (attempt) (attempt.reviews ??= []).push(structuredClone(event.review));
+      }
+      return;
+    case 'agent_end':
+      record.turns += event.turns;
+      record.tokens.input += event.inputTokens;
+      record.tokens.output += event.outputTokens;
+      break;
+    case 'attempt_dropped': {
+      const at = record.attempts.findIndex((a) => a.n === event.attempt);
+      if (at >= 0) record.attempts.splice(at, 1);
+      return;
+    }
+    case 'run_end':
+      foldRunEnd(record, event);
+      return;
+    default:
+      break;
+  }
+  const attempt = attemptOf(record, event.attempt);
+  if (attempt) foldAttemptEvent(attempt, record, event);
+}
+
+function attemptOf(record: RunRecord, n: number): AttemptRecord | undefined {
+  return record.attempts.find((a) => a.n === n);
+}
+
+/** The events that belong to one attempt's record. */
+function foldAttemptEvent(
+  attempt: AttemptRecord,
+  record: RunRecord,
+  event: Extract<
+    RunEvent,
+    { kind: 'sandbox' | 'agent_end' | 'change' | 'gate' | 'verify' | 'attempt_end' | 'attempt_note' }
+  >,
+): void {
+  switch (event.kind) {
+    case 'sandbox':
+      attempt.containers.push(structuredClone(event.container));
+      return;
+    case 'agent_end':
+      attempt.turns += event.turns;
+      attempt.inputTokens += event.inputTokens;
+      attempt.outputTokens += event.outputTokens;
+      attempt.agentStop = event.status;
+      return;
+    case 'change':
+      attempt.changedFiles = [...event.changedFiles];
+      attempt.changedCount = event.changedCount;
+      if (event.ignoredFiles !== undefined) attempt.ignoredFiles = [...event.ignoredFiles];
+      if (event.ignoredCount !== undefined) attempt.ignoredCount = event.ignoredCount;
+      return;
+    case 'gate':
+      attempt.gate = structuredClone(event.gate);
+      return;
+    case 'verify':
+      if (event.heldOut !== undefined) attempt.heldOut = event.heldOut;
+      if (event.testReport !== undefined) attempt.testReport = structuredClone(event.testReport);
+      if (event.namedTests !== undefined) attempt.namedTests = structuredClone(event.namedTests);
+      if (event.reward !== undefined) attempt.reward = structuredClone(event.reward);
+      if (event.failingLayer !== undefined) attempt.failingLayer = event.failingLayer;
+      return;
+    case 'attempt_note':
+      attempt.message = event.message;
+      return;
+    case 'attempt_end':
+      // The attempt's own account comes first: it was written before the verdict was known.
+      if (event.message !== undefined) attempt.message = event.message;
+      attempt.verdict = event.status;
+      attempt.durationMs = event.durationMs;
+      if (event.costUsd !== undefined) attempt.costUsd = event.costUsd;
+      if (event.cost !== undefined) record.cost = structuredClone(event.cost);
+      if (event.feedback !== undefined) attempt.feedback = event.feedback;
+      return;
+  }
+}
+
+function foldRunEnd(record: RunRecord, event: Extract<RunEvent, { kind: 'run_end' }>): void {
+  record.containers = structuredClone(event.containers);
+  for (const attempt of record.attempts) {
+    for (const c of attempt.containers) c.kept = record.containers.find((k) => k.id === c.id)?.kept ?? false;
+  }
+  const last = record.attempts[record.attempts.length - 1];
+  if (last && last.verdict === 'error' && event.status === 'interrupted') last.verdict = 'interrupted';
+  record.outcome = event.status;
+  record.message = event.message;
+  if (event.error) record.error = structuredClone(event.error);
+  if (event.cost !== undefined) record.cost = structuredClone(event.cost);
+  record.finishedAt = event.finishedAt;
+  record.durationMs = event.durationMs;
+}
+
+/**
+ * A run's journal: appends each domain event to the run's event log (through the run's
+ * sink, which also drives the progress line) and folds it into `record`, which `save`
+ * writes as `run.json`. The record is read by the steps; only the journal changes it.
+ */
+export class RunJournal {
+  readonly record: RunRecord;
+
+  constructor(
+    private readonly sink: EventSink,
+    private readonly dir: Pick<RunDir, 'writeRecord'>,
+    start: RunRecord,
+  ) {
+    const event: RunEvent = { kind: 'run_start', record: start };
+    this.record = structuredClone(start);
+    this.emit(event);
+  }
+
+  append(event: RunEvent): void {
+    applyRunEvent(this.record, event);
+    this.emit(event);
+  }
+
+  /** `run.json`: the fold of every event so far. */
+  save(): Promise<void> {
+    return this.dir.writeRecord(this.record);
+  }
+
+  private emit(event: RunEvent): void {
+    // The sink writes JSON lines: a domain event is one more kind of line, its fields its own.
+    this.sink.emit(event as unknown as EventInput);
+  }
+}
