@@ -722,7 +722,13 @@ export class DockerEngine {
     if (error instanceof HarnessError) return error;
     const status = statusOf(error);
     const message = daemonMessage(error);
-    if (status === 404 || (status === 409 && /is not running|is paused|restarting/i.test(message))) {
+    // 409 when the exec is made on a stopped sandbox; 500 "container not running" when it
+    // stopped between the exec's creation and its start (a fork bomb ending a gVisor sandbox).
+    if (
+      status === 404 ||
+      (status === 409 && /is not running|is paused|restarting/i.test(message)) ||
+      (status === 500 && /container not running|is not running/i.test(message))
+    ) {
       return new SandboxDead(`sandbox ${id.slice(0, 12)} is gone or not running (${doing} it): ${message}`, {
         cause: error,
       });
