@@ -158,7 +158,7 @@ export abstract class PosixSandbox implements Sandbox {
         } catch (error) {
           if (!(error instanceof ChannelLost)) throw error;
           // The command may or may not have run; running it again could do it twice.
-          if (await this.diedWithCommand()) {
+          if (await this.diedWithCommand(options.signal)) {
             await this.checkUsable();
             throw new SandboxDead(`sandbox ${this.id.slice(0, 12)} stopped while a command ran`);
           }
@@ -178,7 +178,11 @@ export abstract class PosixSandbox implements Sandbox {
     // engine's -1/255): only the sandbox's state tells them apart, and a dead sandbox is an
     // error, never a command's (or a test run's) result.
     // A command this side timed out was killed by us, its sandbox still there: no need to ask.
-    if (KILLED_CODES.has(result.exitCode) && !result.timedOut && (await this.diedWithCommand())) {
+    if (
+      KILLED_CODES.has(result.exitCode) &&
+      !result.timedOut &&
+      (await this.diedWithCommand(options.signal))
+    ) {
       await this.checkUsable();
       throw new SandboxDead(`sandbox ${this.id.slice(0, 12)} stopped while a command ran`);
     }
@@ -193,25 +197,36 @@ export abstract class PosixSandbox implements Sandbox {
    * and answer. A sandbox whose processes all died cannot run one; the engine's "stopped"
    * arrives while the probes fail.
    */
-  private async diedWithCommand(): Promise<boolean> {
+  private async diedWithCommand(signal: AbortSignal | undefined): Promise<boolean> {
     const until = Date.now() + KILL_SETTLE_MS;
     let pause = 50;
     for (;;) {
+      // Ctrl-C is honoured at once, not after the wait.
+      if (signal?.aborted) throw abortError(signal);
       if (!(await this.isAlive())) return true;
-      if (await this.answersProbe()) return false;
+      if (await this.answersProbe(signal)) return false;
       if (Date.now() >= until) return !(await this.isAlive());
-      await new Promise((resolve) => setTimeout(resolve, pause));
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          signal?.removeEventListener('abort', done);
+          resolve();
+        };
+        const timer = setTimeout(done, pause);
+        signal?.addEventListener('abort', done, { once: true });
+      });
       pause = Math.min(pause * 2, 500);
     }
   }
 
   /** Whether a fresh command runs in the sandbox and says so (any failure: no proof). */
-  private async answersProbe(): Promise<boolean> {
+  private async answersProbe(signal: AbortSignal | undefined): Promise<boolean> {
     const word = randomBytes(6).toString('hex');
     try {
       const result = await runScript(this.transport, 'echo "$1"', [word], {
         maxStdoutBytes: 64,
         timeoutMs: PROBE_TIMEOUT_MS,
+        ...(signal ? { signal } : {}),
       });
       return result.exitCode === 0 && result.stdout.toString().trim() === word;
     } catch {

@@ -117,6 +117,18 @@ describe('DockerSandbox.exec telling a killed command from a killed sandbox', ()
     expect(probes.length).toBeGreaterThanOrEqual(12);
   });
 
+  it('Ctrl-C while the sandbox is being looked at ends the wait at once, as an interrupt', async () => {
+    const { engine } = killedEngine({ runningLooks: Number.POSITIVE_INFINITY, probesRun: false });
+    const sandbox = sandboxOn(engine);
+    const controller = new AbortController();
+    const pending = sandbox.exec('npm test', { timeoutMs: 10_000, signal: controller.signal });
+    setTimeout(() => controller.abort(), 300);
+    const started = Date.now();
+    await expect(pending).rejects.toMatchObject({ name: expect.stringMatching(/Interrupted|AbortError/) });
+    // The settle wait is 15 s; an abort that was not honoured would sit it out.
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
   it('a command killed alone in a sandbox that answers a probe is the command exiting 137', async () => {
     const { engine, probes } = killedEngine({ runningLooks: Number.POSITIVE_INFINITY, probesRun: true });
     const sandbox = sandboxOn(engine);
