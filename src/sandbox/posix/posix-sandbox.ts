@@ -99,8 +99,13 @@ export interface PosixSandboxOptions {
   hidden?: readonly string[];
 }
 
-/** Exit codes of a command that may have died with its sandbox (SIGKILL, SIGTERM, the engine's "unknown"). */
-const KILLED_CODES: ReadonlySet<number> = new Set([137, 143, 255, -1]);
+/**
+ * Exit codes of a command that may have died with its sandbox: SIGKILL, SIGTERM, the engine's
+ * "unknown" (-1/255), and the runtime failing to start it at all (125-127: a sandbox killed
+ * while the exec was being set up answers 126, "OCI runtime exec failed ... broken pipe").
+ * A live sandbox's own 126/127 (not executable, not found) costs one probe to tell apart.
+ */
+const KILLED_CODES: ReadonlySet<number> = new Set([125, 126, 127, 137, 143, 255, -1]);
 /**
  * How long a sandbox may take to be seen stopped after its command was killed with it: the
  * engine marks it stopped only once it has handled its init's exit, seconds later on a loaded

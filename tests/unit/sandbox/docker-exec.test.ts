@@ -77,7 +77,12 @@ describe('DockerSandbox.exec reading exec states', () => {
  * for `runningLooks` inspections (a loaded host handling the init's exit late), and where a
  * probe command runs only if `probesRun`.
  */
-function killedEngine(options: { runningLooks: number; probesRun: boolean }) {
+function killedEngine(options: {
+  runningLooks: number;
+  probesRun: boolean;
+  exitCode?: number;
+  output?: string;
+}) {
   let looks = 0;
   const probes: string[][] = [];
   const engine = {
@@ -94,8 +99,12 @@ function killedEngine(options: { runningLooks: number; probesRun: boolean }) {
         streamEnded,
         inspect: async () => {
           if (probe && options.probesRun) exec.stdout.write(`${exec.cmd.at(-1)}\n`);
+          if (!probe && options.output) exec.stdout.write(options.output);
           endStream();
-          return { running: false, exitCode: probe && options.probesRun ? 0 : 137 };
+          return {
+            running: false,
+            exitCode: probe ? (options.probesRun ? 0 : 137) : (options.exitCode ?? 137),
+          };
         },
         detach: () => undefined,
       };
@@ -136,4 +145,35 @@ describe('DockerSandbox.exec telling a killed command from a killed sandbox', ()
     expect(result.exitCode).toBe(137);
     expect(probes).toHaveLength(1);
   });
+
+  it('a sandbox killed while the exec was being started (the runtime answers 126) stopped with the command', async () => {
+    // Seen on CI: the kill landed between the exec's creation and its start; runc answered
+    // 126 "OCI runtime exec failed ... broken pipe", which read as the tests failing.
+    const { engine } = killedEngine({
+      runningLooks: 2,
+      probesRun: false,
+      exitCode: 126,
+      output:
+        'OCI runtime exec failed: exec failed: unable to start container process: error writing config to pipe: write init-p: broken pipe: unknown\r\n',
+    });
+    const sandbox = sandboxOn(engine);
+    await expect(sandbox.exec('npm test', { timeoutMs: 10_000 })).rejects.toThrow(
+      /stopped while a command ran/,
+    );
+  });
+
+  it.each([126, 127])(
+    'a command exiting %i in a live sandbox (not executable, not found) is its own result',
+    async (code) => {
+      const { engine, probes } = killedEngine({
+        runningLooks: Number.POSITIVE_INFINITY,
+        probesRun: true,
+        exitCode: code,
+      });
+      const sandbox = sandboxOn(engine);
+      const result = await sandbox.exec('./test.sh', { timeoutMs: 10_000 });
+      expect(result.exitCode).toBe(code);
+      expect(probes).toHaveLength(1);
+    },
+  );
 });
