@@ -551,7 +551,14 @@ export abstract class PosixSandbox implements Sandbox {
         }
       }
     }
-    return this.guard(() => runScript(this.transport, script, args, rest));
+    const result = await this.guard(() => runScript(this.transport, script, args, rest));
+    // The harness's own scripts (reads, writes, listings) meet a dying sandbox as commands do:
+    // a read that "failed" with 126 or 137 there is the sandbox stopping, not a file problem.
+    if (KILLED_CODES.has(result.exitCode) && (await this.diedWithCommand(options.signal))) {
+      await this.checkUsable();
+      throw new SandboxDead(`sandbox ${this.id.slice(0, 12)} stopped while the harness worked in it`);
+    }
+    return result;
   }
 
   /** A backend error while the sandbox died for a reason the backend knows better (disk) becomes that reason. */

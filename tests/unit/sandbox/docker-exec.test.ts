@@ -176,4 +176,13 @@ describe('DockerSandbox.exec telling a killed command from a killed sandbox', ()
       expect(probes).toHaveLength(1);
     },
   );
+
+  it.each([126, 137])(
+    "the harness's own reads in a sandbox that stopped (exit %i) are the sandbox stopping, not a file problem",
+    async (code) => {
+      const { engine } = killedEngine({ runningLooks: 1, probesRun: false, exitCode: code });
+      const sandbox = sandboxOn(engine);
+      await expect(sandbox.readFile('src/a.ts')).rejects.toMatchObject({ name: 'SandboxDead' });
+    },
+  );
 });
