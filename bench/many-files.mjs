@@ -82,7 +82,7 @@ async function generate(dir) {
  * Generates the repo in a temp folder, builds (or reuses) its sandbox image, and removes
  * the temp folder again whatever happens.
  *
- * @param {{ buildRepoImage: (options: { repoDir: string, onProgress?: (line: string) => void }) => Promise<{ tag: string, reused: boolean, imageId: string, snapshot: Map<string, unknown> }>, log: (line: string) => void }} deps
+ * @param {{ buildRepoImage: (options: { repoDir: string, onProgress?: (line: string) => void }) => Promise<{ tag: string, reused: boolean, imageId: string, hostFiles: Map<string, unknown> }>, log: (line: string) => void }} deps
  */
 export async function manyFilesImage({ buildRepoImage, log }) {
   const parent = await mkdtemp(join(tmpdir(), 'sandbox-harness-bench-'));
@@ -112,7 +112,7 @@ export async function manyFilesImage({ buildRepoImage, log }) {
       tag: image.tag,
       imageId: image.imageId,
       reused: image.reused,
-      files: image.snapshot.size,
+      files: image.hostFiles.size,
       generateMs,
       buildOrReuseMs: buildMs,
     };
