@@ -31,6 +31,8 @@ export interface EvalTask {
   id: string;
   catalog: LoadedCatalog;
   repoDir: string;
+  /** What set the catalog's build limit, when another file did (`SuiteTask.buildLimitFrom`). */
+  buildLimitFrom?: { file: string; field: string };
 }
 
 export interface FleetDepsOptions {
@@ -101,7 +103,7 @@ async function prepareEngine(options: FleetDepsOptions, name: string): Promise<F
   for (const task of options.tasks) {
     const image = await deps.image({
       repoDir: task.repoDir,
-      ...catalogImageOptions(task.catalog),
+      ...catalogImageOptions(task.catalog, task.buildLimitFrom),
       rebuild: false,
       logFile: join(options.logDir, `image-${task.id}-${name}.log`),
       onProgress: () => undefined,

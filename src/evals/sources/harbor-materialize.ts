@@ -14,7 +14,8 @@
  * installed, files outside the working directory) do not carry over.
  *
  * The mapping, field by field: verifier.timeout_sec -> the test timeout (default 600 s, as
- * Harbor's), agent.timeout_sec -> the attempt's time, cpus / memory_mb / storage_mb -> the
+ * Harbor's), agent.timeout_sec -> the attempt's time, environment.build_timeout_sec -> the
+ * image build's limit (default 600 s, as Harbor's; a build past it names the field), cpus / memory_mb / storage_mb -> the
  * sandbox's CPUs, memory and disk budget (Harbor's defaults 1, 2048 MB and 10240 MB when
  * absent), environment.env / verifier.env / solution.env -> variables of the sandbox, the test
  * command and the oracle (never a host variable), network per phase -> network none, or egress
@@ -39,7 +40,13 @@ const SOLUTION_DIR = '/tmp/sandbox-harness-solution';
 /** The generated Dockerfile's name, next to the catalog (outside the build context). */
 const DOCKERFILE = 'harbor-environment.Dockerfile';
 
-export const HARBOR_DEFAULTS = { verifierSec: 600, cpus: 1, memoryMb: 2048, storageMb: 10240 } as const;
+export const HARBOR_DEFAULTS = {
+  verifierSec: 600,
+  buildSec: 600,
+  cpus: 1,
+  memoryMb: 2048,
+  storageMb: 10240,
+} as const;
 
 const COPY_LIMITS = { files: 20_000, bytes: 512 * 1024 * 1024 };
 /** A solution travels inside one command (one exec argument): small, as solve.sh files are. */
@@ -281,6 +288,7 @@ async function materializeOne(
   await writeFile(path.join(dir, DOCKERFILE), dockerfile);
 
   const agentSec = c.agent?.timeout_sec;
+  const buildSec = c.environment?.build_timeout_sec ?? HARBOR_DEFAULTS.buildSec;
   const testSec = c.verifier?.timeout_sec ?? HARBOR_DEFAULTS.verifierSec;
   const attemptSec = agentSec ?? 1800;
   const e = c.environment;
@@ -313,6 +321,7 @@ async function materializeOne(
         commandSec: Math.min(attemptSec, 3600),
         testSec,
         attemptSec,
+        buildSec,
         // The run holds a baseline, an attempt and a verification, and the image build before.
         runSec: Math.max(3600, attemptSec + 2 * testSec + 900),
       },
@@ -324,7 +333,19 @@ async function materializeOne(
   await writeFile(catalogFile, `${JSON.stringify(catalog, null, 2)}\n`);
   const ticketFile = path.join(dir, 'ticket.md');
   await writeFile(ticketFile, `---\nid: ${JSON.stringify(task.id)}\n---\n${task.instruction.trim()}\n`);
-  const made: SuiteTask = { id: task.id, catalog: catalogFile, ticket: ticketFile, repo: contextDir };
+  const made: SuiteTask = {
+    id: task.id,
+    catalog: catalogFile,
+    ticket: ticketFile,
+    repo: contextDir,
+    buildLimitFrom: {
+      file: `${task.display}/task.toml`,
+      field:
+        c.environment?.build_timeout_sec !== undefined
+          ? 'environment.build_timeout_sec'
+          : `environment.build_timeout_sec (absent: Harbor's default, ${HARBOR_DEFAULTS.buildSec} s)`,
+    },
+  };
   if (options.oracle) {
     const cassette = path.join(dir, 'oracle.json');
     const files = await readSolution(task);
