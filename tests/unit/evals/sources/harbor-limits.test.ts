@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadCatalog, resourcesFromCatalog } from '../../../../src/catalog/load.js';
 import { BuildTimeout, Interrupted } from '../../../../src/errors.js';
+import { recipeImages } from '../../../../src/evals/engines.js';
 import { runSuite } from '../../../../src/evals/run-suite.js';
 import { loadHarborSource } from '../../../../src/evals/sources/harbor-suite.js';
 import { materializeHarbor } from '../../../../src/evals/sources/harbor-materialize.js';
@@ -24,22 +25,23 @@ beforeEach(async () => {
 });
 afterEach(() => rm(root, { recursive: true, force: true }));
 
-async function task(name: string, toml: string): Promise<string> {
+async function task(
+  name: string,
+  toml: string,
+  dockerfile = 'FROM sandbox-harness/base-node:20\nWORKDIR /app\n',
+): Promise<string> {
   const dir = join(root, 'tasks', name);
   for (const sub of ['environment', 'tests']) await mkdir(join(dir, sub), { recursive: true });
   await writeFile(join(dir, 'task.toml'), toml);
   await writeFile(join(dir, 'instruction.md'), 'Do it.\n');
-  await writeFile(
-    join(dir, 'environment', 'Dockerfile'),
-    'FROM sandbox-harness/base-node:20\nWORKDIR /app\n',
-  );
+  await writeFile(join(dir, 'environment', 'Dockerfile'), dockerfile);
   await writeFile(join(dir, 'tests', 'test.sh'), 'echo 1 > /logs/verifier/reward.txt\n');
   return dir;
 }
 
 /** The generated catalog of the one task in `tasks/<name>`, as a run loads it, and its suite task. */
-async function mapped(name: string, toml: string) {
-  const dir = await task(name, toml);
+async function mapped(name: string, toml: string, dockerfile?: string) {
+  const dir = await task(name, toml, dockerfile);
   const source = await loadHarborSource(dir, `tasks/${name}`, root);
   if (!source) throw new Error('not a Harbor source');
   const { suite } = await materializeHarbor(source, { outDir: join(root, 'out', name) });
@@ -128,5 +130,20 @@ describe('an environment build past build_timeout_sec', () => {
     );
     expect(builds).toHaveLength(1);
     expect(builds[0]?.signal?.aborted).toBe(true);
+  });
+});
+
+describe('on a fleet', () => {
+  it("ships the images the environment's Dockerfile starts from, as the generated recipe names them", async () => {
+    const { catalog } = await mapped(
+      'from',
+      'version = "1.0"\n[environment]\nallow_internet = false\n',
+      'FROM tools.example/builder:1 AS build\nFROM tools.example/runtime:2\nCOPY --from=build /x /x\nCOPY --from=tools.example/data:3 /d /d\nWORKDIR /app\n',
+    );
+    expect(await recipeImages({ catalog })).toEqual([
+      'tools.example/builder:1',
+      'tools.example/runtime:2',
+      'tools.example/data:3',
+    ]);
   });
 });
