@@ -81,6 +81,18 @@ export class BuildRefused extends HarnessError {
 }
 
 /**
+ * The sandbox image's build passed the time limit its configuration set (catalog
+ * `sandbox.timeouts.buildSec`, a Harbor task's `environment.build_timeout_sec`) and was
+ * stopped: the configuration's limit, named with its file and field, never a scored failure
+ * of an agent and never retried.
+ */
+export class BuildTimeout extends HarnessError {
+  constructor(message: string, options?: HarnessErrorOptions) {
+    super('BUILD_TIMEOUT', 'config', message, options);
+  }
+}
+
+/**
  * The catalog's test command did not run the tests at all on the untouched repo (not found,
  * no such npm script, no package.json, no tests, a runner that cannot start): the
  * configuration's fault, found before any attempt is spent. Exit 2, never retried; an eval

@@ -415,6 +415,12 @@ export const timeoutsSchema = z.strictObject({
   testSec: positiveSeconds.default(DEFAULT_TIMEOUTS.testSec),
   attemptSec: positiveSeconds.default(DEFAULT_TIMEOUTS.attemptSec),
   runSec: positiveSeconds.default(DEFAULT_TIMEOUTS.runSec),
+  buildSec: positiveSeconds
+    .meta({
+      description:
+        "How long making the sandbox image may take (its build, and the base it needs); past it the build is stopped and the run or eval ends with this field's name. Default: no limit of its own (a run's build still counts against runSec).",
+    })
+    .optional(),
 });
 
 export const resourcesSchema = z.strictObject({

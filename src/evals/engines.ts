@@ -10,6 +10,9 @@ import type { BaselineCache, BaselineResult } from '../fix/baseline.js';
 import type { FixDeps } from '../fix/context.js';
 import { catalogImageOptions, fixDeps, reuseImages } from '../fix/deps.js';
 import type { Fleet } from '../fleet/fleet.js';
+import { ImageError } from '../errors.js';
+import { daemonFetches } from '../image-context/dockerfile.js';
+import { readRepoFile } from '../repo-files.js';
 import { sandboxProvider } from '../sandbox/registry.js';
 import type { TrialPlacement } from './runner.js';
 
@@ -31,6 +34,8 @@ export interface EvalTask {
   id: string;
   catalog: LoadedCatalog;
   repoDir: string;
+  /** What set the catalog's build limit, when another file did (`SuiteTask.buildLimitFrom`). */
+  buildLimitFrom?: { file: string; field: string };
 }
 
 export interface FleetDepsOptions {
@@ -98,10 +103,24 @@ async function prepareEngine(options: FleetDepsOptions, name: string): Promise<F
       say(`${presence.tag} ${presence.how} in ${(presence.durationMs / 1000).toFixed(1)} s`);
     }
   }
+  // A task's own recipe (a Harbor environment's Dockerfile) may start FROM another image: a
+  // build without network there would refuse it as not present, so it goes along too. One
+  // that is not here either is left to that build, which refuses it naming its line.
+  const fromRecipes = new Set((await Promise.all(options.tasks.map(recipeImages))).flat());
+  for (const image of fromRecipes) {
+    if (bases.has(image)) continue;
+    try {
+      const presence = await provider.ensureBaseImage({ image, method: 'ship', signal, onLine: say });
+      if (presence.how !== 'present')
+        say(`${presence.tag} ${presence.how} in ${(presence.durationMs / 1000).toFixed(1)} s`);
+    } catch (error) {
+      if (!(error instanceof ImageError && error.details?.notOnSource === true)) throw error;
+    }
+  }
   for (const task of options.tasks) {
     const image = await deps.image({
       repoDir: task.repoDir,
-      ...catalogImageOptions(task.catalog),
+      ...catalogImageOptions(task.catalog, task.buildLimitFrom),
       rebuild: false,
       logFile: join(options.logDir, `image-${task.id}-${name}.log`),
       onProgress: () => undefined,
@@ -110,6 +129,28 @@ async function prepareEngine(options: FleetDepsOptions, name: string): Promise<F
     if (!image.reused) say(`built ${image.tag} for ${task.id}`);
   }
   return deps;
+}
+
+/**
+ * The images a task's own recipe (catalog `sandbox.dockerfile`) starts FROM or copies from,
+ * with the catalog's build arguments; none without one, or when it cannot be read (the build
+ * says why).
+ */
+export async function recipeImages(task: Pick<EvalTask, 'catalog'>): Promise<string[]> {
+  const sandbox = task.catalog.catalog.sandbox;
+  if (!sandbox.dockerfile || sandbox.image) return [];
+  let text: string;
+  try {
+    text = (
+      await readRepoFile(task.catalog.dir, sandbox.dockerfile, 'sandbox.dockerfile', {
+        rootName: "the catalog's folder",
+      })
+    ).toString('utf8');
+  } catch {
+    return [];
+  }
+  const buildArgs = { ...(sandbox.baseImage ? { BASE_IMAGE: sandbox.baseImage } : {}), ...sandbox.buildArgs };
+  return [...new Set(daemonFetches(text, buildArgs).flatMap((f) => (f.kind === 'image' ? [f.ref] : [])))];
 }
 
 function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {

@@ -31,6 +31,10 @@ import {
   overallTable,
   perTaskTable,
   provenanceTable,
+  REWARDS_HEADING,
+  REWARDS_NOTE,
+  rewardsTable,
+  rewardTrialsTable,
   taskKTable,
   testsTable,
   TESTS_HEADING,
@@ -56,6 +60,18 @@ function htmlTable(t: Table): Html {
       classes: [r.className, r.total ? 'total' : undefined].filter((c): c is string => c !== undefined),
     })),
   );
+}
+
+function htmlRewards(summary: EvalSummary): Html[] {
+  const tasks = rewardsTable(summary);
+  if (!tasks) return [];
+  const trials = rewardTrialsTable(summary);
+  return [
+    html`<h2>${REWARDS_HEADING}</h2>`,
+    htmlTable(tasks),
+    html`<p class="meta">${REWARDS_NOTE}</p>`,
+    ...(trials ? [html`<h3>Reward per trial</h3>`, htmlTable(trials)] : []),
+  ];
 }
 
 function htmlEngines(summary: EvalSummary): Html[] {
@@ -211,6 +227,7 @@ export function renderReportSections(summary: EvalSummary, comparison?: SummaryC
     html`<h3>pass^k per task</h3>`,
     htmlTable(taskKTable(summary, 'pass^')),
   );
+  sections.push(...htmlRewards(summary));
   const costs = costTable(summary);
   if (costs)
     sections.push(html`<h2>Cost</h2>`, htmlTable(costs), html`<p class="meta">${costNote(summary)}</p>`);

@@ -400,3 +400,68 @@ export function engineTable(summary: EvalSummary): Table | undefined {
 
 export const ENGINES_NOTE =
   'A trial whose first try failed as infrastructure counts on both engines: the failed try where it ran, the retry where that ran.';
+
+// ---------------------------------------------------------------------------------------
+// Rewards (Harbor task folders: the verifier's reward.txt / reward.json)
+
+export const REWARDS_HEADING = 'Rewards';
+export const REWARDS_NOTE =
+  'The score each trial\'s verifier wrote (tests/test.sh: reward.txt, or reward.json\'s "reward" among its named values), read back as hostile data; a trial passes with full marks (1). The mean is over scored trials: a change that never reached the verifier, or a reward that was refused, scores 0.';
+
+function rewardNumber(value: unknown): string {
+  return typeof value === 'number' ? formatNumber(value, 2) : '-';
+}
+
+/** One row per task of a Harbor eval: its mean reward and how its trials scored; none otherwise. */
+export function rewardsTable(summary: EvalSummary): Table | undefined {
+  const harbor = summary.harbor;
+  if (!harbor) return undefined;
+  const trials = harbor.trials;
+  const ids = [...new Set([...summary.tasks.map((t) => t.taskId), ...Object.keys(harbor.meanScore)])];
+  return {
+    header: ['task', 'mean reward', 'scored trials', 'full marks', 'reward refused'],
+    rows: rowsOf(
+      ids.map((id) => {
+        const mine = trials?.filter((t) => t.taskId === id && !t.unscored);
+        const count = (keep: (t: NonNullable<typeof mine>[number]) => boolean): string =>
+          mine ? String(mine.filter(keep).length) : '-';
+        return [
+          id,
+          id in harbor.meanScore ? rewardNumber(harbor.meanScore[id]) : 'n/a',
+          count(() => true),
+          count((t) => typeof t.score === 'number' && t.score >= 1),
+          count((t) => t.refused !== undefined),
+        ];
+      }),
+    ),
+  };
+}
+
+/** Every trial's score, its named values, or why it has none; none for an eval without rewards. */
+export function rewardTrialsTable(summary: EvalSummary): Table | undefined {
+  const trials = summary.harbor?.trials;
+  if (!trials || trials.length === 0) return undefined;
+  return {
+    header: ['task', 'trial', 'category', 'score', 'named values', 'no score because'],
+    rows: rowsOf(
+      trials.map((t) => [
+        t.taskId,
+        String(t.trial),
+        t.category,
+        rewardNumber(t.score),
+        t.values
+          ? Object.entries(t.values)
+              .map(([name, value]) => `${name}=${rewardNumber(value)}`)
+              .join(', ')
+          : '-',
+        t.refused !== undefined
+          ? `refused: ${t.refused}`
+          : t.unscored
+            ? `not scored (${t.category})`
+            : t.score === undefined
+              ? 'the change never reached the verifier (counts 0)'
+              : '',
+      ]),
+    ),
+  };
+}

@@ -4,6 +4,7 @@
  * escaped by type). The tables both show are built once in `report-tables.ts`.
  */
 import { writeFileAtomic } from '../atomic-write.js';
+import { spell } from '../html/html.js';
 import path from 'node:path';
 import { formatDuration } from './progress.js';
 import { renderHtml, type TrialLink } from './report-html.js';
@@ -27,6 +28,10 @@ import {
   overallTable,
   perTaskTable,
   provenanceTable,
+  REWARDS_HEADING,
+  REWARDS_NOTE,
+  rewardsTable,
+  rewardTrialsTable,
   taskKTable,
   testsTable,
   TESTS_HEADING,
@@ -79,16 +84,35 @@ export async function writeReports(
 // ---------------------------------------------------------------------------------------
 // Markdown
 
+/**
+ * Text as Markdown shows it, never as markup: a pipe cannot end a cell, a line break cannot
+ * end a row, a tag or a link stays text (GitHub renders inline HTML), and control, bidirectional and
+ * invisible characters are spelled out as in report.html. Names and reasons in a report come
+ * from task files, sandboxes and records: data.
+ */
 function mdCell(text: string): string {
-  return text.replace(/\\/g, '\\\\').replace(/\|/g, '\\|').replace(/\r?\n/g, ' ');
+  return (
+    spell(text)
+      .replace(/\\/g, '\\\\')
+      .replace(/\|/g, '\\|')
+      // `<` is what opens a tag (or an autolink); `](` what opens a link's address.
+      .replace(/</g, '&lt;')
+      .replace(/\]\(/g, ']\\(')
+      .replace(/\r?\n/g, ' ')
+  );
 }
 
 function mdTable(table: Table): string {
-  const line = (cells: string[]): string => `| ${cells.map(mdCell).join(' | ')} |`;
-  const row = (r: Row): string => line(r.total ? r.cells.map((c, i) => (i === 0 ? `**${c}**` : c)) : r.cells);
-  return [line(table.header), `|${table.header.map(() => ' --- ').join('|')}|`, ...table.rows.map(row)].join(
-    '\n',
-  );
+  const line = (cells: string[]): string => `| ${cells.join(' | ')} |`;
+  const row = (r: Row): string => {
+    const cells = r.cells.map(mdCell);
+    return line(r.total ? cells.map((c, i) => (i === 0 ? `**${c}**` : c)) : cells);
+  };
+  return [
+    line(table.header.map(mdCell)),
+    `|${table.header.map(() => ' --- ').join('|')}|`,
+    ...table.rows.map(row),
+  ].join('\n');
 }
 
 export function renderMarkdown(summary: EvalSummary, comparison?: SummaryComparison): string {
@@ -108,6 +132,7 @@ export function renderMarkdown(summary: EvalSummary, comparison?: SummaryCompari
   out.push('## Per task', '', mdTable(perTaskTable(summary)), '');
   out.push('### pass@k per task', '', mdTable(taskKTable(summary, 'pass@')), '');
   out.push('### pass^k per task', '', mdTable(taskKTable(summary, 'pass^')), '');
+  out.push(...markdownRewards(summary));
   const costs = costTable(summary);
   if (costs) out.push('## Cost', '', mdTable(costs), '', mdCell(costNote(summary)), '');
   const notScored = notScoredTable(summary);
@@ -125,6 +150,21 @@ export function renderMarkdown(summary: EvalSummary, comparison?: SummaryCompari
   if (instances) out.push(`## ${INSTANCES_HEADING}`, '', mdTable(instances), '');
   out.push('## Provenance', '', mdTable(provenanceTable(summary)), '');
   return `${out.join('\n')}`;
+}
+
+function markdownRewards(summary: EvalSummary): string[] {
+  const tasks = rewardsTable(summary);
+  if (!tasks) return [];
+  const trials = rewardTrialsTable(summary);
+  return [
+    `## ${REWARDS_HEADING}`,
+    '',
+    REWARDS_NOTE,
+    '',
+    mdTable(tasks),
+    '',
+    ...(trials ? ['### Reward per trial', '', mdTable(trials), ''] : []),
+  ];
 }
 
 function markdownEngines(summary: EvalSummary): string[] {

@@ -266,7 +266,12 @@ async function loadTasks(suite: Suite, cwd: string): Promise<EvalTask[]> {
   const tasks: EvalTask[] = [];
   for (const task of suite.tasks) {
     const catalog = await loadCatalog(task.catalog, { cwd });
-    tasks.push({ id: task.id, catalog, repoDir: task.repo ?? catalog.repoDir });
+    tasks.push({
+      id: task.id,
+      catalog,
+      repoDir: task.repo ?? catalog.repoDir,
+      ...(task.buildLimitFrom ? { buildLimitFrom: task.buildLimitFrom } : {}),
+    });
   }
   return tasks;
 }
@@ -294,7 +299,7 @@ async function prepareLocal(
   for (const task of tasks) {
     await local.image({
       repoDir: task.repoDir,
-      ...catalogImageOptions(task.catalog),
+      ...catalogImageOptions(task.catalog, task.buildLimitFrom),
       rebuild: false,
       logFile: join(context.outDir, `image-${task.id}.log`),
       onProgress: () => undefined,

@@ -43,6 +43,11 @@ export interface SuiteTask {
   mustNotTouch?: string[];
   /** Absolute path of a recorded run's folder every trial of the task is seeded from. */
   seedRun?: string;
+  /**
+   * The file and field that set the catalog's image build limit, when the catalog was made
+   * from another file (a Harbor task's task.toml), so a build past it names them.
+   */
+  buildLimitFrom?: { file: string; field: string };
 }
 
 export interface Suite {

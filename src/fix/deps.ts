@@ -1,17 +1,35 @@
 /** The real dependencies of `fix`: a sandbox provider (by backend name) and the catalog's image recipe. */
 import type { LoadedCatalog } from '../catalog/load.js';
-import type { RepoImage, RepoImageRequest } from '../image-context/request.js';
+import { withBuildTimeLimit } from '../image-context/build-limit.js';
+import type { BuildTimeLimit, RepoImage, RepoImageRequest } from '../image-context/request.js';
 import type { SandboxProvider } from '../sandbox/registry.js';
 import type { FixDeps } from './context.js';
 import { buildEgress } from './egress.js';
 
-/** How a catalog's `sandbox` section asks for its image: prebuilt, or recipe, base and build options. */
+/**
+ * How a catalog's `sandbox` section asks for its image: prebuilt, or recipe, base and build
+ * options, and the build's time limit. `limitFrom` names the file and field that really set
+ * that limit when the catalog was made from another file (a Harbor task's task.toml).
+ */
 export function catalogImageOptions(
-  catalog: Pick<LoadedCatalog, 'catalog' | 'dir'>,
+  catalog: Pick<LoadedCatalog, 'catalog' | 'dir'> & { displayPath?: string },
+  limitFrom?: Omit<BuildTimeLimit, 'sec'>,
 ): Omit<RepoImageRequest, 'repoDir' | 'rebuild'> {
   const sandbox = catalog.catalog.sandbox;
   const egress = buildEgress(sandbox.egress);
+  const buildSec = sandbox.timeouts.buildSec;
   return {
+    ...(buildSec !== undefined
+      ? {
+          timeLimit: {
+            sec: buildSec,
+            ...(limitFrom ?? {
+              file: catalog.displayPath ?? 'the catalog',
+              field: 'sandbox.timeouts.buildSec',
+            }),
+          },
+        }
+      : {}),
     ...(sandbox.image ? { prebuilt: sandbox.image } : {}),
     ...(sandbox.dockerfile ? { dockerfile: sandbox.dockerfile, dockerfileRoot: catalog.dir } : {}),
     ...(sandbox.baseImage ? { baseImage: sandbox.baseImage } : {}),
@@ -27,7 +45,7 @@ export function fixDeps(provider: SandboxProvider, extra: Partial<FixDeps> = {})
     backend: provider.backend,
     ping: () => provider.preflight(),
     ...(provider.runtime ? { runtime: (asked?: string) => provider.runtime!(asked) } : {}),
-    image: (request) => provider.repoImage(request),
+    image: (request) => withBuildTimeLimit(request, (r) => provider.repoImage(r)),
     ...extra,
   };
 }
@@ -38,7 +56,14 @@ export function fixDeps(provider: SandboxProvider, extra: Partial<FixDeps> = {})
  * other build options differ here, so they are two images.
  */
 function imageKey(request: RepoImageRequest): string {
-  const { logFile: _log, onProgress: _progress, onWarning: _warning, signal: _signal, ...what } = request;
+  const {
+    logFile: _log,
+    onProgress: _progress,
+    onWarning: _warning,
+    signal: _signal,
+    timeLimit: _limit,
+    ...what
+  } = request;
   const args = what.buildArgs
     ? Object.entries(what.buildArgs).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     : [];

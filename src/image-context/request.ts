@@ -49,6 +49,19 @@ export interface RepoImageRequest {
   onWarning?: (message: string) => void;
   /** Ctrl-C: stops the build. */
   signal?: AbortSignal;
+  /**
+   * How long making the image may take (catalog `sandbox.timeouts.buildSec`), and the file and
+   * field that set it, for the message when it passes (`build-limit.ts`).
+   */
+  timeLimit?: BuildTimeLimit;
+}
+
+export interface BuildTimeLimit {
+  sec: number;
+  /** The file that set it, as shown in messages (a catalog, a Harbor task's task.toml). */
+  file: string;
+  /** The field in that file (`sandbox.timeouts.buildSec`, `environment.build_timeout_sec`). */
+  field: string;
 }
 
 export interface RepoImage {

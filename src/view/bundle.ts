@@ -98,6 +98,17 @@ export interface ReviewView {
   reasons: { file?: string; rule?: string; text?: string }[];
 }
 
+/** What the verifier's reward file said (catalog `agent.reward`, Harbor tasks), as recorded. */
+export interface RewardView {
+  /** `read` or `refused`, as recorded. */
+  status?: string;
+  score?: number;
+  /** reward.json's named values, in the recorded order (the names are data). */
+  values: [string, number][];
+  file?: string;
+  reason?: string;
+}
+
 export interface GateView {
   ok?: boolean;
   offences: { path?: string; kind?: string; why?: string }[];
@@ -132,6 +143,8 @@ export interface AttemptView {
   testOutput?: FileText;
   /** Per-test results of the verification (attempts/<n>/test-results.json), when it had a report. */
   testResults?: StoredResults;
+  /** The verifier's reward, when the catalog reads one. */
+  reward?: RewardView;
   events: ViewEvent[];
 }
 
@@ -283,6 +296,27 @@ function conversationViewOf(entry: JsonObject, attemptEvents: ViewEvent[]): Conv
   };
 }
 
+/** Named values shown at most; reward files have at most 100, a tampered record may have more. */
+const MAX_REWARD_VALUES = 100;
+
+function rewardOf(value: unknown): RewardView | undefined {
+  const r = asObject(value);
+  if (!r) return undefined;
+  const values = Object.entries(asObject(r.values) ?? {})
+    .flatMap(([name, v]): [string, number][] => {
+      const n = asNumber(v);
+      return n === undefined ? [] : [[name, n]];
+    })
+    .slice(0, MAX_REWARD_VALUES);
+  return {
+    status: asString(r.status),
+    score: asNumber(r.score),
+    values,
+    file: asString(r.file),
+    reason: asString(r.reason),
+  };
+}
+
 function gateOf(value: unknown): GateView | undefined {
   const gate = asObject(value);
   if (!gate) return undefined;
@@ -380,6 +414,7 @@ export async function loadRunBundle(source: ViewSource, folder: string): Promise
     const attemptEvents = events.filter((e) => e.attempt === n);
     const dir = ['attempts', String(n)];
     const gateRecord = gateOf(a.gate);
+    const reward = rewardOf(a.reward);
     attempts.push({
       n,
       verdict: asString(a.verdict),
@@ -405,6 +440,7 @@ export async function loadRunBundle(source: ViewSource, folder: string): Promise
       patch: await readText([...dir, 'patch.diff']),
       testOutput: await readText([...dir, 'test-output.txt']),
       ...(await testResultsOf([...dir, 'test-results.json'])),
+      ...(reward ? { reward } : {}),
       events: attemptEvents,
     });
   }

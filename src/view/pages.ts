@@ -16,6 +16,7 @@ import type {
   ConversationView,
   FileText,
   ReviewView,
+  RewardView,
   RunBundle,
   ViewEvent,
 } from './bundle.js';
@@ -62,6 +63,8 @@ export interface ListRow {
   durationMs?: number;
   startedAt?: string;
   note?: string;
+  /** A trial's reward (Harbor tasks): its score, or why it has none. */
+  reward?: string;
 }
 
 export interface ListFilters {
@@ -113,8 +116,15 @@ const RUN_COLUMNS: Column[] = [
   { label: 'started' },
 ];
 
-/** Runs or trials, one per row, linked to their pages; rows the filters leave out are hidden. */
+/**
+ * Runs or trials, one per row, linked to their pages; rows the filters leave out are hidden.
+ * Trials with a reward (Harbor tasks) get a reward column; other lists look as they always did.
+ */
 function runsTable(list: ListRow[], filters: ListFilters = {}): Html {
+  const rewards = list.some((r) => r.reward !== undefined);
+  const columns = rewards
+    ? [...RUN_COLUMNS.slice(0, 4), { label: 'reward' }, ...RUN_COLUMNS.slice(4)]
+    : RUN_COLUMNS;
   const rows: Row[] = list.map((r) => ({
     attrs: html` data-outcome="${r.result ?? ''}" data-task="${r.task ?? ''}"${matches(r, filters) ? '' : html` hidden`}`,
     cells: [
@@ -122,6 +132,7 @@ function runsTable(list: ListRow[], filters: ListFilters = {}): Html {
       text(dash(r.task)),
       dash(r.trial),
       badge(r.result),
+      ...(rewards ? [text(dash(r.reward))] : []),
       dash(r.attempts),
       dash(r.turns),
       dash(r.tokens),
@@ -129,7 +140,7 @@ function runsTable(list: ListRow[], filters: ListFilters = {}): Html {
       text(dash(r.startedAt)),
     ],
   }));
-  return table(RUN_COLUMNS, rows);
+  return table(columns, rows);
 }
 
 export function renderListPage(list: ListPage, ctx: PageContext): string {
@@ -270,6 +281,29 @@ function testResultsHtml(results: StoredResults): Html {
     html`</details>`,
   );
   return joinHtml(out, '\n');
+}
+
+/** A reward's one-line account: the score and its file, or why there is none. */
+function rewardLine(r: RewardView): string {
+  if (r.status === 'refused' || r.score === undefined)
+    return `no score: ${r.reason ?? 'no reason recorded'} (counts 0)`;
+  return `${r.score}${r.file ? ` from ${r.file}` : ''}`;
+}
+
+/** The verifier's reward: the score that decided the verdict, its named values, or why it was refused. */
+function rewardHtml(r: RewardView): Html {
+  const head =
+    r.status === 'refused' || r.score === undefined
+      ? html`<p class="problems">Reward: ${text(rewardLine(r))}</p>`
+      : html`<p>Reward: <b>${text(rewardLine(r))}</b> (full marks, 1, is a pass)</p>`;
+  const values =
+    r.values.length > 0
+      ? table(
+          [{ label: 'named value' }, { label: 'value', numeric: true }],
+          r.values.map(([name, value]) => [text(name), String(value)]),
+        )
+      : '';
+  return html`<h4>Reward</h4>${head}${values}`;
 }
 
 function eventTable(events: ViewEvent[]): Html {
@@ -485,6 +519,7 @@ function attemptSection(a: AttemptView): Html {
       html`<p>${badge(a.verify.status)} in a fresh sandbox, ${formatMs(a.verify.durationMs)}${a.verify.exitCode !== undefined ? `, exit code ${a.verify.exitCode}` : ''}${a.verify.message ? html`, ${text(a.verify.message)}` : ''}</p>`,
     );
   }
+  if (a.reward) out.push(rewardHtml(a.reward));
   if (a.testResults) out.push(testResultsHtml(a.testResults));
   out.push(
     a.testOutput
@@ -522,6 +557,9 @@ export function renderRunPage(bundle: RunBundle, ctx: PageContext): string {
   const optional: [string, HtmlValue][] = [];
   if (bundle.checker !== undefined) optional.push(['checker', text(bundle.checker)]);
   if (bundle.engine !== undefined) optional.push(['engine', text(bundle.engine)]);
+  const rewarded = [...bundle.attempts].reverse().find((a) => a.reward);
+  if (rewarded?.reward)
+    optional.push(['reward', text(`${rewardLine(rewarded.reward)}, attempt ${rewarded.n}`)]);
   out.push(
     facts([
       ['ticket', text(`${dash(s.task)}${s.title ? `: ${s.title}` : ''}`)],

@@ -32,6 +32,12 @@ function runRow(s: RunSummary): ListRow {
   };
 }
 
+/** A Harbor trial's score for the list, or that the reward was refused; nothing for other trials. */
+function rewardCell(t: TrialRow): Pick<ListRow, 'reward'> {
+  if (t.rewardRefused !== undefined) return { reward: `0 (refused: ${t.rewardRefused})` };
+  return t.score !== undefined ? { reward: String(t.score) } : {};
+}
+
 /** Trials in task order (as results.jsonl first names them), then trial number. */
 function trialRows(trials: TrialRow[], runs: RunSummary[]): ListRow[] {
   const folders = new Map(runs.map((r) => [r.folder, r]));
@@ -57,6 +63,7 @@ function trialRows(trials: TrialRow[], runs: RunSummary[]): ListRow[] {
       durationMs: t.durationMs,
       startedAt: run?.startedAt,
       note: t.error ?? (t.runId !== undefined && !run ? 'no run folder' : undefined),
+      ...rewardCell(t),
     };
   });
   // Runs without a result line: an interrupted trial, or a crash before the line was written.

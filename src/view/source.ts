@@ -187,6 +187,9 @@ export interface TrialRow {
   durationMs?: number;
   runId?: string;
   error?: string;
+  /** The verifier's score (Harbor tasks), and why none could be read. */
+  score?: number;
+  rewardRefused?: string;
 }
 
 export interface EvalData {
@@ -244,6 +247,8 @@ export async function loadEvalData(source: ViewSource): Promise<EvalData> {
         durationMs: asNumber(r.durationMs),
         runId: asString(r.runId),
         error: asString(r.error),
+        score: asNumber(r.score),
+        rewardRefused: asString(asObject(r.reward)?.refused),
       });
     }
   }

@@ -7,6 +7,7 @@ import {
   type LoadedCatalog,
 } from '../../catalog/load.js';
 import { catalogImageOptions } from '../../fix/deps.js';
+import { withBuildTimeLimit } from '../../image-context/build-limit.js';
 import { sandboxProvider } from '../../sandbox/registry.js';
 import type { SandboxSpec } from '../../sandbox/types.js';
 import { terminalProgress } from '../progress-line.js';
@@ -62,14 +63,17 @@ export async function execCommand(
   if (!image) {
     const repoDir = options.repo ? resolve(ctx.cwd, options.repo) : (catalog?.repoDir ?? resolve(ctx.cwd));
     progress?.phase('image', `sandbox image for ${repoDir}`);
-    const built = await provider.repoImage({
-      repoDir,
-      ...(catalog ? catalogImageOptions(catalog) : {}),
-      ...(options.baseImage ? { baseImage: options.baseImage } : {}),
-      rebuild: options.rebuild ?? false,
-      onProgress: (l) => progress?.detail(l.slice(0, 120)),
-      signal: ctx.signal,
-    });
+    const built = await withBuildTimeLimit(
+      {
+        repoDir,
+        ...(catalog ? catalogImageOptions(catalog) : {}),
+        ...(options.baseImage ? { baseImage: options.baseImage } : {}),
+        rebuild: options.rebuild ?? false,
+        onProgress: (l) => progress?.detail(l.slice(0, 120)),
+        signal: ctx.signal,
+      },
+      (request) => provider.repoImage(request),
+    );
     baseImage = built.baseImage;
     progress?.end(
       `${built.tag}${built.reused ? ' (cached)' : ' (built)'}${built.baseImage ? ` on ${built.baseImage}` : ''}`,

@@ -14,7 +14,8 @@
  * installed, files outside the working directory) do not carry over.
  *
  * The mapping, field by field: verifier.timeout_sec -> the test timeout (default 600 s, as
- * Harbor's), agent.timeout_sec -> the attempt's time, cpus / memory_mb / storage_mb -> the
+ * Harbor's), agent.timeout_sec -> the attempt's time, environment.build_timeout_sec -> the
+ * image build's limit (default 600 s, as Harbor's; a build past it names the field), cpus / memory_mb / storage_mb -> the
  * sandbox's CPUs, memory and disk budget (Harbor's defaults 1, 2048 MB and 10240 MB when
  * absent), environment.env / verifier.env / solution.env -> variables of the sandbox, the test
  * command and the oracle (never a host variable), network per phase -> network none, or egress
@@ -28,7 +29,7 @@ import { isIP } from 'node:net';
 import { ConfigError } from '../../errors.js';
 import { shellQuote } from '../../sandbox/shell.js';
 import type { Suite, SuiteDefaults, SuiteTask } from '../suite.js';
-import { UNSCORED_CATEGORIES, type TrialResult } from '../types.js';
+import { UNSCORED_CATEGORIES, type TrialCategory, type TrialResult } from '../types.js';
 import type { HarborTask, TaskToml } from './harbor.js';
 import { sha256 } from './instances.js';
 
@@ -39,7 +40,13 @@ const SOLUTION_DIR = '/tmp/sandbox-harness-solution';
 /** The generated Dockerfile's name, next to the catalog (outside the build context). */
 const DOCKERFILE = 'harbor-environment.Dockerfile';
 
-export const HARBOR_DEFAULTS = { verifierSec: 600, cpus: 1, memoryMb: 2048, storageMb: 10240 } as const;
+export const HARBOR_DEFAULTS = {
+  verifierSec: 600,
+  buildSec: 600,
+  cpus: 1,
+  memoryMb: 2048,
+  storageMb: 10240,
+} as const;
 
 const COPY_LIMITS = { files: 20_000, bytes: 512 * 1024 * 1024 };
 /** A solution travels inside one command (one exec argument): small, as solve.sh files are. */
@@ -281,6 +288,7 @@ async function materializeOne(
   await writeFile(path.join(dir, DOCKERFILE), dockerfile);
 
   const agentSec = c.agent?.timeout_sec;
+  const buildSec = c.environment?.build_timeout_sec ?? HARBOR_DEFAULTS.buildSec;
   const testSec = c.verifier?.timeout_sec ?? HARBOR_DEFAULTS.verifierSec;
   const attemptSec = agentSec ?? 1800;
   const e = c.environment;
@@ -313,6 +321,7 @@ async function materializeOne(
         commandSec: Math.min(attemptSec, 3600),
         testSec,
         attemptSec,
+        buildSec,
         // The run holds a baseline, an attempt and a verification, and the image build before.
         runSec: Math.max(3600, attemptSec + 2 * testSec + 900),
       },
@@ -324,7 +333,19 @@ async function materializeOne(
   await writeFile(catalogFile, `${JSON.stringify(catalog, null, 2)}\n`);
   const ticketFile = path.join(dir, 'ticket.md');
   await writeFile(ticketFile, `---\nid: ${JSON.stringify(task.id)}\n---\n${task.instruction.trim()}\n`);
-  const made: SuiteTask = { id: task.id, catalog: catalogFile, ticket: ticketFile, repo: contextDir };
+  const made: SuiteTask = {
+    id: task.id,
+    catalog: catalogFile,
+    ticket: ticketFile,
+    repo: contextDir,
+    buildLimitFrom: {
+      file: `${task.display}/task.toml`,
+      field:
+        c.environment?.build_timeout_sec !== undefined
+          ? 'environment.build_timeout_sec'
+          : `environment.build_timeout_sec (absent: Harbor's default, ${HARBOR_DEFAULTS.buildSec} s)`,
+    },
+  };
   if (options.oracle) {
     const cassette = path.join(dir, 'oracle.json');
     const files = await readSolution(task);
@@ -460,15 +481,32 @@ async function copyTree(from: string, to: string, display: string): Promise<void
   });
 }
 
-/** What the summary says of a Harbor eval: the marks, and the mean score per task. */
+/** What the summary says of a Harbor eval: the marks, the mean score per task, and every trial's score. */
 export interface HarborEvalSummary extends HarborSummary {
   /** Per task: the mean score over its scored trials (a trial whose change never reached the verifier scores 0). */
   meanScore: Record<string, number>;
+  /** Every trial with a result, in task and trial order (absent in summaries written before it was added). */
+  trials?: HarborTrialScore[];
+}
+
+/** One trial's reward as the reports show it. */
+export interface HarborTrialScore {
+  taskId: string;
+  trial: number;
+  category: TrialCategory;
+  /** Left out of the mean: the trial was not scored (`error`, `infrastructure`, `interrupted`). */
+  unscored?: boolean;
+  /** What the verifier scored (0 when refused); absent when the change never reached the verifier. */
+  score?: number;
+  /** reward.json's named values (reward.txt gives `{reward: score}`). */
+  values?: Record<string, number>;
+  /** Why no score could be read (then the trial scores 0). */
+  refused?: string;
 }
 
 export function harborEvalSummary(
   summary: HarborSummary,
-  results: ReadonlyArray<Pick<TrialResult, 'taskId' | 'category' | 'score'>>,
+  results: ReadonlyArray<Pick<TrialResult, 'taskId' | 'trial' | 'category' | 'score' | 'reward'>>,
 ): HarborEvalSummary {
   const scores = new Map<string, number[]>();
   for (const r of results) {
@@ -479,18 +517,33 @@ export function harborEvalSummary(
   }
   const meanScore: Record<string, number> = {};
   for (const [id, list] of scores) meanScore[id] = list.reduce((a, b) => a + b, 0) / list.length;
-  return { ...summary, meanScore };
+  const order = [...new Set(results.map((r) => r.taskId))];
+  const trials = [...results]
+    .sort((a, b) => order.indexOf(a.taskId) - order.indexOf(b.taskId) || a.trial - b.trial)
+    .map((r): HarborTrialScore => ({
+      taskId: r.taskId,
+      trial: r.trial,
+      category: r.category,
+      ...(UNSCORED_CATEGORIES.has(r.category) ? { unscored: true } : {}),
+      ...(r.score !== undefined ? { score: r.score } : {}),
+      ...(r.reward?.values ? { values: { ...r.reward.values } } : {}),
+      ...(r.reward?.refused !== undefined ? { refused: r.reward.refused } : {}),
+    }));
+  return { ...summary, meanScore, trials };
 }
 
-/** The lines `eval` prints for it. */
+/** The lines `eval` prints for it (the terminal printer spells out control characters). */
 export function harborLines(summary: HarborEvalSummary): string[] {
   const lines = Object.entries(summary.meanScore).map(
     ([id, score]) => `  ${id.padEnd(24)} mean reward ${score.toFixed(2)}`,
   );
+  const refused = (summary.trials ?? []).flatMap((t) =>
+    t.refused !== undefined ? [`  ${t.taskId}#${t.trial}: no score (${t.refused})`] : [],
+  );
   const marked = Object.entries(summary.marks).flatMap(([id, marks]) => marks.map((m) => `  ${id}: ${m}`));
   return [
     ...(lines.length > 0
-      ? [`Harbor rewards${summary.oracle ? ' (oracle: solution/solve.sh)' : ''}:`, ...lines]
+      ? [`Harbor rewards${summary.oracle ? ' (oracle: solution/solve.sh)' : ''}:`, ...lines, ...refused]
       : []),
     ...(marked.length > 0 ? ['marked (run, but not as Harbor would):', ...marked] : []),
   ];

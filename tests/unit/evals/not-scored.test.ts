@@ -40,7 +40,9 @@ describe('a trial that ends error is shown as not scored, with its reason, every
     // Per task: flaky is 2/3 scored with 1 error, never a silent 2/2.
     expect(md).toMatch(/\| flaky \| 2\/3 \| 2 \| 100\.0% \| [^|]+ \| 1 \(1 error\) \|/);
     expect(md).toContain('## Not scored');
-    expect(md).toContain('| flaky | 1 | error | ConfigError: cassette ran out at turn 3 <b> |');
+    // A tag in a reason stays text (GitHub renders inline HTML in Markdown).
+    expect(md).toContain('| flaky | 1 | error | ConfigError: cassette ran out at turn 3 &lt;b> |');
+    expect(md).not.toContain('<b>');
     expect(md).toContain(NOT_SCORED_RULE);
   });
 

@@ -170,7 +170,9 @@ export async function ensureBaseImageOn(
   if (!sourceId) {
     // Not one of ours and not here to ship: one the user put on that engine is theirs to vouch for.
     if (existing) return done('present', existing.id);
-    throw new ImageError(`cannot ship ${tag}: it is not on ${source.where ?? 'the local engine'}`);
+    throw new ImageError(`cannot ship ${tag}: it is not on ${source.where ?? 'the local engine'}`, {
+      details: { notOnSource: true },
+    });
   }
   if (existing?.id === sourceId) return done('present', existing.id);
   onLine(`shipping ${tag} to ${target.where ?? 'the local engine'}`);
