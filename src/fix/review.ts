@@ -49,7 +49,7 @@ export async function reviewChange(
 ): Promise<Review> {
   const started = Date.now();
   const review = run.catalog.catalog.agent.review;
-  run.progress.detail(`attempt ${n}: an independent checker reviews the change (round ${round})`);
+  run.journal.append({ kind: 'review_start', attempt: n, round });
   // The checker's reasons go to the maker verbatim, so it sees no more of the held-out
   // tests than the maker does: not their files, not the output of a run that had them.
   const box = await run.sandboxes.create(

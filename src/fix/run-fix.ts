@@ -64,6 +64,7 @@ class BaselinePasses extends Interrupted {
 
 export async function runFix(options: FixOptions, deps: FixDeps): Promise<FixResult> {
   const progress = options.progress ?? silentProgress;
+  // Said directly, not from events: the checks decide whether there is a run (and a journal) at all.
   progress.phase('validate', 'checking catalog, ticket and model provider');
   const prepared = await prepare(options, deps);
   progress.end(
@@ -81,6 +82,7 @@ export async function runFix(options: FixOptions, deps: FixDeps): Promise<FixRes
   return closeRun(run, ending);
 }
 
+/** Said directly, not from events: the recovery happens before the run (and its journal) opens. */
 function reportRecovery(recovered: Recovery, progress: ProgressSink): void {
   progress.phase('apply', 'undoing an earlier apply to this repo that was interrupted');
   const left = recovered.leftAlone.length > 0 ? `; left as they are: ${recovered.leftAlone.join(', ')}` : '';
@@ -224,13 +226,13 @@ async function fixTicket(run: Run): Promise<Ending> {
 
 /** Step 3: the sandbox image, built or reused, and its pristine tree. */
 async function resolveImage(run: Run): Promise<RepoImage> {
-  run.progress.phase('image', 'sandbox image');
+  run.journal.append({ kind: 'image_start' });
   const image = await run.deps.image({
     repoDir: run.repoDir,
     ...catalogImageOptions(run.catalog),
     rebuild: run.options.rebuild,
     logFile: run.dir.path('image-build.log'),
-    // The build's steps pass on a live line only; its log file holds every line.
+    // The build's steps pass on a live line only (no event: its log file holds every line).
     onProgress: (line) => run.progress.tick?.(line.slice(0, 120)),
     signal: run.signal,
   });
@@ -270,7 +272,6 @@ async function prepareWorkspaceGit(run: Run, image: RepoImage, heldOut: readonly
     run.journal.append({ kind: 'workspace_git', workspaceGit: { state: git.state, image: git.image } });
   } else {
     run.journal.append({ kind: 'workspace_git', workspaceGit: { state: git.state, note: git.note } });
-    run.progress.detail(`note: ${git.note}`);
   }
 }
 
