@@ -159,6 +159,17 @@ async function harness(): Promise<Harness> {
 }
 
 const fixingTurns: Turn[] = [{ content: [FIX_EDIT] }, { content: [text('fixed')] }];
+const HARD_CODE = toolUse('h1', 'edit_file', {
+  path: 'src/shipping.ts',
+  search: 'return order.totalEur >= FREE_SHIPPING_THRESHOLD ? 0 : STANDARD_SHIPPING_FEE;',
+  replacement: 'return order.totalEur >= 39 ? 0 : STANDARD_SHIPPING_FEE;',
+});
+/** The tests see behaviour only: a hard-coded 39 passes them as well as the right fix. */
+const behaviour: ExecHandler = (command, _options, sandbox) => {
+  if (command !== 'npm test') return { exitCode: 0 };
+  const source = sandbox.text('src/shipping.ts') ?? '';
+  return { exitCode: source.includes('THRESHOLD = 39;') || source.includes('>= 39 ?') ? 0 : 1 };
+};
 const idleTurns: Turn[] = [{ content: [text('no idea')] }];
 
 describe('runFix with fakes', () => {
@@ -909,17 +920,6 @@ describe('runFix with fakes', () => {
 });
 
 describe('runFix with an independent checker', () => {
-  const HARD_CODE = toolUse('h1', 'edit_file', {
-    path: 'src/shipping.ts',
-    search: 'return order.totalEur >= FREE_SHIPPING_THRESHOLD ? 0 : STANDARD_SHIPPING_FEE;',
-    replacement: 'return order.totalEur >= 39 ? 0 : STANDARD_SHIPPING_FEE;',
-  });
-  // The tests see behaviour only: a hard-coded 39 passes them as well as the right fix.
-  const behaviour: ExecHandler = (command, _options, sandbox) => {
-    if (command !== 'npm test') return { exitCode: 0 };
-    const source = sandbox.text('src/shipping.ts') ?? '';
-    return { exitCode: source.includes('THRESHOLD = 39;') || source.includes('>= 39 ?') ? 0 : 1 };
-  };
   const requestChanges = toolUse('r1', 'submit_review', {
     verdict: 'request-changes',
     summary: 'The threshold is hard-coded in shippingFee while the constant still says 50.',
@@ -1452,20 +1452,10 @@ describe('runFix: the progress line follows from the journal', () => {
       search: 'FREE_SHIPPING_THRESHOLD = 50;',
       replacement: 'FREE_SHIPPING_THRESHOLD = 49;',
     });
-    const hardCoded = toolUse('h1', 'edit_file', {
-      path: 'src/shipping.ts',
-      search: 'return order.totalEur >= FREE_SHIPPING_THRESHOLD ? 0 : STANDARD_SHIPPING_FEE;',
-      replacement: 'return order.totalEur >= 39 ? 0 : STANDARD_SHIPPING_FEE;',
-    });
-    const behaviour: ExecHandler = (command, _options, sandbox) => {
-      if (command !== 'npm test') return { exitCode: 0 };
-      const source = sandbox.text('src/shipping.ts') ?? '';
-      return { exitCode: source.includes('THRESHOLD = 39;') || source.includes('>= 39 ?') ? 0 : 1 };
-    };
     const maker = scripted([
       { content: [wrong] },
       { content: [text('done')] },
-      { content: [hardCoded] },
+      { content: [HARD_CODE] },
       { content: [text('done')] },
       { content: [FIX_EDIT] },
       { content: [text('done')] },
