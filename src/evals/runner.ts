@@ -139,205 +139,350 @@ export interface SuiteLock {
   createdAt: string;
 }
 
+/**
+ * The eval, as named steps: plan the trials -> claim the output folder -> resume what an
+ * earlier run finished -> run the trials left (each on a slot, retried elsewhere after an
+ * infrastructure failure, its result on disk before its slot is freed) -> the run's account.
+ */
 export async function runEval(options: RunEvalOptions): Promise<EvalRun> {
-  const { suite, runner } = options;
+  const plan = planTrials(options);
+  const startedAt = new Date();
+  const resultsFile = await claimOutput(options, plan.n);
+  const finished = await resumeFinished(options, resultsFile, plan.n);
+  const specs = trialSpecs(options.suite, plan.n);
+  const pending = specs.filter((s) => !finished.has(key(s.taskId, s.trial)));
+  const state = openEval(options, plan, startedAt, resultsFile, finished, specs.length);
+  await runTrials(state, pending);
+  return evalRunOf(state);
+}
+
+/** How the trials run: how many of each task, where, and their time budgets. */
+interface TrialPlan {
+  n: number;
+  placement: TrialPlacement;
+  timeoutSec: number | undefined;
+  graceMs: number;
+}
+
+/** One eval as it runs: what its steps share. */
+interface EvalState {
+  options: RunEvalOptions;
+  plan: TrialPlan;
+  startedAt: Date;
+  resultsFile: string;
+  /** Trials the eval was meant to have: tasks x n. */
+  total: number;
+  /** Every trial on disk (resumed ones included), by `key`. */
+  finished: Map<string, TrialResult>;
+  /** How many of `finished` came from an earlier run. */
+  resumed: number;
+  /** Trials stopped by Ctrl-C: in the account, never on disk. */
+  interrupted: TrialResult[];
+  tally: Tally;
+  /** Ctrl-C (the caller's signal). */
+  userSignal: AbortSignal;
+  /** A failed write stops the eval: results that are not on disk would be re-run silently. */
+  internal: AbortController;
+  /** Either of the two. */
+  stop: AbortSignal;
+  /** Set when a slot was refused because every engine is lost. */
+  enginesLost?: SandboxUnavailable;
+}
+
+type Tally = {
+  passed: number;
+  failed: number;
+  infrastructure: number;
+  errors: number;
+  inFlight: number;
+  finishedThisRun: number;
+};
+
+/** Step plan: the options checked (before anything is written) and their defaults from the suite. */
+function planTrials(options: RunEvalOptions): TrialPlan {
+  const { suite } = options;
   const n = options.n ?? suite.defaults.n;
   const concurrency = options.concurrency ?? suite.defaults.concurrency;
   if (!Number.isInteger(n) || n < 1) throw new UsageError(`-n must be a positive integer, got ${n}`);
   if (!Number.isInteger(concurrency) || concurrency < 1) {
     throw new UsageError(`--concurrency must be a positive integer, got ${concurrency}`);
   }
-  const placement = options.placement ?? localPlacement(concurrency);
-  const timeoutSec = options.trialTimeoutSec ?? suite.defaults.timeouts.trialSec;
-  const graceMs = options.lostEngineGraceMs ?? LOST_ENGINE_GRACE_MS;
-  const userSignal = options.signal ?? new AbortController().signal;
-  const startedAt = new Date();
+  return {
+    n,
+    placement: options.placement ?? localPlacement(concurrency),
+    timeoutSec: options.trialTimeoutSec ?? suite.defaults.timeouts.trialSec,
+    graceMs: options.lostEngineGraceMs ?? LOST_ENGINE_GRACE_MS,
+  };
+}
 
+/** Step claim: the output folder made, and holding this suite's results only; the results file's path. */
+async function claimOutput(options: RunEvalOptions, n: number): Promise<string> {
   const outDir = path.resolve(options.outDir);
   await mkdir(outDir, { recursive: true });
-  const resultsFile = path.join(outDir, RESULTS_FILE);
-  await claimOutDir(outDir, suite, n, options.resume === true);
+  await claimOutDir(outDir, options.suite, n, options.resume === true);
+  return path.join(outDir, RESULTS_FILE);
+}
 
-  const previous = options.resume ? await readResults(resultsFile, suite, n) : [];
+/** Step resume: the trials an earlier run of this eval finished (`--resume`), by `key`. */
+async function resumeFinished(
+  options: RunEvalOptions,
+  resultsFile: string,
+  n: number,
+): Promise<Map<string, TrialResult>> {
+  const previous = options.resume ? await readResults(resultsFile, options.suite, n) : [];
   const finished = new Map<string, TrialResult>();
   for (const r of previous) finished.set(key(r.taskId, r.trial), r);
-  const resumed = finished.size;
+  return finished;
+}
 
-  const specs = trialSpecs(suite, n);
-  const pending = specs.filter((s) => !finished.has(key(s.taskId, s.trial)));
-  const total = specs.length;
-
-  // A failed write must stop the eval: results that are not on disk would be re-run silently.
+/** The eval's shared state, its counts started from the resumed results; lost engines reported. */
+function openEval(
+  options: RunEvalOptions,
+  plan: TrialPlan,
+  startedAt: Date,
+  resultsFile: string,
+  finished: Map<string, TrialResult>,
+  total: number,
+): EvalState {
+  const userSignal = options.signal ?? new AbortController().signal;
   const internal = new AbortController();
-  const stop = AbortSignal.any([userSignal, internal.signal]);
-
-  const tally = { passed: 0, failed: 0, infrastructure: 0, errors: 0, inFlight: 0, finishedThisRun: 0 };
-  for (const r of finished.values()) count(tally, r);
-  const interruptedResults: TrialResult[] = [];
-  let enginesLost: SandboxUnavailable | undefined;
-
-  const emit = (last?: TrialResult, notice?: string): void => {
-    if (!options.onProgress) return;
-    const elapsedMs = Date.now() - startedAt.getTime();
-    const done = finished.size;
-    const progress: EvalProgress = {
-      done,
-      total,
-      passed: tally.passed,
-      failed: tally.failed,
-      infrastructure: tally.infrastructure,
-      errors: tally.errors,
-      inFlight: tally.inFlight,
-      resumed,
-      elapsedMs,
-      etaMs: estimateEtaMs(tally.finishedThisRun, total - done, elapsedMs),
-      engines: engineProgress(placement.loads(), summarizeEngines([...finished.values()])),
-    };
-    if (last) progress.last = last;
-    if (notice) progress.notice = notice;
-    options.onProgress(progress);
+  const tally: Tally = {
+    passed: 0,
+    failed: 0,
+    infrastructure: 0,
+    errors: 0,
+    inFlight: 0,
+    finishedThisRun: 0,
   };
-  placement.onLost?.((engine, reason) =>
-    emit(undefined, `engine ${engine} lost (${reason}); its trials are retried on the other engines`),
+  for (const r of finished.values()) count(tally, r);
+  const state: EvalState = {
+    options,
+    plan,
+    startedAt,
+    resultsFile,
+    total,
+    finished,
+    resumed: finished.size,
+    interrupted: [],
+    tally,
+    userSignal,
+    internal,
+    stop: AbortSignal.any([userSignal, internal.signal]),
+  };
+  plan.placement.onLost?.((engine, reason) =>
+    reportProgress(
+      state,
+      undefined,
+      `engine ${engine} lost (${reason}); its trials are retried on the other engines`,
+    ),
   );
+  return state;
+}
 
-  const handle = await open(resultsFile, 'a');
+/** The eval's progress as it stands, to the caller's `onProgress`. */
+function reportProgress(state: EvalState, last?: TrialResult, notice?: string): void {
+  const { options, tally, finished, total } = state;
+  if (!options.onProgress) return;
+  const elapsedMs = Date.now() - state.startedAt.getTime();
+  const done = finished.size;
+  const progress: EvalProgress = {
+    done,
+    total,
+    passed: tally.passed,
+    failed: tally.failed,
+    infrastructure: tally.infrastructure,
+    errors: tally.errors,
+    inFlight: tally.inFlight,
+    resumed: state.resumed,
+    elapsedMs,
+    etaMs: estimateEtaMs(tally.finishedThisRun, total - done, elapsedMs),
+    engines: engineProgress(state.plan.placement.loads(), summarizeEngines([...finished.values()])),
+  };
+  if (last) progress.last = last;
+  if (notice) progress.notice = notice;
+  options.onProgress(progress);
+}
+
+/** The results file, appended to one line per trial, each line synced before the next. */
+interface ResultsLog {
+  append(result: TrialResult): Promise<void>;
+  /** After the last append has settled. */
+  close(): Promise<void>;
+}
+
+async function openResultsLog(file: string): Promise<ResultsLog> {
+  const handle = await open(file, 'a');
   // Appends are chained so concurrent trials never interleave inside one line.
   let writes: Promise<void> = Promise.resolve();
-  const append = (result: TrialResult): Promise<void> => {
-    const line = `${JSON.stringify(result)}\n`;
-    writes = writes.then(async () => {
-      await handle.appendFile(line, 'utf8');
-      await handle.sync();
-    });
-    return writes;
-  };
-
-  /**
-   * One try on one engine; undefined when it never started (stopped, or no engine left). The
-   * slot stays taken until the caller has written the result (or hands it over to a retry),
-   * so `--concurrency 1` never starts a trial before the last one is on disk.
-   */
-  const attempt = async (
-    spec: TrialSpec,
-    avoid: ReadonlySet<string>,
-    replacing?: TrialSlot,
-  ): Promise<{ result: TrialResult; slot: TrialSlot } | undefined> => {
-    let slot: TrialSlot;
-    try {
-      slot = await placement.acquire({
-        signal: stop,
-        avoid,
-        first: replacing !== undefined,
-        ...(replacing ? { replacing } : {}),
+  return {
+    append(result) {
+      const line = `${JSON.stringify(result)}\n`;
+      writes = writes.then(async () => {
+        await handle.appendFile(line, 'utf8');
+        await handle.sync();
       });
-    } catch (error) {
-      if (stop.aborted) return undefined;
-      if (error instanceof SandboxUnavailable) {
-        enginesLost ??= error;
-        return undefined;
-      }
-      throw error;
-    }
-    tally.inFlight++;
-    try {
-      const result = await runOnce(runner, spec, userSignal, internal.signal, timeoutSec, slot, graceMs);
-      // Checked while the slot is still held, so a lost engine is marked before anyone else lands there.
-      if (result.category === 'infrastructure' && !stop.aborted) {
-        await placement.checkEngine(slot.engine).catch(() => undefined);
-      }
-      return { result, slot };
-    } catch (error) {
-      slot.release();
-      throw error;
-    } finally {
-      tally.inFlight--;
-    }
+      return writes;
+    },
+    async close() {
+      await writes.catch(() => undefined);
+      await handle.close();
+    },
   };
+}
 
-  const runTrial = async (
-    spec: TrialSpec,
-  ): Promise<{ result: TrialResult; slot?: TrialSlot } | undefined> => {
-    const first = await attempt(spec, new Set());
-    if (!first) return undefined;
-    if (!retryAfter(first.result, stop)) return first;
-    const second = await attempt(spec, new Set([first.slot.engine]), first.slot);
-    if (!second) {
-      if (stop.aborted) return { result: { ...first.result, category: 'interrupted' } };
-      const why = enginesLost?.message ?? 'no engine left';
-      return {
-        result: {
-          ...first.result,
-          error: `${first.result.error ?? 'infrastructure failure'}; not retried: ${why}`,
-        },
-      };
-    }
-    return {
-      slot: second.slot,
-      result: {
-        ...second.result,
-        infraRetried: true,
-        firstTry: {
-          engine: first.slot.engine,
-          category: first.result.category,
-          durationMs: first.result.durationMs,
-          ...(first.result.error ? { error: first.result.error } : {}),
-          ...(first.result.runId ? { runId: first.result.runId } : {}),
-        },
-      },
-    };
-  };
-
-  emit();
+/** Step run: every pending trial, at once up to the slots there are; the first failure to record one is thrown. */
+async function runTrials(state: EvalState, pending: readonly TrialSpec[]): Promise<void> {
+  const log = await openResultsLog(state.resultsFile);
+  reportProgress(state);
   try {
     const settled = await Promise.allSettled(
       pending.map(async (spec) => {
-        const done = await runTrial(spec);
-        if (!done) return;
-        const { result, slot } = done;
-        try {
-          // An interrupted trial measured nothing; leaving it off disk makes `--resume` run it again.
-          if (result.category === 'interrupted') {
-            interruptedResults.push(result);
-            return;
-          }
-          try {
-            await append(result);
-          } catch (error) {
-            internal.abort(error);
-            throw error;
-          }
-          finished.set(key(result.taskId, result.trial), result);
-          tally.finishedThisRun++;
-          count(tally, result);
-          emit(result);
-        } finally {
-          slot?.release();
-        }
+        const done = await runTrial(state, spec);
+        if (done) await recordTrial(state, log, done);
       }),
     );
     const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failure) throw failure.reason;
   } finally {
-    await writes.catch(() => undefined);
-    await handle.close();
+    await log.close();
   }
+}
 
-  const order = new Map(suite.tasks.map((t, i) => [t.id, i]));
-  const results = [...finished.values(), ...interruptedResults].sort(
+/**
+ * One trial: a first try, and after an infrastructure failure a second on another engine
+ * (the first's slot handed over). Undefined when it never started.
+ */
+async function runTrial(
+  state: EvalState,
+  spec: TrialSpec,
+): Promise<{ result: TrialResult; slot?: TrialSlot } | undefined> {
+  const first = await tryOnEngine(state, spec, new Set());
+  if (!first) return undefined;
+  if (!retryAfter(first.result, state.stop)) return first;
+  const second = await tryOnEngine(state, spec, new Set([first.slot.engine]), first.slot);
+  if (!second) {
+    if (state.stop.aborted) return { result: { ...first.result, category: 'interrupted' } };
+    const why = state.enginesLost?.message ?? 'no engine left';
+    return {
+      result: {
+        ...first.result,
+        error: `${first.result.error ?? 'infrastructure failure'}; not retried: ${why}`,
+      },
+    };
+  }
+  return {
+    slot: second.slot,
+    result: {
+      ...second.result,
+      infraRetried: true,
+      firstTry: {
+        engine: first.slot.engine,
+        category: first.result.category,
+        durationMs: first.result.durationMs,
+        ...(first.result.error ? { error: first.result.error } : {}),
+        ...(first.result.runId ? { runId: first.result.runId } : {}),
+      },
+    },
+  };
+}
+
+/**
+ * One try on one engine; undefined when it never started (stopped, or no engine left). The
+ * slot stays taken until the caller has written the result (or hands it over to a retry),
+ * so `--concurrency 1` never starts a trial before the last one is on disk.
+ */
+async function tryOnEngine(
+  state: EvalState,
+  spec: TrialSpec,
+  avoid: ReadonlySet<string>,
+  replacing?: TrialSlot,
+): Promise<{ result: TrialResult; slot: TrialSlot } | undefined> {
+  const { plan, stop, tally } = state;
+  let slot: TrialSlot;
+  try {
+    slot = await plan.placement.acquire({
+      signal: stop,
+      avoid,
+      first: replacing !== undefined,
+      ...(replacing ? { replacing } : {}),
+    });
+  } catch (error) {
+    if (stop.aborted) return undefined;
+    if (error instanceof SandboxUnavailable) {
+      state.enginesLost ??= error;
+      return undefined;
+    }
+    throw error;
+  }
+  tally.inFlight++;
+  try {
+    const result = await runOnce(
+      state.options.runner,
+      spec,
+      state.userSignal,
+      state.internal.signal,
+      plan.timeoutSec,
+      slot,
+      plan.graceMs,
+    );
+    // Checked while the slot is still held, so a lost engine is marked before anyone else lands there.
+    if (result.category === 'infrastructure' && !stop.aborted) {
+      await plan.placement.checkEngine(slot.engine).catch(() => undefined);
+    }
+    return { result, slot };
+  } catch (error) {
+    slot.release();
+    throw error;
+  } finally {
+    tally.inFlight--;
+  }
+}
+
+/** A trial's result on disk and in the counts, then its slot freed; a failed write stops the eval. */
+async function recordTrial(
+  state: EvalState,
+  log: ResultsLog,
+  { result, slot }: { result: TrialResult; slot?: TrialSlot },
+): Promise<void> {
+  try {
+    // An interrupted trial measured nothing; leaving it off disk makes `--resume` run it again.
+    if (result.category === 'interrupted') {
+      state.interrupted.push(result);
+      return;
+    }
+    try {
+      await log.append(result);
+    } catch (error) {
+      state.internal.abort(error);
+      throw error;
+    }
+    state.finished.set(key(result.taskId, result.trial), result);
+    state.tally.finishedThisRun++;
+    count(state.tally, result);
+    reportProgress(state, result);
+  } finally {
+    slot?.release();
+  }
+}
+
+/** Step account: every result in suite task order then trial order, and whether the eval finished. */
+function evalRunOf(state: EvalState): EvalRun {
+  const { finished, total } = state;
+  const order = new Map(state.options.suite.tasks.map((t, i) => [t.id, i]));
+  const results = [...finished.values(), ...state.interrupted].sort(
     (a, b) => (order.get(a.taskId) ?? 0) - (order.get(b.taskId) ?? 0) || a.trial - b.trial,
   );
-  const lost = finished.size < total && !stop.aborted ? enginesLost : undefined;
+  const lost = finished.size < total && !state.stop.aborted ? state.enginesLost : undefined;
   return {
     results,
-    resumed,
+    resumed: state.resumed,
     total,
-    n,
+    n: state.plan.n,
     interrupted: finished.size < total && !lost,
     ...(lost ? { enginesLost: lost.message } : {}),
-    startedAt: startedAt.toISOString(),
+    startedAt: state.startedAt.toISOString(),
     finishedAt: new Date().toISOString(),
-    resultsFile,
+    resultsFile: state.resultsFile,
   };
 }
 

@@ -39,14 +39,13 @@ export async function applyVerified(run: Run, image: RepoImage, changeSet: Chang
       changeSet,
     };
   }
-  run.progress.phase('apply', 'applying the verified patch to the host repo');
+  run.journal.append({ kind: 'apply_start' });
   try {
     await applyChangeSet(run.repoDir, changeSet, {
       expected,
       journalDir: defaultJournalDir(run.options.env),
     });
-    run.journal.append({ kind: 'apply', status: 'applied' });
-    run.progress.end(`${changeSet.entries.length} file(s) written`);
+    run.journal.append({ kind: 'apply', status: 'applied', files: changeSet.entries.length });
     return {
       outcome: 'ready-for-review',
       message: 'Verified fix applied to the working tree for review (nothing committed).',
@@ -54,7 +53,6 @@ export async function applyVerified(run: Run, image: RepoImage, changeSet: Chang
     };
   } catch (error) {
     run.journal.append({ kind: 'apply', status: 'not-applied', message: errorMessage(error) });
-    run.progress.end(`not applied: ${record.applyError}`);
     return {
       outcome: 'not-applied',
       message: `Verified, but not applied: ${record.applyError}. The patch is saved at ${record.patchFile}.`,

@@ -234,6 +234,10 @@ async function agentStep(attempt: Attempt, feedback: string | undefined): Promis
       costExceeded: () => run.costs.exceeded(),
     },
     events: run.events,
+    // The one step on the progress line with no event behind it: what a tool call runs, as
+    // it starts, quotes the model's input (a whole command line), which the event log never
+    // holds (events carry facts about calls, not their inputs); the call's end is its
+    // `tool_call` event. A live line that says what a long command is outweighs the rule.
     onToolStart: (call) => run.progress.detail(toolStartDetail(call)),
     signal,
     attempt: n,
@@ -273,7 +277,7 @@ async function freezeStep({ run, box }: Attempt): Promise<Ending | undefined> {
 
 /** Step collect: the change set read from the frozen sandbox, its paths on the journal, its patch saved. */
 async function collectStep({ run, plan, n, box }: Attempt): Promise<ChangeSet> {
-  run.progress.phase('verify', `attempt ${n}: checking the change`);
+  run.journal.append({ kind: 'collect_start', attempt: n });
   const changeSet = await collectChangeSet(box, {
     allowlist: plan.allowlist,
     ignore: plan.ignore,
@@ -351,7 +355,7 @@ async function verifyStep(
   changeSet: ChangeSet,
   notice: string,
 ): Promise<Ending | { tests: TestRun }> {
-  run.progress.detail(`attempt ${n}: verifying in a fresh sandbox`);
+  run.journal.append({ kind: 'verify_start', attempt: n });
   const verification = await verifyChange(run, n, changeSet, plan.tree, plan.layers, plan.heldOut);
   const tests = verification.tests;
   await run.dir.writeFile(`attempts/${n}/test-output.txt`, formatForRecord(verification));

@@ -1,4 +1,5 @@
-import type { HarnessEvent } from '../agent/events.js';
+import type { EventInput, EventSink } from '../agent/events.js';
+import { isRunEvent, type RunEvent } from '../runs/journal.js';
 
 /** What the fix loop reports while it works; the CLI decides how it looks. */
 export type Phase = 'validate' | 'image' | 'baseline' | 'attempt' | 'verify' | 'apply' | 'done';
@@ -49,45 +50,84 @@ export function toolStartDetail(call: { name: string; input: unknown; turn: numb
 
 /**
  * The progress line as a reader of the run's events: each event the line has something to
- * say about (an attempt starting, the agent's stop, how the attempt ended, the image, the
+ * say about (a step starting, the agent's stop, how the attempt ended, the image, the
  * baseline beside the first attempt, the loop's calls) becomes its phase, end or detail, so
- * the line says what the journal says, when it says it.
+ * the line says what the journal says, when it says it. A step that shows on the line appends
+ * an event; it never calls the line itself (the few exceptions say why where they are).
  */
-export function progressOfEvents(progress: ProgressSink): { emit(event: HarnessEvent): void } {
+export function progressOfEvents(progress: ProgressSink): EventSink {
   return {
     emit(event) {
-      const fields = event as HarnessEvent & { of?: number; summary?: string };
-      switch (event.kind) {
-        case 'attempt_start':
-          progress.phase('attempt', `attempt ${event.attempt ?? '?'}/${fields.of ?? '?'}`);
-          return;
-        case 'agent_end':
-          progress.end(
-            `agent ${event.status ?? '?'} after ${(fields as { turns?: number }).turns ?? 0} turns`,
-          );
-          return;
-        case 'attempt_end':
-          if (fields.summary !== undefined) progress.end(fields.summary);
-          return;
-        case 'image':
-          progress.end(`${event.message ?? ''}${event.status === 'reused' ? ' (cached)' : ' (built)'}`);
-          return;
-        case 'tool_call':
-          if (event.tool)
-            progress.detail(
-              `turn ${event.turn ?? '?'}: ${event.tool}${event.isError ? ` error: ${event.message ?? 'failed'}` : ''}`,
-            );
-          return;
-        case 'model_call':
-          progress.detail(`turn ${event.turn ?? '?'}: model answered`);
-          return;
-        case 'baseline':
-          // The baseline runs beside the first attempt: its verdict shows in whatever phase is live.
-          progress.detail(baselineLine(event));
-          return;
-      }
+      if (isRunEvent(event)) runEventProgress(progress, event);
+      else loopEventProgress(progress, event);
     },
   };
+}
+
+/** What a domain event of the journal shows on the line (most show nothing). */
+function runEventProgress(progress: ProgressSink, event: RunEvent): void {
+  switch (event.kind) {
+    case 'image_start':
+      progress.phase('image', 'sandbox image');
+      return;
+    case 'image':
+      progress.end(`${event.message}${event.status === 'reused' ? ' (cached)' : ' (built)'}`);
+      return;
+    case 'workspace_git':
+      if (event.workspaceGit.note !== undefined) progress.detail(`note: ${event.workspaceGit.note}`);
+      return;
+    case 'baseline':
+      // The baseline runs beside the first attempt: its verdict shows in whatever phase is live.
+      progress.detail(baselineLine(event));
+      return;
+    case 'attempt_start':
+      progress.phase('attempt', `attempt ${event.attempt}/${event.of ?? '?'}`);
+      return;
+    case 'agent_end':
+      progress.end(`agent ${event.status} after ${event.turns} turns`);
+      return;
+    case 'collect_start':
+      progress.phase('verify', `attempt ${event.attempt}: checking the change`);
+      return;
+    case 'verify_start':
+      progress.detail(`attempt ${event.attempt}: verifying in a fresh sandbox`);
+      return;
+    case 'verify_layer':
+      progress.detail(`attempt ${event.attempt}: verifying (${event.layer}: ${event.command})`);
+      return;
+    case 'review_start':
+      progress.detail(
+        `attempt ${event.attempt}: an independent checker reviews the change (round ${event.round})`,
+      );
+      return;
+    case 'attempt_end':
+      if (event.summary !== undefined) progress.end(event.summary);
+      return;
+    case 'apply_start':
+      progress.phase('apply', 'applying the verified patch to the host repo');
+      return;
+    case 'apply':
+      if (event.status === 'applied') progress.end(`${event.files ?? '?'} file(s) written`);
+      else if (event.status === 'not-applied') progress.end(`not applied: ${event.message}`);
+      return;
+    default:
+      return;
+  }
+}
+
+/** What a fact of the agent's loop shows on the line: each model answer and tool call. */
+function loopEventProgress(progress: ProgressSink, event: EventInput): void {
+  switch (event.kind) {
+    case 'tool_call':
+      if (event.tool)
+        progress.detail(
+          `turn ${event.turn ?? '?'}: ${event.tool}${event.isError ? ` error: ${event.message ?? 'failed'}` : ''}`,
+        );
+      return;
+    case 'model_call':
+      progress.detail(`turn ${event.turn ?? '?'}: model answered`);
+      return;
+  }
 }
 
 /** The baseline's verdict as a progress line. */

@@ -6,7 +6,7 @@
  * work; `ready-for-review` needs the checker's approval when review is on.
  */
 import { nestedSink } from '../agent/events.js';
-import { runAgentLoop } from '../agent/loop.js';
+import { runAgentLoop, type AgentLoopResult } from '../agent/loop.js';
 import { buildReviewRequest, buildSystemPrompt, CHECKER_RULES } from '../agent/prompt.js';
 import { createReviewToolRegistry } from '../agent/tools/registry.js';
 import type { SubmittedReview } from '../agent/tools/submit-review.js';
@@ -49,7 +49,7 @@ export async function reviewChange(
 ): Promise<Review> {
   const started = Date.now();
   const review = run.catalog.catalog.agent.review;
-  run.progress.detail(`attempt ${n}: an independent checker reviews the change (round ${round})`);
+  run.journal.append({ kind: 'review_start', attempt: n, round });
   // The checker's reasons go to the maker verbatim, so it sees no more of the held-out
   // tests than the maker does: not their files, not the output of a run that had them.
   const box = await run.sandboxes.create(
@@ -66,14 +66,7 @@ export async function reviewChange(
         .map((e) => ({ path: e.path, content: e.content!, mode: hostMode(e.mode ?? 0o644) & 0o777 })),
       { signal: run.signal },
     );
-    const system = buildSystemPrompt({
-      harnessRules: CHECKER_RULES,
-      ...(repoAgentsMd ? { repoAgentsMd } : {}),
-      rules: Object.entries(run.catalog.catalog.rules).map(([name, rule]) => ({ name, ...rule })),
-      editableFiles: run.catalog.catalog.agent.editableFiles,
-      testCommands: run.record.testCommand.map((l) => l.command),
-      catalogPathInSandbox: CATALOG_SANDBOX_PATH,
-    });
+    const system = checkerSystem(run, repoAgentsMd);
     run.transcript.push({ attempt: n, role: 'checker', system, messages });
     const loop = await runAgentLoop({
       sandbox: box,
@@ -96,26 +89,7 @@ export async function reviewChange(
       attempt: n,
       messages,
     });
-    // A checker that gave no verdict has not approved.
-    const submitted: SubmittedReview = capture.review ?? {
-      verdict: 'request-changes',
-      summary: `the checker gave no verdict (its loop ended: ${loop.status})`,
-      reasons: [{ text: 'no review was submitted' }],
-    };
-    const record: ReviewRecord = {
-      round,
-      verdict: submitted.verdict,
-      summary: submitted.summary,
-      reasons: submitted.reasons.map((r) => ({
-        ...(r.file ? { file: r.file } : {}),
-        ...(r.rule ? { rule: r.rule } : {}),
-        text: r.text,
-      })),
-      turns: loop.turns,
-      inputTokens: loop.usage.inputTokens,
-      outputTokens: loop.usage.outputTokens,
-      durationMs: Date.now() - started,
-    };
+    const { submitted, record } = checkerVerdict(capture.review, loop, round, started);
     // The checker's turns and tokens count into the run's (the fold adds them).
     run.journal.append({
       kind: 'review',
@@ -132,4 +106,45 @@ export async function reviewChange(
   } finally {
     await run.sandboxes.release(box);
   }
+}
+
+/** The checker's system prompt: its own rules, the catalog's, AGENTS.md; no word of the maker's. */
+function checkerSystem(run: Run, repoAgentsMd: string | undefined): string {
+  return buildSystemPrompt({
+    harnessRules: CHECKER_RULES,
+    ...(repoAgentsMd ? { repoAgentsMd } : {}),
+    rules: Object.entries(run.catalog.catalog.rules).map(([name, rule]) => ({ name, ...rule })),
+    editableFiles: run.catalog.catalog.agent.editableFiles,
+    testCommands: run.record.testCommand.map((l) => l.command),
+    catalogPathInSandbox: CATALOG_SANDBOX_PATH,
+  });
+}
+
+/** What the checker submitted (a checker that gave no verdict has not approved), as the record keeps it. */
+function checkerVerdict(
+  review: SubmittedReview | undefined,
+  loop: AgentLoopResult,
+  round: number,
+  started: number,
+): { submitted: SubmittedReview; record: ReviewRecord } {
+  const submitted: SubmittedReview = review ?? {
+    verdict: 'request-changes',
+    summary: `the checker gave no verdict (its loop ended: ${loop.status})`,
+    reasons: [{ text: 'no review was submitted' }],
+  };
+  const record: ReviewRecord = {
+    round,
+    verdict: submitted.verdict,
+    summary: submitted.summary,
+    reasons: submitted.reasons.map((r) => ({
+      ...(r.file ? { file: r.file } : {}),
+      ...(r.rule ? { rule: r.rule } : {}),
+      text: r.text,
+    })),
+    turns: loop.turns,
+    inputTokens: loop.usage.inputTokens,
+    outputTokens: loop.usage.outputTokens,
+    durationMs: Date.now() - started,
+  };
+  return { submitted, record };
 }

@@ -64,6 +64,7 @@ class BaselinePasses extends Interrupted {
 
 export async function runFix(options: FixOptions, deps: FixDeps): Promise<FixResult> {
   const progress = options.progress ?? silentProgress;
+  // Said directly, not from events: the checks decide whether there is a run (and a journal) at all.
   progress.phase('validate', 'checking catalog, ticket and model provider');
   const prepared = await prepare(options, deps);
   progress.end(
@@ -81,6 +82,7 @@ export async function runFix(options: FixOptions, deps: FixDeps): Promise<FixRes
   return closeRun(run, ending);
 }
 
+/** Said directly, not from events: the recovery happens before the run (and its journal) opens. */
 function reportRecovery(recovered: Recovery, progress: ProgressSink): void {
   progress.phase('apply', 'undoing an earlier apply to this repo that was interrupted');
   const left = recovered.leftAlone.length > 0 ? `; left as they are: ${recovered.leftAlone.join(', ')}` : '';
@@ -89,14 +91,54 @@ function reportRecovery(recovered: Recovery, progress: ProgressSink): void {
 
 /** Step 2: the run record, the event log, and one signal for Ctrl-C and the run time limit. */
 async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, progress: ProgressSink) {
-  const { catalog, ticket, provider, repoDir } = prepared;
+  const { catalog, ticket, repoDir } = prepared;
   // Read before the run folder exists: a bad folder is a configuration error, not a run.
   const verifier = catalog.catalog.agent.verifierFiles;
   const verifierFiles = verifier ? await loadVerifierFiles(catalog.file, verifier) : [];
   const dir = await RunDir.create(options.runsDir ?? runsDirFor(repoDir), options.runId);
   const started = Date.now();
-  const opening: RunRecord = {
-    id: dir.id,
+  const events = fanOut(
+    new JsonlEventSink(dir.path('events.jsonl')),
+    ...(options.events ? [options.events] : []),
+    progressOfEvents(progress),
+  );
+  prepared.retries.sink = events;
+  const journal = new RunJournal(events, dir, openingRecord(prepared, options, deps, dir.id, started));
+  const record = journal.record;
+  await journal.save();
+  await dir.writeFile('ticket.md', `# ${ticket.id}: ${ticket.title}\n\n${ticket.body}\n`);
+
+  const { signal, stopTimer } = runSignal(options, catalog.catalog.sandbox.timeouts.runSec);
+  const attemptImage: Run['attemptImage'] = {};
+  const run: Run = {
+    ...prepared,
+    options,
+    deps,
+    dir,
+    record,
+    journal,
+    events,
+    progress,
+    signal,
+    sandboxes: sandboxPool(prepared, options, deps, { runId: dir.id, record, attemptImage, verifierFiles }),
+    attemptImage,
+    transcript: [],
+    started,
+  };
+  return { run, stopTimer };
+}
+
+/** The run's record as it opens: its inputs, providers and settings; nothing measured yet. */
+function openingRecord(
+  prepared: Prepared,
+  options: FixOptions,
+  deps: FixDeps,
+  id: string,
+  started: number,
+): RunRecord {
+  const { catalog, ticket, provider, repoDir } = prepared;
+  return {
+    id,
     version: 2,
     harnessVersion: harnessVersion(),
     startedAt: new Date(started).toISOString(),
@@ -134,17 +176,10 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
     containers: [],
     testCommand: testLayers(catalog.catalog).map((l) => ({ name: l.name, command: l.command })),
   };
-  const events = fanOut(
-    new JsonlEventSink(dir.path('events.jsonl')),
-    ...(options.events ? [options.events] : []),
-    progressOfEvents(progress),
-  );
-  prepared.retries.sink = events;
-  const journal = new RunJournal(events, dir, opening);
-  const record = journal.record;
-  await journal.save();
-  await dir.writeFile('ticket.md', `# ${ticket.id}: ${ticket.title}\n\n${ticket.body}\n`);
+}
 
+/** One signal for the whole run: the caller's (Ctrl-C, an eval trial's budget) or the run time limit. */
+function runSignal(options: FixOptions, runSec: number): { signal: AbortSignal; stopTimer: () => void } {
   const controller = new AbortController();
   // A caller's own limit (an eval trial's time budget) keeps its name; anything else is Ctrl-C.
   const onAbort = () =>
@@ -153,7 +188,6 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
     );
   if (options.signal.aborted) onAbort();
   options.signal.addEventListener('abort', onAbort, { once: true });
-  const runSec = catalog.catalog.sandbox.timeouts.runSec;
   const timer = setTimeout(
     () => controller.abort(new RunTimeout(`the run time limit (${runSec}s) passed`)),
     runSec * 1000,
@@ -162,17 +196,32 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
     clearTimeout(timer);
     options.signal.removeEventListener('abort', onAbort);
   };
+  return { signal: controller.signal, stopTimer };
+}
 
+/** The run's sandboxes, each made from the spec of its role (attempt, verify, review, baseline). */
+function sandboxPool(
+  prepared: Prepared,
+  options: FixOptions,
+  deps: FixDeps,
+  run: {
+    runId: string;
+    record: RunRecord;
+    attemptImage: Run['attemptImage'];
+    verifierFiles: Awaited<ReturnType<typeof loadVerifierFiles>>;
+  },
+): SandboxPool {
+  const { catalog } = prepared;
+  const { record, attemptImage, verifierFiles } = run;
   const catalogFile = catalogSandboxFile(catalog);
-  const attemptImage: Run['attemptImage'] = {};
-  const sandboxes = new SandboxPool(
+  return new SandboxPool(
     deps.backend,
     (role) => ({
       // The agent's sandboxes come from the image with a git repository of the pristine tree.
       ...(role.startsWith('attempt-') && attemptImage.tag
         ? { image: attemptImage.tag, scanAgainst: record.image?.tag ?? '' }
         : { image: record.image?.tag ?? '' }),
-      runId: dir.id,
+      runId: run.runId,
       role,
       env: { ...catalog.catalog.sandbox.env, ...catalogSandboxEnv() },
       resources: resourcesFromCatalog(catalog.catalog),
@@ -183,22 +232,6 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
     }),
     options.keep,
   );
-  const run: Run = {
-    ...prepared,
-    options,
-    deps,
-    dir,
-    record,
-    journal,
-    events,
-    progress,
-    signal: controller.signal,
-    sandboxes,
-    attemptImage,
-    transcript: [],
-    started,
-  };
-  return { run, stopTimer };
 }
 
 async function fixTicket(run: Run): Promise<Ending> {
@@ -224,13 +257,13 @@ async function fixTicket(run: Run): Promise<Ending> {
 
 /** Step 3: the sandbox image, built or reused, and its pristine tree. */
 async function resolveImage(run: Run): Promise<RepoImage> {
-  run.progress.phase('image', 'sandbox image');
+  run.journal.append({ kind: 'image_start' });
   const image = await run.deps.image({
     repoDir: run.repoDir,
     ...catalogImageOptions(run.catalog),
     rebuild: run.options.rebuild,
     logFile: run.dir.path('image-build.log'),
-    // The build's steps pass on a live line only; its log file holds every line.
+    // The build's steps pass on a live line only (no event: its log file holds every line).
     onProgress: (line) => run.progress.tick?.(line.slice(0, 120)),
     signal: run.signal,
   });
@@ -270,7 +303,6 @@ async function prepareWorkspaceGit(run: Run, image: RepoImage, heldOut: readonly
     run.journal.append({ kind: 'workspace_git', workspaceGit: { state: git.state, image: git.image } });
   } else {
     run.journal.append({ kind: 'workspace_git', workspaceGit: { state: git.state, note: git.note } });
-    run.progress.detail(`note: ${git.note}`);
   }
 }
 

@@ -142,7 +142,8 @@ export async function verifyChange(
   const tests = await runTestLayers(box, layers, {
     timeoutMs,
     signal: run.signal,
-    onLayer: (layer) => run.progress.detail(`attempt ${n}: verifying (${layer.name}: ${layer.command})`),
+    onLayer: (layer) =>
+      run.journal.append({ kind: 'verify_layer', attempt: n, layer: layer.name, command: layer.command }),
   });
   if (rewardConfig) {
     // Nothing the tests started may rewrite the reward while it is read; the reward decides.

@@ -18,10 +18,16 @@ import type { AttemptRecord, ContainerRecord, ReviewRecord, RunDir, RunRecord } 
 
 type Defined<T> = Exclude<T, undefined>;
 
-/** Every event the record is folded from. */
+/**
+ * Every event the record is folded from, and the steps' starts (`*_start`, `verify_layer`):
+ * those say when a step began, for the log and the progress line, and leave the record as it
+ * is (a run recorded before them folds the same).
+ */
 export type RunEvent =
   /** The run's record as it opens (inputs, providers, settings; nothing measured yet). */
   | { kind: 'run_start'; record: RunRecord }
+  /** The image step began (a build can take minutes). */
+  | { kind: 'image_start' }
   | {
       kind: 'image';
       /** The image's tag, and whether it was `reused` or `built` (as before). */
@@ -53,6 +59,8 @@ export type RunEvent =
       inputTokens: number;
       outputTokens: number;
     }
+  /** The maker's loop and the freeze are over: the attempt's change is read and checked now. */
+  | { kind: 'collect_start'; attempt: number }
   /** The change set read from the attempt's sandbox (paths cut to what a record keeps). */
   | {
       kind: 'change';
@@ -69,6 +77,10 @@ export type RunEvent =
       message: string;
       gate: Defined<AttemptRecord['gate']>;
     }
+  /** The allowed change goes into a fresh sandbox from the pristine image, to be tested there. */
+  | { kind: 'verify_start'; attempt: number }
+  /** A layer of the catalog's test command starts in the verification sandbox. */
+  | { kind: 'verify_layer'; attempt: number; layer: string; command: string }
   | {
       kind: 'verify';
       attempt: number;
@@ -84,6 +96,8 @@ export type RunEvent =
       /** Set when the verification failed in a layer. */
       failingLayer?: string;
     }
+  /** A review round begins: the checker gets its own sandbox with the verified change. */
+  | { kind: 'review_start'; attempt: number; round: number }
   /** The checker's verdict; its turns and tokens count into the run's. */
   | {
       kind: 'review';
@@ -112,8 +126,13 @@ export type RunEvent =
   /** An attempt that never was one (stopped before its first model call): left out of the record. */
   | { kind: 'attempt_dropped'; attempt: number }
   | { kind: 'patch_saved'; patchFile: string }
-  /** The verified change: `saved` in the run folder, then written to the host repo or not. */
-  | { kind: 'apply'; status: 'saved' | 'applied' | 'not-applied'; message?: string }
+  /** The verified change is being written to the host repo (not with `--no-apply`). */
+  | { kind: 'apply_start' }
+  /**
+   * The verified change: `saved` in the run folder, then written to the host repo or not;
+   * `files`: how many were written (`applied`).
+   */
+  | { kind: 'apply'; status: 'saved' | 'applied' | 'not-applied'; message?: string; files?: number }
   /** `sandbox-harness apply <run>` wrote the verified change later. */
   | { kind: 'applied_later'; status: 'applied' | 'not-applied'; time: string; message?: string }
   | {
@@ -129,28 +148,36 @@ export type RunEvent =
 
 export type RunEventKind = RunEvent['kind'];
 
-const KINDS: ReadonlySet<string> = new Set<RunEventKind>([
-  'run_start',
-  'image',
-  'workspace_git',
-  'held_out',
-  'library',
-  'baseline',
-  'attempt_start',
-  'sandbox',
-  'agent_end',
-  'change',
-  'gate',
-  'verify',
-  'review',
-  'attempt_end',
-  'attempt_note',
-  'attempt_dropped',
-  'patch_saved',
-  'apply',
-  'applied_later',
-  'run_end',
-]);
+// Every kind, once (a kind added to `RunEvent` and not here is a type error).
+const KIND_LIST: Record<RunEventKind, true> = {
+  run_start: true,
+  image_start: true,
+  image: true,
+  workspace_git: true,
+  held_out: true,
+  library: true,
+  baseline: true,
+  attempt_start: true,
+  sandbox: true,
+  agent_end: true,
+  collect_start: true,
+  change: true,
+  gate: true,
+  verify_start: true,
+  verify_layer: true,
+  verify: true,
+  review_start: true,
+  review: true,
+  attempt_end: true,
+  attempt_note: true,
+  attempt_dropped: true,
+  patch_saved: true,
+  apply_start: true,
+  apply: true,
+  applied_later: true,
+  run_end: true,
+};
+const KINDS: ReadonlySet<string> = new Set(Object.keys(KIND_LIST));
 
 /** A line of a run's event log as read back: a domain event, or another kind of fact. */
 export type LoggedEvent = { kind: string; [field: string]: unknown };
@@ -175,6 +202,13 @@ export function isRunEvent(event: { kind: string }): event is RunEvent {
 export function applyRunEvent(record: RunRecord, event: RunEvent): void {
   switch (event.kind) {
     case 'run_start':
+    case 'image_start':
+    case 'collect_start':
+    case 'verify_start':
+    case 'verify_layer':
+    case 'review_start':
+    case 'apply_start':
+      // A step's start: the step's own event says what it found.
       return;
     case 'image':
       record.image = structuredClone(event.image);

@@ -14,6 +14,7 @@ import { ATTEMPT_VERDICTS, LOOP_STOPS, RUN_OUTCOMES, TEST_VERDICTS } from '../ou
 import { writeFileAtomic } from '../atomic-write.js';
 import { MODEL_ROLES } from '../llm/types.js';
 import { priceSchema } from '../llm/cost.js';
+import { storedEngineRefSchema } from '../sandbox/registry.js';
 
 export const HARNESS_DIR = '.sandbox-harness';
 
@@ -31,34 +32,6 @@ const BACKEND_NAME = /^[a-z][a-z0-9-]{0,31}$/;
 /** An engine's name in a fleet (engines.yaml `name:`, a context name, or made from a URL). */
 const ENGINE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
 const engineName = z.string().regex(ENGINE_NAME, { error: 'expected an engine name' });
-
-/**
- * Where a run's engine is found again (see `EngineRef`, from the registry). Hostile
- * data like the rest of the record: plain names, an absolute YAML path, an engine URL without
- * credentials; whatever it names is resolved with the user's own files and keys.
- */
-const engineRefSchema = z.union([
-  z.strictObject({
-    file: z
-      .string()
-      .max(4096)
-      .regex(/^\/[^\0\n]*\.ya?ml$/, { error: 'expected the absolute path of an engines file (.yaml)' }),
-    entry: engineName,
-  }),
-  z.strictObject({
-    context: z
-      .string()
-      .regex(/^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$/, { error: 'expected a docker context name' }),
-  }),
-  z.strictObject({
-    url: z
-      .string()
-      .max(500)
-      .regex(/^(tcp|https|http|ssh|unix):\/\/[^\s:@/]*(@[^\s:@/]+)?[^\s@]*$/, {
-        error: 'expected an engine URL without a password (tcp://, ssh://, unix://)',
-      }),
-  }),
-]);
 
 const containerSchema = z.object({
   role: z.string().max(64),
@@ -198,8 +171,11 @@ export const runRecordSchema = z.object({
   backend: z.string().regex(BACKEND_NAME, { error: 'expected a backend name' }).optional(),
   /** The engine its sandboxes ran on: `local`, or the fleet's name for it. */
   engine: engineName.optional(),
-  /** How to reach that engine again; absent for the local engine. */
-  engineRef: engineRefSchema.optional(),
+  /**
+   * How to reach that engine again: `{ backend, ...fields that backend owns }`, checked by that
+   * backend's schema (through the registry); absent for the local engine.
+   */
+  engineRef: storedEngineRefSchema.optional(),
   /** The OCI runtime its sandboxes ran under (`runc`, `runsc`, ...), as the engine names it. */
   runtime: z.string().optional(),
   provider: z.object({ name: z.string(), model: z.string() }),
@@ -256,7 +232,7 @@ export type RunRecord = z.infer<typeof runRecordSchema>;
 export type AttemptRecord = z.infer<typeof attemptRecordSchema>;
 export type ContainerRecord = z.infer<typeof containerSchema>;
 export type ReviewRecord = z.infer<typeof reviewSchema>;
-export type EngineRefRecord = z.infer<typeof engineRefSchema>;
+export type EngineRefRecord = z.infer<typeof storedEngineRefSchema>;
 
 export function newRunId(now = new Date()): string {
   const stamp = now.toISOString().replace(/[-:]/g, '').replace('T', '-').replace(/\..*$/, '');

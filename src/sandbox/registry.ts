@@ -3,8 +3,15 @@
  * evals ask for a provider and get the backend, its images and its pre-flight check, never
  * a Docker type. Only the chosen backend's code is loaded.
  */
+import type { z } from 'zod';
 import { UsageError } from '../errors.js';
-import type { EngineRef, EngineSpec, ResolveEnginesOptions } from './docker/fleet/engines-file.js';
+import type { EngineSpec, ResolveEnginesOptions } from './docker/fleet/engines-file.js';
+// A record's engine reference, read back: each backend's schema is small and engine-free.
+import {
+  describeDockerEngineRef,
+  dockerEngineFields,
+  dockerEngineRefSchema,
+} from './docker/fleet/engine-ref.js';
 import type { EngineHandle, ProviderOptions, SandboxProvider } from './types.js';
 
 export const BACKEND_NAMES = ['docker'] as const;
@@ -57,12 +64,35 @@ export async function resolveEngines(options: ResolveEnginesOptions = {}): Promi
   return (await import('./docker/fleet/engines-file.js')).resolveEngines(options);
 }
 
-/** The engine a run record names again (an engines file entry, a context, a URL). */
+/**
+ * How a run record names its engine again: `{ backend, ...fields that backend owns }`, the
+ * fields opaque to everything above the registry and checked by the backend's own schema when
+ * the record is read. A reference without `backend` is Docker's (records written before
+ * references named their backend). A second backend adds its schema to this union.
+ */
+export const storedEngineRefSchema = dockerEngineRefSchema;
+export type StoredEngineRef = z.infer<typeof storedEngineRefSchema>;
+
+/** The engine a run record names again, found by the backend that wrote the reference. */
 export async function resolveStoredEngine(
-  ref: EngineRef,
+  ref: StoredEngineRef,
   options: { env?: NodeJS.ProcessEnv } = {},
 ): Promise<EngineSpec> {
-  return (await import('./docker/fleet/engines-file.js')).resolveStoredEngine(ref, options);
+  switch (ref.backend ?? 'docker') {
+    case 'docker':
+      return (await import('./docker/fleet/engines-file.js')).resolveStoredEngine(
+        dockerEngineFields(ref),
+        options,
+      );
+  }
+}
+
+/** Where a run record's engine reference leads, for messages (the backend's words; no secrets). */
+export function describeStoredEngine(ref: StoredEngineRef): string {
+  switch (ref.backend ?? 'docker') {
+    case 'docker':
+      return describeDockerEngineRef(dockerEngineFields(ref));
+  }
 }
 
 /** What connects to an engine of a spec: made once, then called per engine (a fleet connects many). */

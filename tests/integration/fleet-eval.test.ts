@@ -244,7 +244,7 @@ describe('kept containers on another engine', () => {
     const engineName = `${a.address}-2376`;
     expect(failed.engine).toBe(engineName);
     const record = await runJson(out, failed.runId!);
-    expect(record.engineRef).toEqual({ url: a.url });
+    expect(record.engineRef).toEqual({ backend: 'docker', url: a.url });
     const kept = record.containers.find((c) => c.kept)!;
     expect((await a.engine.inspectContainer(kept.id))?.running).toBe(false);
 

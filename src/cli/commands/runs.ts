@@ -16,6 +16,7 @@ import {
 import { loadCatalog } from '../../catalog/load.js';
 import {
   connectEngine,
+  describeStoredEngine,
   resolveStoredEngine,
   sandboxProvider,
   type EngineSpec,
@@ -74,7 +75,7 @@ export async function backendOfRun(
     } catch (error) {
       if (!(error instanceof HarnessError)) throw error;
       throw new UsageError(
-        `run ${record.id} ran on engine ${name}, which cannot be reached as its record says (${describeRef(record.engineRef)}): ${error.message}`,
+        `run ${record.id} ran on engine ${name}, which cannot be reached as its record says (${describeStoredEngine(record.engineRef)}): ${error.message}`,
         {
           hint: `Name the engine again: --engines FILE (listing it as \`${name}\`) or --engine CONTEXT-OR-URL.`,
         },
@@ -90,11 +91,6 @@ export async function backendOfRun(
   }
   if (!spec) return (await sandboxProvider()).backend;
   return (await sandboxProvider('docker', { engine: await connectEngine({ ...spec, name }) })).backend;
-}
-
-function describeRef(ref: NonNullable<RunRecord['engineRef']>): string {
-  if ('file' in ref) return `entry ${ref.entry} of ${ref.file}`;
-  return 'context' in ref ? `docker context ${ref.context}` : ref.url;
 }
 
 /** Where run records are: `--runs-dir`, else the repo of `--catalog`, else `--repo` or the working directory. */

@@ -34,6 +34,8 @@ import {
 import { scripted, text, toolUse, type Turn } from '../agent/helpers.js';
 import { EXAMPLE_DIR } from '../../../src/demo.js';
 import { expectRecordIsFoldOfEvents, runFoldersUnder } from '../../helpers/journal.js';
+import { MemoryEventSink } from '../../../src/agent/events.js';
+import { progressOfEvents, type ProgressSink } from '../../../src/fix/progress.js';
 
 const FIX_EDIT = toolUse('e1', 'edit_file', {
   path: 'src/shipping.ts',
@@ -157,6 +159,17 @@ async function harness(): Promise<Harness> {
 }
 
 const fixingTurns: Turn[] = [{ content: [FIX_EDIT] }, { content: [text('fixed')] }];
+const HARD_CODE = toolUse('h1', 'edit_file', {
+  path: 'src/shipping.ts',
+  search: 'return order.totalEur >= FREE_SHIPPING_THRESHOLD ? 0 : STANDARD_SHIPPING_FEE;',
+  replacement: 'return order.totalEur >= 39 ? 0 : STANDARD_SHIPPING_FEE;',
+});
+/** The tests see behaviour only: a hard-coded 39 passes them as well as the right fix. */
+const behaviour: ExecHandler = (command, _options, sandbox) => {
+  if (command !== 'npm test') return { exitCode: 0 };
+  const source = sandbox.text('src/shipping.ts') ?? '';
+  return { exitCode: source.includes('THRESHOLD = 39;') || source.includes('>= 39 ?') ? 0 : 1 };
+};
 const idleTurns: Turn[] = [{ content: [text('no idea')] }];
 
 describe('runFix with fakes', () => {
@@ -907,17 +920,6 @@ describe('runFix with fakes', () => {
 });
 
 describe('runFix with an independent checker', () => {
-  const HARD_CODE = toolUse('h1', 'edit_file', {
-    path: 'src/shipping.ts',
-    search: 'return order.totalEur >= FREE_SHIPPING_THRESHOLD ? 0 : STANDARD_SHIPPING_FEE;',
-    replacement: 'return order.totalEur >= 39 ? 0 : STANDARD_SHIPPING_FEE;',
-  });
-  // The tests see behaviour only: a hard-coded 39 passes them as well as the right fix.
-  const behaviour: ExecHandler = (command, _options, sandbox) => {
-    if (command !== 'npm test') return { exitCode: 0 };
-    const source = sandbox.text('src/shipping.ts') ?? '';
-    return { exitCode: source.includes('THRESHOLD = 39;') || source.includes('>= 39 ?') ? 0 : 1 };
-  };
   const requestChanges = toolUse('r1', 'submit_review', {
     verdict: 'request-changes',
     summary: 'The threshold is hard-coded in shippingFee while the constant still says 50.',
@@ -1403,6 +1405,124 @@ describe('runFix: the progress line', () => {
       'phase attempt 2: checking the change',
       'end verified: 1 file(s), tests pass in a fresh sandbox',
     ]);
+  });
+});
+
+describe('runFix: the progress line follows from the journal', () => {
+  /** Every call of a progress sink, as a line. */
+  function recorder(lines: string[]): ProgressSink {
+    return {
+      phase: (phase, text) => lines.push(`phase ${phase} ${text}`),
+      detail: (text) => lines.push(`detail ${text}`),
+      tick: (text) => lines.push(`tick ${text}`),
+      end: (text) => lines.push(`end ${text}`),
+    };
+  }
+
+  /**
+   * The run's progress line is what its events say, line for line, but for the lines said
+   * directly for a reason written where they are said (`direct`, in order): the checks before
+   * the run and its journal exist, a tool call as it starts (it quotes the model's input,
+   * which the log never holds), an image build's steps (live lines only, the build log has them).
+   */
+  function expectProgressFollowsEvents(live: string[], events: MemoryEventSink, direct: string[]): void {
+    const replayed: string[] = [];
+    const follow = progressOfEvents(recorder(replayed));
+    for (const event of events.events) follow.emit(event);
+    expect(live.filter((line) => !direct.includes(line))).toEqual(replayed);
+    expect(live.filter((line) => direct.includes(line))).toEqual(direct);
+  }
+
+  const validate = [
+    'phase validate checking catalog, ticket and model provider',
+    'end shipping-service: ticket OPS-412, replay scripted',
+  ];
+  const toolStart = 'detail turn 1: edit_file src/shipping.ts';
+
+  it('for every step: image, baseline, attempts, the change checked, each test layer, review rounds, apply', async () => {
+    const h = await harness();
+    await h.catalog((yaml) =>
+      yaml.replace(
+        'testCommand: npm test',
+        'testCommand:\n    - { name: unit, command: npm test }\n    - { name: lint, command: "true" }',
+      ),
+    );
+    const wrong = toolUse('w1', 'edit_file', {
+      path: 'src/shipping.ts',
+      search: 'FREE_SHIPPING_THRESHOLD = 50;',
+      replacement: 'FREE_SHIPPING_THRESHOLD = 49;',
+    });
+    const maker = scripted([
+      { content: [wrong] },
+      { content: [text('done')] },
+      { content: [HARD_CODE] },
+      { content: [text('done')] },
+      { content: [FIX_EDIT] },
+      { content: [text('done')] },
+    ]);
+    const checker = scripted([
+      { content: [toolUse('c1', 'read_file', { path: 'src/shipping.ts' })] },
+      {
+        content: [
+          toolUse('r1', 'submit_review', {
+            verdict: 'request-changes',
+            summary: 'hard-coded',
+            reasons: [{ text: 'use the constant' }],
+          }),
+        ],
+      },
+      { content: [toolUse('r2', 'submit_review', { verdict: 'approve', summary: 'fine', reasons: [] })] },
+    ]);
+    const deps = h.deps(maker, behaviour);
+    const live: string[] = [];
+    const events = new MemoryEventSink();
+    const result = await runFix(h.options({ review: true, progress: recorder(live), events }), {
+      ...deps,
+      image: async (request) => {
+        request.onProgress?.('Step 1/2 : FROM sandbox-harness/base-node:20');
+        return deps.image(request);
+      },
+      createProvider: async (options: { role?: string }) => (options.role === 'checker' ? checker : maker),
+    });
+    expect(result.outcome).toBe('ready-for-review');
+    expect(live).toEqual(
+      expect.arrayContaining([
+        'phase image sandbox image',
+        'phase verify attempt 1: checking the change',
+        'detail attempt 1: verifying in a fresh sandbox',
+        'detail attempt 1: verifying (unit: npm test)',
+        'detail attempt 2: verifying (lint: true)',
+        'detail attempt 2: an independent checker reviews the change (round 1)',
+        'detail attempt 3: an independent checker reviews the change (round 2)',
+        'phase apply applying the verified patch to the host repo',
+        'end 1 file(s) written',
+      ]),
+    );
+    expectProgressFollowsEvents(live, events, [
+      ...validate,
+      'tick Step 1/2 : FROM sandbox-harness/base-node:20',
+      toolStart,
+      toolStart,
+      toolStart,
+    ]);
+  });
+
+  it('for a change that could not be applied, and a workspace that could not be made a git repository', async () => {
+    const h = await harness();
+    const deps = h.deps(scripted(fixingTurns));
+    Object.assign(deps.backend, {
+      workspaceGitImage: async () => ({ state: 'no-git', note: 'the image has no git' }),
+    });
+    // The host file changed since the image was built: the verified change is not written.
+    const file = join(h.repo, 'src', 'shipping.ts');
+    await writeFile(file, `${await readFile(file, 'utf8')}\n`);
+    const live: string[] = [];
+    const events = new MemoryEventSink();
+    const result = await runFix(h.options({ progress: recorder(live), events }), deps);
+    expect(result.outcome).toBe('not-applied');
+    expect(live).toContain('detail note: the image has no git');
+    expect(live).toContainEqual(expect.stringMatching(/^end not applied: /));
+    expectProgressFollowsEvents(live, events, [...validate, toolStart]);
   });
 });
 

@@ -198,10 +198,11 @@ describe('an engine can be found again from what a run record keeps', () => {
       cwd: dir,
       env,
     });
+    // Each names its backend: a run record keeps it as it is, and reads it back through that backend.
     expect(specs.map((s) => s.ref)).toEqual([
-      { file: path.join(dir, 'engines.yaml'), entry: 'gpu-1' },
-      { context: 'build-box' },
-      { url: 'ssh://ci@runner-3' },
+      { backend: 'docker', file: path.join(dir, 'engines.yaml'), entry: 'gpu-1' },
+      { backend: 'docker', context: 'build-box' },
+      { backend: 'docker', url: 'ssh://ci@runner-3' },
     ]);
     expect(JSON.stringify(specs.map((s) => s.ref))).not.toMatch(/PRIVATE|cert\b|key\b/);
     // The local engine used by default needs none.

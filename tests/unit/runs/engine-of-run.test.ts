@@ -10,7 +10,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { backendOfRun } from '../../../src/cli/commands/runs.js';
 import type { CliContext } from '../../../src/cli/context.js';
 import { UsageError } from '../../../src/errors.js';
-import type { RunRecord } from '../../../src/runs/record.js';
+import { resolveRun, type RunRecord } from '../../../src/runs/record.js';
+import { ROOT } from '../../helpers/cli.js';
 
 let dir: string;
 let ctx: CliContext;
@@ -45,6 +46,31 @@ describe('the engine of a run', () => {
       {},
     );
     expect(backend.engine).toBe('box-b');
+  });
+
+  it('is reached through the backend its reference names, whose fields only that backend reads', async () => {
+    const backend = await backendOfRun(
+      ctx,
+      record({
+        engine: 'box-b',
+        engineRef: { backend: 'docker', file: path.join(dir, 'engines.yaml'), entry: 'box-b' },
+      }),
+      {},
+    );
+    expect(backend.engine).toBe('box-b');
+    await expect(
+      backendOfRun(ctx, record({ engine: 'box-z', engineRef: { backend: 'docker', context: 'gone' } }), {}),
+    ).rejects.toThrow(
+      /ran on engine box-z, which cannot be reached as its record says \(docker context gone\)/,
+    );
+  });
+
+  it('of an old record (a reference from before references named their backend) is still found', async () => {
+    const runsDir = path.join(ROOT, 'tests', 'fixtures', 'runs', 'engine-ref-before-backend');
+    const stored = await resolveRun(runsDir, 'last');
+    expect(stored.record.engineRef).toEqual({ url: 'unix:///run/box-a.sock' });
+    const backend = await backendOfRun(ctx, stored.record, {});
+    expect(backend.engine).toBe('box-a');
   });
 
   it('is looked up by name among the engines the user names, which win over the record', async () => {

@@ -105,6 +105,30 @@ describe('foldRun', () => {
     expect(once).not.toBe(foldRun(events));
   });
 
+  it("a step's start leaves the record as it is: a run logged before those events folds the same", () => {
+    const starts = (n: number): RunEvent[] => [
+      { kind: 'collect_start', attempt: n },
+      { kind: 'verify_start', attempt: n },
+      { kind: 'verify_layer', attempt: n, layer: 'test', command: 'npm test' },
+      { kind: 'review_start', attempt: n, round: 1 },
+    ];
+    const without: RunEvent[] = [
+      { kind: 'run_start', record: opening() },
+      ...attemptEvents(1, 'tests-failed'),
+      ...attemptEvents(2, 'passed'),
+      { kind: 'apply', status: 'applied' },
+    ];
+    const withStarts: RunEvent[] = [
+      { kind: 'run_start', record: opening() },
+      { kind: 'image_start' },
+      ...attemptEvents(1, 'tests-failed').flatMap((e) => (e.kind === 'change' ? [...starts(1), e] : [e])),
+      ...attemptEvents(2, 'passed').flatMap((e) => (e.kind === 'change' ? [...starts(2), e] : [e])),
+      { kind: 'apply_start' },
+      { kind: 'apply', status: 'applied', files: 1 },
+    ];
+    expect(JSON.stringify(foldRun(withStarts))).toBe(JSON.stringify(foldRun(without)));
+  });
+
   it('has no record without a run_start (a log of an older harness)', () => {
     expect(foldRun([{ kind: 'attempt_start', attempt: 1 }, { kind: 'model_call' }])).toBeUndefined();
   });

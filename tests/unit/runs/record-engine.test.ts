@@ -38,6 +38,28 @@ describe('engine fields of run.json', () => {
     }
   });
 
+  it('accepts a reference that names its backend (docker) beside the fields that backend owns', () => {
+    for (const engineRef of [
+      { backend: 'docker', file: '/home/me/engines.yaml', entry: 'box-a' },
+      { backend: 'docker', context: 'build-box' },
+      { backend: 'docker', url: 'tcp://10.0.0.5:2376' },
+    ] satisfies RunRecord['engineRef'][]) {
+      expect(recordProblem(record({ engine: 'box-a', engineRef }), 'run-1')).toBeUndefined();
+    }
+    // The backend's own schema checks its fields, named or not; no backend reads another's fields.
+    for (const engineRef of [
+      { backend: 'docker', context: '-H tcp://x' },
+      { backend: 'docker', url: 'ssh://ci:hunter2@runner-3' },
+      { backend: 'kubernetes', url: 'tcp://10.0.0.5:2376' },
+      { backend: 'docker', url: 'tcp://h:1', tls: { key: 'PRIVATE' } },
+    ]) {
+      expect(
+        recordProblem(record({ engine: 'box-a', engineRef }), 'run-1'),
+        JSON.stringify(engineRef),
+      ).toMatch(/engineRef/);
+    }
+  });
+
   it('refuses a reference that is not a plain name, an absolute engines file or an engine URL without a password', () => {
     const refused: Array<[unknown, RegExp]> = [
       [{ file: 'engines.yaml', entry: 'box-a' }, /engineRef/],

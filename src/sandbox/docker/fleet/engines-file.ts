@@ -32,14 +32,9 @@ import {
   resolveEngineRef,
   type EngineEndpoint,
 } from '../endpoint.js';
+import { dockerEngineRef, type DockerEngineFields, type EngineRef } from './engine-ref.js';
 
-/**
- * How to name an engine again later, when only a run record is left (`inspect`, `shell`,
- * `rerun-tests` of a kept container): an entry of an engines file, a docker context, or the
- * URL given to `--engine`. Never a secret: the TLS and ssh keys are read again from where
- * they are kept.
- */
-export type EngineRef = { file: string; entry: string } | { context: string } | { url: string };
+export type { EngineRef } from './engine-ref.js';
 
 export interface EngineSpec {
   /** Unique in the fleet; names the engine in progress, results and messages. */
@@ -169,7 +164,7 @@ async function engineFromRef(ref: string, env: NodeJS.ProcessEnv): Promise<Engin
     const endpoint = await resolveEngineRef(ref, { env, label: origin });
     const isUrl = ref.includes('://');
     const name = isUrl ? defaultName(endpoint) : ref;
-    return { name, endpoint, origin, ref: isUrl ? { url: ref } : { context: ref } };
+    return { name, endpoint, origin, ref: dockerEngineRef(isUrl ? { url: ref } : { context: ref }) };
   } catch (error) {
     if (error instanceof ConfigError) {
       // A bad command-line value is a usage error (exit 2 either way), said as such.
@@ -195,7 +190,7 @@ function defaultName(endpoint: EngineEndpoint): string {
  * containers that carry the run's id.
  */
 export async function resolveStoredEngine(
-  ref: EngineRef,
+  ref: DockerEngineFields,
   options: { env?: NodeJS.ProcessEnv } = {},
 ): Promise<EngineSpec> {
   const env = options.env ?? process.env;
@@ -267,7 +262,7 @@ export async function loadEnginesFile(
       specs.push({
         name,
         endpoint,
-        ref: { file: absolute, entry: name },
+        ref: dockerEngineRef({ file: absolute, entry: name }),
         ...(entry.capacity === undefined ? {} : { capacity: entry.capacity }),
         origin: origin(),
       });
