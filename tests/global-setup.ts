@@ -6,7 +6,7 @@
  * never skip, without it.
  */
 import { execFileSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { chmodSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -53,6 +53,8 @@ export function ensureBuilt(
         `${stdout ?? ''}${stderr ?? ''}`,
     );
   }
+  // What `npm run build` does after tsc: the CLI is run as ./dist/main.js and through `npm link`.
+  chmodSync(join(root, 'dist', 'main.js'), 0o755);
 }
 
 export default function setup(): void {
