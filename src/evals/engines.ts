@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { LoadedCatalog } from '../catalog/load.js';
 import type { BaselineCache, BaselineResult } from '../fix/baseline.js';
 import type { FixDeps } from '../fix/context.js';
+import { formatDuration } from '../format.js';
 import { catalogImageOptions, fixDeps, reuseImages } from '../fix/deps.js';
 import type { Fleet } from '../fleet/fleet.js';
 import { sandboxProvider } from '../sandbox/registry.js';
@@ -95,7 +96,7 @@ async function prepareEngine(options: FleetDepsOptions, name: string): Promise<F
       onLine: say,
     });
     if (presence.how !== 'present') {
-      say(`${presence.tag} ${presence.how} in ${(presence.durationMs / 1000).toFixed(1)} s`);
+      say(`${presence.tag} ${presence.how} in ${formatDuration(presence.durationMs)}`);
     }
   }
   for (const task of options.tasks) {

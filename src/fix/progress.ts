@@ -1,4 +1,5 @@
 import type { HarnessEvent } from '../agent/events.js';
+import { formatDuration } from '../format.js';
 
 /** What the fix loop reports while it works; the CLI decides how it looks. */
 export type Phase = 'validate' | 'image' | 'baseline' | 'attempt' | 'verify' | 'apply' | 'done';
@@ -97,7 +98,7 @@ function baselineLine(event: {
   exitCode?: number;
   message?: string;
 }): string {
-  const took = event.durationMs === undefined ? '' : ` in ${(event.durationMs / 1000).toFixed(1)} s`;
+  const took = event.durationMs === undefined ? '' : ` in ${formatDuration(event.durationMs)}`;
   const what =
     event.status === 'broken'
       ? `the test command itself failed to run (${event.message ?? 'see the record'})`

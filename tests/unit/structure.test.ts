@@ -112,3 +112,52 @@ describe('HTML is safe by type', () => {
     ]);
   });
 });
+
+describe('sizes and durations are written for people in src/format.ts only', () => {
+  // A number shown with a unit is a division by a unit's factor inside a template, a
+  // `.toFixed` of one, a unit's name as a string, or a unit written after an interpolation.
+  // Limit arithmetic (`4 * 1024 * 1024`, `testSec * 1000`, the catalog's `1g` parser) does
+  // none of these; neither does a setting echoed in its own unit (`${timeoutSec}s`) or an
+  // exact byte count at a limit (`1025 bytes is over the 1024-byte cap`), where rounding
+  // would hide the very difference the message is about.
+  const FACTOR = String.raw`(?:1000|1e3|1_000|60_?000|1024|1e6|1e9|1_000_000)\b`;
+  const handFormatting = [
+    new RegExp(String.raw`\$\{[^{}]*\/\s*${FACTOR}[^{}]*\}`),
+    new RegExp(String.raw`\/\s*${FACTOR}(?:\s*\*\*\s*\d)?\s*\)\s*\.toFixed\(`),
+    /['"`][KMGTP]i?B['"`]/,
+    /\}\s?(?:[KMGTP]i?B|ms|min)\b/,
+  ];
+  const formatsByHand = (code: string) => handFormatting.some((re) => re.test(code));
+
+  it('no file but src/format.ts turns bytes or milliseconds into text by hand', async () => {
+    const hits: string[] = [];
+    for (const pattern of handFormatting) hits.push(...(await filesMatching(pattern)));
+    expect([...new Set(hits)].filter((f) => f !== 'src/format.ts').sort()).toEqual([]);
+  });
+
+  it('the check sees the hand-written formatters it replaced (so the test above can fail)', () => {
+    for (const code of [
+      'return `${(bytes / 1e9).toFixed(1)} GB`;',
+      'return `${(bytes / 1024 ** 3).toFixed(1)} GiB`;',
+      "const units = ['B', 'KB', 'MB', 'GB', 'TB'];",
+      'const took = `+${((at - start) / 1000).toFixed(1)} s`;',
+      'throw new Error(`did not finish within ${timeoutMs / 1000} s`);',
+      'say(`wait ${Math.ceil(retryAfterMs / 1000)}s`);',
+      'detail: `ran in ${elapsed} ms`,',
+      'const s = (ms / 1000).toFixed(1);',
+    ])
+      expect(formatsByHand(code), code).toBe(true);
+  });
+
+  it('the check leaves limit arithmetic and settings in their own unit alone', () => {
+    for (const code of [
+      'maxFileBytes: 4 * 1024 * 1024 * 1024,',
+      'timeoutMs: catalog.sandbox.timeouts.testSec * 1000,',
+      "const UNITS = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 };",
+      'const timeoutSec = Math.max(1, Math.ceil(timeoutMs / 1000));',
+      'new RunTimeout(`the run time limit (${runSec}s) passed`)',
+      'why: `${bytes} bytes changed, over the ${limit}-byte limit`,',
+    ])
+      expect(formatsByHand(code), code).toBe(false);
+  });
+});
