@@ -161,3 +161,23 @@ describe('sizes and durations are written for people in src/format.ts only', () 
       expect(formatsByHand(code), code).toBe(false);
   });
 });
+
+describe('plain-text tables are laid out in src/format.ts only', () => {
+  // A hand-made table measures its column from its rows (`Math.max(...rows.map((r) =>
+  // r.id.length))`) and pads to that; `textTable` and `alignColumns` do it once.
+  const measuresColumns = /Math\.max\([^;]*\.\.\.[^;]*\.length/;
+
+  it('no file but src/format.ts measures a column width from its rows', async () => {
+    expect((await filesMatching(measuresColumns)).filter((f) => f !== 'src/format.ts')).toEqual([]);
+  });
+
+  it('the check sees the hand-padded tables it replaced, and not a length clamp', () => {
+    expect(measuresColumns.test('const width = Math.max(4, ...backlog.items.map((i) => i.id.length));')).toBe(
+      true,
+    );
+    expect(measuresColumns.test('const width = Math.max(...checks.map((c) => c.name.length));')).toBe(true);
+    expect(
+      measuresColumns.test('const keep = rest.subarray(Math.max(0, rest.length - this.tailLimit));'),
+    ).toBe(false);
+  });
+});
