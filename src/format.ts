@@ -9,6 +9,11 @@
  * columns line up; a page (the viewer, the eval report, Markdown and HTML alike) spells its
  * units out (`12.3 s`, `3 min 05 s`) for a reader with room. Both round the same way, so a
  * quantity never reads `60.0 s` or `1m60s`. Sizes read the same in both.
+ *
+ * Left out on purpose: a setting echoed in the unit it is written in (`timeoutSec` 900 is
+ * `the 900s maximum`, the number the model or the user typed), an exact byte count at a
+ * limit (`1025 bytes is over the 1024-byte cap`: rounding would hide the difference), and
+ * unit conversions for machines (`--json`, records, Inspect's seconds), which are not text.
  */
 
 // ---------------------------------------------------------------------------------------
