@@ -4,6 +4,8 @@
  * `src/cli/exit-codes.ts`, the only place that maps them), and an optional `hint` saying
  * what to do about it. Only `src/agent/tool-errors.ts` turns them into tool results.
  */
+import { formatBytes } from './format.js';
+
 export type ErrorCategory = 'usage' | 'config' | 'infrastructure' | 'interrupted' | 'limit' | 'internal';
 
 export interface HarnessErrorOptions {
@@ -161,12 +163,6 @@ export class VerificationMismatch extends HarnessError {
   constructor(message: string, options?: HarnessErrorOptions) {
     super('VERIFY_MISMATCH', 'internal', message, options);
   }
-}
-
-function formatBytes(bytes: number): string {
-  if (bytes >= 1024 ** 3) return `${(bytes / 1024 ** 3).toFixed(2)} GiB`;
-  if (bytes >= 1024 ** 2) return `${(bytes / 1024 ** 2).toFixed(1)} MiB`;
-  return `${bytes} bytes`;
 }
 
 /** The user pressed Ctrl-C (or a signal arrived); work stopped on purpose. */

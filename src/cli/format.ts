@@ -1,7 +1,7 @@
 import { relative } from 'node:path';
 
 /** Small text helpers for human output; sizes, durations and tables come from `src/format.ts`. */
-export { formatDuration, textTable as table } from '../format.js';
+export { alignColumns, formatBytes, formatDuration, textTable as table } from '../format.js';
 
 /** Parses `24h`, `30m`, `7d`, `90s` into milliseconds. */
 export function parseAge(text: string): number | undefined {

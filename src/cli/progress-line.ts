@@ -1,4 +1,5 @@
 import type { Phase, ProgressSink } from '../fix/progress.js';
+import { formatDuration } from '../format.js';
 import { terminalSafe } from './terminal.js';
 
 const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
@@ -33,7 +34,7 @@ export function terminalProgress(stream: NodeJS.WritableStream, isTTY: boolean):
   let drawn = false;
   let timer: NodeJS.Timeout | undefined;
   const columns = () => (stream as NodeJS.WriteStream).columns ?? 100;
-  const elapsed = () => (current ? `${((Date.now() - current.started) / 1000).toFixed(1)}s` : '');
+  const elapsed = () => (current ? formatDuration(Date.now() - current.started) : '');
   const stopTimer = () => {
     if (timer) clearInterval(timer);
     timer = undefined;

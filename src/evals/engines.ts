@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { LoadedCatalog } from '../catalog/load.js';
 import type { BaselineCache, BaselineResult } from '../fix/baseline.js';
 import type { FixDeps } from '../fix/context.js';
+import { formatDuration } from '../format.js';
 import { catalogImageOptions, fixDeps, reuseImages } from '../fix/deps.js';
 import type { Fleet } from '../fleet/fleet.js';
 import { ImageError } from '../errors.js';
@@ -100,7 +101,7 @@ async function prepareEngine(options: FleetDepsOptions, name: string): Promise<F
       onLine: say,
     });
     if (presence.how !== 'present') {
-      say(`${presence.tag} ${presence.how} in ${(presence.durationMs / 1000).toFixed(1)} s`);
+      say(`${presence.tag} ${presence.how} in ${formatDuration(presence.durationMs)}`);
     }
   }
   // A task's own recipe (a Harbor environment's Dockerfile) may start FROM another image: a
@@ -112,7 +113,7 @@ async function prepareEngine(options: FleetDepsOptions, name: string): Promise<F
     try {
       const presence = await provider.ensureBaseImage({ image, method: 'ship', signal, onLine: say });
       if (presence.how !== 'present')
-        say(`${presence.tag} ${presence.how} in ${(presence.durationMs / 1000).toFixed(1)} s`);
+        say(`${presence.tag} ${presence.how} in ${formatDuration(presence.durationMs)}`);
     } catch (error) {
       if (!(error instanceof ImageError && error.details?.notOnSource === true)) throw error;
     }

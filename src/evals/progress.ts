@@ -3,7 +3,7 @@
  * logs and pipes do not understand `\r`). Formatting is pure so it can be pinned by tests.
  */
 import { UNSCORED_CATEGORIES, type TrialResult } from './types.js';
-import { formatClock as formatDuration } from '../format.js';
+import { formatDuration } from '../format.js';
 
 export interface EvalProgress {
   /** Trials finished, including those found on disk when resuming. */
@@ -48,9 +48,6 @@ export interface EngineProgress {
  * than the mean trial duration) already accounts for concurrency; trials resumed from disk
  * are left out because they cost this run nothing.
  */
-/** Elapsed times and ETAs (the shared formatter; the name the report and tests use). */
-export { formatDuration };
-
 export function estimateEtaMs(finishedThisRun: number, remaining: number, elapsedMs: number): number | null {
   if (remaining <= 0) return 0;
   if (finishedThisRun <= 0) return null;

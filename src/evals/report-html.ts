@@ -7,7 +7,7 @@
 import { BASE_CSS } from '../html/css.js';
 import { documentString, html, joinHtml, trustedHtml, type Html } from '../html/html.js';
 import { table } from '../html/table.js';
-import { formatDuration } from './progress.js';
+import { formatMs } from '../format.js';
 import {
   categoriesTable,
   comparisonLead,
@@ -207,7 +207,7 @@ export function renderReportSections(summary: EvalSummary, comparison?: SummaryC
 
   sections.push(
     html`<h1>Eval report: ${summary.suite.name}</h1>`,
-    html`<p class="meta">${summary.n} trial(s) per task, ${o.tasks} task(s). Started ${summary.startedAt}, finished ${summary.finishedAt} (${formatDuration(summary.wallTimeMs)}). Harness ${summary.harnessVersion}.</p>`,
+    html`<p class="meta">${summary.n} trial(s) per task, ${o.tasks} task(s). Started ${summary.startedAt}, finished ${summary.finishedAt} (${formatMs(summary.wallTimeMs)}). Harness ${summary.harnessVersion}.</p>`,
   );
   if (o.recorded < o.planned) {
     sections.push(html`<p class="warn">Incomplete: ${o.recorded} of ${o.planned} trials have a result.</p>`);

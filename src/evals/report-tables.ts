@@ -2,7 +2,7 @@
  * The eval report's content, built once and rendered twice (report.md, report.html): the
  * tables as rows of plain text cells, the notes under them, and how numbers are written.
  */
-import { formatDuration } from './progress.js';
+import { formatMs } from '../format.js';
 import type { Interval } from './stats.js';
 import type {
   CostSummary,
@@ -27,7 +27,7 @@ export function taskCells(t: TaskSummary): string[] {
     formatNumber(t.turns.median),
     String(t.inputTokens.total),
     String(t.outputTokens.total),
-    formatDuration(t.durationMs.mean),
+    formatMs(t.durationMs.mean),
     t.flaky ? 'yes' : '',
   ];
 }
@@ -128,7 +128,7 @@ export function overallTable(summary: EvalSummary): Table {
         formatNumber(o.turns.median),
         String(o.inputTokens.total),
         String(o.outputTokens.total),
-        formatDuration(o.durationMs.mean),
+        formatMs(o.durationMs.mean),
       ],
     ]),
   };
@@ -392,7 +392,7 @@ export function engineTable(summary: EvalSummary): Table | undefined {
         String(e.passes),
         String(e.infrastructure),
         String(e.retriedElsewhere),
-        formatDuration(e.meanTrialMs),
+        formatMs(e.meanTrialMs),
       ]),
     ),
   };

@@ -6,7 +6,7 @@
 import { writeFileAtomic } from '../atomic-write.js';
 import { spell } from '../html/html.js';
 import path from 'node:path';
-import { formatDuration } from './progress.js';
+import { formatMs } from '../format.js';
 import { renderHtml, type TrialLink } from './report-html.js';
 import {
   comparisonLead,
@@ -121,7 +121,7 @@ export function renderMarkdown(summary: EvalSummary, comparison?: SummaryCompari
   out.push(`# Eval report: ${mdCell(summary.suite.name)}`, '');
   out.push(
     `${summary.n} trial(s) per task, ${o.tasks} task(s). Started ${summary.startedAt}, finished ${summary.finishedAt} ` +
-      `(${formatDuration(summary.wallTimeMs)}).`,
+      `(${formatMs(summary.wallTimeMs)}).`,
     '',
   );
   if (o.recorded < o.planned) {

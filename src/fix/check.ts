@@ -19,6 +19,7 @@ import {
   type LoadedCatalog,
 } from '../catalog/load.js';
 import { testLayers } from '../catalog/schema.js';
+import { formatDuration } from '../format.js';
 import { newRunId, runsDirFor } from '../runs/record.js';
 import { brokenLayer, type BrokenTestCommand } from './baseline.js';
 import type { FixDeps } from './context.js';
@@ -121,9 +122,7 @@ export async function runCheck(options: CheckOptions, deps: FixDeps): Promise<Ch
   const broken = brokenLayer(tests);
   const verdict: CheckVerdict = broken ? 'broken' : tests.passed ? 'passing' : 'failing';
   const asExpected = verdict !== 'broken' && (options.expect === 'any' || options.expect === verdict);
-  progress.end(
-    `${verdict} (exit ${tests.failingLayer?.exitCode ?? 0}, ${(tests.durationMs / 1000).toFixed(1)}s)`,
-  );
+  progress.end(`${verdict} (exit ${tests.failingLayer?.exitCode ?? 0}, ${formatDuration(tests.durationMs)})`);
 
   return {
     catalog: { name: catalog.catalog.name, file: catalog.file },

@@ -18,6 +18,7 @@ import { loadContinuation } from './continue.js';
 import { loadSeed } from './seed.js';
 import { runsDirFor } from '../runs/record.js';
 import { ConfigError } from '../errors.js';
+import { formatDuration } from '../format.js';
 import type { EgressConfig } from '../catalog/schema.js';
 
 /** A catalog's egress that this engine cannot enforce stops the run before anything is made. */
@@ -63,7 +64,7 @@ export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepa
     onRetry: (info: RetryInfo) =>
       retries.sink?.emit({
         kind: 'model_retry',
-        message: `try ${info.attempt} failed (${info.error.message}); retrying in ${info.delayMs} ms`,
+        message: `try ${info.attempt} failed (${info.error.message}); retrying in ${formatDuration(info.delayMs)}`,
         durationMs: info.delayMs,
       }),
     ...(options.cassette ? { cassette: resolve(options.cwd, options.cassette) } : {}),

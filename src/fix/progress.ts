@@ -1,4 +1,5 @@
 import type { EventInput, EventSink } from '../agent/events.js';
+import { formatDuration } from '../format.js';
 import { isRunEvent, type RunEvent } from '../runs/journal.js';
 
 /** What the fix loop reports while it works; the CLI decides how it looks. */
@@ -137,7 +138,7 @@ function baselineLine(event: {
   exitCode?: number;
   message?: string;
 }): string {
-  const took = event.durationMs === undefined ? '' : ` in ${(event.durationMs / 1000).toFixed(1)} s`;
+  const took = event.durationMs === undefined ? '' : ` in ${formatDuration(event.durationMs)}`;
   const what =
     event.status === 'broken'
       ? `the test command itself failed to run (${event.message ?? 'see the record'})`

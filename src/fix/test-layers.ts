@@ -3,6 +3,7 @@
  * that fails, with output kept for the run record and a tail for the model's feedback.
  */
 import type { Sandbox } from '../sandbox/types.js';
+import { formatDuration } from '../format.js';
 
 export interface TestLayer {
   name: string;
@@ -64,7 +65,7 @@ export function formatTestRun(run: TestRun): string {
     .map(
       (l) =>
         `=== layer ${l.name}: $ ${l.command}\n${l.output}${l.output.endsWith('\n') || l.output === '' ? '' : '\n'}` +
-        `=== exit ${l.exitCode}${l.timedOut ? ' (timed out)' : ''} after ${(l.durationMs / 1000).toFixed(1)}s\n`,
+        `=== exit ${l.exitCode}${l.timedOut ? ' (timed out)' : ''} after ${formatDuration(l.durationMs)}\n`,
     )
     .join('\n');
 }

@@ -5,6 +5,7 @@
  * re-runs a tool, because tools run after `complete()` has returned.
  */
 import { HarnessError, Interrupted, ModelError } from '../errors.js';
+import { formatDuration } from '../format.js';
 
 export interface RetryPolicy {
   /** Total tries, the first included. */
@@ -165,8 +166,10 @@ export async function withRetry<T>(call: () => Promise<T>, options: RetryOptions
       let delayMs: number;
       if (typeof retryAfterMs === 'number') {
         if (retryAfterMs > policy.maxRetryAfterMs) {
+          // Up to a whole second, so a wait just over the limit never reads as the limit itself.
+          const askedMs = Math.ceil(retryAfterMs / 1000) * 1000;
           throw new ModelError(
-            `${error.message} (the server asked to wait ${Math.ceil(retryAfterMs / 1000)}s, more than the ${Math.ceil(policy.maxRetryAfterMs / 1000)}s we wait)`,
+            `${error.message} (the server asked to wait ${formatDuration(askedMs)}, more than the ${formatDuration(policy.maxRetryAfterMs)} we wait)`,
             true,
             { cause: error.cause, details: { ...error.details, attempts: attempt } },
           );

@@ -311,8 +311,8 @@ function eventTable(events: ViewEvent[]): Html {
   const start = Date.parse(events[0]?.time ?? '');
   const rows = events.map((e) => {
     const at = Date.parse(e.time ?? '');
-    const offset =
-      Number.isFinite(at) && Number.isFinite(start) ? `+${((at - start) / 1000).toFixed(1)} s` : '-';
+    // `-` for a time that cannot be placed (unreadable, or before the first event).
+    const offset = at - start >= 0 ? `+${formatMs(at - start)}` : '-';
     const tokens = e.tokens ? `${dash(e.tokens.input)}+${dash(e.tokens.output)}` : '';
     return [
       offset,

@@ -112,3 +112,67 @@ describe('HTML is safe by type', () => {
     ]);
   });
 });
+
+describe('sizes and durations are written for people in src/format.ts only', () => {
+  // A number shown with a unit is a division by a unit's factor inside a template, a
+  // `.toFixed` of one, a unit's name as a string, or a unit written after an interpolation.
+  // Limit arithmetic (`4 * 1024 * 1024`, `testSec * 1000`, the catalog's `1g` parser) does
+  // none of these; neither does a setting echoed in its own unit (`${timeoutSec}s`) or an
+  // exact byte count at a limit (`1025 bytes is over the 1024-byte cap`), where rounding
+  // would hide the very difference the message is about.
+  const FACTOR = String.raw`(?:1000|1e3|1_000|60_?000|1024|1e6|1e9|1_000_000)\b`;
+  const handFormatting = [
+    new RegExp(String.raw`\$\{[^{}]*\/\s*${FACTOR}[^{}]*\}`),
+    new RegExp(String.raw`\/\s*${FACTOR}(?:\s*\*\*\s*\d)?\s*\)\s*\.toFixed\(`),
+    /['"`][KMGTP]i?B['"`]/,
+    /\}\s?(?:[KMGTP]i?B|ms|min)\b/,
+  ];
+  const formatsByHand = (code: string) => handFormatting.some((re) => re.test(code));
+
+  it('no file but src/format.ts turns bytes or milliseconds into text by hand', async () => {
+    const hits: string[] = [];
+    for (const pattern of handFormatting) hits.push(...(await filesMatching(pattern)));
+    expect([...new Set(hits)].filter((f) => f !== 'src/format.ts').sort()).toEqual([]);
+  });
+
+  // The formatters it replaced (so the test above can fail), then what it must leave alone:
+  // limit arithmetic, settings in their own unit, exact counts at a limit.
+  it.each([
+    ['return `${(bytes / 1e9).toFixed(1)} GB`;', true],
+    ['return `${(bytes / 1024 ** 3).toFixed(1)} GiB`;', true],
+    ["const units = ['B', 'KB', 'MB', 'GB', 'TB'];", true],
+    ['const took = `+${((at - start) / 1000).toFixed(1)} s`;', true],
+    ['throw new Error(`did not finish within ${timeoutMs / 1000} s`);', true],
+    ['say(`wait ${Math.ceil(retryAfterMs / 1000)}s`);', true],
+    ['detail: `ran in ${elapsed} ms`,', true],
+    ['const s = (ms / 1000).toFixed(1);', true],
+    ['maxFileBytes: 4 * 1024 * 1024 * 1024,', false],
+    ['timeoutMs: catalog.sandbox.timeouts.testSec * 1000,', false],
+    ["const UNITS = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 };", false],
+    ['const timeoutSec = Math.max(1, Math.ceil(timeoutMs / 1000));', false],
+    ['new RunTimeout(`the run time limit (${runSec}s) passed`)', false],
+    ['why: `${bytes} bytes changed, over the ${limit}-byte limit`,', false],
+  ])('the check reads %s as hand formatting: %s', (code, expected) => {
+    expect(formatsByHand(code)).toBe(expected);
+  });
+});
+
+describe('plain-text tables are laid out in src/format.ts only', () => {
+  // A hand-made table measures its column from its rows (`Math.max(...rows.map((r) =>
+  // r.id.length))`) and pads to that; `textTable` and `alignColumns` do it once.
+  const measuresColumns = /Math\.max\([^;]*\.\.\.[^;]*\.length/;
+
+  it('no file but src/format.ts measures a column width from its rows', async () => {
+    expect((await filesMatching(measuresColumns)).filter((f) => f !== 'src/format.ts')).toEqual([]);
+  });
+
+  it('the check sees the hand-padded tables it replaced, and not a length clamp', () => {
+    expect(measuresColumns.test('const width = Math.max(4, ...backlog.items.map((i) => i.id.length));')).toBe(
+      true,
+    );
+    expect(measuresColumns.test('const width = Math.max(...checks.map((c) => c.name.length));')).toBe(true);
+    expect(
+      measuresColumns.test('const keep = rest.subarray(Math.max(0, rest.length - this.tailLimit));'),
+    ).toBe(false);
+  });
+});

@@ -6,7 +6,7 @@ import { silentProgress } from '../../fix/progress.js';
 import { sandboxProvider } from '../../sandbox/registry.js';
 import { exitCodeForCheck } from '../exit-codes.js';
 import { print, printJson, type CliContext } from '../context.js';
-import { formatDuration, shortPath } from '../format.js';
+import { formatBytes, formatDuration, shortPath } from '../format.js';
 import { terminalProgress } from '../progress-line.js';
 
 export interface CheckCommandOptions {
@@ -18,11 +18,6 @@ export interface CheckCommandOptions {
 }
 
 const EXPECTATIONS: CheckExpectation[] = ['failing', 'passing', 'any'];
-
-function formatBytes(bytes: number): string {
-  if (bytes >= 1e9) return `${(bytes / 1e9).toFixed(2)} GB`;
-  return `${(bytes / 1e6).toFixed(0)} MB`;
-}
 
 export function checkSummaryJson(result: CheckResult) {
   return { ...result, exitCode: exitCodeForCheck(result) };

@@ -66,6 +66,7 @@ import {
 } from '../../sandbox/registry.js';
 import { DEFAULT_RESOURCES } from '../../sandbox/types.js';
 import { note, print, printJson, type CliContext } from '../context.js';
+import { alignColumns, formatBytes, formatDuration } from '../format.js';
 
 export interface DoctorCommandOptions {
   json?: boolean;
@@ -175,18 +176,14 @@ export function checkMark(check: Pick<DoctorCheck, 'ok' | 'warning'>): string {
 }
 
 function formatChecks(checks: DoctorCheck[], indent: string): string[] {
-  const width = Math.max(...checks.map((c) => c.name.length));
-  const lines: string[] = [];
-  for (const check of checks) {
-    lines.push(`${indent}${checkMark(check)} ${check.name.padEnd(width)}  ${check.detail}`);
-    if (!check.ok && check.fix) lines.push(`${indent}  ${' '.repeat(width)}  fix: ${check.fix}`);
-    else if (check.warning && check.fix) lines.push(`${indent}  ${' '.repeat(width)}  hint: ${check.fix}`);
-  }
-  return lines;
-}
-
-function formatGigabytes(bytes: number): string {
-  return `${(bytes / 1e9).toFixed(1)} GB`;
+  // What to do goes under the detail it is about, in the same column.
+  const rows = checks.flatMap((check) => {
+    const rows = [[`${checkMark(check)} ${check.name}`, check.detail]];
+    if (!check.ok && check.fix) rows.push(['', `fix: ${check.fix}`]);
+    else if (check.warning && check.fix) rows.push(['', `hint: ${check.fix}`]);
+    return rows;
+  });
+  return alignColumns(rows).map((line) => `${indent}${line}`);
 }
 
 export function formatFleetDoctor(result: FleetDoctorResult): string {
@@ -196,7 +193,7 @@ export function formatFleetDoctor(result: FleetDoctorResult): string {
     const facts = e.engine
       ? [
           `${e.engine.cpus} CPUs`,
-          `${formatGigabytes(e.engine.memoryBytes)} memory`,
+          `${formatBytes(e.engine.memoryBytes)} memory`,
           e.capacity === null
             ? undefined
             : `capacity ${e.capacity} trial${e.capacity === 1 ? '' : 's'} at once (${e.capacityFrom === 'cpus' ? `${e.engine.cpus} CPUs / ${DEFAULT_RESOURCES.cpus} per trial` : 'engines file'})`,
@@ -207,7 +204,7 @@ export function formatFleetDoctor(result: FleetDoctorResult): string {
       lines.push(
         'error' in e.prepared
           ? `  ✗ prepare: shipping the base image failed: ${e.prepared.error}`
-          : `  ${e.prepared.how === 'present' ? '✓ prepare: the base image was already there' : `✓ prepare: base image shipped${e.prepared.bytes ? ` (${formatGigabytes(e.prepared.bytes)})` : ''} in ${(e.prepared.durationMs / 1000).toFixed(1)} s`}`,
+          : `  ${e.prepared.how === 'present' ? '✓ prepare: the base image was already there' : `✓ prepare: base image shipped${e.prepared.bytes ? ` (${formatBytes(e.prepared.bytes)})` : ''} in ${formatDuration(e.prepared.durationMs)}`}`,
       );
     }
     lines.push(...formatChecks(e.checks, '  '));

@@ -9,7 +9,7 @@ import type { KeepPolicy } from '../../fix/run-fix.js';
 import { enginesNamed, resolveEngineFlags, type EngineFlags } from '../engine-flags.js';
 import { exitCodeForEval } from '../exit-codes.js';
 import { print, printJson, note, type CliContext } from '../context.js';
-import { shortPath } from '../format.js';
+import { alignColumns, shortPath } from '../format.js';
 import { parseCostLimit } from '../cost-flag.js';
 import { terminalSafe } from '../terminal.js';
 import { exportView } from '../../view/export.js';
@@ -131,12 +131,14 @@ function printSummary(
   const { run, summary, comparison, files, view, outDir, notRun } = result;
   print(ctx, `\n${headline(result.suite.name, summary, run)}`);
   if (run.enginesLost) print(ctx, `${run.enginesLost}; ${notRun} trial(s) not run`);
-  for (const t of summary.tasks) {
-    print(
-      ctx,
-      `  ${t.taskId.padEnd(24)} ${String(t.passes).padStart(3)}/${t.scored}  ${percent(t.passRate).padStart(4)}  [${percent(t.interval.low)}, ${percent(t.interval.high)}]${t.notScored ? `  not scored ${notScoredCell(t)}` : ''}`,
-    );
-  }
+  const taskRows = summary.tasks.map((t) => [
+    t.taskId,
+    `${t.passes}/${t.scored}`,
+    percent(t.passRate),
+    `[${percent(t.interval.low)}, ${percent(t.interval.high)}]`,
+    t.notScored ? `not scored ${notScoredCell(t)}` : '',
+  ]);
+  for (const line of alignColumns(taskRows, [1, 2])) print(ctx, `  ${line}`);
   const notScored = summary.tasks.flatMap((t) => t.notScoredTrials);
   if (notScored.length > 0) {
     print(ctx, 'not scored (left out of the pass rates; the eval exits non-zero):');

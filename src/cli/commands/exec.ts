@@ -13,6 +13,7 @@ import type { SandboxSpec } from '../../sandbox/types.js';
 import { terminalProgress } from '../progress-line.js';
 import { printJson, type CliContext } from '../context.js';
 import { terminalSafe } from '../terminal.js';
+import { formatDuration } from '../format.js';
 import { UsageError } from '../../errors.js';
 import { shellJoin } from '../../sandbox/shell.js';
 
@@ -95,7 +96,7 @@ export async function execCommand(
       signal: ctx.signal,
     });
     progress?.end(
-      `exit ${result.exitCode}${result.timedOut ? ' (timed out)' : ''} in ${result.durationMs} ms`,
+      `exit ${result.exitCode}${result.timedOut ? ' (timed out)' : ''} in ${formatDuration(result.durationMs)}`,
     );
     if (options.json) {
       printJson(ctx, {

@@ -14,6 +14,7 @@ import {
   type HarnessImage,
 } from '../../sandbox/registry.js';
 import { print, printJson, type CliContext } from '../context.js';
+import { alignColumns, formatBytes } from '../format.js';
 import { terminalProgress } from '../progress-line.js';
 
 export interface ImagesEnsureOptions {
@@ -128,10 +129,6 @@ export async function imagesBootstrapCommand(
   return 0;
 }
 
-function formatSize(bytes: number): string {
-  return bytes >= 1e9 ? `${(bytes / 1e9).toFixed(1)} GB` : `${Math.round(bytes / 1e6)} MB`;
-}
-
 export async function imagesListCommand(ctx: CliContext, flags: ImagesCommandFlags = {}): Promise<number> {
   const { images } = await imagesList();
   if (flags.json) {
@@ -146,17 +143,17 @@ export async function imagesListCommand(ctx: CliContext, flags: ImagesCommandFla
     print(ctx, 'no images yet: `sandbox-harness images ensure node` makes the base image');
     return 0;
   }
-  for (const image of tagged) {
-    const name = image.tags[0] ?? image.id.slice(7, 19);
-    const extra =
-      image.kind === 'repo'
-        ? (image.labels['sandbox-harness.repo'] ?? '')
-        : (image.labels['sandbox-harness.origin'] ?? '');
-    print(
-      ctx,
-      `${image.kind.padEnd(6)}  ${name.padEnd(56)}  ${formatSize(image.sizeBytes).padStart(7)}  ${image.createdAt.toISOString().slice(0, 16)}  ${extra}`,
-    );
-  }
+  const rows = tagged.map((image) => [
+    image.kind,
+    image.tags[0] ?? image.id.slice(7, 19),
+    formatBytes(image.sizeBytes),
+    image.createdAt.toISOString().slice(0, 16),
+    image.kind === 'repo'
+      ? (image.labels['sandbox-harness.repo'] ?? '')
+      : (image.labels['sandbox-harness.origin'] ?? ''),
+  ]);
+  // Sizes right-aligned, so their units line up.
+  for (const line of alignColumns(rows, [2])) print(ctx, line);
   const untagged = images.length - tagged.length;
   if (untagged > 0)
     print(ctx, `(${untagged} untagged: superseded builds and the layer cache of failed ones)`);

@@ -401,7 +401,9 @@ export function formatEventLog(events: readonly LoggedEvent[]): string[] {
   const lines: string[] = [];
   const show = (i: number, depth: number): void => {
     const e = events[i]!;
-    const offset = `+${((Date.parse(e.time) - start) / 1000).toFixed(1)}s`.padStart(8);
+    const since = Date.parse(e.time) - start;
+    // `-` for a time that cannot be placed (unreadable, or before the first event).
+    const offset = (since >= 0 ? `+${formatDuration(since)}` : '-').padStart(8);
     const where = [e.attempt !== undefined ? `a${e.attempt}` : '', e.turn !== undefined ? `t${e.turn}` : '']
       .filter(Boolean)
       .join(' ');

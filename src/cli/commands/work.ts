@@ -26,6 +26,7 @@ import {
 } from '../../work/run-backlog.js';
 import { exitCodeForWork } from '../exit-codes.js';
 import { print, printJson, type CliContext } from '../context.js';
+import { alignColumns } from '../format.js';
 import { terminalProgress } from '../progress-line.js';
 import { terminalSafe } from '../terminal.js';
 
@@ -43,13 +44,14 @@ function catalogOf(backlog: Backlog, item: BacklogItem): string {
 }
 
 function statusLines(backlog: Backlog, state: WorkState): string[] {
-  const width = Math.max(4, ...backlog.items.map((i) => i.id.length));
-  return backlog.items.map((item) => {
+  const rows = backlog.items.map((item) => {
     const s = state.items[item.id] ?? { status: 'pending' as const };
-    const run = s.runId ? `  run ${s.runId}` : '';
-    const why = s.reason ? `  ${s.reason}` : '';
-    return terminalSafe(`${item.id.padEnd(width)}  ${s.status.padEnd(8)}${run}${why}`);
+    // Made safe before padding, so an escaped character cannot push its row out of line.
+    return [item.id, s.status, s.runId ? `run ${s.runId}` : '', s.reason ?? ''].map((cell) =>
+      terminalSafe(cell),
+    );
   });
+  return alignColumns(rows);
 }
 
 export async function workCommand(

@@ -5,6 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { errorMessage } from '../../errors.js';
+import { formatDuration } from '../../format.js';
 import { BoundedBuffer } from '../posix/sinks.js';
 import { DEFAULT_RESOURCES, SANDBOX_GID, SANDBOX_UID, WORKSPACE } from '../types.js';
 import type { DoctorCheck } from './doctor.js';
@@ -65,7 +66,7 @@ export async function probeRuntime(
       const exec = await running.inspect();
       if (!exec.running && exec.exitCode !== null) break;
       if (Date.now() - started > timeoutMs)
-        throw new Error(`the probe did not finish within ${timeoutMs / 1000} s`);
+        throw new Error(`the probe did not finish within ${formatDuration(timeoutMs)}`);
       await new Promise((r) => setTimeout(r, 50));
     }
     await Promise.race([running.streamEnded, new Promise((r) => setTimeout(r, 1000))]);

@@ -6,6 +6,7 @@ import { egressProblem } from './egress.js';
 import { buildResolverProblem } from './build-egress.js';
 import { randomBytes } from 'node:crypto';
 import { HarnessError, errorMessage } from '../../errors.js';
+import { formatBytes, formatDuration } from '../../format.js';
 import {
   DEFAULT_RESOURCES,
   SANDBOX_GID,
@@ -240,7 +241,7 @@ async function containerCheck(
         break;
       }
       if (Date.now() - started > timeoutMs)
-        throw new Error(`a command in it did not finish within ${timeoutMs / 1000} s`);
+        throw new Error(`a command in it did not finish within ${formatDuration(timeoutMs)}`);
       await new Promise((r) => setTimeout(r, 50));
     }
     await Promise.race([running.streamEnded, new Promise((r) => setTimeout(r, 1000))]);
@@ -251,7 +252,7 @@ async function containerCheck(
       check: {
         name: 'sandbox-container',
         ok: true,
-        detail: `a hardened --network none container of ${image} started and ran in ${elapsed} ms`,
+        detail: `a hardened --network none container of ${image} started and ran in ${formatDuration(elapsed)}`,
       },
       ...(disk ? { disk } : {}),
     };
@@ -271,17 +272,6 @@ async function containerCheck(
   } finally {
     if (id) await engine.removeContainer(id).catch(() => undefined);
   }
-}
-
-function formatBytes(bytes: number): string {
-  const units = ['B', 'KB', 'MB', 'GB', 'TB'];
-  let value = bytes;
-  let unit = 0;
-  while (value >= 1000 && unit < units.length - 1) {
-    value /= 1000;
-    unit++;
-  }
-  return `${value >= 100 || unit === 0 ? Math.round(value) : value.toFixed(1)} ${units[unit]}`;
 }
 
 function diskCheck(facts: EngineFacts): DoctorCheck {

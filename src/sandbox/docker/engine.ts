@@ -17,6 +17,7 @@ import { describeEndpoint, type EngineEndpoint } from './endpoint.js';
 import { hostKeyAccepted } from './known-hosts.js';
 import { loopbackExtraHosts, loopbackNameEntries, SANDBOX_HOSTNAME } from './loopback-names.js';
 import { packTar, type TarInput } from '../tar.js';
+import { formatDuration } from '../../format.js';
 
 export interface EngineInfo {
   serverVersion: string;
@@ -1198,7 +1199,7 @@ function logEveryCall(docker: Docker, where: string): void {
     const started = Date.now();
     return dial(options, (error, data) => {
       process.stderr.write(
-        `[engine ${where}] ${options.method ?? 'GET'} ${options.path ?? ''} ${Date.now() - started} ms${error ? ` (${daemonMessage(error)})` : ''}\n`,
+        `[engine ${where}] ${options.method ?? 'GET'} ${options.path ?? ''} ${formatDuration(Date.now() - started)}${error ? ` (${daemonMessage(error)})` : ''}\n`,
       );
       callback(error, data);
     });

@@ -11,6 +11,7 @@ import { withFileLock } from '../../image-context/build-lock.js';
 import { scanBuildContext, type BuildContext } from '../../image-context/build-context.js';
 import { argDefault, daemonFetches, finalBaseImage } from '../../image-context/dockerfile.js';
 import { readRepoFile } from '../../repo-files.js';
+import { formatDuration } from '../../format.js';
 import { dockerEngine, statusOf, type DockerEngine } from './engine.js';
 import { LABEL } from './labels.js';
 import { BASE_IMAGES, DEFAULT_BASE_IMAGE, type BaseImageSpec, type BaseKind } from './base-images.js';
@@ -367,7 +368,7 @@ async function pullWithIdleTimeout(
   } catch (error) {
     if (signal?.aborted) throw new Interrupted(`pulling ${ref}: interrupted`);
     if (error instanceof HarnessError && !(error instanceof ImageError)) throw error;
-    if (controller.signal.aborted) return `no progress for ${Math.round(idleMs / 1000)} s`;
+    if (controller.signal.aborted) return `no progress for ${formatDuration(idleMs)}`;
     return ((error as Error).message.split('\n')[0] ?? '').replace(/^cannot pull \S+: /, '');
   } finally {
     clearTimeout(timer);

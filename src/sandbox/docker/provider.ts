@@ -1,6 +1,7 @@
 /** The Docker backend as a `SandboxProvider`: sandboxes, repo images and the pre-flight check. */
 import { statfs } from 'node:fs/promises';
 import { ImageError, SandboxUnavailable } from '../../errors.js';
+import { formatBytes } from '../../format.js';
 import type { RepoImage, RepoImageRequest } from '../../image-context/request.js';
 import type { EngineHandle, SandboxProvider } from '../types.js';
 import { runDoctor, dockerEndpoint } from './doctor.js';
@@ -16,10 +17,6 @@ import { effectiveRuntime, requireRuntime } from './runtimes.js';
 /** Below this much free space in the engine's storage, runs refuse to start. */
 export const DEFAULT_MIN_FREE_BYTES = 2 * 1024 ** 3;
 
-function gib(bytes: number): string {
-  return `${(bytes / 1024 ** 3).toFixed(1)} GiB`;
-}
-
 export async function checkFreeSpace(
   engine: DockerEngine,
   minFreeBytes = DEFAULT_MIN_FREE_BYTES,
@@ -32,7 +29,7 @@ export async function checkFreeSpace(
   const free = stats.bavail * stats.bsize;
   if (free < minFreeBytes) {
     throw new SandboxUnavailable(
-      `the Docker engine's storage (${info.dockerRootDir}) has ${gib(free)} free, less than the ${gib(minFreeBytes)} a run needs`,
+      `the Docker engine's storage (${info.dockerRootDir}) has ${formatBytes(free)} free, less than the ${formatBytes(minFreeBytes)} a run needs`,
       {
         hint: 'Free some space (`sandbox-harness gc --all`, `docker system prune`), or set SANDBOX_HARNESS_MIN_FREE_BYTES.',
       },

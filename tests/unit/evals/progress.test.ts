@@ -3,7 +3,6 @@ import {
   createProgressReporter,
   estimateEtaMs,
   formatBar,
-  formatDuration,
   formatProgressEvent,
   formatProgressLine,
   type EvalProgress,
@@ -41,15 +40,15 @@ describe('estimateEtaMs', () => {
   });
 });
 
-describe('formatDuration', () => {
-  it('formats seconds, minutes and hours', () => {
-    expect(formatDuration(45_000)).toBe('45s');
-    expect(formatDuration(185_000)).toBe('3m05s');
-    expect(formatDuration(3_720_000)).toBe('1h02m');
+describe('times in the progress line (the terminal style of src/format.ts)', () => {
+  it('writes elapsed and remaining time in minutes and hours', () => {
+    expect(formatProgressLine(progress({ elapsedMs: 3_720_000, etaMs: 185_000 }), 10)).toMatch(
+      /elapsed 1h02m eta 3m05s$/,
+    );
   });
 
-  it('shows an unknown duration as --', () => {
-    expect(formatDuration(null)).toBe('--');
+  it('shows an ETA that is not known yet as -', () => {
+    expect(formatProgressLine(progress({ etaMs: null }), 10)).toMatch(/ eta -$/);
   });
 });
 
@@ -83,7 +82,7 @@ describe('formatProgressEvent', () => {
   it('names the trial that finished, its category and cost', () => {
     const last = result({ taskId: 'fix-add', trial: 2 }, 'tests-failed', { turns: 7, durationMs: 42_000 });
     expect(formatProgressEvent(progress({ last }))).toBe(
-      '[3/10] fix-add#2 tests-failed (7 turns, 42s) pass 2 fail 1 eta 2m20s',
+      '[3/10] fix-add#2 tests-failed (7 turns, 42.0s) pass 2 fail 1 eta 2m20s',
     );
   });
 
@@ -189,8 +188,8 @@ describe('progress over several engines', () => {
       firstTry: { engine: 'box-b', category: 'infrastructure', durationMs: 5000 },
     });
     expect(formatProgressEvent(progress({ engines, last }))).toBe(
-      '[3/10] fix-it#1 ready-for-review on local (4 turns, 2s, retried after infrastructure failure on box-b) pass 2 fail 1 eta 2m20s' +
-        ' | local 3 run, 2 pass, 41s avg; box-b (lost) 2 run, 0 pass, 2 infra, 5s avg',
+      '[3/10] fix-it#1 ready-for-review on local (4 turns, 1.5s, retried after infrastructure failure on box-b) pass 2 fail 1 eta 2m20s' +
+        ' | local 3 run, 2 pass, 41.0s avg; box-b (lost) 2 run, 0 pass, 2 infra, 5.0s avg',
     );
   });
 

@@ -225,12 +225,12 @@ describe('the engines section', () => {
   it('shows trial runs, passes, infrastructure failures and mean time per engine in both reports', () => {
     const md = renderMarkdown(fleet);
     expect(md).toContain('## Engines');
-    expect(md).toContain('| local | 2 | 1 | 0 | 0 | 1m01s |');
+    expect(md).toContain('| local | 2 | 1 | 0 | 0 | 1 min 01 s |');
     // An engine name is data: a tag in it stays text in Markdown too.
-    expect(md).toContain('| box&lt;b> | 1 | 0 | 1 | 1 | 4s |');
+    expect(md).toContain('| box&lt;b> | 1 | 0 | 1 | 1 | 4.0 s |');
     const html = renderHtml(fleet);
     expect(html).toContain('<h2>Engines</h2>');
-    expect(html).toContain('<td>box&lt;b&gt;</td><td>1</td><td>0</td><td>1</td><td>1</td><td>4s</td>');
+    expect(html).toContain('<td>box&lt;b&gt;</td><td>1</td><td>0</td><td>1</td><td>1</td><td>4.0 s</td>');
   });
 
   it('is left out of an eval that ran on the local engine alone', () => {

@@ -71,8 +71,8 @@ describe('doctor --engines, as a person reads it', () => {
     };
     expect(formatFleetDoctor(result).split('\n')).toEqual([
       'gpu-1: tcp://10.0.0.5:2376 (TLS)  (engines.yaml:5:5)',
-      '  4 CPUs, 16.0 GB memory, capacity 4 trials at once (4 CPUs / 1 per trial)',
-      '  ✓ prepare: base image shipped (0.5 GB) in 12.3 s',
+      '  4 CPUs, 14.9 GiB memory, capacity 4 trials at once (4 CPUs / 1 per trial)',
+      '  ✓ prepare: base image shipped (486 MiB) in 12.3s',
       '  ✓ daemon  answers at tcp://10.0.0.5:2376 (TLS)',
       '',
       'runner-3: ssh://ci@runner-3:22  (--engine ssh://ci@runner-3)',

@@ -84,7 +84,7 @@ describe('block(): large outputs are collapsed with their size', () => {
     const html = block('test output', big);
     expect(html).toMatch(/^<details class="block large">/);
     expect(html).not.toMatch(/^<details[^>]* open/);
-    expect(html).toContain('<span class="size">9.8 KB, 501 lines</span>');
+    expect(html).toContain('<span class="size">9.8 KiB, 501 lines</span>');
   });
 
   it('collapses many short lines too', () => {

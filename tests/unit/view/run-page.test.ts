@@ -121,7 +121,7 @@ describe('run page: what the agent did, per attempt', () => {
     const html = await runPage('run-1');
     const section = html.slice(html.indexOf('<div class="test-output">'));
     expect(section).toMatch(
-      /^<div class="test-output"><details class="block large"><summary>test output \(attempts\/1\/test-output.txt\) \(3\.2 MB file; the middle is left out\)/,
+      /^<div class="test-output"><details class="block large"><summary>test output \(attempts\/1\/test-output.txt\) \(3\.2 MiB file; the middle is left out\)/,
     );
     expect(section).toContain('<mark class="cut">[viewer: ');
     expect(section).toContain('last line');
