@@ -252,7 +252,7 @@ describe('doctor --engines', () => {
         detail: expect.stringContaining('--network none'),
       });
       expect(checks.get('disk')?.detail).toMatch(
-        /GB free of .* under \/var\/tmp\/sandbox-harness-test-engines\//,
+        /GiB free of .* under \/var\/tmp\/sandbox-harness-test-engines\//,
       );
       expect(checks.has('offline-bootstrap')).toBe(false);
       expect(e?.engine?.freeBytes).toBeGreaterThan(0);
