@@ -3,7 +3,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync, lstatSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
+import { PassThrough } from 'node:stream';
 import { fileURLToPath } from 'node:url';
+import type { CliContext } from '../../src/cli/context.js';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const CLI = join(ROOT, 'dist', 'main.js');
@@ -72,4 +74,20 @@ export function treeHash(dir: string, skip: RegExp = /^\.sandbox-harness(\/|$)/)
   };
   walk(dir);
   return hash.digest('hex');
+}
+
+/** A CLI context for calling a command in-process: stdout captured (`out()`), no TTY, no env. */
+export function capturedContext(cwd: string): CliContext & { out: () => string } {
+  const stdout = new PassThrough();
+  const chunks: Buffer[] = [];
+  stdout.on('data', (c: Buffer) => chunks.push(c));
+  return {
+    stdout,
+    stderr: new PassThrough(),
+    isTTY: false,
+    cwd,
+    env: {},
+    signal: new AbortController().signal,
+    out: () => Buffer.concat(chunks).toString('utf8'),
+  };
 }

@@ -5,13 +5,12 @@
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exitCodeForError } from '../../src/cli/exit-codes.js';
 import { inspectCommand, rerunTestsCommand, shellCommand } from '../../src/cli/commands/runs.js';
-import type { CliContext } from '../../src/cli/context.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { memoryRun, type MemoryRun } from '../helpers/memory-run.js';
+import { capturedContext } from '../helpers/cli.js';
 import { text } from '../unit/agent/helpers.js';
 
 let run: MemoryRun;
@@ -38,21 +37,6 @@ afterAll(async () => {
   await run?.remove();
 });
 
-function context(cwd: string): CliContext & { out: () => string } {
-  const stdout = new PassThrough();
-  const chunks: Buffer[] = [];
-  stdout.on('data', (c: Buffer) => chunks.push(c));
-  return {
-    stdout,
-    stderr: new PassThrough(),
-    isTTY: false,
-    cwd,
-    env: {},
-    signal: new AbortController().signal,
-    out: () => Buffer.concat(chunks).toString('utf8'),
-  };
-}
-
 async function failure(promise: Promise<unknown>): Promise<{ code: number; message: string }> {
   try {
     await promise;
@@ -66,7 +50,7 @@ describe('a kept container that was removed', () => {
   it('inspect shows it as removed and suggests no shell for it', async () => {
     expect(run.result.outcome).toBe('failed');
     expect(run.result.record.containers.filter((c) => c.kept).map((c) => c.role)).toContain('attempt-3');
-    const ctx = context(run.root);
+    const ctx = capturedContext(run.root);
     expect(await inspectCommand(ctx, 'last', { runsDir: run.runsDir })).toBe(0);
     const out = ctx.out();
     expect(out).toMatch(/attempt-3\s+\S{12}\s+removed \(sandbox-harness gc, or by hand\)/);
@@ -75,7 +59,7 @@ describe('a kept container that was removed', () => {
 
   it('shell and rerun-tests say it was removed, exit 2', async () => {
     for (const command of [shellCommand, rerunTestsCommand]) {
-      const refused = await failure(command(context(run.root), 'last', { runsDir: run.runsDir }));
+      const refused = await failure(command(capturedContext(run.root), 'last', { runsDir: run.runsDir }));
       expect(refused.code).toBe(2);
       expect(refused.message).toMatch(/was removed \(sandbox-harness gc, or by hand\)/);
     }

@@ -2,34 +2,18 @@
  * What a person sees of a tool call: its error text on the progress line and in `logs`, the
  * command a long `run_command` is running, and with `logs --verbose` the whole conversation.
  */
-import { PassThrough } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { logsCommand } from '../../../src/cli/commands/runs.js';
-import type { CliContext } from '../../../src/cli/context.js';
 import { CONVERSATION_ITEM_CHARS, formatConversation } from '../../../src/cli/conversation-text.js';
 import { toolStartDetail } from '../../../src/fix/progress.js';
 import { fixingTurns, memoryRun, type MemoryRun } from '../../helpers/memory-run.js';
+import { capturedContext } from '../../helpers/cli.js';
 import { text, toolUse } from '../agent/helpers.js';
 
 const runs: MemoryRun[] = [];
 afterEach(async () => {
   await Promise.all(runs.splice(0).map((r) => r.remove()));
 });
-
-function context(cwd: string): CliContext & { out: () => string } {
-  const stdout = new PassThrough();
-  const chunks: Buffer[] = [];
-  stdout.on('data', (c: Buffer) => chunks.push(c));
-  return {
-    stdout,
-    stderr: new PassThrough(),
-    isTTY: false,
-    cwd,
-    env: {},
-    signal: new AbortController().signal,
-    out: () => Buffer.concat(chunks).toString('utf8'),
-  };
-}
 
 const LONG = `echo ${'x'.repeat(CONVERSATION_ITEM_CHARS + 500)}`;
 const turns = [
@@ -73,7 +57,7 @@ describe('tool errors and commands are visible', () => {
 
   it('logs shows the error text (escaped on the terminal), not just "error"', async () => {
     const run = await runWithErrors([]);
-    const ctx = context(run.root);
+    const ctx = capturedContext(run.root);
     expect(await logsCommand(ctx, 'last', { runsDir: run.runsDir })).toBe(0);
     const line = ctx
       .out()
@@ -85,7 +69,7 @@ describe('tool errors and commands are visible', () => {
 
   it('logs --verbose adds the whole conversation: model text, tool inputs and results, cut with a note', async () => {
     const run = await runWithErrors([]);
-    const ctx = context(run.root);
+    const ctx = capturedContext(run.root);
     expect(await logsCommand(ctx, 'last', { runsDir: run.runsDir, verbose: true })).toBe(0);
     const out = ctx.out();
     expect(out).toContain('conversation:');
@@ -98,7 +82,7 @@ describe('tool errors and commands are visible', () => {
     expect(out).toMatch(/… \(\d+ more characters cut; the whole text is in transcript\.json\)/);
     expect(out).not.toContain('\u001b');
     // Without --verbose, none of it.
-    const plain = context(run.root);
+    const plain = capturedContext(run.root);
     await logsCommand(plain, 'last', { runsDir: run.runsDir });
     expect(plain.out()).not.toContain('conversation:');
   });

@@ -1,31 +1,15 @@
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { exitCodeForError } from '../../../src/cli/exit-codes.js';
 import { runsCommand, inspectCommand } from '../../../src/cli/commands/runs.js';
-import type { CliContext } from '../../../src/cli/context.js';
+import { capturedContext } from '../../helpers/cli.js';
 
 const roots: string[] = [];
 afterEach(async () => {
   await Promise.all(roots.splice(0).map((r) => rm(r, { recursive: true, force: true })));
 });
-
-function context(cwd: string): CliContext & { out: () => string } {
-  const stdout = new PassThrough();
-  const chunks: Buffer[] = [];
-  stdout.on('data', (c: Buffer) => chunks.push(c));
-  return {
-    stdout,
-    stderr: new PassThrough(),
-    isTTY: false,
-    cwd,
-    env: {},
-    signal: new AbortController().signal,
-    out: () => Buffer.concat(chunks).toString('utf8'),
-  };
-}
 
 async function codeOf(promise: Promise<unknown>): Promise<{ code: number; message: string }> {
   try {
@@ -43,9 +27,9 @@ describe('runs and inspect with two catalogs in ./catalog/', () => {
     await mkdir(join(root, 'catalog'));
     await writeFile(join(root, 'catalog', 'a.yaml'), 'name: a\n');
     await writeFile(join(root, 'catalog', 'b.yaml'), 'name: b\n');
-    const ctx = context(root);
+    const ctx = capturedContext(root);
     const runs = await codeOf(runsCommand(ctx, {}));
-    const inspect = await codeOf(inspectCommand(context(root), 'last', {}));
+    const inspect = await codeOf(inspectCommand(capturedContext(root), 'last', {}));
     expect(runs.code).toBe(2);
     expect(runs.message).toMatch(
       /several catalogs found, pick one with --catalog: catalog\/a\.yaml, catalog\/b\.yaml/,
@@ -57,7 +41,7 @@ describe('runs and inspect with two catalogs in ./catalog/', () => {
   it('with no catalog at all, runs still says there are none (exit 0)', async () => {
     const root = await mkdtemp(join(tmpdir(), 'sandbox-harness-runs-'));
     roots.push(root);
-    const ctx = context(root);
+    const ctx = capturedContext(root);
     expect(await runsCommand(ctx, {})).toBe(0);
     expect(ctx.out()).toContain('No runs recorded');
   });

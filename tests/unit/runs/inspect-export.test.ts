@@ -5,33 +5,17 @@
  */
 import { cp, mkdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { exportCommand } from '../../../src/cli/commands/export.js';
-import type { CliContext } from '../../../src/cli/context.js';
 import { inspectLogSchema, type InspectLogParsed } from '../../helpers/inspect-schema.js';
 import { fixingTurns, memoryRun, type MemoryRun } from '../../helpers/memory-run.js';
+import { capturedContext } from '../../helpers/cli.js';
 import { text, toolUse } from '../agent/helpers.js';
 
 const runs: MemoryRun[] = [];
 afterEach(async () => {
   await Promise.all(runs.splice(0).map((r) => r.remove()));
 });
-
-function context(cwd: string): CliContext & { out: () => string } {
-  const stdout = new PassThrough();
-  const chunks: Buffer[] = [];
-  stdout.on('data', (c: Buffer) => chunks.push(c));
-  return {
-    stdout,
-    stderr: new PassThrough(),
-    isTTY: false,
-    cwd,
-    env: {},
-    signal: new AbortController().signal,
-    out: () => Buffer.concat(chunks).toString('utf8'),
-  };
-}
 
 const turns = [
   {
@@ -50,7 +34,7 @@ async function run(): Promise<MemoryRun> {
 }
 
 async function exported(cwd: string, ref: string, options: Record<string, string> = {}) {
-  const ctx = context(cwd);
+  const ctx = capturedContext(cwd);
   const code = await exportCommand(ctx, ref, { format: 'inspect', ...options });
   expect(code).toBe(0);
   const parsed = inspectLogSchema.safeParse(JSON.parse(ctx.out()));
@@ -185,10 +169,10 @@ describe('export --format inspect', () => {
     expect(log.samples![0]!.messages).toEqual([]);
 
     await writeFile(join(out, 'results.jsonl'), '{"taskId": 1}\n');
-    await expect(exportCommand(context(r.root), out, { format: 'inspect' })).rejects.toThrow(
+    await expect(exportCommand(capturedContext(r.root), out, { format: 'inspect' })).rejects.toThrow(
       /results.jsonl line 1 .* is not a trial result/,
     );
-    await expect(exportCommand(context(r.root), out, { format: 'atif' })).rejects.toThrow(
+    await expect(exportCommand(capturedContext(r.root), out, { format: 'atif' })).rejects.toThrow(
       /is an eval's output folder/,
     );
   });

@@ -7,16 +7,14 @@ import { cp, mkdtemp, rm } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { inspectCommand } from '../../../src/cli/commands/runs.js';
-import type { CliContext } from '../../../src/cli/context.js';
 import { foldRun } from '../../../src/runs/journal.js';
 import { resolveRun } from '../../../src/runs/record.js';
 import { loadRunBundle } from '../../../src/view/bundle.js';
 import { renderPage } from '../../../src/view/site.js';
 import { openViewSource } from '../../../src/view/source.js';
-import { ROOT } from '../../helpers/cli.js';
+import { ROOT, capturedContext } from '../../helpers/cli.js';
 
 const RUN = '20261201-122059-38b733';
 const FIXTURE = join(ROOT, 'tests', 'fixtures', 'runs', 'before-journal');
@@ -36,21 +34,6 @@ async function repoWithOldRun(): Promise<{ repo: string; runsDir: string }> {
   return { repo, runsDir };
 }
 
-function context(cwd: string): CliContext & { out: () => string } {
-  const stdout = new PassThrough();
-  const chunks: Buffer[] = [];
-  stdout.on('data', (c: Buffer) => chunks.push(c));
-  return {
-    stdout,
-    stderr: new PassThrough(),
-    isTTY: false,
-    cwd,
-    env: {},
-    signal: new AbortController().signal,
-    out: () => Buffer.concat(chunks).toString('utf8'),
-  };
-}
-
 describe('a run record from before the journal', () => {
   it('has no run_start to fold: its run.json is the record', () => {
     const events = readFileSync(join(FIXTURE, RUN, 'events.jsonl'), 'utf8')
@@ -65,14 +48,14 @@ describe('a run record from before the journal', () => {
     const { repo, runsDir } = await repoWithOldRun();
     const stored = await resolveRun(runsDir, 'last');
     expect(stored.record.id).toBe(RUN);
-    const ctx = context(repo);
+    const ctx = capturedContext(repo);
     expect(await inspectCommand(ctx, RUN, { runsDir })).toBe(0);
     const out = ctx.out();
     expect(out).toContain('ready-for-review');
     expect(out).toMatch(/1\. changes-requested/);
     expect(out).toMatch(/2\. passed/);
     expect(out).toMatch(/review 1: request-changes/);
-    const json = context(repo);
+    const json = capturedContext(repo);
     expect(await inspectCommand(json, RUN, { runsDir, json: true })).toBe(0);
     expect(JSON.parse(json.out()).record.attempts).toHaveLength(2);
   });

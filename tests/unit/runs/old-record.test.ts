@@ -4,12 +4,11 @@
  */
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { inspectCommand } from '../../../src/cli/commands/runs.js';
-import type { CliContext } from '../../../src/cli/context.js';
 import { renderPage } from '../../../src/view/site.js';
 import { openViewSource } from '../../../src/view/source.js';
+import { capturedContext } from '../../helpers/cli.js';
 import { tempDir, writeRun } from '../view/fixtures.js';
 
 let dir: string;
@@ -26,28 +25,13 @@ beforeEach(async () => {
 });
 afterEach(() => remove());
 
-function context(cwd: string): CliContext & { out: () => string } {
-  const stdout = new PassThrough();
-  const chunks: Buffer[] = [];
-  stdout.on('data', (c: Buffer) => chunks.push(c));
-  return {
-    stdout,
-    stderr: new PassThrough(),
-    isTTY: false,
-    cwd,
-    env: {},
-    signal: new AbortController().signal,
-    out: () => Buffer.concat(chunks).toString('utf8'),
-  };
-}
-
 describe('an old-shape run record', () => {
   it('has no backend and a hex container id, and opens in inspect and in the viewer', async () => {
     const record = JSON.parse(await readFile(join(runs, ID, 'run.json'), 'utf8')) as Record<string, unknown>;
     expect(record.backend).toBeUndefined();
     expect((record.containers as { id: string }[])[0]?.id).toMatch(/^[0-9a-f]{64}$/);
 
-    const ctx = context(join(dir, 'repo'));
+    const ctx = capturedContext(join(dir, 'repo'));
     expect(await inspectCommand(ctx, ID, { runsDir: runs, json: true })).toBe(0);
     expect((JSON.parse(ctx.out()) as { id?: string; record?: { id?: string } }).record?.id ?? '').toBe(ID);
 
