@@ -163,10 +163,7 @@ export abstract class PosixSandbox implements Sandbox {
         } catch (error) {
           if (!(error instanceof ChannelLost)) throw error;
           // The command may or may not have run; running it again could do it twice.
-          if (await this.diedWithCommand(options.signal)) {
-            await this.checkUsable();
-            throw new SandboxDead(`sandbox ${this.id.slice(0, 12)} stopped while a command ran`);
-          }
+          await this.throwIfStopped(options.signal, 'a command ran');
           return {
             exitCode: 125,
             stdout: '',
@@ -183,15 +180,17 @@ export abstract class PosixSandbox implements Sandbox {
     // engine's -1/255): only the sandbox's state tells them apart, and a dead sandbox is an
     // error, never a command's (or a test run's) result.
     // A command this side timed out was killed by us, its sandbox still there: no need to ask.
-    if (
-      KILLED_CODES.has(result.exitCode) &&
-      !result.timedOut &&
-      (await this.diedWithCommand(options.signal))
-    ) {
-      await this.checkUsable();
-      throw new SandboxDead(`sandbox ${this.id.slice(0, 12)} stopped while a command ran`);
+    if (KILLED_CODES.has(result.exitCode) && !result.timedOut) {
+      await this.throwIfStopped(options.signal, 'a command ran');
     }
     return result;
+  }
+
+  /** Raises SandboxDead (or the backend's more precise cause) if the sandbox stopped while `doing`. */
+  private async throwIfStopped(signal: AbortSignal | undefined, doing: string): Promise<void> {
+    if (!(await this.diedWithCommand(signal))) return;
+    await this.checkUsable();
+    throw new SandboxDead(`sandbox ${this.id.slice(0, 12)} stopped while ${doing}`);
   }
 
   /**
@@ -554,10 +553,8 @@ export abstract class PosixSandbox implements Sandbox {
     const result = await this.guard(() => runScript(this.transport, script, args, rest));
     // The harness's own scripts (reads, writes, listings) meet a dying sandbox as commands do:
     // a read that "failed" with 126 or 137 there is the sandbox stopping, not a file problem.
-    if (KILLED_CODES.has(result.exitCode) && (await this.diedWithCommand(options.signal))) {
-      await this.checkUsable();
-      throw new SandboxDead(`sandbox ${this.id.slice(0, 12)} stopped while the harness worked in it`);
-    }
+    if (KILLED_CODES.has(result.exitCode))
+      await this.throwIfStopped(options.signal, 'the harness worked in it');
     return result;
   }
 
