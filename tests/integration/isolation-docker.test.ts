@@ -8,8 +8,11 @@ import { execFile } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { afterAll, describe, expect, it } from 'vitest';
-import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { dockerBackend, ExecTransport } from '../../src/sandbox/docker/docker-sandbox.js';
+import { DockerEngine, dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { standbyScript } from '../../src/sandbox/posix/exec.js';
+import { PosixSandbox } from '../../src/sandbox/posix/posix-sandbox.js';
 import { SURVIVORS_SCRIPT } from '../../src/sandbox/posix/scripts.js';
 import type { Sandbox } from '../../src/sandbox/types.js';
 import { fixtureImage } from '../helpers/docker.js';
@@ -93,6 +96,65 @@ describe('a freeze nothing survives', () => {
     });
     expect(after.exitCode).toBe(0);
     expect(after.stdout.toString()).toMatch(/^clear \d+$/m);
+  });
+
+  it('a freeze over the channel that stops nothing is not believed: root never sees clear, the hard freeze follows', async () => {
+    const sandbox = await make();
+    await sandbox.exec('(while :; do date >> ticks.txt; sleep 0.02; done) > /dev/null 2>&1 &', {
+      fast: true,
+    });
+    // The freeze script as a hostile process would leave it: sent, and nothing stopped.
+    const quiet = vi
+      .spyOn(
+        PosixSandbox.prototype as unknown as { stopProcesses: () => Promise<undefined> },
+        'stopProcesses',
+      )
+      .mockResolvedValue(undefined);
+    const restarts = vi.spyOn(DockerEngine.prototype, 'restartContainer');
+    try {
+      await sandbox.freeze();
+      expect(restarts).toHaveBeenCalledTimes(1);
+    } finally {
+      quiet.mockRestore();
+      restarts.mockRestore();
+    }
+    const size = async () => (await sandbox.readFile('ticks.txt')).length;
+    const first = await size();
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await size()).toBe(first);
+  }, 60_000);
+
+  it('a script on standby runs only on go (as root, with its arguments); one cancelled never runs', async () => {
+    const sandbox = await make();
+    const transport = new ExecTransport(dockerEngine(), sandbox.id);
+    const options = { maxStdoutBytes: 1024, cwd: '/', user: 'root' } as const;
+    const script = 'echo "$1 $(id -u)" > "/tmp/standby-$1"; cat "/tmp/standby-$1"';
+    const [ran, cancelled] = await Promise.all([
+      standbyScript(transport, script, ['one'], options),
+      standbyScript(transport, script, ['two'], options),
+    ]);
+    expect(ran?.waiting).toBe(true);
+    expect(cancelled?.waiting).toBe(true);
+    await new Promise((r) => setTimeout(r, 300));
+    expect((await sandbox.exec('ls /tmp')).stdout).not.toContain('standby-');
+    const result = await ran!.go();
+    expect(result.exitCode).toBe(0);
+    expect(result.stdout.toString()).toBe('one 0\n');
+    expect(ran!.waiting).toBe(false);
+    cancelled!.cancel();
+    expect(cancelled!.waiting).toBe(false);
+    // The cancelled one ends on its stdin's end without running.
+    let left = '1';
+    for (let i = 0; i < 50 && left !== '0'; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      left = (
+        await sandbox.exec(
+          "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '[r]ead -r _' || true",
+        )
+      ).stdout.trim();
+    }
+    expect(left).toBe('0');
+    expect((await sandbox.exec('ls /tmp')).stdout).not.toContain('standby-two');
   });
 });
 

@@ -454,6 +454,61 @@ export function describeDockerConformance(target: DockerTarget): void {
         expect((await sandbox.changes()).changes.map((c) => c.path)).toEqual(['ticks.txt']);
       });
 
+      it('over the command channel, the freeze stops the channel and all the agent left, with no exec to wait for and no restart', async () => {
+        const sandbox = await make({ role: 'freeze-channel' });
+        await sandbox.exec(
+          '(while :; do date >> ticks.txt; sleep 0.05; done) > /dev/null 2>&1 & setsid sh -c "while :; do sleep 1; done" > /dev/null 2>&1 & (sh -c "sleep 502 &" &) ',
+          { fast: true },
+        );
+        await new Promise((r) => setTimeout(r, 300));
+        const execs = vi.spyOn(DockerEngine.prototype, 'startExec');
+        const restarts = vi.spyOn(DockerEngine.prototype, 'restartContainer');
+        try {
+          await sandbox.freeze();
+          // The freeze went over the channel and root's look was started with it: neither
+          // needed an exec now, and nothing was left for the hard freeze (a restart).
+          expect(execs).not.toHaveBeenCalled();
+          expect(restarts).not.toHaveBeenCalled();
+        } finally {
+          execs.mockRestore();
+          restarts.mockRestore();
+        }
+        const size = async () => (await sandbox.readFile('ticks.txt')).length;
+        const first = await size();
+        await new Promise((r) => setTimeout(r, 600));
+        expect(await size()).toBe(first);
+        // Nothing the agent left runs, nor the channel's own processes.
+        const procs = await sandbox.exec(
+          "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c -E '[s]leep 502|[w]hile :|[s]andbox-channel' || true",
+        );
+        expect(procs.stdout.trim()).toBe('0');
+        expect((await sandbox.exec('echo alive', { fast: true })).stdout).toBe('alive\n');
+        expect((await sandbox.changes()).changes.map((c) => c.path)).toEqual(['ticks.txt']);
+      });
+
+      it('with a command still running on the channel, the freeze takes its own exec, stops it too, and needs no restart', async () => {
+        const sandbox = await make({ role: 'freeze-busy' });
+        const running = sandbox
+          .exec('sleep 503', { fast: true, timeoutMs: 120_000 })
+          .catch((error: unknown) => error);
+        const count = async () =>
+          (
+            await sandbox.exec(
+              "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '[s]leep 503' || true",
+            )
+          ).stdout.trim();
+        expect(await until(async () => (await count()) !== '0', 10_000)).toBe(true);
+        const restarts = vi.spyOn(DockerEngine.prototype, 'restartContainer');
+        try {
+          await sandbox.freeze();
+          expect(restarts).not.toHaveBeenCalled();
+        } finally {
+          restarts.mockRestore();
+        }
+        await running;
+        expect(await count()).toBe('0');
+      });
+
       it(`reads the change list ${target.layerReads === 'layers' ? 'from the writable layer on this host' : 'by the scan inside the sandbox'}, as detected`, async () => {
         const sandbox = await make({ role: 'layer-reads' });
         await sandbox.exec(

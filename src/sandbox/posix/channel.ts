@@ -11,7 +11,8 @@
  * server itself runs as the sandbox user, though, so a process that traces it (or opens its
  * streams under /proc) could still lie about its own result. So only calls whose result is
  * the agent's own information use the channel (its tool calls: commands, file reads, writes
- * and listings); verdicts (tests, the change list, the export, the freeze) never do.
+ * and listings); verdicts (tests, the change list, the export) never do. The freeze script
+ * may go over it, because its word is never believed: root's look after it decides.
  */
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
@@ -128,6 +129,8 @@ interface RawResult {
 export class CommandChannel {
   private current: Pending | undefined;
   private queue: Promise<unknown> = Promise.resolve();
+  /** Commands handed to the channel and not yet settled (running or waiting their turn). */
+  private inFlight = 0;
   private lost: string | undefined;
 
   private constructor(
@@ -187,6 +190,11 @@ export class CommandChannel {
 
   get usable(): boolean {
     return this.lost === undefined;
+  }
+
+  /** Usable, and nothing runs or waits on it: a command sent now starts at once. */
+  get idle(): boolean {
+    return this.lost === undefined && this.inFlight === 0;
   }
 
   close(reason = 'closed'): void {
@@ -251,7 +259,10 @@ export class CommandChannel {
     options: RawOptions,
     kill: (token: string) => Promise<void>,
   ): Promise<RawResult> {
-    const result = this.queue.then(() => this.runNow(command, options, kill));
+    this.inFlight += 1;
+    const result = this.queue
+      .then(() => this.runNow(command, options, kill))
+      .finally(() => (this.inFlight -= 1));
     this.queue = result.catch(() => undefined);
     return result;
   }

@@ -224,26 +224,132 @@ export async function runScript(
   options: ScriptOptions,
 ): Promise<ScriptResult> {
   if (options.signal?.aborted) throw abortError(options.signal);
-  const timeoutSec = Math.max(1, Math.ceil((options.timeoutMs ?? 60_000) / 1000));
-  const buffer = new BoundedBuffer(options.maxStdoutBytes);
-  const stderr = new BoundedBuffer(options.maxStderrBytes ?? 64 * 1024);
-  const running: StartedProcess = await transport.start({
+  const timeoutSec = scriptTimeoutSec(options);
+  const sinks = scriptSinks(options);
+  const running = await transport.start({
     argv: ['timeout', '-k', '1', String(timeoutSec), '/bin/sh', '-c', script, 'sandbox-harness', ...args],
+    ...scriptSpec(options, sinks),
+    ...(options.stdin ? { stdin: options.stdin } : {}),
+  });
+  return scriptEnding(running, sinks, timeoutSec, options.signal);
+}
+
+/** A script started ahead of time, waiting for `go` (see `standbyScript`). */
+export interface StandbyScript {
+  /** Still waiting: its process has not ended. */
+  readonly waiting: boolean;
+  /** Runs it now and waits for it as `runScript` does. Once. */
+  go(signal?: AbortSignal): Promise<ScriptResult>;
+  /** Never runs it (it ends on its stdin's end); nothing, once `go` was called. */
+  cancel(): void;
+}
+
+/**
+ * Waits on stdin's first line before it runs the script; on end of file it exits, having
+ * run nothing. $0 the script, $1 its timeout, the rest its arguments.
+ */
+const STANDBY_WRAPPER =
+  'read -r _ || exit 0; t=$1; shift; exec timeout -k 1 "$t" /bin/sh -c "$0" sandbox-harness "$@"';
+
+/**
+ * Starts one of the harness's scripts now and runs it later, when `go` is called: the exec
+ * round trip is paid ahead, off the path that waits for the answer. Undefined when the
+ * backend cannot keep stdin open. Throws `SandboxDead`.
+ */
+export async function standbyScript(
+  transport: Transport,
+  script: string,
+  args: readonly string[],
+  options: Omit<ScriptOptions, 'stdin' | 'signal'>,
+): Promise<StandbyScript | undefined> {
+  const timeoutSec = scriptTimeoutSec(options);
+  const sinks = scriptSinks(options);
+  const running = await transport.start({
+    argv: ['/bin/sh', '-c', STANDBY_WRAPPER, script, String(timeoutSec), ...args],
+    ...scriptSpec(options, sinks),
+    stdin: 'stream',
+  });
+  const input = running.input;
+  if (!input) {
+    running.detach();
+    return undefined;
+  }
+  let ended = false;
+  let used = false;
+  const end = () => (ended = true);
+  running.exited.then(end, end);
+  running.streamEnded.then(end, end);
+  // A write to a stream that has just closed fails there; `go` then answers as the ending did.
+  input.on('error', () => undefined);
+  return {
+    get waiting() {
+      return !ended && !used;
+    },
+    go(signal) {
+      if (used) throw new Error('a standby script runs once');
+      used = true;
+      if (signal?.aborted) {
+        running.detach();
+        return Promise.reject(abortError(signal));
+      }
+      input.write('go\n');
+      return scriptEnding(running, sinks, timeoutSec, signal);
+    },
+    cancel() {
+      // One that was told to go is left to end (the caller awaits it); detaching it would
+      // leave that wait to the host's deadline.
+      if (used) return;
+      used = true;
+      running.detach();
+    },
+  };
+}
+
+function scriptTimeoutSec(options: { timeoutMs?: number }): number {
+  return Math.max(1, Math.ceil((options.timeoutMs ?? 60_000) / 1000));
+}
+
+interface ScriptSinks {
+  stdout: BoundedBuffer;
+  stderr: BoundedBuffer;
+}
+
+function scriptSinks(options: Pick<ScriptOptions, 'maxStdoutBytes' | 'maxStderrBytes'>): ScriptSinks {
+  return {
+    stdout: new BoundedBuffer(options.maxStdoutBytes),
+    stderr: new BoundedBuffer(options.maxStderrBytes ?? 64 * 1024),
+  };
+}
+
+function scriptSpec(
+  options: Pick<ScriptOptions, 'cwd' | 'user' | 'stdout'>,
+  sinks: ScriptSinks,
+): Omit<ProcessSpec, 'argv'> {
+  return {
     cwd: options.cwd ?? WORKSPACE,
     env: [...SCRIPT_ENV],
-    ...(options.stdin ? { stdin: options.stdin } : {}),
     ...(options.user ? { user: options.user } : {}),
-    stdout: options.stdout ?? buffer,
-    stderr,
-  });
+    stdout: options.stdout ?? sinks.stdout,
+    stderr: sinks.stderr,
+  };
+}
+
+/** Waits for a started script to end (or its host deadline, or the abort) and gives its result. */
+async function scriptEnding(
+  running: StartedProcess,
+  sinks: ScriptSinks,
+  timeoutSec: number,
+  signal: AbortSignal | undefined,
+): Promise<ScriptResult> {
+  const { stdout: buffer, stderr } = sinks;
   const first = await firstOf(
     running.exited.then((code) => ({ code })),
     timeoutSec * 1000 + HOST_GRACE_MS,
-    options.signal,
+    signal,
   );
   if (typeof first !== 'object') {
     running.detach();
-    if (first === 'aborted') throw abortError(options.signal!);
+    if (first === 'aborted') throw abortError(signal!);
     return {
       exitCode: 124,
       stdout: buffer.bytes(),

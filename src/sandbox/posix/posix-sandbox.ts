@@ -33,9 +33,11 @@ import {
   killTree,
   runCommand,
   runScript,
+  standbyScript,
   SCRIPT_ENV,
   type ScriptOptions,
   type ScriptResult,
+  type StandbyScript,
 } from './exec.js';
 import { shellJoin } from '../shell.js';
 import { workspaceRelative } from './paths.js';
@@ -115,6 +117,7 @@ const KILL_SETTLE_MS = 15_000;
 const PROBE_TIMEOUT_MS = 5000;
 /** How long (10 ms tries) the root check beside the freeze waits for the sandbox user's processes to go. */
 const SURVIVOR_WATCH_TRIES = 1000;
+const SURVIVORS_OPTIONS = { maxStdoutBytes: 4096, cwd: '/', timeoutMs: 30_000 } as const;
 
 function errorText(value: unknown): string {
   return value instanceof Error ? value.message : String(value);
@@ -130,6 +133,11 @@ export abstract class PosixSandbox implements Sandbox {
   private readonly hidden: ReadonlySet<string>;
   /** The fast path for `fast` commands: opened on first use, given up for good when it fails. */
   private channel: Promise<CommandChannel | undefined> | undefined;
+  /**
+   * Root's look for the freeze, started with the channel (a sandbox with a channel is an
+   * agent's, which ends in a freeze), so the freeze does not wait for its exec round trip.
+   */
+  private freezeCheck: Promise<StandbyScript | undefined> | undefined;
 
   constructor(options: PosixSandboxOptions) {
     this.id = options.id;
@@ -240,13 +248,21 @@ export abstract class PosixSandbox implements Sandbox {
 
   private openChannel(): Promise<CommandChannel | undefined> {
     this.channel ??= CommandChannel.open(this.transport).catch(() => undefined);
+    this.freezeCheck ??= standbyScript(this.transport, SURVIVORS_SCRIPT, [String(SURVIVOR_WATCH_TRIES)], {
+      ...SURVIVORS_OPTIONS,
+      user: 'root',
+    }).catch(() => undefined);
     return this.channel;
   }
 
-  /** Stops the command channel, if one runs (before a freeze, and when the sandbox goes). */
+  /**
+   * Stops the command channel, if one runs, and root's look waiting for the freeze (after a
+   * freeze, and when the sandbox goes).
+   */
   protected async closeChannel(): Promise<void> {
-    const channel = await this.channel;
+    const [channel, check] = await Promise.all([this.channel, this.freezeCheck]);
     channel?.close();
+    check?.cancel();
   }
 
   async readFile(path: string, options: FileCallOptions & { maxBytes?: number } = {}): Promise<Buffer> {
@@ -463,38 +479,72 @@ export abstract class PosixSandbox implements Sandbox {
   }
 
   async freeze(options: { signal?: AbortSignal } = {}): Promise<void> {
-    // The freeze stops the channel's process with every other; nothing more may use it.
-    await this.closeChannel();
     // The freeze runs as the sandbox user (only it may signal that user's processes), so a
     // process of that user could fool it: root looks at what is left, which none of them
-    // can trace or signal. It starts now and watches until nothing of that user runs (the
-    // freeze script included), so its exec costs no time after the freeze.
-    const watched = this.survivors(SURVIVOR_WATCH_TRIES, options.signal).catch((error: unknown) => error);
+    // can trace or signal. It watches until nothing of that user runs (the freeze script
+    // included). Started with the channel when there is one (else now, beside the freeze),
+    // so the freeze does not wait for its exec.
+    const watched = this.survivors(SURVIVOR_WATCH_TRIES, options.signal, await this.freezeCheck).catch(
+      (error: unknown) => error,
+    );
+    let failed: string | undefined;
+    try {
+      failed = await this.stopProcesses(options.signal);
+    } catch (error) {
+      await watched;
+      await this.closeChannel();
+      throw error;
+    }
+    const left = await watched;
+    // The freeze stops the channel's processes with every other; nothing more may use it.
+    // Not before root's look: the freeze may still be on its way to the sandbox over it.
+    await this.closeChannel();
+    if (failed === undefined) {
+      if (left === undefined) return;
+      if (left instanceof Error && !(left instanceof SandboxDead)) throw left;
+      failed = `processes of the sandbox user survived the freeze (${errorText(left)})`;
+    }
+    await this.hardFreeze(failed);
+    await this.confirmFrozen(options.signal);
+  }
+
+  /**
+   * Runs the freeze script as the sandbox user: undefined once it is under way or done, else
+   * why the backend's hard freeze must do it. Its word is never the verdict (root's look is).
+   */
+  private async stopProcesses(signal: AbortSignal | undefined): Promise<string | undefined> {
+    const channel = await this.channel;
+    if (channel?.idle) {
+      // An idle command channel runs it without an exec round trip. The script stops the
+      // channel's own processes too, so no answer comes back, and none is awaited: if it does
+      // not stop everything, root's look never clears and the hard freeze follows.
+      void channel
+        .script(
+          this.channelCommand(FREEZE_SCRIPT, []),
+          { maxStdoutBytes: 1024, timeoutMs: 30_000 },
+          (token) => killTree(this.transport, token),
+        )
+        .catch(() => undefined);
+      return undefined;
+    }
+    await this.closeChannel();
     let result: ScriptResult;
     try {
       result = await this.script(FREEZE_SCRIPT, [], {
         maxStdoutBytes: 1024,
         cwd: '/',
         timeoutMs: 30_000,
-        ...(options.signal ? { signal: options.signal } : {}),
+        ...(signal ? { signal } : {}),
       });
     } catch (error) {
-      await watched;
       // Stopped already (its processes all died): starting it again gives the frozen state.
       if (!(error instanceof SandboxDead)) throw error;
-      await this.hardFreeze('the sandbox had stopped');
-      return this.confirmFrozen(options.signal);
+      return 'the sandbox had stopped';
     }
     if (result.exitCode !== 0 || !/^frozen \d+$/m.test(result.stdout.toString('utf8'))) {
-      await watched;
-      await this.hardFreeze(`the freeze script failed (exit ${result.exitCode}: ${result.stderr.trim()})`);
-      return this.confirmFrozen(options.signal);
+      return `the freeze script failed (exit ${result.exitCode}: ${result.stderr.trim()})`;
     }
-    const left = await watched;
-    if (left === undefined) return;
-    if (left instanceof Error && !(left instanceof SandboxDead)) throw left;
-    await this.hardFreeze(`processes of the sandbox user survived the freeze (${errorText(left)})`);
-    await this.confirmFrozen(options.signal);
+    return undefined;
   }
 
   /** After a hard freeze: one more look as root; a sandbox that is still not clear is not read. */
@@ -505,15 +555,22 @@ export abstract class PosixSandbox implements Sandbox {
     }
   }
 
-  /** Undefined once no process of the sandbox user runs; else what runs, or why it cannot tell. */
-  private async survivors(tries: number, signal: AbortSignal | undefined): Promise<string | undefined> {
-    const check = await this.script(SURVIVORS_SCRIPT, [String(tries)], {
-      maxStdoutBytes: 4096,
-      cwd: '/',
-      timeoutMs: 30_000,
-      user: 'root',
-      ...(signal ? { signal } : {}),
-    });
+  /**
+   * Undefined once no process of the sandbox user runs; else what runs, or why it cannot
+   * tell. With `watch`, the check started with the channel, when it still waits.
+   */
+  private async survivors(
+    tries: number,
+    signal: AbortSignal | undefined,
+    watch?: StandbyScript,
+  ): Promise<string | undefined> {
+    const check = watch?.waiting
+      ? await watch.go(signal)
+      : await this.script(SURVIVORS_SCRIPT, [String(tries)], {
+          ...SURVIVORS_OPTIONS,
+          user: 'root',
+          ...(signal ? { signal } : {}),
+        });
     if (check.exitCode === 0 && /^clear \d+$/m.test(check.stdout.toString('utf8'))) return undefined;
     const listed = check.stdout.toString('utf8').trim().split('\n').slice(0, 5).join('; ');
     return `exit ${check.exitCode}: ${check.stderr.trim()}${listed ? ` (${listed})` : ''}`.slice(0, 500);
@@ -540,10 +597,11 @@ export abstract class PosixSandbox implements Sandbox {
     if (fast && !rest.user && !rest.stdout && (rest.cwd === undefined || rest.cwd === WORKSPACE)) {
       const channel = await this.openChannel();
       if (channel?.usable) {
-        const command = `${SCRIPT_ENV.join(' ')} exec /bin/sh -c ${shellJoin([script, 'sandbox-harness', ...args])}`;
         try {
           return await this.guard(() =>
-            channel.script(command, rest, (token) => killTree(this.transport, token)),
+            channel.script(this.channelCommand(script, args), rest, (token) =>
+              killTree(this.transport, token),
+            ),
           );
         } catch (error) {
           if (!(error instanceof ChannelLost)) throw error;
@@ -556,6 +614,11 @@ export abstract class PosixSandbox implements Sandbox {
     if (KILLED_CODES.has(result.exitCode))
       await this.throwIfStopped(options.signal, 'the harness worked in it');
     return result;
+  }
+
+  /** One of the harness's scripts as a command line for the channel, with the environment an exec gives it. */
+  private channelCommand(script: string, args: readonly string[]): string {
+    return `${SCRIPT_ENV.join(' ')} exec /bin/sh -c ${shellJoin([script, 'sandbox-harness', ...args])}`;
   }
 
   /** A backend error while the sandbox died for a reason the backend knows better (disk) becomes that reason. */
