@@ -178,6 +178,10 @@ export function classifyTestRun(run: TestLayerOutcome): TestCommandProblem | und
     }
   }
 
+  // Before the summary check: here the counts are of test files that never loaded.
+  const typeScript = code !== 0 ? typeScriptNodeCannotLoad(text, run.runner) : undefined;
+  if (typeScript) return { kind: 'runner-cannot-start', reason: typeScript };
+
   if (testsRan(text)) return undefined;
 
   // No tests: the runner started and found nothing to run.
@@ -188,6 +192,23 @@ export function classifyTestRun(run: TestLayerOutcome): TestCommandProblem | und
   const cannotStart = runnerCannotStart(text, last, code, run.runner);
   if (cannotStart) return { kind: 'runner-cannot-start', reason: cannotStart };
   return undefined;
+}
+
+/**
+ * `node --test` on TypeScript files with a Node that cannot strip types (Node 20): each file
+ * is reported as one failing subtest, with its load error, before any test in it ran. Only
+ * when no test passed and there are at least as many such load errors as failures.
+ */
+function typeScriptNodeCannotLoad(text: string, runner: TestRunner): string | undefined {
+  if (runner !== 'node-test' && runner !== 'npm' && runner !== 'unknown') return undefined;
+  if (!/^# pass 0$/m.test(text)) return undefined;
+  const pattern = /\[ERR_UNKNOWN_FILE_EXTENSION\]: Unknown file extension "(\.[cm]?tsx?)" for (\S+)/g;
+  const loadErrors = [...text.matchAll(pattern)];
+  const first = loadErrors[0];
+  if (!first) return undefined;
+  const failures = text.match(/^not ok \d+ - /gm)?.length ?? 0;
+  if (failures === 0 || loadErrors.length < failures) return undefined;
+  return `node cannot load the TypeScript file ${first[2]} (ERR_UNKNOWN_FILE_EXTENSION "${first[1]}"): the sandbox's Node does not strip types; run the tests through a loader the repo installs (tsx, ts-node) or on a base image with a newer Node`;
 }
 
 function noTestsFound(last: string, code: number, runner: TestRunner): string | undefined {
@@ -228,6 +249,15 @@ function runnerCannotStart(text: string, last: string, code: number, runner: Tes
     const missing = firstMatch(text, /^E\s+ModuleNotFoundError: (No module named '[^'\n]+')/m);
     if (conftest && missing) return `pytest could not load ${conftest}: ${missing} (exit 4)`;
   }
+  // Node itself refused its command line (exit 9): an option the sandbox's Node is too old
+  // for (`--experimental-strip-types` on Node 20), so not one test file was loaded.
+  const nodeOption =
+    code === 9
+      ? (firstMatch(last, /^(?:\S*\/)?node: bad option: (\S+)$/m) ??
+        firstMatch(last, /^(?:\S*\/)?node: (\S+) is not allowed in NODE_OPTIONS$/m))
+      : undefined;
+  if (nodeOption)
+    return `the sandbox's node does not know the option ${nodeOption} (exit 9): the tests need a newer Node than the sandbox image has (a base image with it: sandbox.baseImage or a Dockerfile.sandbox)`;
   if (/^\S*python[\d.]*: No module named (?:pytest|py\.test)$/m.test(last))
     return 'pytest is not installed in the sandbox';
 
