@@ -134,7 +134,11 @@ export function classifyTestRun(run: TestLayerOutcome): TestCommandProblem | und
   // The shell: the command (or a program the script runs) does not exist or cannot run.
   if (code === 127) {
     const name = firstMatch(last, /(?:^|\n)(?:[^\n:]*: )?(?:\d+: )?([^\s:]+): (?:command )?not found\s*$/m);
-    if (name) return { kind: 'command-not-found', reason: `\`${name}\` was not found (exit 127)` };
+    if (name)
+      return {
+        kind: 'command-not-found',
+        reason: `\`${name}\` was not found (exit 127)${packageManagerHint(name)}`,
+      };
     const missing = firstMatch(last, /^(?:[^\n:]*: )?(?:\d+: )?([^\s:]+): No such file or directory\s*$/m);
     if (missing) return { kind: 'command-not-found', reason: `\`${missing}\` does not exist (exit 127)` };
   }
@@ -209,6 +213,15 @@ function typeScriptNodeCannotLoad(text: string, runner: TestRunner): string | un
   const failures = text.match(/^not ok \d+ - /gm)?.length ?? 0;
   if (failures === 0 || loadErrors.length < failures) return undefined;
   return `node cannot load the TypeScript file ${first[2]} (ERR_UNKNOWN_FILE_EXTENSION "${first[1]}"): the sandbox's Node does not strip types; run the tests through a loader the repo installs (tsx, ts-node) or on a base image with a newer Node`;
+}
+
+/**
+ * pnpm, yarn and bun are not in the Node base image, and corepack cannot fetch them without
+ * network: a repo's scripts that call them need npm's spelling or a recipe that brings them.
+ */
+function packageManagerHint(name: string): string {
+  if (!/^(?:pnpm|pnpx|yarn|yarnpkg|bun|bunx)$/.test(name)) return '';
+  return `: the sandbox image has npm but not ${name}; run the runner through npm (\`npx vitest run\`, \`npm run <script>\` of a script that does not call ${name}) or bring ${name} with a Dockerfile.sandbox`;
 }
 
 function noTestsFound(last: string, code: number, runner: TestRunner): string | undefined {

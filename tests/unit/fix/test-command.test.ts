@@ -65,6 +65,7 @@ const BROKEN: Case[] = [
   ['node-esm-entry-missing', 1, 'node run-tests.mjs', 'runner-cannot-start'],
   ['node-bad-option-npm', 9, 'npm test', 'runner-cannot-start'],
   ['node-bad-option', 9, 'node --experimental-strip-types --test', 'runner-cannot-start'],
+  ['npm-script-pnpm-missing', 127, 'npm test', 'command-not-found'],
   ['nodetest-ts-on-node20', 1, 'node --test test/a.test.ts', 'runner-cannot-start'],
   ['node-options-not-allowed', 9, 'NODE_OPTIONS=--experimental-strip-types npx mocha', 'runner-cannot-start'],
 ];
@@ -127,6 +128,10 @@ describe('classifyTestRun on real runner output', () => {
     expect(classify('sh-127', 127, 'frobnicate --all')?.reason).toBe('`frobnicate` was not found (exit 127)');
     expect(classify('vitest-not-installed', 127, 'npm test')?.reason).toContain('`vitest`');
     expect(classify('pytest-conftest-import', 4, 'pytest')?.reason).toContain("No module named 'nopemodule'");
+    expect(classify('npm-script-pnpm-missing', 127, 'npm test')?.reason).toContain(
+      '`pnpm` was not found (exit 127): the sandbox image has npm but not pnpm',
+    );
+    expect(classify('sh-127', 127, 'frobnicate --all')?.reason).not.toContain('npm');
     expect(classify('node-bad-option-npm', 9, 'npm test')?.reason).toContain(
       "the sandbox's node does not know the option --experimental-transform-types (exit 9)",
     );
