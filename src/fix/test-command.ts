@@ -233,7 +233,9 @@ function noTestsFound(last: string, code: number, runner: TestRunner): string | 
   // node --test: "Could not find '<path>'" for a named file or glob that matches nothing.
   const nodePath = firstMatch(last, /^Could not find '([^'\n]+)'$/m);
   if (nodePath && (runner === 'node-test' || runner === 'npm' || runner === 'unknown'))
-    return `node --test found no test file at ${nodePath}`;
+    return /[*?[{]/.test(nodePath)
+      ? `node --test found no test file at ${nodePath}: a Node older than 21 (the base image has Node 20) does not expand a glob given to --test, whatever files exist; let the shell expand it (unquoted) or name a folder`
+      : `node --test found no test file at ${nodePath}`;
   if (/^# tests 0$/m.test(last) && /^# pass 0$/m.test(last) && /^# fail 0$/m.test(last))
     return 'node --test ran 0 tests';
   if (runner === 'pytest' && code === 5) {

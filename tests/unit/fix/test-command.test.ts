@@ -132,6 +132,12 @@ describe('classifyTestRun on real runner output', () => {
       '`pnpm` was not found (exit 127): the sandbox image has npm but not pnpm',
     );
     expect(classify('sh-127', 127, 'frobnicate --all')?.reason).not.toContain('npm');
+    expect(classify('nodetest-glob-none', 1, 'node --test "test/**/*.test.js"')?.reason).toContain(
+      'does not expand a glob given to --test',
+    );
+    expect(classify('nodetest-file-missing', 1, 'node --test test/nope.test.js')?.reason).toBe(
+      'node --test found no test file at /workspace/test/nope.test.js',
+    );
     expect(classify('node-bad-option-npm', 9, 'npm test')?.reason).toContain(
       "the sandbox's node does not know the option --experimental-transform-types (exit 9)",
     );
