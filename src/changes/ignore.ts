@@ -20,7 +20,7 @@
  */
 import picomatch from 'picomatch';
 import { posix } from 'node:path';
-import type { EntryType, WorkspaceTree } from '../sandbox/types.js';
+import type { EntryType, PathChange, WorkspaceTree } from '../sandbox/types.js';
 import { pathProblem } from './allowlist.js';
 import type { PristineSource } from './change-set.js';
 import { sha256 } from './hash.js';
@@ -53,7 +53,7 @@ export function ignoreSettings(setting: IgnoreChangesSetting | undefined): Ignor
   };
 }
 
-export type IgnoreReason = 'git' | 'default' | 'catalog' | 'gitignore';
+export type IgnoreReason = 'git' | 'default' | 'catalog' | 'gitignore' | 'tests';
 
 export interface ChangeIgnore {
   /** Why a changed path is not the agent's change, or undefined when it is gated. */
@@ -103,6 +103,61 @@ export function createChangeIgnore(options: ChangeIgnoreOptions): ChangeIgnore {
       if (added?.(path)) return 'catalog';
       if (gitignore?.ignores(path, isDir)) return 'gitignore';
       return undefined;
+    },
+  };
+}
+
+/**
+ * What the test command itself wrote into the workspace of the untouched repo (the baseline's
+ * sandbox, scanned after its run): the new paths, a new folder standing for everything below
+ * it. Tests that leave their output in the repo (`test/output/`, a report, a fixture they
+ * generate) without a `.gitignore` rule for it would otherwise make every attempt that runs
+ * them "change" a file it may not.
+ */
+export interface TestOutputs {
+  paths: ReadonlySet<string>;
+  folders: ReadonlySet<string>;
+}
+
+export const NO_TEST_OUTPUTS: TestOutputs = { paths: new Set(), folders: new Set() };
+
+export function testOutputsOf(changes: readonly PathChange[]): TestOutputs {
+  const paths = new Set<string>();
+  const folders = new Set<string>();
+  for (const change of changes) {
+    if (change.kind !== 'added' || change.unreadable || pathProblem(change.path) !== undefined) continue;
+    paths.add(change.path);
+    if (change.type === 'directory') folders.add(change.path);
+  }
+  return { paths, folders };
+}
+
+/**
+ * `ignore`, plus what the tests wrote on the untouched repo. Only a path the change would be
+ * refused for is left aside that way: an editable path always counts (the agent may well
+ * write a file the tests also write), and so does every path of the pristine tree. Leaving a
+ * path aside only ever keeps it from being copied back.
+ */
+export function withTestOutputs(
+  ignore: ChangeIgnore,
+  outputs: TestOutputs,
+  options: { tree: WorkspaceTree; isEditable: (path: string) => boolean },
+): ChangeIgnore {
+  if (outputs.paths.size === 0) return ignore;
+  const written = (path: string): boolean => {
+    if (outputs.paths.has(path)) return true;
+    for (let cut = path.lastIndexOf('/'); cut > 0; cut = path.lastIndexOf('/', cut - 1)) {
+      if (outputs.folders.has(path.slice(0, cut))) return true;
+    }
+    return false;
+  };
+  return {
+    reason(path, type) {
+      const own = ignore.reason(path, type);
+      if (own !== undefined) return own;
+      if (pathProblem(path) !== undefined || options.tree.has(path)) return undefined;
+      if (options.isEditable(path)) return undefined;
+      return written(path) ? 'tests' : undefined;
     },
   };
 }

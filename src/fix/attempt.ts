@@ -15,7 +15,7 @@ import {
   type ChangeSet,
   type PristineSource,
 } from '../changes/change-set.js';
-import type { ChangeIgnore } from '../changes/ignore.js';
+import { NO_TEST_OUTPUTS, withTestOutputs, type ChangeIgnore, type TestOutputs } from '../changes/ignore.js';
 import { changeSetPatch } from '../changes/patch.js';
 import {
   abortError,
@@ -51,6 +51,8 @@ export interface AttemptPlan {
   pristine: PristineSource;
   /** What is not the agent's change (build and test output, git's files). */
   ignore: ChangeIgnore;
+  /** What the test command wrote on the untouched repo: settles with the baseline, never rejects. */
+  testOutputs?: Promise<TestOutputs>;
   layers: readonly TestLayer[];
   /** Workspace paths of held-out tests: absent from attempt sandboxes, present in verification. */
   heldOut: readonly string[];
@@ -278,9 +280,14 @@ async function freezeStep({ run, box }: Attempt): Promise<Ending | undefined> {
 /** Step collect: the change set read from the frozen sandbox, its paths on the journal, its patch saved. */
 async function collectStep({ run, plan, n, box }: Attempt): Promise<ChangeSet> {
   run.journal.append({ kind: 'collect_start', attempt: n });
+  const outputs = (await plan.testOutputs) ?? NO_TEST_OUTPUTS;
+  const ignore = withTestOutputs(plan.ignore, outputs, {
+    tree: plan.tree,
+    isEditable: (path) => plan.allowlist.check(path).allowed,
+  });
   const changeSet = await collectChangeSet(box, {
     allowlist: plan.allowlist,
-    ignore: plan.ignore,
+    ignore,
     tree: plan.tree,
     pristine: plan.pristine,
     signal: run.signal,

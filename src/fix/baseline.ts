@@ -10,6 +10,8 @@ import { classifyTestRun, detectRunner, type TestCommandProblemKind } from './te
 import type { Run } from './context.js';
 import type { RepoImage } from '../image-context/request.js';
 import type { RunRecord } from '../runs/record.js';
+import type { Sandbox } from '../sandbox/types.js';
+import { testOutputsOf, type TestOutputs } from '../changes/ignore.js';
 
 /** A layer whose command did not run the tests at all (see `test-command.ts`). */
 export interface BrokenTestCommand {
@@ -31,6 +33,8 @@ export interface BaselineResult {
   runId: string;
   /** Set when the test command itself failed to run: no attempt can be verified against it. */
   broken?: BrokenTestCommand;
+  /** What the test command wrote into the untouched workspace (`testOutputsOf`). */
+  testOutputs?: TestOutputs;
 }
 
 /** Baselines shared between the trials of one eval. */
@@ -75,8 +79,10 @@ async function measure(
       },
     });
     const broken = brokenLayer(tests);
+    const testOutputs = await writtenByTests(box, run.signal);
     return {
       ...(broken ? { broken } : {}),
+      ...(testOutputs ? { testOutputs } : {}),
       passed: tests.passed,
       ...(tests.failingLayer ? { failingLayer: tests.failingLayer.name } : {}),
       exitCode: tests.failingLayer?.exitCode ?? 0,
@@ -86,6 +92,25 @@ async function measure(
     };
   } finally {
     await run.sandboxes.release(box);
+  }
+}
+
+/** Paths written by a test command cap what is read of the scan: past that, nothing is assumed. */
+const TEST_OUTPUT_SCAN_ENTRIES = 5000;
+
+/**
+ * What the tests left in the baseline's workspace. A hint for the gate (it can only keep a
+ * path from being copied back), so a scan that fails or overflows means none.
+ */
+async function writtenByTests(box: Sandbox, signal: AbortSignal): Promise<TestOutputs | undefined> {
+  try {
+    const scan = await box.changes({ maxEntries: TEST_OUTPUT_SCAN_ENTRIES, signal });
+    if (!scan.complete) return undefined;
+    const outputs = testOutputsOf(scan.changes);
+    return outputs.paths.size > 0 ? outputs : undefined;
+  } catch (error) {
+    if (signal.aborted) throw error;
+    return undefined;
   }
 }
 

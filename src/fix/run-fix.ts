@@ -21,7 +21,13 @@ import {
 } from '../catalog/load.js';
 import { testLayers } from '../catalog/schema.js';
 import { catalogAllowlist } from './allowlist.js';
-import { createChangeIgnore, gitExcludes, ignoreSettings, pristineGitignores } from '../changes/ignore.js';
+import {
+  createChangeIgnore,
+  gitExcludes,
+  ignoreSettings,
+  NO_TEST_OUTPUTS,
+  pristineGitignores,
+} from '../changes/ignore.js';
 import { changeSetPatch } from '../changes/patch.js';
 import {
   HarnessError,
@@ -432,6 +438,11 @@ async function attemptsWithBaseline(
   );
   baseline.catch(() => undefined);
   void baseline.then(letAgentGo, letAgentGo);
+  // The gate leaves aside what the tests write on the untouched repo, so it waits for the baseline.
+  plan.testOutputs = baseline.then(
+    (result) => result.testOutputs ?? NO_TEST_OUTPUTS,
+    () => NO_TEST_OUTPUTS,
+  );
   // A continued run starts from the earlier run's feedback, and numbers its attempts on.
   let feedback: string | undefined = run.continuation ? continuationFeedback(run.continuation) : undefined;
   let last: AttemptResult | undefined;

@@ -134,7 +134,11 @@ export function classifyTestRun(run: TestLayerOutcome): TestCommandProblem | und
   // The shell: the command (or a program the script runs) does not exist or cannot run.
   if (code === 127) {
     const name = firstMatch(last, /(?:^|\n)(?:[^\n:]*: )?(?:\d+: )?([^\s:]+): (?:command )?not found\s*$/m);
-    if (name) return { kind: 'command-not-found', reason: `\`${name}\` was not found (exit 127)` };
+    if (name)
+      return {
+        kind: 'command-not-found',
+        reason: `\`${name}\` was not found (exit 127)${packageManagerHint(name)}`,
+      };
     const missing = firstMatch(last, /^(?:[^\n:]*: )?(?:\d+: )?([^\s:]+): No such file or directory\s*$/m);
     if (missing) return { kind: 'command-not-found', reason: `\`${missing}\` does not exist (exit 127)` };
   }
@@ -178,6 +182,10 @@ export function classifyTestRun(run: TestLayerOutcome): TestCommandProblem | und
     }
   }
 
+  // Before the summary check: here the counts are of test files that never loaded.
+  const typeScript = code !== 0 ? typeScriptNodeCannotLoad(text, run.runner) : undefined;
+  if (typeScript) return { kind: 'runner-cannot-start', reason: typeScript };
+
   if (testsRan(text)) return undefined;
 
   // No tests: the runner started and found nothing to run.
@@ -190,6 +198,32 @@ export function classifyTestRun(run: TestLayerOutcome): TestCommandProblem | und
   return undefined;
 }
 
+/**
+ * `node --test` on TypeScript files with a Node that cannot strip types (Node 20): each file
+ * is reported as one failing subtest, with its load error, before any test in it ran. Only
+ * when no test passed and there are at least as many such load errors as failures.
+ */
+function typeScriptNodeCannotLoad(text: string, runner: TestRunner): string | undefined {
+  if (runner !== 'node-test' && runner !== 'npm' && runner !== 'unknown') return undefined;
+  if (!/^# pass 0$/m.test(text)) return undefined;
+  const pattern = /\[ERR_UNKNOWN_FILE_EXTENSION\]: Unknown file extension "(\.[cm]?tsx?)" for (\S+)/g;
+  const loadErrors = [...text.matchAll(pattern)];
+  const first = loadErrors[0];
+  if (!first) return undefined;
+  const failures = text.match(/^not ok \d+ - /gm)?.length ?? 0;
+  if (failures === 0 || loadErrors.length < failures) return undefined;
+  return `node cannot load the TypeScript file ${first[2]} (ERR_UNKNOWN_FILE_EXTENSION "${first[1]}"): the sandbox's Node does not strip types; run the tests through a loader the repo installs (tsx, ts-node) or on a base image with a newer Node`;
+}
+
+/**
+ * pnpm, yarn and bun are not in the Node base image, and corepack cannot fetch them without
+ * network: a repo's scripts that call them need npm's spelling or a recipe that brings them.
+ */
+function packageManagerHint(name: string): string {
+  if (!/^(?:pnpm|pnpx|yarn|yarnpkg|bun|bunx)$/.test(name)) return '';
+  return `: the sandbox image has npm but not ${name}; run the runner through npm (\`npx vitest run\`, \`npm run <script>\` of a script that does not call ${name}) or bring ${name} with a Dockerfile.sandbox`;
+}
+
 function noTestsFound(last: string, code: number, runner: TestRunner): string | undefined {
   if (/^No test files found, exiting with code \d+/m.test(last)) return 'vitest found no test files';
   if (/^No tests found, exiting with code \d+/m.test(last)) return 'jest found no tests';
@@ -199,7 +233,9 @@ function noTestsFound(last: string, code: number, runner: TestRunner): string | 
   // node --test: "Could not find '<path>'" for a named file or glob that matches nothing.
   const nodePath = firstMatch(last, /^Could not find '([^'\n]+)'$/m);
   if (nodePath && (runner === 'node-test' || runner === 'npm' || runner === 'unknown'))
-    return `node --test found no test file at ${nodePath}`;
+    return /[*?[{]/.test(nodePath)
+      ? `node --test found no test file at ${nodePath}: a Node older than 21 (the base image has Node 20) does not expand a glob given to --test, whatever files exist; let the shell expand it (unquoted) or name a folder`
+      : `node --test found no test file at ${nodePath}`;
   if (/^# tests 0$/m.test(last) && /^# pass 0$/m.test(last) && /^# fail 0$/m.test(last))
     return 'node --test ran 0 tests';
   if (runner === 'pytest' && code === 5) {
@@ -228,6 +264,15 @@ function runnerCannotStart(text: string, last: string, code: number, runner: Tes
     const missing = firstMatch(text, /^E\s+ModuleNotFoundError: (No module named '[^'\n]+')/m);
     if (conftest && missing) return `pytest could not load ${conftest}: ${missing} (exit 4)`;
   }
+  // Node itself refused its command line (exit 9): an option the sandbox's Node is too old
+  // for (`--experimental-strip-types` on Node 20), so not one test file was loaded.
+  const nodeOption =
+    code === 9
+      ? (firstMatch(last, /^(?:\S*\/)?node: bad option: (\S+)$/m) ??
+        firstMatch(last, /^(?:\S*\/)?node: (\S+) is not allowed in NODE_OPTIONS$/m))
+      : undefined;
+  if (nodeOption)
+    return `the sandbox's node does not know the option ${nodeOption} (exit 9): the tests need a newer Node than the sandbox image has (a base image with it: sandbox.baseImage or a Dockerfile.sandbox)`;
   if (/^\S*python[\d.]*: No module named (?:pytest|py\.test)$/m.test(last))
     return 'pytest is not installed in the sandbox';
 

@@ -492,6 +492,7 @@ export async function buildRepoImage(options: BuildRepoImageOptions): Promise<Bu
     },
     onWarning: options.onWarning,
   });
+  if (ours) await assertDependenciesCanArrive(repoDir, context);
   if (!network) {
     // With egress the steps may download through the proxy; the daemon's own fetches may not.
     if (ours && !options.buildEgress) assertOfflineRecipeCanWork(repoDir, baseImage, context);
@@ -625,6 +626,51 @@ function assertOfflineRecipeCanWork(repoDir: string, baseImage: string, context:
         hint: `Write a Dockerfile.sandbox for the repo that brings the packages along (for example wheels in the repo and \`pip install --no-index --find-links\`), ${optIn}.`,
       },
     );
+  }
+}
+
+/** Lockfiles of the package managers the default recipe never runs (the base has npm only). */
+const OTHER_LOCKFILES: readonly (readonly [file: string, install: string])[] = [
+  ['pnpm-lock.yaml', 'pnpm install'],
+  ['yarn.lock', 'yarn install'],
+  ['bun.lock', 'bun install'],
+  ['bun.lockb', 'bun install'],
+];
+
+/**
+ * The default recipe installs with npm, from package-lock.json only. A pnpm, yarn or bun repo
+ * whose node_modules is not in the build context would get a sandbox without any of its
+ * dependencies, and every test command would then fail as if the code were wrong.
+ */
+async function assertDependenciesCanArrive(repoDir: string, context: BuildContext): Promise<void> {
+  const has = (path: string) => context.snapshot.has(path);
+  if (has('package-lock.json') || has('npm-shrinkwrap.json')) return;
+  if (context.directories.includes('node_modules')) return;
+  const other = OTHER_LOCKFILES.find(([file]) => has(file));
+  if (!other || !(await declaresDependencies(repoDir))) return;
+  const [file, install] = other;
+  throw new BuildRefused(
+    `${repoDir} has ${file} but no node_modules in the build context, and the default sandbox recipe installs only with npm (from package-lock.json): the sandbox would have none of package.json's dependencies`,
+    {
+      hint: `Run \`${install}\` in ${repoDir} on the host so node_modules is copied into the image (if it exists, .dockerignore or sandbox.build.exclude leaves it out), or write a Dockerfile.sandbox for the repo that brings them.`,
+      details: { lockfile: file },
+    },
+  );
+}
+
+/** package.json names a dependency; unreadable or not JSON counts as no (nothing is refused on a guess). */
+async function declaresDependencies(repoDir: string): Promise<boolean> {
+  try {
+    const text = await readRepoFile(repoDir, 'package.json', 'package.json', { optional: true });
+    if (!text) return false;
+    const manifest: unknown = JSON.parse(text.toString('utf8'));
+    if (typeof manifest !== 'object' || manifest === null) return false;
+    return ['dependencies', 'devDependencies', 'optionalDependencies'].some((key) => {
+      const value: unknown = (manifest as Record<string, unknown>)[key];
+      return typeof value === 'object' && value !== null && Object.keys(value).length > 0;
+    });
+  } catch {
+    return false;
   }
 }
 

@@ -5,6 +5,8 @@ import {
   createChangeIgnore,
   ignoreSettings,
   pristineGitignores,
+  testOutputsOf,
+  withTestOutputs,
   type IgnoreChangesSetting,
 } from '../../../src/changes/ignore.js';
 import { catalogSchema } from '../../../src/catalog/schema.js';
@@ -194,6 +196,56 @@ describe("what is not the agent's change", () => {
     await write(sandbox, { 'tests/test_app.py': 'def test(): pass  # rewritten\n' });
     const { paths } = await collect(sandbox, { setting: ['tests/**'], tree });
     expect(paths).toEqual(['tests/test_app.py']);
+  });
+});
+
+describe('what the tests wrote on the untouched repo', () => {
+  async function withBaseline(written: Record<string, string>, byAgent: Record<string, string>) {
+    const editable = ['src/**'];
+    const baseline = new MemorySandbox(repo);
+    await write(baseline, written);
+    const outputs = testOutputsOf((await baseline.changes()).changes);
+    const sandbox = new MemorySandbox(repo);
+    await write(sandbox, byAgent);
+    const tree = sandbox.pristineTree();
+    const allowlist = createAllowlist({ editable });
+    const ignore = withTestOutputs(
+      createChangeIgnore({ settings: ignoreSettings(undefined), editable, tree }),
+      outputs,
+      { tree, isEditable: (path) => allowlist.check(path).allowed },
+    );
+    const set = await collectChangeSet(sandbox, { allowlist, ignore, tree, pristine: hostOf(repo) });
+    return { set, gate: gateChangeSet(set), paths: set.entries.map((e) => e.path) };
+  }
+
+  it('is left aside: the same files, and anything below a folder the tests made', async () => {
+    const { set, gate, paths } = await withBaseline(
+      { 'test-output/result.json': '{"sum":-1}', 'report.txt': 'failed' },
+      {
+        'src/index.ts': 'export const limit = 12;\n',
+        'test-output/result.json': '{"sum":3}',
+        'test-output/more/other.json': '{}',
+        'report.txt': 'passed',
+      },
+    );
+    expect(paths).toEqual(['src/index.ts']);
+    expect(gate).toEqual({ ok: true });
+    expect(set.ignored).toEqual(
+      expect.arrayContaining(['test-output/result.json', 'test-output/more/other.json', 'report.txt']),
+    );
+  });
+
+  it('never an editable path, a file of the repo, or a new file the tests did not write', async () => {
+    const { gate, paths } = await withBaseline(
+      { 'src/generated.ts': 'x', 'report.txt': 'failed' },
+      {
+        'src/generated.ts': 'export const y = 1;\n',
+        'tests/test_app.py': 'def test(): assert False\n',
+        'report2.txt': 'not the tests',
+      },
+    );
+    expect(paths).toEqual(['report2.txt', 'src/generated.ts', 'tests/test_app.py']);
+    expect(gate.ok).toBe(false);
   });
 });
 

@@ -673,6 +673,27 @@ describe('runFix with fakes', () => {
     expect(JSON.stringify(provider.requests[1]!.messages[0])).toMatch(/disk budget exceeded/);
   });
 
+  it('what the tests write into the repo on the untouched baseline is left aside, not a rejected change', async () => {
+    const h = await harness();
+    const turns: Turn[] = [
+      { content: [toolUse('t0', 'run_command', { command: 'npm test' })] },
+      { content: [FIX_EDIT] },
+      { content: [toolUse('t1', 'run_command', { command: 'npm test' })] },
+      { content: [text('fixed')] },
+    ];
+    // Tests that leave a report in the repo, with no .gitignore rule for it.
+    const writesReport: ExecHandler = async (command, options, sandbox) => {
+      const result = await npmTest(command, options, sandbox);
+      if (command === 'npm test') sandbox.set('test/output/result.json', `{"exit":${result.exitCode}}`);
+      return result;
+    };
+    const result = await runFix(h.options(), h.deps(scripted(turns), writesReport));
+    expect(result.outcome).toBe('ready-for-review');
+    expect(result.record.attempts.map((a) => a.verdict)).toEqual(['passed']);
+    expect(result.record.attempts[0]?.ignoredFiles).toContain('test/output/result.json');
+    expect(await readdir(join(h.repo, 'test'))).not.toContain('output');
+  });
+
   it('a rejected change is explained to the model in the next attempt', async () => {
     const h = await harness();
     const turns: Turn[] = [

@@ -63,6 +63,11 @@ const BROKEN: Case[] = [
   ['node-runner-bin-missing-cjs', 1, 'node node_modules/jest/bin/jest.js', 'runner-cannot-start'],
   ['node-script-missing', 1, 'node scripts/run-tests.js', 'runner-cannot-start'],
   ['node-esm-entry-missing', 1, 'node run-tests.mjs', 'runner-cannot-start'],
+  ['node-bad-option-npm', 9, 'npm test', 'runner-cannot-start'],
+  ['node-bad-option', 9, 'node --experimental-strip-types --test', 'runner-cannot-start'],
+  ['npm-script-pnpm-missing', 127, 'npm test', 'command-not-found'],
+  ['nodetest-ts-on-node20', 1, 'node --test test/a.test.ts', 'runner-cannot-start'],
+  ['node-options-not-allowed', 9, 'NODE_OPTIONS=--experimental-strip-types npx mocha', 'runner-cannot-start'],
 ];
 
 /** Real bugs: what a ticket's failing tests look like. Never broken. */
@@ -123,6 +128,19 @@ describe('classifyTestRun on real runner output', () => {
     expect(classify('sh-127', 127, 'frobnicate --all')?.reason).toBe('`frobnicate` was not found (exit 127)');
     expect(classify('vitest-not-installed', 127, 'npm test')?.reason).toContain('`vitest`');
     expect(classify('pytest-conftest-import', 4, 'pytest')?.reason).toContain("No module named 'nopemodule'");
+    expect(classify('npm-script-pnpm-missing', 127, 'npm test')?.reason).toContain(
+      '`pnpm` was not found (exit 127): the sandbox image has npm but not pnpm',
+    );
+    expect(classify('sh-127', 127, 'frobnicate --all')?.reason).not.toContain('npm');
+    expect(classify('nodetest-glob-none', 1, 'node --test "test/**/*.test.js"')?.reason).toContain(
+      'does not expand a glob given to --test',
+    );
+    expect(classify('nodetest-file-missing', 1, 'node --test test/nope.test.js')?.reason).toBe(
+      'node --test found no test file at /workspace/test/nope.test.js',
+    );
+    expect(classify('node-bad-option-npm', 9, 'npm test')?.reason).toContain(
+      "the sandbox's node does not know the option --experimental-transform-types (exit 9)",
+    );
   });
 });
 
@@ -138,6 +156,23 @@ describe('classifyTestRun stays conservative', () => {
     expect(classifyTestRun({ exitCode: 1, output, runner: 'jest' })).toBeUndefined();
     const vitest = `${sample('vitest2-failing')}\nNo test files found, exiting with code 1\n`;
     expect(classifyTestRun({ exitCode: 1, output: vitest, runner: 'vitest' })).toBeUndefined();
+  });
+
+  it('TypeScript files node could not load are broken only when no test passed and every failure is one', () => {
+    const output = sample('nodetest-ts-on-node20');
+    expect(classifyTestRun({ exitCode: 1, output, runner: 'node-test' })?.reason).toContain(
+      'node cannot load the TypeScript file /workspace/test/a.test.ts',
+    );
+    const onePassed = output.replace('# pass 0', '# pass 1');
+    expect(classifyTestRun({ exitCode: 1, output: onePassed, runner: 'node-test' })).toBeUndefined();
+    const another = `${output}\nnot ok 2 - adds\n`;
+    expect(classifyTestRun({ exitCode: 1, output: another, runner: 'node-test' })).toBeUndefined();
+    expect(classifyTestRun({ exitCode: 1, output, runner: 'vitest' })).toBeUndefined();
+  });
+
+  it("node's refusal of an option counts only as node's own exit 9", () => {
+    const output = sample('node-bad-option');
+    expect(classifyTestRun({ exitCode: 1, output, runner: 'node-test' })).toBeUndefined();
   });
 
   it('exit 127 without the shell saying "not found" is not guessed at', () => {

@@ -123,6 +123,35 @@ describe('repo image builds: the default recipe without network', () => {
     expect(fake.builds.map((b) => b.networkMode)).toEqual(['none', undefined, 'none']);
   });
 
+  it('refuses a pnpm, yarn or bun repo without node_modules (the recipe installs with npm only), with or without network', async () => {
+    await put('package.json', '{"name":"x","devDependencies":{"vitest":"^3.0.0"}}\n');
+    for (const [lockfile, install] of [
+      ['pnpm-lock.yaml', 'pnpm install'],
+      ['yarn.lock', 'yarn install'],
+      ['bun.lockb', 'bun install'],
+    ]) {
+      await put(lockfile!, 'lockfile\n');
+      for (const buildNetwork of [false, true]) {
+        const fake = fakeEngine();
+        const { message, hint } = await rejection(build(fake, { buildNetwork }), BuildRefused);
+        expect(message).toMatch(new RegExp(`has ${lockfile!.replace('.', '\\.')} but no node_modules`));
+        expect(hint).toContain(`Run \`${install}\` in`);
+        expect(fake.builds).toEqual([]);
+      }
+      await rm(join(repo, lockfile!));
+    }
+  });
+
+  it('builds a pnpm repo that brought node_modules, or whose package.json has no dependencies', async () => {
+    await put('pnpm-lock.yaml', 'lockfileVersion: 9.0\n');
+    const fake = fakeEngine();
+    await build(fake); // package.json without dependencies
+    await put('package.json', '{"name":"x","dependencies":{"defu":"^6.0.0"}}\n');
+    await put('node_modules/.pnpm/defu@6.1.4/node_modules/defu/index.js');
+    await build(fake);
+    expect(fake.builds).toHaveLength(2);
+  });
+
   it("does not second-guess a repo's own Dockerfile.sandbox", async () => {
     await put('package-lock.json', '{"lockfileVersion":3}\n');
     await put('Dockerfile.sandbox', 'ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nCOPY . /workspace\n');
