@@ -8,6 +8,7 @@ import { TestCommandBroken } from '../errors.js';
 import { formatTestRun, runTestLayers, type TestLayer, type TestRun } from './test-layers.js';
 import { classifyTestRun, detectRunner, type TestCommandProblemKind } from './test-command.js';
 import type { Run } from './context.js';
+import { hostRepoLookup, importHints } from './import-hints.js';
 import type { RepoImage } from '../image-context/request.js';
 import type { RunRecord } from '../runs/record.js';
 
@@ -149,12 +150,18 @@ export async function runBaseline(
         }
       : {}),
   };
+  // Failing tests that no attempt can fix (a src/ package not on PYTHONPATH): said before the attempts fail on it.
+  const hints =
+    result.passed || result.broken
+      ? []
+      : await importHints(result.output, hostRepoLookup(run.repoDir), run.catalog.catalog.sandbox.env);
   run.journal.append({
     kind: 'baseline',
     baseline,
     status: result.broken ? 'broken' : result.passed ? 'passing' : 'failing',
     durationMs: result.durationMs,
     exitCode: result.exitCode,
+    ...(hints.length > 0 ? { hints } : {}),
     ...(result.broken || reused
       ? {
           message: [result.broken?.reason, reused ? `reused from run ${result.runId}` : undefined]
