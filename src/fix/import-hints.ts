@@ -81,7 +81,7 @@ export async function importHints(
     }
     if (!found)
       hints.push(
-        `the tests cannot import \`${name}\`, which is neither at the repo's root, nor under ${PACKAGE_FOLDERS.map((f) => `${f}/`).join(', ')}, nor installed in the sandbox (the Python base brings pytest and the standard library): install it with the repo's \`Dockerfile.sandbox\` or \`sandbox.build.network: true\` and a requirements.txt, unless adding it is the ticket`,
+        `the tests cannot import \`${name}\`, which is neither at the repo's root, nor under ${PACKAGE_FOLDERS.map((f) => `${f}/`).join(', ')}, nor installed in the sandbox (the Python base brings pytest and the standard library): install it with the repo's \`Dockerfile.sandbox\` or \`sandbox.build.network: true\` and a requirements.txt, or leave the tests that need it out of the test command (pytest's \`--ignore=<file>\`), unless adding it is the ticket`,
       );
   }
   return hints;
