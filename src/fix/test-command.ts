@@ -40,6 +40,20 @@ export interface TestLayerOutcome {
   runner: TestRunner;
 }
 
+/** Test tools a Python test command runs with `python -m` that are never a repo's own module. */
+const PYTHON_TEST_TOOLS = new Set([
+  'coverage',
+  'nose',
+  'nose2',
+  'green',
+  'xmlrunner',
+  'unittest2',
+  'tox',
+  'nox',
+  'hatch',
+  'django',
+]);
+
 /** Bytes of output looked at: a runner that did not start prints little. */
 const TAIL_BYTES = 16 * 1024;
 /** "No tests" messages are the runner's last words; earlier lines may be anybody's. */
@@ -242,6 +256,11 @@ function runnerCannotStart(text: string, last: string, code: number, runner: Tes
   }
   if (/^\S*python[\d.]*: No module named (?:pytest|py\.test)$/m.test(last))
     return 'pytest is not installed in the sandbox';
+  // `python -m <tool>` for a test tool the sandbox does not have (the Python base has pytest
+  // only). Named tools only: an unknown module may be the repo's own, which a ticket may add.
+  const tool = firstMatch(last, /^\S*python[\d.]*: No module named ([a-z][a-z0-9_]*)$/m);
+  if (tool && PYTHON_TEST_TOOLS.has(tool))
+    return `\`python -m ${tool}\`: No module named ${tool}: it is not installed in the sandbox`;
   // `-p name` (on the command line or in addopts) for a plugin that is not installed.
   const plugin = /^ImportError: Error importing plugin "([^"\n]+)": (No module named '[^'\n]+')$/m.exec(last);
   if (runner === 'pytest' && plugin)

@@ -57,6 +57,7 @@ const BROKEN: Case[] = [
   ['unittest-no-tests-py313', 5, 'python -m unittest', 'no-tests'],
   ['unittest-start-missing', 1, 'python3 -m unittest discover -s nope', 'runner-cannot-start'],
   ['python-no-pytest', 1, 'python3 -m pytest_nope', undefined],
+  ['python-m-coverage-missing', 1, 'python -m coverage run -m pytest -q', 'runner-cannot-start'],
   ['vitest4-config-broken', 1, 'npm test', 'runner-cannot-start'],
   ['vitest4-config-syntax', 1, 'npm test', 'runner-cannot-start'],
   ['vitest2-config-broken', 1, 'npm test', 'runner-cannot-start'],
@@ -138,6 +139,9 @@ describe('classifyTestRun on real runner output', () => {
     expect(cov).toContain('-o addopts=""');
     expect(classify('pytest-required-plugins', 4, 'pytest')?.reason).toContain(
       'Missing required plugins: pytest-cov',
+    );
+    expect(classify('python-m-coverage-missing', 1, 'python -m coverage run -m pytest')?.reason).toBe(
+      '`python -m coverage`: No module named coverage: it is not installed in the sandbox',
     );
     expect(classify('pytest-plugin-missing', 1, 'pytest')?.reason).toContain(
       `plugin "xdist" (-p): No module named 'xdist'`,
