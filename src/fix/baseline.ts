@@ -32,6 +32,8 @@ export interface BaselineResult {
   runId: string;
   /** Set when the test command itself failed to run: no attempt can be verified against it. */
   broken?: BrokenTestCommand;
+  /** What the tests could not import that no attempt can fix (`import-hints.ts`); set by `runBaseline`. */
+  hints?: string[];
 }
 
 /** Baselines shared between the trials of one eval. */
@@ -109,12 +111,13 @@ export function testCommandError(
   broken: BrokenTestCommand,
   catalogFile: string,
   layers: number,
+  hints: readonly string[] = [],
 ): TestCommandBroken {
   const where = layers > 1 ? ` (layer "${broken.layer}")` : '';
   return new TestCommandBroken(
     `the test command itself failed to run: ${broken.reason}; \`${broken.command}\`${where} exited with code ${broken.exitCode} on the untouched repo, so no attempt was started`,
     {
-      hint: `Fix agent.testCommand in ${catalogFile} (or the repo's scripts), then try it with \`sandbox-harness check --catalog ${catalogFile}\`; the output is in baseline-test-output.txt of the run record.`,
+      hint: `${hints.map((h) => `${h.charAt(0).toUpperCase()}${h.slice(1)}. `).join('')}Fix agent.testCommand in ${catalogFile} (or the repo's scripts), then try it with \`sandbox-harness check --catalog ${catalogFile}\`; the output is in baseline-test-output.txt of the run record.`,
       details: { ...broken },
     },
   );
@@ -150,11 +153,11 @@ export async function runBaseline(
         }
       : {}),
   };
-  // Failing tests that no attempt can fix (a src/ package not on PYTHONPATH): said before the attempts fail on it.
-  const hints =
-    result.passed || result.broken
-      ? []
-      : await importHints(result.output, hostRepoLookup(run.repoDir), run.catalog.catalog.sandbox.env);
+  // Failing tests that no attempt can fix (a src/ package not on PYTHONPATH): said before the attempts fail on
+  // it; for a broken command (a conftest that imports that package) it is the way out.
+  const hints = result.passed
+    ? []
+    : await importHints(result.output, hostRepoLookup(run.repoDir), run.catalog.catalog.sandbox.env);
   run.journal.append({
     kind: 'baseline',
     baseline,
@@ -170,5 +173,5 @@ export async function runBaseline(
         }
       : {}),
   });
-  return result;
+  return hints.length > 0 ? { ...result, hints } : result;
 }

@@ -1565,4 +1565,27 @@ describe('runFix: the baseline in the progress', () => {
       ),
     );
   });
+
+  it('a conftest that cannot import the src/ package: broken, and the error says to put src/ on PYTHONPATH', async () => {
+    const h = await harness();
+    await mkdir(join(h.repo, 'src', 'shopcalc'), { recursive: true });
+    const conftest: ExecHandler = (command) =>
+      command === 'npm test'
+        ? {
+            exitCode: 4,
+            stdout:
+              "> test\n> pytest -q\n\nImportError while loading conftest '/workspace/conftest.py'.\nconftest.py:1: in <module>\n    import shopcalc\nE   ModuleNotFoundError: No module named 'shopcalc'\n",
+          }
+        : { exitCode: 0 };
+    const result = await runFix(h.options(), h.deps(scripted(fixingTurns), conftest));
+    expect(result.outcome).toBe('error');
+    expect(result.record.message).toContain(
+      "pytest could not load /workspace/conftest.py: No module named 'shopcalc'",
+    );
+    expect(result.error?.hint).toMatch(
+      /^The tests cannot import `shopcalc`, which is src\/shopcalc\/ in the repo/,
+    );
+    expect(result.error?.hint).toContain('PYTHONPATH: src');
+    expect(result.error?.hint).toContain('sandbox-harness check');
+  });
 });
