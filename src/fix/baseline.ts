@@ -8,7 +8,7 @@ import { TestCommandBroken } from '../errors.js';
 import { formatTestRun, runTestLayers, type TestLayer, type TestRun } from './test-layers.js';
 import { classifyTestRun, detectRunner, type TestCommandProblemKind } from './test-command.js';
 import type { Run } from './context.js';
-import { hostRepoLookup, importHints } from './import-hints.js';
+import { hostRepoLookup, testRunHints } from './import-hints.js';
 import type { RepoImage } from '../image-context/request.js';
 import type { RunRecord } from '../runs/record.js';
 
@@ -155,9 +155,12 @@ export async function runBaseline(
   };
   // Failing tests that no attempt can fix (a src/ package not on PYTHONPATH): said before the attempts fail on
   // it; for a broken command (a conftest that imports that package) it is the way out.
-  const hints = result.passed
-    ? []
-    : await importHints(result.output, hostRepoLookup(run.repoDir), run.catalog.catalog.sandbox.env);
+  const hints = await testRunHints(
+    result.output,
+    result.passed,
+    hostRepoLookup(run.repoDir),
+    run.catalog.catalog.sandbox.env,
+  );
   run.journal.append({
     kind: 'baseline',
     baseline,

@@ -25,7 +25,7 @@ import { brokenLayer, type BrokenTestCommand } from './baseline.js';
 import type { FixDeps } from './context.js';
 import { catalogImageOptions } from './deps.js';
 import { silentProgress, type ProgressSink } from './progress.js';
-import { hostRepoLookup, importHints } from './import-hints.js';
+import { hostRepoLookup, testRunHints } from './import-hints.js';
 import { formatTestRun, runTestLayers } from './test-layers.js';
 
 /** What a check expects of the tests on the untouched repo: a ticket's fail, an eval's may pass. */
@@ -130,10 +130,12 @@ export async function runCheck(options: CheckOptions, deps: FixDeps): Promise<Ch
   const verdict: CheckVerdict = broken ? 'broken' : tests.passed ? 'passing' : 'failing';
   const asExpected = verdict !== 'broken' && (options.expect === 'any' || options.expect === verdict);
   progress.end(`${verdict} (exit ${tests.failingLayer?.exitCode ?? 0}, ${formatDuration(tests.durationMs)})`);
-  const hints =
-    verdict === 'passing'
-      ? []
-      : await importHints(output, hostRepoLookup(repoDir), catalog.catalog.sandbox.env);
+  const hints = await testRunHints(
+    output,
+    verdict === 'passing',
+    hostRepoLookup(repoDir),
+    catalog.catalog.sandbox.env,
+  );
 
   return {
     catalog: { name: catalog.catalog.name, file: catalog.file },

@@ -6,8 +6,10 @@
  *  - the package lives under a folder such as `src/` (a "src layout" that the project's own
  *    workflow makes importable with `pip install -e .`, which the sandbox never runs), so
  *    the catalog must put that folder on `PYTHONPATH`;
- *  - the module is neither in the repo (its root or a package folder) nor in the image (a dependency the Python base does
- *    not bring, or a standard module that this Python no longer has).
+ *  - the module is neither in the repo (its root or a package folder) nor in the image
+ *    (a dependency the Python base does not bring, or a standard module that this Python no
+ *    longer has);
+ *  - and, alike, `async def` tests that pytest skips without an async plugin.
  *
  * Pure over the test output, a lookup of repo paths and the sandbox's environment.
  */
@@ -85,6 +87,26 @@ export async function importHints(
       );
   }
   return hints;
+}
+
+/**
+ * pytest without an async plugin skips (pytest 8.3) or fails (8.4+) every `async def` test:
+ * the ticket's may be one of them, and a run that skips it "passes".
+ */
+export function asyncPluginHint(output: string): string | undefined {
+  if (!/\basync def functions are not natively supported\b/.test(output)) return undefined;
+  return "pytest did not run the `async def` tests: no async plugin (pytest-asyncio, anyio, pytest-trio) is installed in the sandbox (the Python base brings pytest only), so they are skipped or fail whatever the code does; install one with the repo's `Dockerfile.sandbox` or `sandbox.build.network: true` and a requirements.txt";
+}
+
+/** Every hint for one test run: the async one whatever the verdict, the import ones when the tests did not pass. */
+export async function testRunHints(
+  output: string,
+  passed: boolean,
+  lookup: RepoPathLookup,
+  env: Readonly<Record<string, string>> = {},
+): Promise<string[]> {
+  const asyncHint = asyncPluginHint(output);
+  return [...(asyncHint ? [asyncHint] : []), ...(passed ? [] : await importHints(output, lookup, env))];
 }
 
 /** A lookup of the repo on the host: `lstat` each step, so no link is followed (a link reads as absent). */

@@ -12,6 +12,7 @@ import {
   hostRepoLookup,
   importHints,
   missingModules,
+  testRunHints,
   type RepoPathLookup,
   type RepoPathType,
 } from '../../../src/fix/import-hints.js';
@@ -71,6 +72,26 @@ describe('importHints', () => {
 
   it('output without a missing module gives no hint', async () => {
     expect(await importHints(sample('pytest-failing'), repo({}))).toEqual([]);
+  });
+});
+
+describe('testRunHints', () => {
+  it('async tests pytest skipped for want of a plugin: said even when the run passed (the ticket may be one)', async () => {
+    const output = sample('pytest-async-no-plugin');
+    expect(output).toMatch(/1 passed, 1 skipped/);
+    const hints = await testRunHints(output, true, repo({}));
+    expect(hints).toEqual([expect.stringContaining('pytest did not run the `async def` tests')]);
+    expect(hints[0]).toContain('pytest-asyncio');
+    // A passing run gives no import hint; a failing one gives both kinds.
+    const both = await testRunHints(
+      `${output}\n${sample('pytest-src-layout')}`,
+      false,
+      repo({ 'src/shopcalc': 'directory' }),
+    );
+    expect(both).toHaveLength(2);
+    expect(
+      await testRunHints(sample('pytest-src-layout'), true, repo({ 'src/shopcalc': 'directory' })),
+    ).toEqual([]);
   });
 });
 
