@@ -8,7 +8,8 @@
  *  - a `pytest.ini` whose `addopts` names a plugin's option (`--cov`) that the base does not
  *    have: `broken`, naming the config file and `-o addopts=""`;
  *  - `python -m unittest` over a `tests/` folder without `__init__.py`: Python 3.12+ runs
- *    0 tests, `broken` (no tests), not a failing ticket.
+ *    0 tests, `broken` (no tests), not a failing ticket;
+ *  - `async def` tests without an async plugin, which pytest skips: a hint says why.
  */
 import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -117,6 +118,23 @@ describe('check on the Python base: what a first real repo meets (real Docker)',
     expect(report.broken?.reason).toContain('unrecognized arguments: --cov=shopcalc');
     expect(report.broken?.reason).toContain('/workspace/pytest.ini');
     expect(report.broken?.reason).toContain('-o addopts=""');
+  });
+
+  it('async def tests without an async plugin: pytest skips them, so the run passes; check says why', async () => {
+    const catalog = await project(
+      root,
+      'async-tests',
+      {
+        'shopcalc/__init__.py': SHOPCALC['shopcalc/__init__.py'],
+        'tests/test_total.py':
+          'import pytest\n\nfrom shopcalc import total\n\n\n@pytest.mark.asyncio\nasync def test_total_counts_quantities():\n    assert total([2, 3], [2, 1]) == 7\n',
+      },
+      `${PYTHON_BASE}agent:\n  editableFiles: [shopcalc/**]\n  testCommand: python -m pytest -q\n`,
+    );
+    const report = await check(catalog);
+    // pytest 8.3 (the offline base) skips them; 8.4+ fails them: the hint is there either way.
+    expect(['passing', 'failing']).toContain(report.verdict);
+    expect(report.hints).toEqual([expect.stringContaining('pytest did not run the `async def` tests')]);
   });
 
   it('python -m unittest over a tests/ folder that is not a package: broken (no tests), not a failing ticket', async () => {
