@@ -245,6 +245,9 @@ function runnerCannotStart(text: string, last: string, code: number, runner: Tes
     }
     const plugins = firstMatch(text, /^ERROR: (Missing required plugins: [^\n]*)$/m);
     if (plugins) return `pytest could not start: ${plugins} (the config's required_plugins; exit 4)`;
+    const minversion = firstMatch(text, /^ERROR: ([^\n]*'minversion' requires pytest-[^\n]*)$/m);
+    if (minversion)
+      return `pytest is older than the config asks: ${minversion.replace(/'$/, '')} (exit 4; the Python base's pytest is the one there is)`;
     if (/^ERROR: (?:usage:|file or directory not found:|not found:)/m.test(text)) {
       const line = firstMatch(text, /^(ERROR: (?:file or directory not found|not found):[^\n]*)$/m);
       return `pytest could not start: ${line ?? 'usage error'} (exit 4)`;

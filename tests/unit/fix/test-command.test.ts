@@ -52,6 +52,7 @@ const BROKEN: Case[] = [
   ['pytest-conftest-import', 4, 'python3 -m pytest -q', 'runner-cannot-start'],
   ['pytest-pyproject-cov', 4, 'python3 -m pytest -q', 'runner-cannot-start'],
   ['pytest-required-plugins', 4, 'python3 -m pytest -q', 'runner-cannot-start'],
+  ['pytest-minversion', 4, 'python -m pytest -q', 'runner-cannot-start'],
   ['pytest-plugin-missing', 1, 'python3 -m pytest -q', 'runner-cannot-start'],
   ['unittest-no-tests-py311', 0, 'python3 -m unittest', 'no-tests'],
   ['unittest-no-tests-py313', 5, 'python -m unittest', 'no-tests'],
@@ -139,6 +140,9 @@ describe('classifyTestRun on real runner output', () => {
     expect(cov).toContain('-o addopts=""');
     expect(classify('pytest-required-plugins', 4, 'pytest')?.reason).toContain(
       'Missing required plugins: pytest-cov',
+    );
+    expect(classify('pytest-minversion', 4, 'pytest')?.reason).toBe(
+      "pytest is older than the config asks: /workspace/pyproject.toml: 'minversion' requires pytest-9.0, actual pytest-8.3.5 (exit 4; the Python base's pytest is the one there is)",
     );
     expect(classify('python-m-coverage-missing', 1, 'python -m coverage run -m pytest')?.reason).toBe(
       '`python -m coverage`: No module named coverage: it is not installed in the sandbox',
