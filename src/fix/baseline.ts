@@ -8,6 +8,7 @@ import { TestCommandBroken } from '../errors.js';
 import { formatTestRun, runTestLayers, type TestLayer, type TestRun } from './test-layers.js';
 import { classifyTestRun, detectRunner, type TestCommandProblemKind } from './test-command.js';
 import type { Run } from './context.js';
+import { hostRepoLookup, testRunHints } from './import-hints.js';
 import type { RepoImage } from '../image-context/request.js';
 import type { RunRecord } from '../runs/record.js';
 import type { Sandbox } from '../sandbox/types.js';
@@ -35,6 +36,8 @@ export interface BaselineResult {
   broken?: BrokenTestCommand;
   /** What the test command wrote into the untouched workspace (`testOutputsOf`). */
   testOutputs?: TestOutputs;
+  /** What the tests could not import that no attempt can fix (`import-hints.ts`); set by `runBaseline`. */
+  hints?: string[];
 }
 
 /** Baselines shared between the trials of one eval. */
@@ -133,12 +136,13 @@ export function testCommandError(
   broken: BrokenTestCommand,
   catalogFile: string,
   layers: number,
+  hints: readonly string[] = [],
 ): TestCommandBroken {
   const where = layers > 1 ? ` (layer "${broken.layer}")` : '';
   return new TestCommandBroken(
     `the test command itself failed to run: ${broken.reason}; \`${broken.command}\`${where} exited with code ${broken.exitCode} on the untouched repo, so no attempt was started`,
     {
-      hint: `Fix agent.testCommand in ${catalogFile} (or the repo's scripts), then try it with \`sandbox-harness check --catalog ${catalogFile}\`; the output is in baseline-test-output.txt of the run record.`,
+      hint: `${hints.map((h) => `${h.charAt(0).toUpperCase()}${h.slice(1)}. `).join('')}Fix agent.testCommand in ${catalogFile} (or the repo's scripts), then try it with \`sandbox-harness check --catalog ${catalogFile}\`; the output is in baseline-test-output.txt of the run record.`,
       details: { ...broken },
     },
   );
@@ -174,12 +178,21 @@ export async function runBaseline(
         }
       : {}),
   };
+  // Failing tests that no attempt can fix (a src/ package not on PYTHONPATH): said before the attempts fail on
+  // it; for a broken command (a conftest that imports that package) it is the way out.
+  const hints = await testRunHints(
+    result.output,
+    result.passed,
+    hostRepoLookup(run.repoDir),
+    run.catalog.catalog.sandbox.env,
+  );
   run.journal.append({
     kind: 'baseline',
     baseline,
     status: result.broken ? 'broken' : result.passed ? 'passing' : 'failing',
     durationMs: result.durationMs,
     exitCode: result.exitCode,
+    ...(hints.length > 0 ? { hints } : {}),
     ...(result.broken || reused
       ? {
           message: [result.broken?.reason, reused ? `reused from run ${result.runId}` : undefined]
@@ -188,5 +201,5 @@ export async function runBaseline(
         }
       : {}),
   });
-  return result;
+  return hints.length > 0 ? { ...result, hints } : result;
 }

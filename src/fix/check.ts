@@ -25,6 +25,7 @@ import { brokenLayer, type BrokenTestCommand } from './baseline.js';
 import type { FixDeps } from './context.js';
 import { catalogImageOptions } from './deps.js';
 import { silentProgress, type ProgressSink } from './progress.js';
+import { hostRepoLookup, testRunHints } from './import-hints.js';
 import { formatTestRun, runTestLayers } from './test-layers.js';
 
 /** What a check expects of the tests on the untouched repo: a ticket's fail, an eval's may pass. */
@@ -82,6 +83,11 @@ export interface CheckResult {
   asExpected: boolean;
   /** One sentence for a person: what the verdict means for `fix`. */
   meaning: string;
+  /**
+   * What the tests could not import that no agent can make importable from the editable
+   * files (a package under `src/` not on `PYTHONPATH`, a module not installed): one sentence each.
+   */
+  hints: string[];
   /** Where the build log and the whole test output were written. */
   dir: string;
 }
@@ -118,11 +124,18 @@ export async function runCheck(options: CheckOptions, deps: FixDeps): Promise<Ch
   const tests = await testOnce(deps, catalog, image.tag, layers, options.signal, (line) =>
     progress.detail(line),
   );
-  await writeFile(join(dir, 'test-output.txt'), formatTestRun(tests));
+  const output = formatTestRun(tests);
+  await writeFile(join(dir, 'test-output.txt'), output);
   const broken = brokenLayer(tests);
   const verdict: CheckVerdict = broken ? 'broken' : tests.passed ? 'passing' : 'failing';
   const asExpected = verdict !== 'broken' && (options.expect === 'any' || options.expect === verdict);
   progress.end(`${verdict} (exit ${tests.failingLayer?.exitCode ?? 0}, ${formatDuration(tests.durationMs)})`);
+  const hints = await testRunHints(
+    output,
+    verdict === 'passing',
+    hostRepoLookup(repoDir),
+    catalog.catalog.sandbox.env,
+  );
 
   return {
     catalog: { name: catalog.catalog.name, file: catalog.file },
@@ -153,6 +166,7 @@ export async function runCheck(options: CheckOptions, deps: FixDeps): Promise<Ch
     expect: options.expect,
     asExpected,
     meaning: meaningOf(verdict, broken),
+    hints,
     dir,
   };
 }

@@ -80,6 +80,7 @@ function runEventProgress(progress: ProgressSink, event: RunEvent): void {
     case 'baseline':
       // The baseline runs beside the first attempt: its verdict shows in whatever phase is live.
       progress.detail(baselineLine(event));
+      for (const hint of event.hints ?? []) progress.detail(`hint: ${hint}`);
       return;
     case 'attempt_start':
       progress.phase('attempt', `attempt ${event.attempt}/${event.of ?? '?'}`);

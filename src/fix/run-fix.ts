@@ -422,7 +422,7 @@ async function attemptsWithBaseline(
   const baseline: Promise<BaselineResult> = runBaseline(run, image, plan.layers, onCommandStart).then(
     (result) => {
       if (result.broken) {
-        const error = testCommandError(result.broken, run.catalog.file, plan.layers.length);
+        const error = testCommandError(result.broken, run.catalog.file, plan.layers.length, result.hints);
         gate.abort(error);
         throw error;
       }

@@ -12,10 +12,11 @@
  * "broken": an unknown shape is always left to the attempts.
  *
  * The patterns come from the real runners (npm 9 and 11, vitest 2 and 4, jest 29, mocha 10,
- * node:test on Node 20, pytest 9); `tests/unit/fix/test-command.test.ts` keeps their output.
+ * node:test on Node 20, pytest 9, unittest on Python 3.11 and 3.13); `tests/unit/fix/test-command.test.ts` keeps their output.
  */
 
-export type TestRunner = 'npm' | 'vitest' | 'jest' | 'mocha' | 'node-test' | 'pytest' | 'unknown';
+export type TestRunner =
+  'npm' | 'vitest' | 'jest' | 'mocha' | 'node-test' | 'pytest' | 'unittest' | 'unknown';
 
 export type TestCommandProblemKind =
   | 'command-not-found'
@@ -39,6 +40,20 @@ export interface TestLayerOutcome {
   runner: TestRunner;
 }
 
+/** Test tools a Python test command runs with `python -m` that are never a repo's own module. */
+const PYTHON_TEST_TOOLS = new Set([
+  'coverage',
+  'nose',
+  'nose2',
+  'green',
+  'xmlrunner',
+  'unittest2',
+  'tox',
+  'nox',
+  'hatch',
+  'django',
+]);
+
 /** Bytes of output looked at: a runner that did not start prints little. */
 const TAIL_BYTES = 16 * 1024;
 /** "No tests" messages are the runner's last words; earlier lines may be anybody's. */
@@ -58,6 +73,7 @@ export function detectRunner(command: string, output = ''): TestRunner {
 
 function runnerOf(command: string): TestRunner {
   if (/\b(?:py\.test|pytest)\b/.test(command)) return 'pytest';
+  if (/\bpython[\d.]*\s[^|;&]*?-m\s*unittest\b/.test(command)) return 'unittest';
   if (/\bvitest\b/.test(command)) return 'vitest';
   if (/\bjest\b/.test(command)) return 'jest';
   if (/\bmocha\b/.test(command)) return 'mocha';
@@ -96,6 +112,7 @@ function testsRan(text: string): boolean {
     /^(?:not )?ok \d+ /m, // TAP
     /\b\d+ (?:failed|passed|errors?)\b.* in \d+(?:\.\d+)?s\b/, // pytest summary
     /^collected [1-9]\d* items?/m, // pytest
+    /^Ran [1-9]\d* tests? in \d/m, // unittest
   ].some((pattern) => pattern.test(text));
 }
 
@@ -238,6 +255,11 @@ function noTestsFound(last: string, code: number, runner: TestRunner): string | 
       : `node --test found no test file at ${nodePath}`;
   if (/^# tests 0$/m.test(last) && /^# pass 0$/m.test(last) && /^# fail 0$/m.test(last))
     return 'node --test ran 0 tests';
+  // unittest: Python 3.12+ exits 5 with "NO TESTS RAN"; older ones say "Ran 0 tests" and exit 0.
+  if (runner === 'unittest' && /^Ran 0 tests in \d/m.test(last))
+    return code === 5 || /^NO TESTS RAN/m.test(last)
+      ? 'unittest found no tests (NO TESTS RAN: is the test folder a package, or the -s start folder right?)'
+      : 'unittest found no tests (Ran 0 tests)';
   if (runner === 'pytest' && code === 5) {
     const deselected = /\b\d+ deselected\b/.test(last);
     return deselected
@@ -249,14 +271,21 @@ function noTestsFound(last: string, code: number, runner: TestRunner): string | 
 
 function runnerCannotStart(text: string, last: string, code: number, runner: TestRunner): string | undefined {
   if (runner === 'pytest' && code === 4) {
-    if (
-      /^ERROR: (?:usage:|file or directory not found:|not found:)/m.test(text) ||
-      /: error: unrecognized arguments:/.test(text)
-    ) {
-      const line = firstMatch(
-        text,
-        /^(ERROR: (?:file or directory not found|not found):[^\n]*|[^\n]*error: unrecognized arguments:[^\n]*)$/m,
-      );
+    const unrecognized = firstMatch(text, /^[^\n]*error: (unrecognized arguments:[^\n]*)$/m);
+    if (unrecognized) {
+      // Usually the config's addopts naming a plugin's option (`--cov`, `-n`) whose plugin is not installed.
+      const inifile = firstMatch(text, /^\s+inifile: (\S[^\n]*)$/m);
+      return inifile
+        ? `pytest could not start: ${unrecognized}, with ${inifile} as its config (exit 4): an option of a plugin that is not installed? (\`-o addopts=""\` drops the config's addopts)`
+        : `pytest could not start: ${unrecognized} (exit 4)`;
+    }
+    const plugins = firstMatch(text, /^ERROR: (Missing required plugins: [^\n]*)$/m);
+    if (plugins) return `pytest could not start: ${plugins} (the config's required_plugins; exit 4)`;
+    const minversion = firstMatch(text, /^ERROR: ([^\n]*'minversion' requires pytest-[^\n]*)$/m);
+    if (minversion)
+      return `pytest is older than the config asks: ${minversion.replace(/'$/, '')} (exit 4; the Python base's pytest is the one there is)`;
+    if (/^ERROR: (?:usage:|file or directory not found:|not found:)/m.test(text)) {
+      const line = firstMatch(text, /^(ERROR: (?:file or directory not found|not found):[^\n]*)$/m);
       return `pytest could not start: ${line ?? 'usage error'} (exit 4)`;
     }
     // Only a package that is not installed: any other error in a conftest may be the code under test.
@@ -275,6 +304,19 @@ function runnerCannotStart(text: string, last: string, code: number, runner: Tes
     return `the sandbox's node does not know the option ${nodeOption} (exit 9): the tests need a newer Node than the sandbox image has (a base image with it: sandbox.baseImage or a Dockerfile.sandbox)`;
   if (/^\S*python[\d.]*: No module named (?:pytest|py\.test)$/m.test(last))
     return 'pytest is not installed in the sandbox';
+  // `python -m <tool>` for a test tool the sandbox does not have (the Python base has pytest
+  // only). Named tools only: an unknown module may be the repo's own, which a ticket may add.
+  const tool = firstMatch(last, /^\S*python[\d.]*: No module named ([a-z][a-z0-9_]*)$/m);
+  if (tool && PYTHON_TEST_TOOLS.has(tool))
+    return `\`python -m ${tool}\`: No module named ${tool}: it is not installed in the sandbox`;
+  // `-p name` (on the command line or in addopts) for a plugin that is not installed.
+  const plugin = /^ImportError: Error importing plugin "([^"\n]+)": (No module named '[^'\n]+')$/m.exec(last);
+  if (runner === 'pytest' && plugin)
+    return `pytest could not load the plugin "${plugin[1]}" (-p): ${plugin[2]}: it is not installed in the sandbox`;
+  if (runner === 'unittest') {
+    const start = firstMatch(last, /^ImportError: (Start directory is not importable: [^\n]*)$/m);
+    if (start) return `unittest could not start: ${start}`;
+  }
 
   const config = firstMatch(text, /^failed to load config from (\S+)/m);
   if (config) return `the vitest/vite config ${config} failed to load`;

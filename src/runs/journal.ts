@@ -44,6 +44,8 @@ export type RunEvent =
       durationMs: number;
       exitCode: number;
       message?: string;
+      /** What the tests could not import that no agent can fix (`fix/import-hints.ts`). */
+      hints?: string[];
       baseline: Defined<RunRecord['baseline']>;
     }
   /** `of`: how many attempts the run may make. */

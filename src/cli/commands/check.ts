@@ -48,6 +48,7 @@ export function formatCheck(ctx: CliContext, result: CheckResult): string {
     lines.push(
       `            (expected the tests to be ${result.expect}; --expect passing|any for an eval task)`,
     );
+  for (const hint of result.hints) lines.push(`hint        ${hint}`);
   lines.push(`output      ${shortPath(ctx.cwd, result.dir)}/test-output.txt`);
   return lines.join('\n');
 }

@@ -7,7 +7,7 @@
  * reaches a sandbox.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { cp, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import {
@@ -1562,5 +1562,51 @@ describe('runFix: the baseline in the progress', () => {
         /^detail baseline: the tests fail on the untouched repo \(exit 1\), as a ticket expects in (?:\d+ms|\d+\.\ds)$/,
       ),
     );
+  });
+
+  it('says when the tests cannot import a package of the repo that is under src/ (no attempt can fix PYTHONPATH)', async () => {
+    const h = await harness();
+    await mkdir(join(h.repo, 'src', 'shopcalc'), { recursive: true });
+    const lines: string[] = [];
+    const progress = {
+      phase: () => undefined,
+      detail: (text: string) => lines.push(text),
+      end: () => undefined,
+    };
+    const srcLayout: ExecHandler = (command, options, sandbox) =>
+      command === 'npm test' &&
+      !(sandbox.text('src/shipping.ts') ?? '').includes('FREE_SHIPPING_THRESHOLD = 39;')
+        ? { exitCode: 2, stdout: "E   ModuleNotFoundError: No module named 'shopcalc'\n1 error in 0.2s\n" }
+        : npmTest(command, options, sandbox);
+    const result = await runFix(h.options({ progress }), h.deps(scripted(fixingTurns), srcLayout));
+    expect(result.record.baseline).toMatchObject({ failing: true });
+    expect(lines).toContainEqual(
+      expect.stringMatching(
+        /^hint: the tests cannot import `shopcalc`, which is src\/shopcalc\/ in the repo/,
+      ),
+    );
+  });
+
+  it('a conftest that cannot import the src/ package: broken, and the error says to put src/ on PYTHONPATH', async () => {
+    const h = await harness();
+    await mkdir(join(h.repo, 'src', 'shopcalc'), { recursive: true });
+    const conftest: ExecHandler = (command) =>
+      command === 'npm test'
+        ? {
+            exitCode: 4,
+            stdout:
+              "> test\n> pytest -q\n\nImportError while loading conftest '/workspace/conftest.py'.\nconftest.py:1: in <module>\n    import shopcalc\nE   ModuleNotFoundError: No module named 'shopcalc'\n",
+          }
+        : { exitCode: 0 };
+    const result = await runFix(h.options(), h.deps(scripted(fixingTurns), conftest));
+    expect(result.outcome).toBe('error');
+    expect(result.record.message).toContain(
+      "pytest could not load /workspace/conftest.py: No module named 'shopcalc'",
+    );
+    expect(result.error?.hint).toMatch(
+      /^The tests cannot import `shopcalc`, which is src\/shopcalc\/ in the repo/,
+    );
+    expect(result.error?.hint).toContain('PYTHONPATH: src');
+    expect(result.error?.hint).toContain('sandbox-harness check');
   });
 });

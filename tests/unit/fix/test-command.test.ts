@@ -50,7 +50,15 @@ const BROKEN: Case[] = [
   ['pytest-ini-bad-addopts', 4, 'python3 -m pytest -q', 'runner-cannot-start'],
   ['pytest-path-missing', 4, 'python3 -m pytest -q tests/', 'runner-cannot-start'],
   ['pytest-conftest-import', 4, 'python3 -m pytest -q', 'runner-cannot-start'],
+  ['pytest-pyproject-cov', 4, 'python3 -m pytest -q', 'runner-cannot-start'],
+  ['pytest-required-plugins', 4, 'python3 -m pytest -q', 'runner-cannot-start'],
+  ['pytest-minversion', 4, 'python -m pytest -q', 'runner-cannot-start'],
+  ['pytest-plugin-missing', 1, 'python3 -m pytest -q', 'runner-cannot-start'],
+  ['unittest-no-tests-py311', 0, 'python3 -m unittest', 'no-tests'],
+  ['unittest-no-tests-py313', 5, 'python -m unittest', 'no-tests'],
+  ['unittest-start-missing', 1, 'python3 -m unittest discover -s nope', 'runner-cannot-start'],
   ['python-no-pytest', 1, 'python3 -m pytest_nope', undefined],
+  ['python-m-coverage-missing', 1, 'python -m coverage run -m pytest -q', 'runner-cannot-start'],
   ['vitest4-config-broken', 1, 'npm test', 'runner-cannot-start'],
   ['vitest4-config-syntax', 1, 'npm test', 'runner-cannot-start'],
   ['vitest2-config-broken', 1, 'npm test', 'runner-cannot-start'],
@@ -86,6 +94,8 @@ const FAILING: Case[] = [
   ['nodetest-failing-require', 1, 'npm test', undefined],
   ['pytest-failing', 1, 'python3 -m pytest -q', undefined],
   ['pytest-failing-import', 2, 'python3 -m pytest -q', undefined],
+  ['unittest-failing', 1, 'python3 -m unittest', undefined],
+  ['unittest-failing-import-py313', 1, 'python -m unittest', undefined],
   ['node-script-throws', 1, 'node t.js', undefined],
   ['node-script-missing-module', 1, 'node t2.js', undefined],
   ['node-esm-import-missing', 1, 'node t.mjs', undefined],
@@ -140,6 +150,23 @@ describe('classifyTestRun on real runner output', () => {
     );
     expect(classify('node-bad-option-npm', 9, 'npm test')?.reason).toContain(
       "the sandbox's node does not know the option --experimental-transform-types (exit 9)",
+    );
+    // A config's addopts naming a plugin's options: the file that says so, and the way around it.
+    const cov = classify('pytest-pyproject-cov', 4, 'pytest')?.reason;
+    expect(cov).toContain('unrecognized arguments: --cov=foo -n');
+    expect(cov).toContain('/tmp/pyshapes/d/pyproject.toml');
+    expect(cov).toContain('-o addopts=""');
+    expect(classify('pytest-required-plugins', 4, 'pytest')?.reason).toContain(
+      'Missing required plugins: pytest-cov',
+    );
+    expect(classify('pytest-minversion', 4, 'pytest')?.reason).toBe(
+      "pytest is older than the config asks: /workspace/pyproject.toml: 'minversion' requires pytest-9.0, actual pytest-8.3.5 (exit 4; the Python base's pytest is the one there is)",
+    );
+    expect(classify('python-m-coverage-missing', 1, 'python -m coverage run -m pytest')?.reason).toBe(
+      '`python -m coverage`: No module named coverage: it is not installed in the sandbox',
+    );
+    expect(classify('pytest-plugin-missing', 1, 'pytest')?.reason).toContain(
+      `plugin "xdist" (-p): No module named 'xdist'`,
     );
   });
 });
@@ -198,6 +225,9 @@ describe('classifyTestRun stays conservative', () => {
 describe('detectRunner', () => {
   it('reads the runner from the command, or from the script npm echoes', () => {
     expect(detectRunner('python -m pytest -x')).toBe('pytest');
+    expect(detectRunner('python -m unittest -v')).toBe('unittest');
+    expect(detectRunner('PYTHONPATH=src python3.13 -W error -m unittest discover -s tests')).toBe('unittest');
+    expect(detectRunner('python -m unittest_extras')).toBe('unknown');
     expect(detectRunner('npx vitest run')).toBe('vitest');
     expect(detectRunner('node --test test/')).toBe('node-test');
     expect(detectRunner('npm test', sample('jest-no-tests'))).toBe('jest');
