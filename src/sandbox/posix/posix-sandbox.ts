@@ -117,7 +117,8 @@ const KILL_SETTLE_MS = 15_000;
 const PROBE_TIMEOUT_MS = 5000;
 /** How long (10 ms tries) the root check beside the freeze waits for the sandbox user's processes to go. */
 const SURVIVOR_WATCH_TRIES = 1000;
-const SURVIVORS_OPTIONS = { maxStdoutBytes: 4096, cwd: '/', timeoutMs: 30_000 } as const;
+/** Root's look runs as root: no process of the sandbox user can trace or signal it. */
+const SURVIVORS_OPTIONS = { maxStdoutBytes: 4096, cwd: '/', timeoutMs: 30_000, user: 'root' } as const;
 
 function errorText(value: unknown): string {
   return value instanceof Error ? value.message : String(value);
@@ -248,10 +249,12 @@ export abstract class PosixSandbox implements Sandbox {
 
   private openChannel(): Promise<CommandChannel | undefined> {
     this.channel ??= CommandChannel.open(this.transport).catch(() => undefined);
-    this.freezeCheck ??= standbyScript(this.transport, SURVIVORS_SCRIPT, [String(SURVIVOR_WATCH_TRIES)], {
-      ...SURVIVORS_OPTIONS,
-      user: 'root',
-    }).catch(() => undefined);
+    this.freezeCheck ??= standbyScript(
+      this.transport,
+      SURVIVORS_SCRIPT,
+      [String(SURVIVOR_WATCH_TRIES)],
+      SURVIVORS_OPTIONS,
+    ).catch(() => undefined);
     return this.channel;
   }
 
@@ -568,7 +571,6 @@ export abstract class PosixSandbox implements Sandbox {
       ? await watch.go(signal)
       : await this.script(SURVIVORS_SCRIPT, [String(tries)], {
           ...SURVIVORS_OPTIONS,
-          user: 'root',
           ...(signal ? { signal } : {}),
         });
     if (check.exitCode === 0 && /^clear \d+$/m.test(check.stdout.toString('utf8'))) return undefined;
