@@ -25,6 +25,7 @@ import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
 import { startFakeModelServer, type FakeModelServer } from '../fake-model-server/server.js';
 import { canaryEnv, expectNoCanaryIn } from '../helpers/canary.js';
 import { CLI, ROOT } from '../helpers/cli.js';
+import { writeGitProject } from '../helpers/project.js';
 
 const run = promisify(execFile);
 
@@ -101,18 +102,6 @@ def test_counts_each_item_by_its_quantity():
   'tickets/PY-1.md':
     '---\nid: PY-1\ntitle: Quantities are ignored in order totals\n---\nAn order of 4 items at 2.50 totals 2.50 instead of 10.00.\n',
 };
-
-async function writeProject(dir: string, files: Record<string, string>): Promise<void> {
-  for (const [path, content] of Object.entries(files)) {
-    await mkdir(dirname(join(dir, path)), { recursive: true });
-    await writeFile(join(dir, path), content);
-  }
-  const git = (...args: string[]) =>
-    run('git', ['-c', 'user.name=t', '-c', 'user.email=t@example.invalid', ...args], { cwd: dir });
-  await git('init', '-q');
-  await git('add', '-A');
-  await git('commit', '-q', '-m', 'initial');
-}
 
 // ---- the cassettes: fix, run the tests (as a live agent does before it stops), stop -------
 
@@ -244,7 +233,7 @@ describe('README "Your first repo": a vitest 2 and a pytest project reach ready-
     ({ env, canary } = canaryEnv({ PATH: `${bin}:${process.env.PATH ?? ''}` }));
     const work = join(scratch, 'work');
     for (const project of PROJECTS) {
-      await writeProject(join(work, project.name), project.files);
+      await writeGitProject(join(work, project.name), project.files);
       // The cassette as a file too, so a failure can be replayed with `fix --cassette`.
       await writeFile(join(scratch, `${project.ticket}.json`), JSON.stringify(project.cassette, null, 2));
       project.server = await startFakeModelServer(

@@ -11,17 +11,14 @@
  *    0 tests, `broken` (no tests), not a failing ticket;
  *  - `async def` tests without an async plugin, which pytest skips: a hint says why.
  */
-import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
 import { cleanEnv, runCli } from '../helpers/cli.js';
-
-const run = promisify(execFile);
+import { writeGitProject } from '../helpers/project.js';
 
 const SHOPCALC = {
   'shopcalc/__init__.py': '"""Order totals."""\n\n\ndef total(prices, quantities):\n    return sum(prices)\n',
@@ -30,16 +27,7 @@ const SHOPCALC = {
 };
 
 async function project(root: string, name: string, files: Record<string, string>, catalog: string) {
-  const dir = join(root, name);
-  for (const [path, content] of Object.entries(files)) {
-    await mkdir(dirname(join(dir, path)), { recursive: true });
-    await writeFile(join(dir, path), content);
-  }
-  const git = (...args: string[]) =>
-    run('git', ['-c', 'user.name=t', '-c', 'user.email=t@example.invalid', ...args], { cwd: dir });
-  await git('init', '-q');
-  await git('add', '-A');
-  await git('commit', '-q', '-m', 'initial');
+  await writeGitProject(join(root, name), files);
   const file = join(root, `${name}.yaml`);
   await writeFile(
     file,
