@@ -3,7 +3,7 @@
  * how to test, and how to build the sandbox. Every object is strict because a typo in a
  * key (`editableFile:`) would otherwise silently drop a rule or widen nothing.
  *
- * Custom messages here follow the convention of `yaml-validate.ts`: for type/range checks
+ * Custom messages here follow the convention of `src/yaml-validate.ts`: for type/range checks
  * they are the "expected …" clause; for refinements they are the whole sentence.
  */
 import picomatch from 'picomatch';

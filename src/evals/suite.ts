@@ -9,12 +9,7 @@ import { readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import {
-  problemsError,
-  validateYaml,
-  type ParsedYaml,
-  type ValidationProblem,
-} from '../catalog/yaml-validate.js';
+import { problemsError, validateYaml, type ParsedYaml, type ValidationProblem } from '../yaml-validate.js';
 import { ConfigError } from '../errors.js';
 import type { TrialSpec } from './types.js';
 

@@ -7,7 +7,7 @@ import { lstat, readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { problemsError, validateYaml } from '../../catalog/yaml-validate.js';
+import { problemsError, validateYaml } from '../../yaml-validate.js';
 import { ConfigError } from '../../errors.js';
 import { KEEP_POLICIES, type SuiteDefaults } from '../suite.js';
 import { harborTaskDirs, loadHarborTasks } from './harbor.js';
