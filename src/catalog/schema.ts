@@ -10,7 +10,7 @@ import picomatch from 'picomatch';
 import { z } from 'zod';
 import { priceTableSchema } from '../llm/cost.js';
 import { isIP } from 'node:net';
-import { parseHostPattern } from '../sandbox/egress/policy.js';
+import { parseHostPattern } from '../egress-policy.js';
 
 import { DEFAULT_IGNORED_NAMES } from './ignore-defaults.js';
 

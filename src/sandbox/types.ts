@@ -11,7 +11,7 @@
  * - `Interrupted` (or the signal's own reason, e.g. `RunTimeout`): the signal aborted.
  * A command's non-zero exit is data (`ExecResult.exitCode`), never an error.
  */
-import type { EgressPolicy } from './egress/policy.js';
+import type { EgressPolicy } from '../egress-policy.js';
 import type { EgressLogEntry } from './egress/proxy.js';
 import type { RepoImage, RepoImageRequest } from '../image-context/request.js';
 

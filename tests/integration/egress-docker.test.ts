@@ -20,7 +20,7 @@ import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
 import { BUILD_NETWORK_LABEL, buildRepoImage } from '../../src/sandbox/docker/images.js';
-import type { EgressPolicy } from '../../src/sandbox/egress/policy.js';
+import type { EgressPolicy } from '../../src/egress-policy.js';
 import type { EgressLogEntry } from '../../src/sandbox/egress/proxy.js';
 import type { Sandbox } from '../../src/sandbox/types.js';
 import { requireDocker } from '../helpers/docker.js';

@@ -16,7 +16,13 @@ import {
 import { connect, isIP, type Socket } from 'node:net';
 import { Resolver } from 'node:dns/promises';
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
-import { addressGuard, decideName, type AddressGuard, type Decision, type EgressPolicy } from './policy.js';
+import {
+  addressGuard,
+  decideName,
+  type AddressGuard,
+  type Decision,
+  type EgressPolicy,
+} from '../../egress-policy.js';
 
 export interface EgressLogEntry {
   time: string;
