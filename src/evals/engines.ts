@@ -6,7 +6,7 @@
  */
 import { join } from 'node:path';
 import type { LoadedCatalog } from '../catalog/load.js';
-import type { BaselineCache, BaselineResult } from '../fix/baseline.js';
+import type { BaselineCache, BaselineResult } from '../fix/baseline-cache.js';
 import type { FixDeps } from '../fix/context.js';
 import { formatDuration } from '../format.js';
 import { catalogImageOptions, fixDeps, reuseImages } from '../fix/deps.js';

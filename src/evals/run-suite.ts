@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { loadCatalog, resourcesFromCatalog } from '../catalog/load.js';
 import { JsonlEventSink } from '../agent/events.js';
 import { UsageError } from '../errors.js';
-import { memoryBaselineCache } from '../fix/baseline.js';
+import { memoryBaselineCache } from '../fix/baseline-cache.js';
 import type { FixDeps } from '../fix/context.js';
 import { catalogImageOptions, fixDeps, reuseImages } from '../fix/deps.js';
 import type { KeepPolicy } from '../fix/run-fix.js';

@@ -21,7 +21,8 @@ import {
 import { testLayers } from '../catalog/schema.js';
 import { formatDuration } from '../format.js';
 import { newRunId, runsDirFor } from '../runs/record.js';
-import { brokenLayer, type BrokenTestCommand } from './baseline.js';
+import { brokenLayer } from './baseline.js';
+import type { BrokenTestCommand } from './baseline-cache.js';
 import type { FixDeps } from './context.js';
 import { catalogImageOptions } from './deps.js';
 import { silentProgress, type ProgressSink } from './progress.js';

@@ -43,7 +43,8 @@ import { RunDir, runsDirFor, type ContainerRecord, type RunRecord } from '../run
 import { RunJournal } from '../runs/journal.js';
 import { harnessVersion } from '../version.js';
 import { runAttempt, type AttemptPlan, type AttemptResult } from './attempt.js';
-import { runBaseline, testCommandError, type BaselineResult } from './baseline.js';
+import { runBaseline, testCommandError } from './baseline.js';
+import type { BaselineResult } from './baseline-cache.js';
 import type { Ending, FixDeps, FixOptions, FixResult, Prepared, Run } from './context.js';
 import type { RepoImage } from '../image-context/request.js';
 import { catalogImageOptions } from './deps.js';
