@@ -9,12 +9,8 @@ import { runAgentLoop, type AgentLoopResult } from '../agent/loop.js';
 import { buildFirstUserMessage } from '../agent/prompt.js';
 import type { ToolRegistry } from '../agent/tools/registry.js';
 import type { Allowlist } from '../changes/allowlist.js';
-import {
-  collectChangeSet,
-  gateChangeSet,
-  type ChangeSet,
-  type PristineSource,
-} from '../changes/change-set.js';
+import { collectChangeSet, gateChangeSet, type ChangeSet } from '../changes/change-set.js';
+import type { PristineSource } from '../changes/pristine.js';
 import { NO_TEST_OUTPUTS, withTestOutputs, type ChangeIgnore, type TestOutputs } from '../changes/ignore.js';
 import { changeSetPatch } from '../changes/patch.js';
 import {
