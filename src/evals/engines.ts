@@ -7,7 +7,7 @@
 import { join } from 'node:path';
 import type { LoadedCatalog } from '../catalog/load.js';
 import type { BaselineCache, BaselineResult } from '../fix/baseline-cache.js';
-import type { FixDeps } from '../fix/context.js';
+import type { FixDeps } from '../fix/types.js';
 import { formatDuration } from '../format.js';
 import { catalogImageOptions, fixDeps, reuseImages } from '../fix/deps.js';
 import type { Fleet } from '../fleet/fleet.js';

@@ -12,7 +12,7 @@ import { loadCatalog, resourcesFromCatalog } from '../catalog/load.js';
 import { JsonlEventSink } from '../agent/events.js';
 import { UsageError } from '../errors.js';
 import { memoryBaselineCache } from '../fix/baseline-cache.js';
-import type { FixDeps } from '../fix/context.js';
+import type { FixDeps } from '../fix/types.js';
 import { catalogImageOptions, fixDeps, reuseImages } from '../fix/deps.js';
 import type { KeepPolicy } from '../fix/run-fix.js';
 import type { EngineSpec } from '../sandbox/registry.js';

@@ -17,7 +17,7 @@ import type { RunOutcome } from '../outcomes.js';
 import { HARNESS_DIR, RunDir, readRunFile, type RunRecord, type StoredRun } from '../runs/record.js';
 import { applyRunEvent, type RunEvent } from '../runs/journal.js';
 import { catalogAllowlist } from './allowlist.js';
-import type { Ending, Run } from './context.js';
+import type { Ending, Run } from './types.js';
 import type { RepoImage } from '../image-context/request.js';
 
 export async function applyVerified(run: Run, image: RepoImage, changeSet: ChangeSet): Promise<Ending> {

@@ -26,7 +26,7 @@ import type { Message, ModelProvider } from '../llm/types.js';
 import { verdictForEmptyLoop, type AttemptVerdict, type LoopStop } from '../outcomes.js';
 import type { AttemptRecord } from '../runs/record.js';
 import type { Sandbox, WorkspaceTree } from '../sandbox/types.js';
-import type { Run } from './context.js';
+import type { Run } from './types.js';
 import { failureFeedback, formatTestRun, type TestLayer, type TestRun } from './test-layers.js';
 import { warmChannel } from './sandboxes.js';
 import { verifyChange, type Verification, type VerificationResults } from './verify.js';

@@ -1,7 +1,7 @@
 /**
  * What a baseline found, and the cache that lets the trials of an eval share one baseline
  * per (image, catalog, test command). Apart from `baseline.ts` so the run's context
- * (`context.ts`) can name the cache without importing the step that fills it.
+ * (`types.ts`) can name the cache without importing the step that fills it.
  */
 import type { TestOutputs } from '../changes/ignore.js';
 import type { TestCommandProblemKind } from './test-command.js';

@@ -7,7 +7,7 @@
 import { TestCommandBroken } from '../errors.js';
 import { formatTestRun, runTestLayers, type TestLayer, type TestRun } from './test-layers.js';
 import { classifyTestRun, detectRunner } from './test-command.js';
-import type { Run } from './context.js';
+import type { Run } from './types.js';
 import { hostRepoLookup, testRunHints } from './import-hints.js';
 import type { RepoImage } from '../image-context/request.js';
 import type { RunRecord } from '../runs/record.js';

@@ -15,7 +15,7 @@ import { hostMode, type ChangeSet } from '../changes/change-set.js';
 import { changeSetPatch } from '../changes/patch.js';
 import type { Message, ModelProvider } from '../llm/types.js';
 import type { ReviewRecord } from '../runs/record.js';
-import type { Run } from './context.js';
+import type { Run } from './types.js';
 import { formatTestRun, tail, type TestRun } from './test-layers.js';
 
 export interface Review {

@@ -45,7 +45,7 @@ import { harnessVersion } from '../version.js';
 import { runAttempt, type AttemptPlan, type AttemptResult } from './attempt.js';
 import { runBaseline, testCommandError } from './baseline.js';
 import type { BaselineResult } from './baseline-cache.js';
-import type { Ending, FixDeps, FixOptions, FixResult, Prepared, Run } from './context.js';
+import type { Ending, FixDeps, FixOptions, FixResult, Prepared, Run } from './types.js';
 import type { RepoImage } from '../image-context/request.js';
 import { catalogImageOptions } from './deps.js';
 import { applyVerified } from './apply.js';
@@ -59,7 +59,7 @@ import type { WorkspaceGit } from '../sandbox/types.js';
 import { egressSpec } from './egress.js';
 import { getsVerifierFiles, loadVerifierFiles } from './verifier-files.js';
 
-export type { FixDeps, FixOptions, FixResult, KeepPolicy } from './context.js';
+export type { FixDeps, FixOptions, FixResult, KeepPolicy } from './types.js';
 export type { HostFileState, RepoImage, RepoImageRequest } from '../image-context/request.js';
 
 /** The first attempt stops when the baseline shows the tests already pass. */
