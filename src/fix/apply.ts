@@ -16,7 +16,7 @@ import { ApplyError, errorMessage, UsageError } from '../errors.js';
 import type { RunOutcome } from '../outcomes.js';
 import { HARNESS_DIR, RunDir, readRunFile, type RunRecord, type StoredRun } from '../runs/record.js';
 import { applyRunEvent, type RunEvent } from '../runs/journal.js';
-import { catalogAllowlist } from './allowlist.js';
+import { catalogAllowlist } from './catalog-allowlist.js';
 import type { Ending, Run } from './types.js';
 import type { RepoImage } from '../image-context/request.js';
 

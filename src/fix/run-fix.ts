@@ -20,7 +20,7 @@ import {
   resourcesFromCatalog,
 } from '../catalog/load.js';
 import { testLayers } from '../catalog/schema.js';
-import { catalogAllowlist } from './allowlist.js';
+import { catalogAllowlist } from './catalog-allowlist.js';
 import {
   createChangeIgnore,
   gitExcludes,
