@@ -4,7 +4,7 @@ import { withBuildTimeLimit } from '../image-context/build-limit.js';
 import type { BuildTimeLimit, RepoImage, RepoImageRequest } from '../image-context/request.js';
 import type { SandboxProvider } from '../sandbox/registry.js';
 import type { FixDeps } from './types.js';
-import { buildEgress } from './egress.js';
+import { buildEgress } from './egress-phases.js';
 
 /**
  * How a catalog's `sandbox` section asks for its image: prebuilt, or recipe, base and build

@@ -56,7 +56,7 @@ import { continuationFeedback } from './continue.js';
 import { progressOfEvents, silentProgress, type ProgressSink } from './progress.js';
 import { SandboxPool } from './sandboxes.js';
 import type { WorkspaceGit } from '../sandbox/types.js';
-import { egressSpec } from './egress.js';
+import { egressSpec } from './egress-phases.js';
 import { getsVerifierFiles, loadVerifierFiles } from './verifier-files.js';
 
 export type { FixDeps, FixOptions, FixResult, KeepPolicy } from './types.js';
