@@ -51,7 +51,7 @@ import { catalogImageOptions } from './deps.js';
 import { applyVerified } from './apply.js';
 import { heldOutPaths, pristineFromHost, readAgentsMd } from './repo.js';
 import { prepare } from './prepare.js';
-import { loadLibrary } from './library.js';
+import { loadLibrary } from './read-library.js';
 import { continuationFeedback } from './continue.js';
 import { progressOfEvents, silentProgress, type ProgressSink } from './progress.js';
 import { SandboxPool } from './sandboxes.js';
