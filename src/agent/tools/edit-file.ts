@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { SandboxFileError } from '../../errors.js';
 import { ToolError } from '../tool-errors.js';
-import { lineNumberAt, listInWords } from './output.js';
+import { lineNumberAt, listInWords } from './result-text.js';
 import { assertEditable, resolveFilePath } from './paths.js';
 import { defineTool } from './types.js';
 

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { SandboxFileError } from '../../errors.js';
 import { ToolError } from '../tool-errors.js';
-import { capText } from './output.js';
+import { capText } from './result-text.js';
 import { resolveFilePath } from './paths.js';
 import { defineTool } from './types.js';
 
