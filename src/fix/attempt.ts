@@ -35,7 +35,7 @@ import { rewardFeedback, rewardRecord } from '../test-results/reward.js';
 import { toolStartDetail } from './progress.js';
 import { reviewChange } from './review.js';
 import type { Continuation } from './continue.js';
-import { shellQuote } from '../agent/tools/paths.js';
+import { shellQuote } from '../agent/tools/workspace-path.js';
 
 /** What every attempt of a run shares, worked out once. */
 export interface AttemptPlan {

@@ -18,4 +18,4 @@ export { listFilesTool } from './list-files.js';
 export { searchTool } from './search.js';
 export { runCommandTool } from './run-command.js';
 export { delegateTool } from './delegate.js';
-export { resolveWorkspacePath, shellQuote } from './paths.js';
+export { resolveWorkspacePath, shellQuote } from './workspace-path.js';

@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { resolveWorkspacePath, shellQuote } from '../../../src/agent/tools/paths.js';
+import { resolveWorkspacePath, shellQuote } from '../../../src/agent/tools/workspace-path.js';
 import { createDefaultToolRegistry, type ToolRegistry } from '../../../src/agent/tools/registry.js';
 import { searchCommand } from '../../../src/agent/tools/search.js';
 import type { ExecOptions } from '../../../src/sandbox/types.js';
