@@ -7,7 +7,7 @@
  */
 import { runAgentLoop, type AgentLoopResult } from '../agent/loop.js';
 import { buildFirstUserMessage } from '../agent/prompt.js';
-import type { ToolRegistry } from '../agent/tools/registry.js';
+import type { ToolRegistry } from '../agent/tools/tool-registry.js';
 import type { Allowlist } from '../changes/allowlist.js';
 import { collectChangeSet, gateChangeSet, type ChangeSet } from '../changes/change-set.js';
 import type { PristineSource } from '../changes/pristine.js';

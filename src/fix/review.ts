@@ -8,7 +8,7 @@
 import { nestedSink } from '../agent/events.js';
 import { runAgentLoop, type AgentLoopResult } from '../agent/loop.js';
 import { buildReviewRequest, buildSystemPrompt, CHECKER_RULES } from '../agent/prompt.js';
-import { createReviewToolRegistry } from '../agent/tools/registry.js';
+import { createReviewToolRegistry } from '../agent/tools/tool-registry.js';
 import type { SubmittedReview } from '../agent/tools/submit-review.js';
 import { CATALOG_SANDBOX_PATH } from '../catalog/load.js';
 import { hostMode, type ChangeSet } from '../changes/change-set.js';

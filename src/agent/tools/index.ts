@@ -1,5 +1,10 @@
-export { DEFAULT_TOOLS, EVERYTHING_EDITABLE, ToolRegistry, createDefaultToolRegistry } from './registry.js';
-export type { DefaultToolRegistryOptions, ToolRunContext } from './registry.js';
+export {
+  DEFAULT_TOOLS,
+  EVERYTHING_EDITABLE,
+  ToolRegistry,
+  createDefaultToolRegistry,
+} from './tool-registry.js';
+export type { DefaultToolRegistryOptions, ToolRunContext } from './tool-registry.js';
 export { DEFAULT_TOOL_LIMITS, defineTool } from './types.js';
 export type {
   AgentTool,
