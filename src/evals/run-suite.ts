@@ -21,7 +21,7 @@ import { DEFAULT_RESOURCES } from '../sandbox/types.js';
 import { sandboxProvider, type SandboxProvider } from '../sandbox/registry.js';
 import { fleetDeps, fleetPlacement, sharedBaselines, type EvalTask } from './engines.js';
 import { fixTrialRunner } from './fix-trial.js';
-import type { ProgressReporter } from './progress.js';
+import type { ProgressReporter } from './eval-progress.js';
 import { writeReports } from './report.js';
 import { runEval, type EvalRun, type TrialPlacement } from './runner.js';
 import {

@@ -21,7 +21,7 @@ import {
 } from '../errors.js';
 import { Placement, type EngineLoad } from '../fleet/placement.js';
 import { PASSING_CATEGORY } from '../outcomes.js';
-import { estimateEtaMs, type EngineProgress, type EvalProgress } from './progress.js';
+import { estimateEtaMs, type EngineProgress, type EvalProgress } from './eval-progress.js';
 import { summarizeEngines, type EngineSummary } from './summary.js';
 import { trialSpecs, type Suite } from './suite.js';
 import {

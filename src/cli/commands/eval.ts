@@ -1,7 +1,7 @@
 import { relative, resolve, join } from 'node:path';
 import { UsageError } from '../../errors.js';
 import { runSuite, type SuiteOptions, type SuiteResult } from '../../evals/run-suite.js';
-import { formatEngineTally, createProgressReporter } from '../../evals/progress.js';
+import { formatEngineTally, createProgressReporter } from '../../evals/eval-progress.js';
 import type { EvalSummary } from '../../evals/summary.js';
 import { notScoredCell } from '../../evals/report.js';
 import { harborLines } from '../../evals/sources/harbor-materialize.js';

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SandboxUnavailable } from '../../../src/errors.js';
 import { fleetPlacement, sharedBaselines } from '../../../src/evals/engines.js';
-import type { EvalProgress } from '../../../src/evals/progress.js';
+import type { EvalProgress } from '../../../src/evals/eval-progress.js';
 import { RESULTS_FILE, runEval } from '../../../src/evals/runner.js';
 import type { TrialResult, TrialRunner } from '../../../src/evals/types.js';
 import type { BaselineResult } from '../../../src/fix/baseline-cache.js';
