@@ -15,7 +15,7 @@ import { ImageError } from '../errors.js';
 import { daemonFetches } from '../image-context/dockerfile.js';
 import { readRepoFile } from '../repo-files.js';
 import { sandboxProvider } from '../sandbox/registry.js';
-import type { TrialPlacement } from './runner.js';
+import type { TrialPlacement } from './trial-placement.js';
 
 /** The scheduler's view of a fleet: slots by free capacity, lost engines, retries elsewhere. */
 export function fleetPlacement(fleet: Fleet): TrialPlacement {

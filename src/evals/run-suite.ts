@@ -23,7 +23,8 @@ import { fleetDeps, fleetPlacement, sharedBaselines, type EvalTask } from './eng
 import { fixTrialRunner } from './fix-trial.js';
 import type { ProgressReporter } from './eval-progress.js';
 import { writeReports } from './report.js';
-import { runEval, type EvalRun, type TrialPlacement } from './runner.js';
+import { runEval, type EvalRun } from './runner.js';
+import type { TrialPlacement } from './trial-placement.js';
 import {
   bareInstanceSuite,
   loadInstanceSuite,
