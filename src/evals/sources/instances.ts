@@ -14,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { problemsError, validateYaml } from '../../yaml-validate.js';
-import { egressSchema } from '../../catalog/schema.js';
+import { egressSchema } from '../../catalog/egress-schema.js';
 import { ConfigError } from '../../errors.js';
 import { KEEP_POLICIES, type SuiteDefaults } from '../suite.js';
 
