@@ -31,7 +31,7 @@ import {
   looksLikeInstanceSuite,
   type InstanceSuite,
 } from './sources/instances.js';
-import { materializeInstances } from './sources/materialize.js';
+import { materializeInstances } from './sources/instances-materialize.js';
 import { loadHarborSource } from './sources/harbor-suite.js';
 import { harborEvalSummary, materializeHarbor, type HarborSummary } from './sources/harbor-materialize.js';
 import { oracleFindings, readQuarantine, writeQuarantine, type Quarantine } from './sources/quarantine.js';

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadCatalog } from '../../../../src/catalog/load.js';
 import { ConfigError } from '../../../../src/errors.js';
 import { parseInstances, loadInstanceSuite } from '../../../../src/evals/sources/instances.js';
-import { materializeInstances } from '../../../../src/evals/sources/materialize.js';
+import { materializeInstances } from '../../../../src/evals/sources/instances-materialize.js';
 import { oracleFindings } from '../../../../src/evals/sources/quarantine.js';
 import { treeHash } from '../../../helpers/cli.js';
 import { jsonl, makeInstanceRepos, REPO_SPECS, type InstanceRepos } from '../../../helpers/instance-repos.js';
