@@ -35,7 +35,8 @@ import { materializeInstances } from './sources/instances-materialize.js';
 import { loadHarborSource } from './sources/harbor-suite.js';
 import { harborEvalSummary, materializeHarbor, type HarborSummary } from './sources/harbor-materialize.js';
 import { oracleFindings, readQuarantine, writeQuarantine, type Quarantine } from './sources/quarantine.js';
-import { loadSuite, type Suite } from './suite.js';
+import { loadSuite } from './sources/suite-source.js';
+import type { Suite } from './suite.js';
 import { readPreviousSummary } from './summary-file.js';
 import {
   compareSummaries,
