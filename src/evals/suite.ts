@@ -1,9 +1,11 @@
 /**
  * The one suite shape every eval runs, whatever its task source read (a suite file,
  * SWE-bench-style instances, Harbor task folders: `sources/`): tasks with a catalog, a ticket
- * and a repo, and the eval's defaults. Paths are absolute so an eval means the same thing
- * from any working directory.
+ * and a repo, and the eval's defaults, which every source's file writes with the one schema
+ * here. Paths are absolute so an eval means the same thing from any working directory.
  */
+import os from 'node:os';
+import { z } from 'zod';
 import type { TrialSpec } from './types.js';
 
 export const KEEP_POLICIES = ['on-failure', 'always', 'never'] as const;
@@ -16,6 +18,36 @@ export interface SuiteDefaults {
   concurrency: number;
   timeouts: { trialSec?: number };
   keep: KeepPolicy;
+}
+
+/**
+ * A source file's `defaults:` (a suite, an instance suite, a Harbor suite): one schema, so a
+ * default means the same in every format. Absent: every default.
+ */
+export const suiteDefaultsSchema = z
+  .strictObject({
+    provider: z.string().min(1).optional(),
+    model: z.string().min(1).optional(),
+    n: z.number().int().min(1).default(1),
+    // The machine's core count is applied after parsing, so the schema stays deterministic.
+    concurrency: z.number().int().min(1).optional(),
+    timeouts: z.strictObject({ trialSec: z.number().positive().optional() }).prefault({}),
+    keep: z.enum(KEEP_POLICIES).default('never'),
+  })
+  .prefault({});
+
+/** `defaults:` as read (absent: every default), the concurrency the machine's cores when it names none. */
+export function suiteDefaults(
+  raw: z.output<typeof suiteDefaultsSchema> = suiteDefaultsSchema.parse(undefined),
+): SuiteDefaults {
+  return {
+    n: raw.n,
+    concurrency: raw.concurrency ?? os.availableParallelism(),
+    timeouts: { ...raw.timeouts },
+    keep: raw.keep,
+    ...(raw.provider !== undefined ? { provider: raw.provider } : {}),
+    ...(raw.model !== undefined ? { model: raw.model } : {}),
+  };
 }
 
 export interface SuiteTask {

@@ -4,12 +4,11 @@
  * cassettes and the eval's defaults), as instance suites are wired.
  */
 import { lstat, readFile } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { problemsError, validateYaml } from '../../yaml-validate.js';
 import { ConfigError } from '../../errors.js';
-import { KEEP_POLICIES, type SuiteDefaults } from '../suite.js';
+import { suiteDefaults, suiteDefaultsSchema } from '../suite.js';
 import { harborTaskDirs, loadHarborTasks } from './harbor.js';
 import type { HarborSource } from './harbor-materialize.js';
 
@@ -20,32 +19,12 @@ const harborSuiteSchema = z.strictObject({
   harbor: z.string().min(1, 'expected a Harbor task folder, or a folder of them'),
   /** A folder with `<task id>.json` cassettes (a recorded model per task). */
   cassettes: z.string().min(1).optional(),
-  defaults: z
-    .strictObject({
-      provider: z.string().min(1).optional(),
-      model: z.string().min(1).optional(),
-      n: z.number().int().min(1).default(1),
-      concurrency: z.number().int().min(1).optional(),
-      timeouts: z.strictObject({ trialSec: z.number().positive().optional() }).prefault({}),
-      keep: z.enum(KEEP_POLICIES).default('never'),
-    })
-    .prefault({}),
+  defaults: suiteDefaultsSchema,
 });
 
 /** Whether a YAML suite file is a Harbor suite (has `harbor:`), without validating it. */
 export function looksLikeHarborSuite(text: string): boolean {
   return /^harbor\s*:/m.test(text);
-}
-
-function defaultsOf(raw?: z.output<typeof harborSuiteSchema>['defaults']): SuiteDefaults {
-  return {
-    n: raw?.n ?? 1,
-    concurrency: raw?.concurrency ?? os.availableParallelism(),
-    timeouts: { ...(raw?.timeouts ?? {}) },
-    keep: raw?.keep ?? 'never',
-    ...(raw?.provider !== undefined ? { provider: raw.provider } : {}),
-    ...(raw?.model !== undefined ? { model: raw.model } : {}),
-  };
 }
 
 function slug(dir: string): string {
@@ -77,7 +56,7 @@ export async function loadHarborSource(
           hint: 'a Harbor task folder holds task.toml, instruction.md, environment/Dockerfile and tests/test.sh',
         },
       );
-    return { file, name: slug(file), tasks: await loadHarborTasks(dirs, cwd), defaults: defaultsOf() };
+    return { file, name: slug(file), tasks: await loadHarborTasks(dirs, cwd), defaults: suiteDefaults() };
   }
   if (!st?.isFile() || !/\.ya?ml$/i.test(file)) return undefined;
   const text = await readFile(file, 'utf8');
@@ -97,6 +76,6 @@ export async function loadHarborSource(
     name: raw.name,
     tasks: await loadHarborTasks(dirs, cwd),
     ...(raw.cassettes !== undefined ? { cassettes: path.resolve(base, raw.cassettes) } : {}),
-    defaults: defaultsOf(raw.defaults),
+    defaults: suiteDefaults(raw.defaults),
   };
 }

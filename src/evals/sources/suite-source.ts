@@ -6,12 +6,11 @@
 import { createHash } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from '../../errors.js';
 import { problemsError, validateYaml, type ParsedYaml, type ValidationProblem } from '../../yaml-validate.js';
-import { KEEP_POLICIES, type Suite, type SuiteDefaults, type SuiteTask } from '../suite.js';
+import { suiteDefaults, suiteDefaultsSchema, type Suite, type SuiteTask } from '../suite.js';
 
 export interface LoadSuiteOptions {
   /** The file name shown in problems (e.g. relative to the working directory). */
@@ -55,18 +54,9 @@ function suiteSchema(baseDir: string) {
       })
       .optional(),
   });
-  const defaults = z.strictObject({
-    provider: z.string().min(1).optional(),
-    model: z.string().min(1).optional(),
-    n: z.number().int().min(1).default(1),
-    // The machine's core count is applied after parsing, so the schema stays deterministic.
-    concurrency: z.number().int().min(1).optional(),
-    timeouts: z.strictObject({ trialSec: z.number().positive().optional() }).prefault({}),
-    keep: z.enum(KEEP_POLICIES).default('never'),
-  });
   return z.strictObject({
     name: z.string().min(1),
-    defaults: defaults.prefault({}),
+    defaults: suiteDefaultsSchema,
     tasks: z.array(task).min(1),
   });
 }
@@ -132,15 +122,6 @@ function duplicateIdProblems(parsed: ParsedYaml): ValidationProblem[] {
 function resolveSuite(file: string, hash: string, raw: RawSuite): Suite {
   const baseDir = path.dirname(file);
   const resolve = (p: string): string => path.resolve(baseDir, p);
-  const defaults: SuiteDefaults = {
-    n: raw.defaults.n,
-    concurrency: raw.defaults.concurrency ?? os.availableParallelism(),
-    timeouts: { ...raw.defaults.timeouts },
-    keep: raw.defaults.keep,
-  };
-  if (raw.defaults.provider !== undefined) defaults.provider = raw.defaults.provider;
-  if (raw.defaults.model !== undefined) defaults.model = raw.defaults.model;
-
   const tasks = raw.tasks.map((t): SuiteTask => {
     const task: SuiteTask = {
       id: t.id,
@@ -154,7 +135,7 @@ function resolveSuite(file: string, hash: string, raw: RawSuite): Suite {
     if (t.seedRun !== undefined) task.seedRun = resolve(t.seedRun);
     return task;
   });
-  return { file, sha256: hash, name: raw.name, defaults, tasks };
+  return { file, sha256: hash, name: raw.name, defaults: suiteDefaults(raw.defaults), tasks };
 }
 
 /**
