@@ -32,7 +32,7 @@ import {
   type InstanceSuite,
 } from './sources/instances.js';
 import { materializeInstances } from './sources/instances-materialize.js';
-import { loadHarborSource } from './sources/harbor-suite.js';
+import { loadHarborSource } from './sources/harbor-source.js';
 import { harborEvalSummary, materializeHarbor, type HarborSummary } from './sources/harbor-materialize.js';
 import { oracleFindings, readQuarantine, writeQuarantine, type Quarantine } from './sources/quarantine.js';
 import { loadSuite } from './sources/suite-source.js';

@@ -13,7 +13,7 @@ import { loadCatalog, resourcesFromCatalog } from '../../../../src/catalog/load.
 import { BuildTimeout, Interrupted } from '../../../../src/errors.js';
 import { recipeImages } from '../../../../src/evals/engines.js';
 import { runSuite } from '../../../../src/evals/run-suite.js';
-import { loadHarborSource } from '../../../../src/evals/sources/harbor-suite.js';
+import { loadHarborSource } from '../../../../src/evals/sources/harbor-source.js';
 import { materializeHarbor } from '../../../../src/evals/sources/harbor-materialize.js';
 import { catalogImageOptions } from '../../../../src/fix/deps.js';
 import type { RepoImage, RepoImageRequest } from '../../../../src/image-context/request.js';
