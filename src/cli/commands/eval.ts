@@ -4,7 +4,8 @@ import { runSuite, type SuiteOptions, type SuiteResult } from '../../evals/run-s
 import { formatEngineTally, createProgressReporter } from '../../evals/eval-progress.js';
 import type { EvalSummary } from '../../evals/summary.js';
 import { notScoredCell } from '../../evals/report.js';
-import { harborLines } from '../../evals/sources/harbor-materialize.js';
+import { sourceLines } from '../../evals/sources/index.js';
+import type { SourceFlags } from '../../evals/sources/task-source.js';
 import type { KeepPolicy } from '../../fix/run-fix.js';
 import { enginesNamed, resolveEngineFlags, type EngineFlags } from '../engine-flags.js';
 import { exitCodeForEval } from '../exit-codes.js';
@@ -66,12 +67,17 @@ export function suiteOptions(ctx: CliContext, suiteFile: string, options: EvalCo
     ...(options.keep !== undefined ? { keep: options.keep } : {}),
     ...(costLimitUsd !== undefined ? { costLimitUsd } : {}),
     ...(options.runtime ? { runtime: options.runtime } : {}),
-    instances: {
-      ...(options.repos ? { repos: at(options.repos) } : {}),
-      ...(options.visibleTests ? { visibleTests: true } : {}),
-      ...(options.oracle ? { oracle: true } : {}),
-      ...(options.quarantine ? { quarantine: at(options.quarantine) } : {}),
-    },
+    sourceFlags: sourceFlags(options, at),
+  };
+}
+
+/** The flags of task sources, their paths through `at`. */
+function sourceFlags(options: EvalCommandOptions, at: (file: string) => string): SourceFlags {
+  return {
+    ...(options.repos ? { repos: at(options.repos) } : {}),
+    ...(options.visibleTests ? { visibleTests: true } : {}),
+    ...(options.oracle ? { oracle: true } : {}),
+    ...(options.quarantine ? { quarantine: at(options.quarantine) } : {}),
   };
 }
 
@@ -148,9 +154,11 @@ function printSummary(
     print(ctx, 'engines:');
     for (const e of summary.engines) print(ctx, `  ${formatEngineTally({ ...e, name: e.engine })}`);
   }
-  if (summary.instances)
-    for (const line of instanceLines(summary.instances, options.quarantine)) print(ctx, line);
-  if (summary.harbor) for (const line of harborLines(summary.harbor)) print(ctx, line);
+  for (const line of sourceLines(
+    summary,
+    sourceFlags(options, (file) => file),
+  ))
+    print(ctx, line);
   if (comparison) {
     const regressions = comparison.tasks.filter((t) => t.regression).map((t) => t.taskId);
     print(
@@ -173,31 +181,6 @@ function printSummary(
     ctx,
     `results: ${shortPath(ctx.cwd, join(outDir, 'results.jsonl'))}${run.interrupted || run.enginesLost ? `  (resume with: sandbox-harness eval ${suiteFile} --out ${shortPath(ctx.cwd, outDir)} --resume${engineFlags(options)})` : ''}`,
   );
-}
-
-/** What an oracle run found, or which instances a quarantine file left out. */
-function instanceLines(
-  info: NonNullable<EvalSummary['instances']>,
-  quarantineFile: string | undefined,
-): string[] {
-  const lines: string[] = [];
-  if (info.goldFails.length > 0)
-    lines.push(
-      info.oracle
-        ? `gold patch does not resolve: ${info.goldFails.join(', ')}`
-        : `left out, their gold patch fails (quarantine file): ${info.goldFails.join(', ')}`,
-    );
-  const flaky = Object.entries(info.flakyTests ?? {});
-  if (info.oracle) {
-    if (flaky.length === 0 && info.goldFails.length === 0)
-      lines.push('oracle: every gold patch resolved its instance, no test flaked');
-    for (const [id, tests] of flaky) lines.push(`flaky under the gold patch: ${id}: ${tests.join('; ')}`);
-    if (quarantineFile) lines.push(`quarantine: ${quarantineFile}`);
-  } else {
-    const count = Object.values(info.quarantined).reduce((sum, list) => sum + list.length, 0);
-    if (count > 0) lines.push(`${count} quarantined test(s) left out of FAIL_TO_PASS/PASS_TO_PASS`);
-  }
-  return lines;
 }
 
 function engineFlags(options: EvalCommandOptions): string {

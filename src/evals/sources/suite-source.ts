@@ -1,7 +1,8 @@
 /**
  * The suite file: a YAML list of tasks (catalog, ticket, repo, cassettes, a seed run) and the
  * eval's defaults. Validated with the catalog's error quality (every problem at once, each
- * with file:line:col), every path made absolute against the suite file.
+ * with file:line:col), every path made absolute against the suite file. It takes whatever no
+ * other source recognised (it is tried last), so an unknown file gets its errors.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
@@ -11,6 +12,18 @@ import { z } from 'zod';
 import { ConfigError } from '../../errors.js';
 import { problemsError, validateYaml, type ParsedYaml, type ValidationProblem } from '../../yaml-validate.js';
 import { suiteDefaults, suiteDefaultsSchema, type Suite, type SuiteTask } from '../suite.js';
+import type { TaskSource } from './task-source.js';
+
+export const suiteSource: TaskSource = {
+  name: 'suite',
+  title: 'suite files',
+  flags: [],
+  recognises: async () => true,
+  async open(input) {
+    const suite = await loadSuite(input.file, { displayPath: input.displayPath });
+    return { name: suite.name, make: async () => ({ suite }) };
+  },
+};
 
 export interface LoadSuiteOptions {
   /** The file name shown in problems (e.g. relative to the working directory). */
