@@ -5,6 +5,7 @@
  * import cycles, no file too long to read, no two files a reader could confuse, and task
  * sources known by their registry alone.
  */
+import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import ts from 'typescript';
@@ -589,5 +590,46 @@ describe('task sources are known by their registry alone', () => {
       'cli/commands/eval.ts -> evals/sources/harbor-materialize.ts',
       'evals/summary.ts -> evals/sources/harbor-source.ts',
     ]);
+  });
+});
+
+// ---------------------------------------------------------------------------------------
+
+/** What the first column of AGENTS.md's "Where things live" names, row by row. */
+function mapPaths(agentsMd: string): string[] {
+  const start = agentsMd.indexOf('## Where things live');
+  const section = agentsMd.slice(start, agentsMd.indexOf('\n## ', start + 1));
+  return section
+    .split('\n')
+    .filter((line) => line.startsWith('| `'))
+    .flatMap((line) => [...(line.split('|')[1] ?? '').matchAll(/`([^`]+)`/g)].map((m) => m[1] ?? ''));
+}
+
+/** Top-level entries of src/ no row names, and rows naming what does not exist. */
+function mapProblems(named: readonly string[], entries: readonly string[], exists: (p: string) => boolean) {
+  return {
+    unnamed: entries.filter((entry) => !named.includes(`src/${entry}`)),
+    absent: named.filter((p) => !exists(p)),
+  };
+}
+
+describe("AGENTS.md's map of the house", () => {
+  it('has a row for every top-level folder and file of src/, and names nothing that is not there', async () => {
+    const { graph } = await sourceTree();
+    const entries = [...new Set([...graph.keys()].map(topEntry))].sort();
+    const named = mapPaths(await readFile(path.join(ROOT, 'AGENTS.md'), 'utf8'));
+    const exists = (p: string) => existsSync(path.join(ROOT, p));
+    expect(mapProblems(named, entries, exists)).toEqual({ unnamed: [], absent: [] });
+  });
+
+  it('the check sees a folder without a row and a row for a folder that is gone (so the test above can fail)', () => {
+    const named = mapPaths(
+      '## Where things live\n\n| folder | concept |\n| --- | --- |\n| `src/cli/` | commands |\n| `src/gone/` | was here |\n\n## Next\n| `src/fix/` | not in the map |\n',
+    );
+    expect(named).toEqual(['src/cli/', 'src/gone/']);
+    expect(mapProblems(named, ['cli/', 'fix/'], (p) => p !== 'src/gone/')).toEqual({
+      unnamed: ['fix/'],
+      absent: ['src/gone/'],
+    });
   });
 });
