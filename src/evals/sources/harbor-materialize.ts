@@ -30,7 +30,7 @@ import { ConfigError } from '../../errors.js';
 import { shellQuote } from '../../sandbox/shell.js';
 import type { Suite, SuiteDefaults, SuiteTask } from '../suite.js';
 import type { HarborTask, TaskToml } from './harbor.js';
-import { sha256 } from './instances.js';
+import { sha256 } from '../../changes/hash.js';
 
 /** The workspace folder the test command copies the reward into; the host reads it from there. */
 export const REWARD_DIR = '.harbor-verifier';

@@ -8,12 +8,12 @@
  * clones are, each repo's test command and report, what else the working copy needs
  * (dependencies installed in the clone's folder), and the eval's defaults.
  */
-import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { problemsError, validateYaml } from '../../yaml-validate.js';
 import { egressSchema } from '../../catalog/egress-schema.js';
+import { sha256 } from '../../changes/hash.js';
 import { ConfigError } from '../../errors.js';
 import { suiteDefaults, suiteDefaultsSchema, type SuiteDefaults } from '../suite.js';
 
@@ -237,8 +237,4 @@ export async function bareInstanceSuite(file: string, displayPath = file): Promi
     defaults: suiteDefaults(),
     sha256: instances.sha256,
   };
-}
-
-export function sha256(bytes: Buffer | string): string {
-  return createHash('sha256').update(bytes).digest('hex');
 }

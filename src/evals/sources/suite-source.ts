@@ -4,11 +4,11 @@
  * with file:line:col), every path made absolute against the suite file. It takes whatever no
  * other source recognised (it is tried last), so an unknown file gets its errors.
  */
-import { createHash } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
+import { sha256 } from '../../changes/hash.js';
 import { ConfigError } from '../../errors.js';
 import { problemsError, validateYaml, type ParsedYaml, type ValidationProblem } from '../../yaml-validate.js';
 import { suiteDefaults, suiteDefaultsSchema, type Suite, type SuiteTask } from '../suite.js';
@@ -165,8 +165,4 @@ function resolveTicket(baseDir: string, ticket: string): string {
     // Not a file: an id or inline text.
   }
   return ticket;
-}
-
-function sha256(bytes: Buffer | string): string {
-  return createHash('sha256').update(bytes).digest('hex');
 }
