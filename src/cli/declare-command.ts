@@ -9,7 +9,7 @@
  * (`tests/unit/cli/declarations.test.ts` pins this).
  */
 import type { Command, CommandUnknownOpts, OptionValues } from '@commander-js/extra-typings';
-import type { CliContext } from './context.js';
+import type { CliContext } from './cli-context.js';
 
 /** Runs an action with the CLI's context and keeps its exit code (see `buildProgram`). */
 export type Runner = (action: (ctx: CliContext) => Promise<number>) => Promise<void>;
