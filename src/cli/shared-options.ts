@@ -3,7 +3,7 @@
  * domain's own types (type imports only: nothing here loads the code behind them), so a
  * policy or provider added or dropped there is a type error here.
  */
-import { Option, type Command, type OptionValues } from '@commander-js/extra-typings';
+import { Command, Option, type OptionValues } from '@commander-js/extra-typings';
 import type { KeepPolicy } from '../fix/run-fix.js';
 import type { ProviderName } from '../llm/registry.js';
 import { integerOption } from './option-parsers.js';
@@ -67,4 +67,14 @@ export function withEngineLookup<Args extends unknown[], Opts extends OptionValu
       `${what} on the engines of this engines file (default: as the run record says)`,
     )
     .option('--engine <context-or-url>', `${what} on this engine (repeatable)`, collect);
+}
+
+/** `shell` and `rerun-tests`: a run's kept attempt sandbox, on the engine that holds it. */
+export function keptSandboxCommand(name: string, description: string) {
+  return withEngineLookup(
+    withRunsLocation(new Command(name).description(description)),
+    'find the kept container',
+  )
+    .argument('<run-id>', 'a run id, a unique prefix, or "last"')
+    .addOption(attemptOption('the kept sandbox of attempt n (default: the last attempt that kept one)'));
 }

@@ -121,7 +121,7 @@ export function fixSummaryJson(result: FixResult) {
   };
 }
 
-function changedList(a: { changedFiles: string[]; changedCount?: number }): string {
+function changedList(a: { changedFiles: string[]; changedCount?: number | undefined }): string {
   if (a.changedFiles.length === 0) return '';
   const count = a.changedCount ?? a.changedFiles.length;
   const shown = a.changedFiles.slice(0, 10);

@@ -1,21 +1,13 @@
 /** `rerun-tests <run>`: the catalog's test command again in a run's kept container. */
-import { Command } from '@commander-js/extra-typings';
 import { note, print, printJson, type CliContext } from '../cli-context.js';
 import { declareCommand, type OptionsOf } from '../declare-command.js';
-import { attemptOption, withEngineLookup, withRunsLocation } from '../shared-options.js';
+import { keptSandboxCommand } from '../shared-options.js';
 
 function declaration() {
-  return withEngineLookup(
-    withRunsLocation(
-      new Command('rerun-tests').description(
-        "run the catalog's test command again in a run's kept container",
-      ),
-    ),
-    'find the kept container',
-  )
-    .argument('<run-id>', 'a run id, a unique prefix, or "last"')
-    .addOption(attemptOption('the kept sandbox of attempt n (default: the last attempt that kept one)'))
-    .option('--json', 'JSON output');
+  return keptSandboxCommand(
+    'rerun-tests',
+    "run the catalog's test command again in a run's kept container",
+  ).option('--json', 'JSON output');
 }
 
 export type RerunTestsOptions = OptionsOf<typeof declaration>;

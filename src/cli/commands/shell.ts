@@ -1,21 +1,14 @@
 /** `shell <run>`: an interactive shell in a run's kept container (sandbox user, no network). */
-import { Command } from '@commander-js/extra-typings';
 import { UsageError } from '../../errors.js';
 import { note, type CliContext } from '../cli-context.js';
 import { declareCommand, type OptionsOf } from '../declare-command.js';
-import { attemptOption, withEngineLookup, withRunsLocation } from '../shared-options.js';
+import { keptSandboxCommand } from '../shared-options.js';
 
 function declaration() {
-  return withEngineLookup(
-    withRunsLocation(
-      new Command('shell').description(
-        "an interactive shell in a run's kept container (sandbox user, no network)",
-      ),
-    ),
-    'find the kept container',
-  )
-    .argument('<run-id>', 'a run id, a unique prefix, or "last"')
-    .addOption(attemptOption('the kept sandbox of attempt n (default: the last attempt that kept one)'));
+  return keptSandboxCommand(
+    'shell',
+    "an interactive shell in a run's kept container (sandbox user, no network)",
+  );
 }
 
 export type ShellOptions = OptionsOf<typeof declaration>;
