@@ -182,6 +182,9 @@ export const RELAY_DEFAULTS = {
 export function relayScript(): string {
   return [
     '"use strict";',
+    // A transpiler that keeps function names (tsx, esbuild's keepNames) wraps functions in
+    // calls to its `__name` helper, which lives outside the functions' own text.
+    'var __name = (target) => target;',
     `const encodeFrame = ${encodeFrame.toString()};`,
     `const frameDecoder = ${frameDecoder.toString()};`,
     `(${relayMain.toString()})(JSON.parse(process.argv[1]), { http: require("node:http"), encodeFrame, frameDecoder });`,
