@@ -10,6 +10,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ModelBridge } from '../../src/model-bridge/bridge.js';
 import { ReplayUpstream } from '../../src/model-bridge/replay.js';
@@ -108,6 +109,57 @@ async function expectNoSecrets(sandbox: Sandbox): Promise<void> {
   expect(environment.join('\n')).not.toContain(REAL_KEY);
   expect(environment.join('\n')).not.toContain(CANARY);
 }
+
+describe('Sandbox.spawn on Docker (what the relay rides on)', () => {
+  it('keeps stdin open and passes every byte both ways; ending stdin ends it', async () => {
+    const sandbox = await sandboxOf(claudeImage);
+    const chunks: Buffer[] = [];
+    const process = await sandbox.spawn!(['cat'], {
+      stdout: new Writable({
+        write(chunk: Buffer, _encoding, callback) {
+          chunks.push(chunk);
+          callback();
+        },
+      }),
+      stderr: new Writable({ write: (_chunk, _encoding, callback) => callback() }),
+    });
+    const bytes = Buffer.from(Array.from({ length: 256 * 1024 }, (_, i) => (i * 7919) % 256));
+    process.input.write(bytes.subarray(0, 1000));
+    process.input.write(bytes.subarray(1000));
+    process.input.end();
+    expect(await process.exited).toBe(0);
+    await expect.poll(() => Buffer.concat(chunks).length).toBe(bytes.length);
+    expect(Buffer.concat(chunks).equals(bytes)).toBe(true);
+  });
+
+  it('runs as the sandbox user with the sandbox environment only, and kill ends its whole tree', async () => {
+    const sandbox = await sandboxOf(claudeImage);
+    let out = '';
+    const process = await sandbox.spawn!(['sh', '-c', 'id -u; env; setsid sleep 4242 & sleep 4243 & cat'], {
+      stdout: new Writable({
+        write(chunk: Buffer, _encoding, callback) {
+          out += chunk.toString();
+          callback();
+        },
+      }),
+      stderr: new Writable({ write: (_chunk, _encoding, callback) => callback() }),
+      env: { EXTRA: 'given' },
+    });
+    await expect.poll(() => out).toContain('EXTRA=given');
+    expect(out.split('\n')[0]).toBe('1000');
+    expect(out).not.toContain(CANARY);
+    const sleepers = async () =>
+      (
+        await sandbox.exec(
+          `for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '^[s]leep 424' || true`,
+        )
+      ).stdout.trim();
+    expect(await sleepers()).toBe('2');
+    await process.kill();
+    await expect.poll(sleepers).toBe('0');
+    expect(await process.exited).not.toBe(0);
+  });
+});
 
 describe('claude-code through the model bridge', () => {
   const MODEL = 'claude-sonnet-4-5';
