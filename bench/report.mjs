@@ -396,6 +396,32 @@ export function formatTables(results) {
       ]),
     );
   }
+  const br = results.bridge;
+  if (br) {
+    if (out.length) out.push('');
+    const c = br.calls;
+    const over = (/** @type {number} */ value) => `+${value.toFixed(1)} ms over direct`;
+    out.push(
+      ...table([
+        ['model bridge', 'median', 'p90', 'note'],
+        row('one small model call, straight to the model server', c.direct, ''),
+        row('  through the relay on the host and the bridge', c.localRelay, over(c.overheadMs.localRelay)),
+        row(
+          '  from a network-none sandbox, relay + exec stream + bridge',
+          c.sandbox,
+          `${over(c.overheadMs.sandbox)} (goal: under ${c.goalMs} ms)`,
+        ),
+        ...Object.entries(br.agents).flatMap(([name, a]) => [
+          row(
+            `${name} ${a.version}: exec to its first model call`,
+            a.firstCall,
+            `${a.firstCall.n} session(s)`,
+          ),
+          row(`${name} ${a.version}: one-turn session, exec to exit`, a.session, ''),
+        ]),
+      ]),
+    );
+  }
   return out;
 }
 

@@ -1,0 +1,256 @@
+/**
+ * The model bridge's numbers, run by `bridge-bench.mjs` with tsx (it uses the tests' fake
+ * model server and agent-CLI helpers) and printed as one JSON object on stdout.
+ *
+ * 1. Overhead per model call: one small non-streamed Messages call at a time, `reps` timed
+ *    after `warmup`, by the same client program (Node's fetch, keep-alive) three ways:
+ *    - `direct`: on the host, straight to the fake model server;
+ *    - `localRelay`: on the host, to the relay run as a host child process, through the
+ *      bridge to the server (framing, checks, metering, records; no container);
+ *    - `sandbox`: inside a network-none Docker sandbox, to the relay there, over the exec
+ *      stream to the bridge and the server: what an agent in a sandbox pays.
+ *    Overhead = median minus `direct`'s median.
+ * 2. Agent start, per CLI (Claude Code, Codex) in its image: from the `exec` of a one-turn
+ *    task to the first model request the server receives (`firstCallMs`), and to the agent's
+ *    exit after the answer "Done." (`sessionMs`). Fresh sandbox and relay each repetition.
+ *
+ * Usage: node --import tsx bench/bridge-measure.ts [--reps N] [--warmup N] [--agent-reps N] [--skip-agents]
+ */
+import { spawn } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
+import { ModelBridge } from '../src/model-bridge/bridge.js';
+import { startRelay, type BridgeConnection } from '../src/model-bridge/session.js';
+import { HttpUpstream } from '../src/model-bridge/upstream.js';
+import { sandboxProvider } from '../src/sandbox/registry.js';
+import type { Sandbox } from '../src/sandbox/types.js';
+import {
+  startFakeModelServer,
+  type FakeModelServer,
+  type ScriptStep,
+} from '../tests/fake-model-server/server.js';
+import { MemorySandbox } from '../tests/fakes/memory-sandbox.js';
+import {
+  agentImage,
+  CLAUDE_CODE,
+  claudeCommand,
+  claudeEnv,
+  CODEX,
+  codexCommand,
+  codexConfig,
+  codexEnv,
+} from '../tests/helpers/agent-clis.js';
+import { fixtureImage } from '../tests/helpers/docker.js';
+import { localSpawn } from '../tests/helpers/local-process.js';
+
+const MODEL = 'claude-sonnet-4-5';
+const KEY = 'sk-bench-not-a-real-key';
+
+/** The client, as a script any Node runs: `reps` timed calls after `warmup`, samples in ms as JSON. */
+const CLIENT = `
+const [url, warmup, reps] = [process.argv[1], Number(process.argv[2]), Number(process.argv[3])];
+const body = JSON.stringify({ model: '${MODEL}', max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] });
+const call = async () => {
+  const response = await fetch(url + '/v1/messages', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': 'placeholder', 'anthropic-version': '2023-06-01' },
+    body,
+  });
+  const text = await response.text();
+  if (response.status !== 200) throw new Error('HTTP ' + response.status + ': ' + text);
+};
+(async () => {
+  for (let i = 0; i < warmup; i++) await call();
+  const samples = [];
+  for (let i = 0; i < reps; i++) {
+    const t = performance.now();
+    await call();
+    samples.push(performance.now() - t);
+  }
+  process.stdout.write(JSON.stringify(samples));
+})().catch((e) => { process.stderr.write(String(e)); process.exitCode = 1; });
+`;
+
+function parseArgs(argv: string[]) {
+  const options = { reps: 50, warmup: 20, agentReps: 3, skipAgents: false };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const next = () => Number(argv[++i]);
+    if (arg === '--reps') options.reps = next();
+    else if (arg === '--warmup') options.warmup = next();
+    else if (arg === '--agent-reps') options.agentReps = next();
+    else if (arg === '--skip-agents') options.skipAgents = true;
+    else throw new Error(`unknown argument ${arg}`);
+  }
+  return options;
+}
+
+const log = (line: string) => process.stderr.write(`${line}\n`);
+
+function smallReplies(count: number): ScriptStep[] {
+  return Array.from({ length: count }, () => ({
+    reply: {
+      model: MODEL,
+      content: [{ type: 'text' as const, text: 'ok' }],
+      usage: { inputTokens: 8, outputTokens: 1 },
+    },
+  }));
+}
+
+function hostClient(url: string, warmup: number, reps: number): Promise<number[]> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['-e', CLIENT, url, String(warmup), String(reps)], { env: {} });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
+    child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out) as number[]) : reject(new Error(err))));
+  });
+}
+
+async function sandboxClient(sandbox: Sandbox, url: string, warmup: number, reps: number): Promise<number[]> {
+  const result = await sandbox.exec(`node -e "$CLIENT" "$URL" ${warmup} ${reps}`, {
+    env: { CLIENT, URL: url },
+    timeoutMs: 300_000,
+  });
+  if (result.exitCode !== 0) throw new Error(`client in the sandbox failed: ${result.stderr}`);
+  return JSON.parse(result.stdout) as number[];
+}
+
+function bridgeFor(server: FakeModelServer): ModelBridge {
+  return new ModelBridge({
+    upstream: new HttpUpstream({ anthropic: { baseUrl: server.anthropicBaseUrl, apiKey: KEY } }),
+    allowedModels: [MODEL],
+  });
+}
+
+/** Calls per round; the three ways take turns round by round, so load drift hits all alike. */
+const ROUND = 10;
+
+async function overhead(reps: number, warmup: number) {
+  const per = reps + warmup + Math.ceil(reps / ROUND);
+  const direct = await startFakeModelServer(smallReplies(per));
+  const local = await startFakeModelServer(smallReplies(per));
+  const docker = await startFakeModelServer(smallReplies(per));
+  const memory = new MemorySandbox({});
+  memory.onSpawn = localSpawn;
+  let localConnection: BridgeConnection | undefined;
+  let sandbox: Sandbox | undefined;
+  let dockerConnection: BridgeConnection | undefined;
+  try {
+    localConnection = await startRelay(memory, bridgeFor(local));
+    const provider = await sandboxProvider('docker');
+    sandbox = await provider.backend.create({ image: await fixtureImage('tiny-node'), role: 'bridge-bench' });
+    dockerConnection = await startRelay(sandbox, bridgeFor(docker));
+    const ways = {
+      directMs: (w: number, n: number) => hostClient(direct.url, w, n),
+      localRelayMs: (w: number, n: number) => hostClient(localConnection!.baseUrl, w, n),
+      sandboxMs: (w: number, n: number) => sandboxClient(sandbox!, dockerConnection!.baseUrl, w, n),
+    };
+    const samples: Record<keyof typeof ways, number[]> = { directMs: [], localRelayMs: [], sandboxMs: [] };
+    for (let done = 0; done < reps; done += ROUND) {
+      const n = Math.min(ROUND, reps - done);
+      log(`  calls ${done + 1}-${done + n} each way ...`);
+      for (const [name, way] of Object.entries(ways) as [
+        keyof typeof ways,
+        (w: number, n: number) => Promise<number[]>,
+      ][]) {
+        samples[name].push(...(await way(done === 0 ? warmup : 1, n)));
+      }
+    }
+    return samples;
+  } finally {
+    localConnection?.close();
+    dockerConnection?.close();
+    await sandbox?.dispose();
+    for (const server of [direct, local, docker]) await server.close();
+  }
+}
+
+interface AgentRun {
+  firstCallMs: number;
+  sessionMs: number;
+}
+
+async function agentStart(cli: typeof CLAUDE_CODE, reps: number): Promise<AgentRun[]> {
+  const image = await agentImage(await fixtureImage('tiny-node'), cli);
+  const provider = await sandboxProvider('docker');
+  const model = cli === CLAUDE_CODE ? MODEL : 'gpt-5.2-codex';
+  const runs: AgentRun[] = [];
+  for (let i = 0; i < reps; i++) {
+    const server = await startFakeModelServer([
+      { reply: { model, content: [{ type: 'text', text: 'Done.' }] } },
+    ]);
+    let firstCallAt: number | undefined;
+    const upstream = new HttpUpstream({
+      anthropic: { baseUrl: server.anthropicBaseUrl, apiKey: KEY },
+      openai: { baseUrl: server.openaiBaseUrl, apiKey: KEY },
+    });
+    const timed = {
+      families: upstream.families,
+      send: (...args: Parameters<HttpUpstream['send']>) => {
+        firstCallAt ??= performance.now();
+        return upstream.send(...args);
+      },
+    };
+    const sandbox = await provider.backend.create({ image, role: 'bridge-bench' });
+    const connection = await startRelay(
+      sandbox,
+      new ModelBridge({ upstream: timed, allowedModels: [model] }),
+    );
+    try {
+      const home = '/home/sandbox';
+      let env: Record<string, string>;
+      let command: string;
+      if (cli === CLAUDE_CODE) {
+        env = claudeEnv(connection.baseUrl, model, home);
+        command = claudeCommand('Say done.', model);
+      } else {
+        env = { ...codexEnv(home), CODEX_CONFIG: codexConfig(connection.baseUrl, model) };
+        await sandbox.exec(
+          'mkdir -p "$CODEX_HOME" && printf "%s" "$CODEX_CONFIG" > "$CODEX_HOME/config.toml"',
+          { env },
+        );
+        command = codexCommand('Say done.');
+      }
+      const started = performance.now();
+      const result = await sandbox.exec(command, { env, timeoutMs: 180_000 });
+      const sessionMs = performance.now() - started;
+      if (result.exitCode !== 0 || firstCallAt === undefined) {
+        throw new Error(`${cli.name} failed (exit ${result.exitCode}): ${result.stderr.slice(-500)}`);
+      }
+      runs.push({ firstCallMs: firstCallAt - started, sessionMs });
+    } finally {
+      connection.close();
+      await sandbox.dispose();
+      await server.close();
+    }
+  }
+  return runs;
+}
+
+async function main() {
+  const options = parseArgs(process.argv.slice(2));
+  log(
+    `model bridge overhead: ${options.reps} small calls after ${options.warmup} warm-up(s), three ways ...`,
+  );
+  const calls = await overhead(options.reps, options.warmup);
+  const agents: Record<string, AgentRun[]> = {};
+  if (!options.skipAgents) {
+    for (const cli of [CLAUDE_CODE, CODEX]) {
+      log(`  ${cli.name} ${cli.version}: ${options.agentReps} one-turn sessions ...`);
+      agents[cli.name] = await agentStart(cli, options.agentReps);
+    }
+  }
+  process.stdout.write(
+    JSON.stringify({
+      calls,
+      agents,
+      versions: { 'claude-code': CLAUDE_CODE.version, codex: CODEX.version },
+    }),
+  );
+}
+
+main().catch((error: unknown) => {
+  log(`bridge bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+  process.exitCode = 1;
+});
