@@ -70,7 +70,7 @@ export interface ModelBridgeOptions {
   upstream: Upstream;
   /** Model names the agent may ask for, exactly. */
   allowedModels: readonly string[];
-  /** Largest request body (default 32 MiB). */
+  /** Largest request body (default 16 MiB). */
   maxRequestBytes?: number;
   budget?: BridgeBudget;
   /** Prices each answered call (role `main`); with a limit, a spent limit stops calls (`budget`). */
@@ -184,7 +184,7 @@ export class ModelBridge {
     return { status: answer.status, headers: [['content-type', contentType], ...answer.headers], body };
   }
 
-  private async refuse(record: BridgeExchange, started: number, refusal: Refusal): Promise<BridgeAnswer> {
+  private refuse(record: BridgeExchange, started: number, refusal: Refusal): BridgeAnswer {
     const body = errorBody(refusal.errorType, refusal.message);
     record.outcome = 'refused';
     record.refusal = { kind: refusal.kind, message: refusal.message };
@@ -194,17 +194,17 @@ export class ModelBridge {
       bytes: body.length,
       text: body.toString(),
     };
-    await this.finish(record, started);
+    this.finish(record, started);
     return { status: refusal.status, headers: JSON_HEADERS, body: fromChunks([body]) };
   }
 
-  private async failed(
+  private failed(
     record: BridgeExchange,
     started: number,
     call: CheckedRequest,
     error: unknown,
     signal: AbortSignal,
-  ): Promise<BridgeAnswer> {
+  ): BridgeAnswer {
     const mismatch = error instanceof ReplayMismatch;
     // The agent sees why only for a replay (its own recording); a provider's failure may name
     // the provider's address or worse, so it stays on the host.
@@ -227,7 +227,7 @@ export class ModelBridge {
           : `model call ${record.seq} (${call.api} ${call.model}): ${record.error}`,
       );
     }
-    await this.finish(record, started);
+    this.finish(record, started);
     return { status: 502, headers: JSON_HEADERS, body: fromChunks([body]) };
   }
 
@@ -289,16 +289,19 @@ export class ModelBridge {
         const cost = this.options.costs?.add('main', call.model, tokens);
         if (cost !== undefined) record.costUsd = cost;
       }
-      await this.finish(record, started);
+      this.finish(record, started);
     }
   }
 
-  private async finish(record: BridgeExchange, started: number): Promise<void> {
+  /**
+   * Records an exchange. Not awaited: the agent's answer never waits for the disk (the
+   * transcript keeps its own order; `FileTranscript.close` waits for every line).
+   */
+  private finish(record: BridgeExchange, started: number): void {
     record.durationMs = this.now() - started;
-    try {
-      await this.options.transcript?.add(record);
-    } catch (error) {
-      this.problem(`the bridge transcript could not be written: ${errorMessage(error)}`);
-    }
+    const written = (async () => this.options.transcript?.add(record))();
+    written.catch((error: unknown) =>
+      this.problem(`the bridge transcript could not be written: ${errorMessage(error)}`),
+    );
   }
 }

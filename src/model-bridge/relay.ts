@@ -173,7 +173,7 @@ function relayMain(config: RelayConfig, lib: RelayLib): void {
 
 /** Defaults of the relay's own limits (the host checks its own, which are the same or lower). */
 export const RELAY_DEFAULTS = {
-  maxRequestBytes: 32 * 1024 * 1024,
+  maxRequestBytes: 16 * 1024 * 1024,
   maxConcurrent: 8,
   maxHostFrameBytes: 1024 * 1024,
 } as const;
