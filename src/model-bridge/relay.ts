@@ -139,8 +139,8 @@ function relayMain(config: RelayConfig, lib: RelayLib): void {
       const head = JSON.parse(payload.toString('utf8')) as { status: number; headers: [string, string][] };
       const headers: Record<string, string> = {};
       for (const [name, value] of head.headers) headers[name] = value;
+      // Not flushed alone: the head goes out with the first bytes of the answer.
       job.res.writeHead(head.status, headers);
-      job.res.flushHeaders();
     } else if (type === T.body) {
       job.res.write(payload);
     } else if (type === T.end) {
