@@ -18,6 +18,7 @@
  */
 import { spawn } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
+import { pathToFileURL } from 'node:url';
 import { ModelBridge } from '../src/model-bridge/bridge.js';
 import { startRelay, type BridgeConnection } from '../src/model-bridge/session.js';
 import { HttpUpstream } from '../src/model-bridge/upstream.js';
@@ -25,6 +26,7 @@ import { sandboxProvider } from '../src/sandbox/registry.js';
 import type { Sandbox } from '../src/sandbox/types.js';
 import {
   startFakeModelServer,
+  toAnthropicWire,
   type FakeModelServer,
   type ScriptStep,
 } from '../tests/fake-model-server/server.js';
@@ -44,12 +46,38 @@ import { localSpawn } from '../tests/helpers/local-process.js';
 
 const MODEL = 'claude-sonnet-4-5';
 const KEY = 'sk-bench-not-a-real-key';
+const SMALL_REPLY = {
+  model: MODEL,
+  content: [{ type: 'text' as const, text: 'ok' }],
+  usage: { inputTokens: 8, outputTokens: 1 },
+};
 
-/** The client, as a script any Node runs: `reps` timed calls after `warmup`, samples in ms as JSON. */
-const CLIENT = `
-const [url, warmup, reps] = [process.argv[1], Number(process.argv[2]), Number(process.argv[3])];
+/**
+ * A stand-in model server as a script any Node runs: answers every Messages call with the
+ * same small JSON the fake model server gives, prints its URL. The "direct" reference inside
+ * a sandbox, where the host's server cannot be reached.
+ */
+export const LOCAL_SERVER = `
+const answer = ${JSON.stringify(JSON.stringify(toAnthropicWire(SMALL_REPLY, 0)))};
+require('node:http').createServer((req, res) => {
+  req.resume();
+  req.on('end', () => {
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(answer) });
+    res.end(answer);
+  });
+}).listen(0, '127.0.0.1', function () { process.stdout.write('http://127.0.0.1:' + this.address().port + '\\n'); });
+process.stdin.on('end', () => process.exit(0)).resume();
+`;
+
+/**
+ * The client, as a script any Node runs: `reps` rounds after `warmup`, each round one small
+ * call to every URL in turn (so load drift hits them all alike); samples in ms per URL as JSON.
+ * `local` stands for a LOCAL_SERVER the client starts as its own child process.
+ */
+export const CLIENT = `
+const [warmup, reps, ...targets] = [Number(process.argv[1]), Number(process.argv[2]), ...process.argv.slice(3)];
 const body = JSON.stringify({ model: '${MODEL}', max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] });
-const call = async () => {
+const call = async (url) => {
   const response = await fetch(url + '/v1/messages', {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-api-key': 'placeholder', 'anthropic-version': '2023-06-01' },
@@ -58,16 +86,29 @@ const call = async () => {
   const text = await response.text();
   if (response.status !== 200) throw new Error('HTTP ' + response.status + ': ' + text);
 };
+const startLocal = () => new Promise((resolve, reject) => {
+  const child = require('node:child_process').spawn(process.execPath, ['-e', process.env.LOCAL_SERVER], { stdio: ['pipe', 'pipe', 'inherit'] });
+  child.stdout.once('data', (chunk) => resolve({ url: chunk.toString().trim(), child }));
+  child.once('error', reject);
+});
+let local;
 (async () => {
-  for (let i = 0; i < warmup; i++) await call();
-  const samples = [];
-  for (let i = 0; i < reps; i++) {
-    const t = performance.now();
-    await call();
-    samples.push(performance.now() - t);
+  const urls = [];
+  for (const target of targets) {
+    if (target === 'local') { local = await startLocal(); urls.push(local.url); } else urls.push(target);
   }
+  for (let i = 0; i < warmup; i++) for (const url of urls) await call(url);
+  const samples = urls.map(() => []);
+  for (let i = 0; i < reps; i++) {
+    for (let u = 0; u < urls.length; u++) {
+      const t = performance.now();
+      await call(urls[u]);
+      samples[u].push(performance.now() - t);
+    }
+  }
+  local?.child.stdin.end();
   process.stdout.write(JSON.stringify(samples));
-})().catch((e) => { process.stderr.write(String(e)); process.exitCode = 1; });
+})().catch((e) => { process.stderr.write(String(e)); process.exitCode = 1; local?.child.kill(); });
 `;
 
 function parseArgs(argv: string[]) {
@@ -87,33 +128,36 @@ function parseArgs(argv: string[]) {
 const log = (line: string) => process.stderr.write(`${line}\n`);
 
 function smallReplies(count: number): ScriptStep[] {
-  return Array.from({ length: count }, () => ({
-    reply: {
-      model: MODEL,
-      content: [{ type: 'text' as const, text: 'ok' }],
-      usage: { inputTokens: 8, outputTokens: 1 },
-    },
-  }));
+  return Array.from({ length: count }, () => ({ reply: SMALL_REPLY }));
 }
 
-function hostClient(url: string, warmup: number, reps: number): Promise<number[]> {
+function hostClient(warmup: number, reps: number, targets: string[]): Promise<number[][]> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['-e', CLIENT, url, String(warmup), String(reps)], { env: {} });
+    const child = spawn(process.execPath, ['-e', CLIENT, String(warmup), String(reps), ...targets], {
+      env: { LOCAL_SERVER },
+    });
     let out = '';
     let err = '';
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
-    child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out) as number[]) : reject(new Error(err))));
+    child.on('exit', (code) =>
+      code === 0 ? resolve(JSON.parse(out) as number[][]) : reject(new Error(err)),
+    );
   });
 }
 
-async function sandboxClient(sandbox: Sandbox, url: string, warmup: number, reps: number): Promise<number[]> {
-  const result = await sandbox.exec(`node -e "$CLIENT" "$URL" ${warmup} ${reps}`, {
-    env: { CLIENT, URL: url },
-    timeoutMs: 300_000,
+async function sandboxClient(
+  sandbox: Sandbox,
+  warmup: number,
+  reps: number,
+  targets: string[],
+): Promise<number[][]> {
+  const result = await sandbox.exec(`node -e "$CLIENT" ${warmup} ${reps} ${targets.join(' ')}`, {
+    env: { CLIENT, LOCAL_SERVER },
+    timeoutMs: 600_000,
   });
   if (result.exitCode !== 0) throw new Error(`client in the sandbox failed: ${result.stderr}`);
-  return JSON.parse(result.stdout) as number[];
+  return JSON.parse(result.stdout) as number[][];
 }
 
 function bridgeFor(server: FakeModelServer): ModelBridge {
@@ -123,46 +167,43 @@ function bridgeFor(server: FakeModelServer): ModelBridge {
   });
 }
 
-/** Calls per round; the three ways take turns round by round, so load drift hits all alike. */
-const ROUND = 10;
-
+/**
+ * Host: the host's model server directly and through a relay on the host, call by call in
+ * turn. Sandbox: a model server inside the sandbox directly (a network-none sandbox can reach
+ * nothing else) and the host's server through the sandbox's relay, call by call in turn.
+ */
 async function overhead(reps: number, warmup: number) {
-  const per = reps + warmup + Math.ceil(reps / ROUND);
-  const direct = await startFakeModelServer(smallReplies(per));
-  const local = await startFakeModelServer(smallReplies(per));
-  const docker = await startFakeModelServer(smallReplies(per));
+  // Three ways reach the fake server: straight, through the host's relay, through the sandbox's.
+  const per = (reps + warmup) * 3;
+  const server = await startFakeModelServer(smallReplies(per));
   const memory = new MemorySandbox({});
   memory.onSpawn = localSpawn;
   let localConnection: BridgeConnection | undefined;
   let sandbox: Sandbox | undefined;
   let dockerConnection: BridgeConnection | undefined;
   try {
-    localConnection = await startRelay(memory, bridgeFor(local));
+    localConnection = await startRelay(memory, bridgeFor(server));
+    log(`  on the host: ${reps} calls straight to the model server and through a relay, in turn ...`);
+    const [directMs, localRelayMs] = await hostClient(warmup, reps, [server.url, localConnection.baseUrl]);
     const provider = await sandboxProvider('docker');
     sandbox = await provider.backend.create({ image: await fixtureImage('tiny-node'), role: 'bridge-bench' });
-    dockerConnection = await startRelay(sandbox, bridgeFor(docker));
-    const ways = {
-      directMs: (w: number, n: number) => hostClient(direct.url, w, n),
-      localRelayMs: (w: number, n: number) => hostClient(localConnection!.baseUrl, w, n),
-      sandboxMs: (w: number, n: number) => sandboxClient(sandbox!, dockerConnection!.baseUrl, w, n),
+    dockerConnection = await startRelay(sandbox, bridgeFor(server));
+    log(`  in a network-none sandbox: ${reps} calls to a server there and through the relay, in turn ...`);
+    const [sandboxDirectMs, sandboxMs] = await sandboxClient(sandbox, warmup, reps, [
+      'local',
+      dockerConnection.baseUrl,
+    ]);
+    return {
+      directMs: directMs!,
+      localRelayMs: localRelayMs!,
+      sandboxDirectMs: sandboxDirectMs!,
+      sandboxMs: sandboxMs!,
     };
-    const samples: Record<keyof typeof ways, number[]> = { directMs: [], localRelayMs: [], sandboxMs: [] };
-    for (let done = 0; done < reps; done += ROUND) {
-      const n = Math.min(ROUND, reps - done);
-      log(`  calls ${done + 1}-${done + n} each way ...`);
-      for (const [name, way] of Object.entries(ways) as [
-        keyof typeof ways,
-        (w: number, n: number) => Promise<number[]>,
-      ][]) {
-        samples[name].push(...(await way(done === 0 ? warmup : 1, n)));
-      }
-    }
-    return samples;
   } finally {
     localConnection?.close();
     dockerConnection?.close();
     await sandbox?.dispose();
-    for (const server of [direct, local, docker]) await server.close();
+    await server.close();
   }
 }
 
@@ -250,7 +291,9 @@ async function main() {
   );
 }
 
-main().catch((error: unknown) => {
-  log(`bridge bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-  process.exitCode = 1;
-});
+// Run as a program; imported (to read the scripts above), it does nothing.
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href)
+  main().catch((error: unknown) => {
+    log(`bridge bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    process.exitCode = 1;
+  });

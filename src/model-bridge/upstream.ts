@@ -5,6 +5,10 @@
  * back to the sandbox is the status, the answer's bytes as they arrive, and a few headers a
  * client acts on (its content type, request id, retry-after), never the provider's others.
  */
+import http, { type IncomingMessage } from 'node:http';
+import https from 'node:https';
+import { pipeline, type Readable } from 'node:stream';
+import zlib from 'node:zlib';
 import { familyOf, type CheckedRequest, type ProviderFamily } from './checks.js';
 
 export interface UpstreamResponse {
@@ -35,8 +39,6 @@ export interface ProviderEndpoint {
 export interface HttpUpstreamOptions {
   /** Longest a call may take, answer included (default 10 minutes). */
   timeoutMs?: number;
-  /** For tests: the fetch to use. */
-  fetch?: typeof fetch;
 }
 
 const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';
@@ -57,8 +59,7 @@ export function redact(text: string, secrets: readonly string[]): string {
   return out;
 }
 
-async function readCapped(body: ReadableStream<Uint8Array> | null, cap: number): Promise<Buffer> {
-  if (!body) return Buffer.alloc(0);
+async function readCapped(body: AsyncIterable<Uint8Array>, cap: number): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of body) {
@@ -70,10 +71,38 @@ async function readCapped(body: ReadableStream<Uint8Array> | null, cap: number):
   return Buffer.concat(chunks);
 }
 
+/**
+ * The answer's bytes as the provider meant them. The bridge asks for no compression; a
+ * server that compresses anyway is decoded here, since the agent never sees the encoding.
+ */
+function decoded(response: IncomingMessage): Readable {
+  const encoding = String(response.headers['content-encoding'] ?? 'identity')
+    .trim()
+    .toLowerCase();
+  const decoder =
+    encoding === 'gzip' || encoding === 'x-gzip'
+      ? zlib.createGunzip()
+      : encoding === 'deflate'
+        ? zlib.createInflate()
+        : encoding === 'br'
+          ? zlib.createBrotliDecompress()
+          : undefined;
+  if (!decoder) return response;
+  // Errors of either side end the stream the bridge reads (a broken answer, not a hang).
+  return pipeline(response, decoder, () => undefined);
+}
+
+/**
+ * The configured providers over HTTP(S), with kept-alive connections (Node's `http`: a
+ * model call pays no more than a request on a warm socket). Redirects are never followed.
+ */
 export class HttpUpstream implements Upstream {
   readonly families: ReadonlySet<ProviderFamily>;
-  private readonly fetch: typeof fetch;
   private readonly secrets: string[];
+  private readonly agents = {
+    'http:': new http.Agent({ keepAlive: true }),
+    'https:': new https.Agent({ keepAlive: true }),
+  };
 
   constructor(
     private readonly providers: Partial<Record<ProviderFamily, ProviderEndpoint>>,
@@ -91,8 +120,13 @@ export class HttpUpstream implements Upstream {
       }
     }
     this.families = new Set(Object.keys(providers) as ProviderFamily[]);
-    this.fetch = options.fetch ?? fetch;
     this.secrets = Object.values(providers).map((endpoint) => endpoint.apiKey);
+  }
+
+  /** Closes the kept-alive connections. */
+  close(): void {
+    this.agents['http:'].destroy();
+    this.agents['https:'].destroy();
   }
 
   async send(request: CheckedRequest, signal: AbortSignal): Promise<UpstreamResponse> {
@@ -101,8 +135,8 @@ export class HttpUpstream implements Upstream {
     if (!endpoint) throw new Error(`no ${family} provider`);
     const base = endpoint.baseUrl.replace(/\/+$/, '');
     const path = family === 'openai' ? request.path.replace(/^\/v1/, '') : request.path;
-    const accept = request.stream ? 'text/event-stream' : 'application/json';
-    const headers: Record<string, string> =
+    const url = new URL(`${base}${path}${request.query}`);
+    const keyed: Record<string, string> =
       family === 'anthropic'
         ? {
             'x-api-key': endpoint.apiKey,
@@ -110,36 +144,57 @@ export class HttpUpstream implements Upstream {
             ...(request.anthropicBeta ? { 'anthropic-beta': request.anthropicBeta } : {}),
           }
         : { authorization: `Bearer ${endpoint.apiKey}` };
-    const response = await this.fetch(`${base}${path}${request.query}`, {
-      method: 'POST',
-      headers: { ...headers, 'content-type': 'application/json', accept, 'accept-encoding': 'identity' },
-      body: request.body,
-      // A redirect would carry the key wherever the server points; none is followed.
-      redirect: 'error',
-      signal: AbortSignal.any([signal, AbortSignal.timeout(this.options.timeoutMs ?? 600_000)]),
-    });
+    const headers = {
+      ...keyed,
+      'content-type': 'application/json',
+      'content-length': String(request.body.length),
+      accept: request.stream ? 'text/event-stream' : 'application/json',
+      'accept-encoding': 'identity',
+    };
+    const deadline = AbortSignal.any([signal, AbortSignal.timeout(this.options.timeoutMs ?? 600_000)]);
+    const attempt = () =>
+      new Promise<IncomingMessage>((resolve, reject) => {
+        const client = url.protocol === 'https:' ? https : http;
+        const outgoing = client.request(url, {
+          method: 'POST',
+          headers,
+          agent: this.agents[url.protocol as 'http:' | 'https:'],
+          signal: deadline,
+        });
+        outgoing.once('response', resolve);
+        outgoing.once('error', (error: NodeJS.ErrnoException) =>
+          reject(Object.assign(error, { reused: outgoing.reusedSocket })),
+        );
+        outgoing.end(request.body);
+      });
+    let response: IncomingMessage;
+    try {
+      response = await attempt();
+    } catch (error) {
+      // A kept-alive connection the server closed just as it was reused: the request never
+      // reached it, so it is sent once more on a fresh one (Node's documented pattern).
+      const { code, reused } = error as NodeJS.ErrnoException & { reused?: boolean };
+      if (!reused || code !== 'ECONNRESET' || deadline.aborted) throw error;
+      response = await attempt();
+    }
     const passed: [string, string][] = [];
     for (const name of PASSED_HEADERS) {
-      const value = response.headers.get(name);
-      if (value !== null && SAFE_HEADER_VALUE.test(value)) passed.push([name, value]);
+      const value = response.headers[name];
+      if (typeof value === 'string' && SAFE_HEADER_VALUE.test(value)) passed.push([name, value]);
     }
-    const contentType = response.headers.get('content-type') ?? undefined;
-    if (response.ok) {
-      return {
-        status: response.status,
-        ...(contentType ? { contentType } : {}),
-        headers: passed,
-        body: response.body ?? fromChunks([]),
-      };
+    const contentType = response.headers['content-type'];
+    const status = response.statusCode ?? 502;
+    const body = decoded(response);
+    if (status >= 200 && status < 300) {
+      return { status, ...(contentType ? { contentType } : {}), headers: passed, body };
     }
     // A provider's error may echo what it was sent (a key, in part or whole); it is read
-    // whole, capped, and the keys taken out before the agent sees it.
-    const text = redact(
-      (await readCapped(response.body, MAX_ERROR_BODY_BYTES)).toString('utf8'),
-      this.secrets,
-    );
+    // whole, capped, and the keys taken out before the agent sees it. A redirect is an error
+    // here too: its target never gets the key, and the agent never gets its Location.
+    const text = redact((await readCapped(body, MAX_ERROR_BODY_BYTES)).toString('utf8'), this.secrets);
+    body.destroy();
     return {
-      status: response.status,
+      status,
       ...(contentType ? { contentType } : {}),
       headers: passed,
       body: fromChunks([Buffer.from(text)]),
