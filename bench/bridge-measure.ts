@@ -2,14 +2,16 @@
  * The model bridge's numbers, run by `bridge-bench.mjs` with tsx (it uses the tests' fake
  * model server and agent-CLI helpers) and printed as one JSON object on stdout.
  *
- * 1. Overhead per model call: one small non-streamed Messages call at a time, `reps` timed
- *    after `warmup`, by the same client program (Node's fetch, keep-alive) three ways:
- *    - `direct`: on the host, straight to the fake model server;
- *    - `localRelay`: on the host, to the relay run as a host child process, through the
- *      bridge to the server (framing, checks, metering, records; no container);
- *    - `sandbox`: inside a network-none Docker sandbox, to the relay there, over the exec
- *      stream to the bridge and the server: what an agent in a sandbox pays.
- *    Overhead = median minus `direct`'s median.
+ * 1. Overhead per model call: one small non-streamed Messages call at a time, `reps` rounds
+ *    after `warmup`, by the same client program (Node's fetch, keep-alive), the two sides of
+ *    each pair call by call in turn:
+ *    - on the host: `direct` (straight to the fake model server) against `localRelay` (the
+ *      relay run as a host child process, through the bridge to the same server: framing,
+ *      checks, metering, records; no container);
+ *    - in a network-none Docker sandbox, which can reach nothing else: `sandboxDirect` (a
+ *      stand-in server started inside it) against `sandbox` (the relay there, over the exec
+ *      stream to the bridge and the host's server: what an agent in a sandbox pays).
+ *    Overhead = the pair's median difference.
  * 2. Agent start, per CLI (Claude Code, Codex) in its image: from the `exec` of a one-turn
  *    task to the first model request the server receives (`firstCallMs`), and to the agent's
  *    exit after the answer "Done." (`sessionMs`). Fresh sandbox and relay each repetition.

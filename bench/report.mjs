@@ -400,16 +400,22 @@ export function formatTables(results) {
   if (br) {
     if (out.length) out.push('');
     const c = br.calls;
-    const over = (/** @type {number} */ value) => `+${value.toFixed(1)} ms over direct`;
+    const over = (/** @type {number} */ value, /** @type {string} */ what) =>
+      `+${value.toFixed(1)} ms over ${what}`;
     out.push(
       ...table([
         ['model bridge', 'median', 'p90', 'note'],
-        row('one small model call, straight to the model server', c.direct, ''),
-        row('  through the relay on the host and the bridge', c.localRelay, over(c.overheadMs.localRelay)),
+        row('host: one small model call, straight to the model server', c.direct, ''),
         row(
-          '  from a network-none sandbox, relay + exec stream + bridge',
+          'host: the same through the relay and the bridge',
+          c.localRelay,
+          over(c.overheadMs.localRelay, 'straight'),
+        ),
+        row('sandbox (no network): to a model server inside it', c.sandboxDirect, ''),
+        row(
+          'sandbox: to the host server via relay, exec stream, bridge',
           c.sandbox,
-          `${over(c.overheadMs.sandbox)} (goal: under ${c.goalMs} ms)`,
+          `${over(c.overheadMs.sandbox, 'inside')} (goal: under ${c.goalMs} ms)`,
         ),
         ...Object.entries(br.agents).flatMap(([name, a]) => [
           row(
