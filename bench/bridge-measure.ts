@@ -274,7 +274,7 @@ async function agentStart(cli: typeof CLAUDE_CODE, reps: number): Promise<AgentR
 async function main() {
   const options = parseArgs(process.argv.slice(2));
   log(
-    `model bridge overhead: ${options.reps} small calls after ${options.warmup} warm-up(s), three ways ...`,
+    `model bridge overhead: ${options.reps} small calls after ${options.warmup} warm-up(s), in pairs ...`,
   );
   const calls = await overhead(options.reps, options.warmup);
   const agents: Record<string, AgentRun[]> = {};
