@@ -108,6 +108,28 @@ async function rig(
   };
 }
 
+/**
+ * A provider that answers every call 200 with what `body` yields for it (given the call's
+ * signal); `sending` runs first, for tests that count or hold calls.
+ */
+function upstreamOf(
+  body: (signal: AbortSignal) => AsyncGenerator<Buffer>,
+  options: { contentType?: string; sending?: (signal: AbortSignal) => Promise<void> | void } = {},
+): Upstream {
+  return {
+    families: new Set(['anthropic']),
+    async send(_request: CheckedRequest, signal: AbortSignal): Promise<UpstreamResponse> {
+      await options.sending?.(signal);
+      return {
+        status: 200,
+        contentType: options.contentType ?? 'text/event-stream',
+        headers: [],
+        body: body(signal),
+      };
+    },
+  };
+}
+
 function post(
   connection: BridgeConnection,
   path: string,
@@ -286,21 +308,11 @@ describe('the model bridge, relay to provider and back', () => {
   it('passes each event on as it arrives, not when the answer ends', async () => {
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
-    const upstream: Upstream = {
-      families: new Set(['anthropic']),
-      async send(): Promise<UpstreamResponse> {
-        return {
-          status: 200,
-          contentType: 'text/event-stream',
-          headers: [],
-          body: (async function* () {
-            yield Buffer.from('event: ping\ndata: {"type":"ping"}\n\n');
-            await held;
-            yield Buffer.from('event: message_stop\ndata: {"type":"message_stop"}\n\n');
-          })(),
-        };
-      },
-    };
+    const upstream = upstreamOf(async function* () {
+      yield Buffer.from('event: ping\ndata: {"type":"ping"}\n\n');
+      await held;
+      yield Buffer.from('event: message_stop\ndata: {"type":"message_stop"}\n\n');
+    });
     const r = await rig({ upstream });
     const response = await post(r.connection, '/v1/messages', messages({ stream: true }));
     const reader = response.body!.getReader();
@@ -315,21 +327,13 @@ describe('the model bridge, relay to provider and back', () => {
 
   it('an agent that leaves midway cancels the provider call and the record says so', async () => {
     let upstreamSignal: AbortSignal | undefined;
-    const upstream: Upstream = {
-      families: new Set(['anthropic']),
-      async send(_request: CheckedRequest, signal: AbortSignal): Promise<UpstreamResponse> {
-        upstreamSignal = signal;
-        return {
-          status: 200,
-          contentType: 'text/event-stream',
-          headers: [],
-          body: (async function* () {
-            yield Buffer.from('event: ping\ndata: {}\n\n');
-            await new Promise((resolve) => signal.addEventListener('abort', resolve));
-          })(),
-        };
+    const upstream = upstreamOf(
+      async function* (signal) {
+        yield Buffer.from('event: ping\ndata: {}\n\n');
+        await new Promise((resolve) => signal.addEventListener('abort', resolve));
       },
-    };
+      { sending: (signal) => void (upstreamSignal = signal) },
+    );
     const r = await rig({ upstream });
     const controller = new AbortController();
     const response = await post(
@@ -349,23 +353,20 @@ describe('the model bridge, relay to provider and back', () => {
   it('the relay holds requests past the concurrency cap until a slot frees; all are answered', async () => {
     let inFlight = 0;
     let most = 0;
-    const upstream: Upstream = {
-      families: new Set(['anthropic']),
-      async send(): Promise<UpstreamResponse> {
-        inFlight += 1;
-        most = Math.max(most, inFlight);
-        await new Promise((resolve) => setTimeout(resolve, 30));
-        return {
-          status: 200,
-          contentType: 'application/json',
-          headers: [],
-          body: (async function* () {
-            inFlight -= 1;
-            yield Buffer.from('{"usage":{"input_tokens":1,"output_tokens":1}}');
-          })(),
-        };
+    const upstream = upstreamOf(
+      async function* () {
+        inFlight -= 1;
+        yield Buffer.from('{"usage":{"input_tokens":1,"output_tokens":1}}');
       },
-    };
+      {
+        contentType: 'application/json',
+        sending: async () => {
+          inFlight += 1;
+          most = Math.max(most, inFlight);
+          await new Promise((resolve) => setTimeout(resolve, 30));
+        },
+      },
+    );
     const r = await rig({ upstream, limits: { maxConcurrent: 2 } });
     const answers = await Promise.all(
       Array.from({ length: 7 }, () => post(r.connection, '/v1/messages', messages())),
