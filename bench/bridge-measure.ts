@@ -273,9 +273,7 @@ async function agentStart(cli: typeof CLAUDE_CODE, reps: number): Promise<AgentR
 
 async function main() {
   const options = parseArgs(process.argv.slice(2));
-  log(
-    `model bridge overhead: ${options.reps} small calls after ${options.warmup} warm-up(s), in pairs ...`,
-  );
+  log(`model bridge overhead: ${options.reps} small calls after ${options.warmup} warm-up(s), in pairs ...`);
   const calls = await overhead(options.reps, options.warmup);
   const agents: Record<string, AgentRun[]> = {};
   if (!options.skipAgents) {
