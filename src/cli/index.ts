@@ -413,7 +413,9 @@ README: "Trajectories other tools read".`,
       'after',
       `
 Refused, with nothing written, when a file the change touches is no longer what the run saw
-(exit 4, not-applied), or when the catalog no longer allows one of its paths (exit 2).
+(exit 4, not-applied), when the catalog (--catalog, else the one found here or in the repo,
+never the record's) does not allow one of its paths, or when the run's saved change, patch or
+record was edited after verification (exit 2).
 For a run that ended ready-for-review with --no-apply, or not-applied. Example:
   sandbox-harness apply last`,
     )

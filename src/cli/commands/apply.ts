@@ -11,7 +11,11 @@ export async function applyCommand(
   options: RunsLocation & { json?: boolean },
 ): Promise<number> {
   const stored = await resolveRun(await runsDirOf(ctx, options), id);
-  const result = await applySavedRun(stored, { env: ctx.env });
+  const result = await applySavedRun(stored, {
+    env: ctx.env,
+    cwd: ctx.cwd,
+    ...(options.catalog ? { catalogFile: options.catalog } : {}),
+  });
   const code = exitCodeForRun({ outcome: result.outcome });
   if (options.json) {
     printJson(ctx, {
