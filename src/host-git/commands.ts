@@ -25,7 +25,20 @@ const LIST_MAX_BYTES = 512 * 1024 * 1024;
  * git's default `~/.config/git/ignore`): patterns only, so a listing still leaves out what
  * the user ignores everywhere, while nothing else of that configuration is read.
  */
-export async function userExcludesFile(env: NodeJS.ProcessEnv = process.env): Promise<string | undefined> {
+export function userExcludesFile(env: NodeJS.ProcessEnv = process.env): Promise<string | undefined> {
+  // Asked once per process and user: a build context is listed for every run and trial.
+  const key = `${env.HOME ?? ''}\0${env.XDG_CONFIG_HOME ?? ''}`;
+  let found = excludesFiles.get(key);
+  if (!found) {
+    found = findUserExcludesFile(env);
+    excludesFiles.set(key, found);
+  }
+  return found;
+}
+
+const excludesFiles = new Map<string, Promise<string | undefined>>();
+
+async function findUserExcludesFile(env: NodeJS.ProcessEnv): Promise<string | undefined> {
   const home = env.HOME && path.isAbsolute(env.HOME) ? env.HOME : homedir();
   const xdg = env.XDG_CONFIG_HOME && path.isAbsolute(env.XDG_CONFIG_HOME) ? env.XDG_CONFIG_HOME : undefined;
   const configDir = xdg ?? path.join(home, '.config');

@@ -17,10 +17,9 @@
  *   listing only ever leaves files of the folder out, never adds one.
  */
 import { constants } from 'node:fs';
-import { lstat, open, realpath, stat } from 'node:fs/promises';
+import { lstat, open, readdir, realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { ConfigError, type HarnessError } from '../errors.js';
-import { runGit } from './run.js';
 
 export type RedirectPolicy = 'inside' | 'worktrees';
 
@@ -191,16 +190,20 @@ async function isSubmodule(gitDir: string, top: string): Promise<boolean> {
   }
 }
 
-/** The object format from the repo's config file, read as a file: its includes are not followed. */
+/**
+ * The object format from the repo's config file (`[extensions] objectFormat = sha256`), read
+ * as text by us rather than by git: nothing of it is followed or run, and it costs no process.
+ */
 async function objectFormat(commonDir: string): Promise<HostRepo['objectFormat']> {
-  const config = path.join(commonDir, 'config');
-  if (!(await lstat(config).catch(() => undefined))?.isFile()) return 'sha1';
-  const read = await runGit(['config', '--file', config, '--get', 'extensions.objectformat'], {
-    cwd: commonDir,
-  });
-  return read.code === 0 && read.stdout.toString('utf8').trim().toLowerCase() === 'sha256'
-    ? 'sha256'
-    : 'sha1';
+  const text = await readSmallFile(path.join(commonDir, 'config'), EXCLUDE_MAX_BYTES).catch(() => undefined);
+  let section = '';
+  for (const raw of (text ?? '').split('\n')) {
+    const line = raw.replace(/[#;].*$/, '').trim();
+    const header = /^\[\s*([A-Za-z0-9.-]+)\s*\]/.exec(line);
+    if (header) section = header[1]!.toLowerCase();
+    else if (section === 'extensions' && /^objectformat\s*=\s*"?sha256"?$/i.test(line)) return 'sha256';
+  }
+  return 'sha1';
 }
 
 /** The repo's `info/exclude` lines (its own ignore rules outside any `.gitignore`), or ''. */
@@ -245,5 +248,28 @@ export async function checkedObjects(
     }
   };
   await visit(objects, 0);
+  const linked = await linkInObjects(objects);
+  if (linked)
+    throw fail(
+      `${repo.top}: ${linked} is a symlink; objects are read from inside the clone only`,
+      'Clone the repo again.',
+    );
   return objects;
+}
+
+/**
+ * The first symlink among the objects folder's entries, its pack files and its loose objects
+ * (git would read an object through it from wherever it points), or undefined. File types
+ * come with the listing: no file is opened.
+ */
+async function linkInObjects(objects: string): Promise<string | undefined> {
+  const entries = await readdir(objects, { withFileTypes: true }).catch(() => []);
+  for (const entry of entries) {
+    const full = path.join(objects, entry.name);
+    if (entry.isSymbolicLink()) return full;
+    if (!entry.isDirectory()) continue;
+    for (const inner of await readdir(full, { withFileTypes: true }).catch(() => []))
+      if (inner.isSymbolicLink()) return path.join(full, inner.name);
+  }
+  return undefined;
 }

@@ -6,7 +6,18 @@
  * would fail if the harness's git behaved like plain git.
  */
 import { execFileSync } from 'node:child_process';
-import { chmod, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import {
+  chmod,
+  mkdir,
+  mkdtemp,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  stat,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -205,6 +216,12 @@ describe('exporting a commit of a clone', () => {
     );
     git(root, 'clone', '-q', '--no-local', elsewhere, join(root, 'full'));
     expect((await openClone(join(root, 'full'))).top).toBe(join(root, 'full'));
+    // A pack (or a loose object) that is a link reads objects from wherever it points.
+    const pack = join(root, 'full', '.git', 'objects', 'pack');
+    const [packFile] = (await readdir(pack)).filter((n) => n.endsWith('.pack'));
+    await rename(join(pack, packFile!), join(root, 'moved.pack'));
+    await symlink(join(root, 'moved.pack'), join(pack, packFile!));
+    await expect(openClone(join(root, 'full'))).rejects.toThrow(/objects\/pack\/.*\.pack is a symlink/);
   });
 
   it('exports a sha256 repo', async () => {
