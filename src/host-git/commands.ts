@@ -68,7 +68,8 @@ export async function listFiles(
   dir: string,
   options: { error: (message: string, hint: string) => HarnessError; gitBinary?: string },
 ): Promise<Listing> {
-  const repo = await findRepo(dir, { policy: 'worktrees', error: options.error });
+  // A repo whose git data is refused is a problem of its configuration (ConfigError, exit 2).
+  const repo = await findRepo(dir, { policy: 'worktrees' });
   if (!repo) return { kind: 'none', reason: 'not-a-repo' };
   const excludesFile = await userExcludesFile();
   let result;

@@ -355,7 +355,7 @@ describe('listing a work tree', () => {
     await put(join(planted, 'a.txt'));
     await writeFile(join(planted, '.git'), `gitdir: ${join(elsewhere, '.git')}\n`);
     const refused = gitListing(planted);
-    await expect(refused).rejects.toThrow(ImageError);
+    await expect(refused).rejects.toThrow(ConfigError);
     await expect(refused).rejects.toThrow(new RegExp(`${planted}: \\.git points at .*, outside the repo`));
   });
 
