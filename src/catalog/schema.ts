@@ -556,7 +556,7 @@ export const egressSchema = z
       }),
       privateRanges: z.array(cidrSchema, { error: 'expected a list of address ranges' }).default([]).meta({
         description:
-          "Private, loopback or link-local ranges an allowed name may resolve to (an internal mirror on 10.x). Without them such answers are refused (DNS rebinding). The engine host's own addresses are refused always.",
+          "Private ranges an allowed name may resolve to (an internal mirror on 10.x). Without them such answers are refused (DNS rebinding). Loopback, link-local, unspecified and multicast addresses, and the engine host's own addresses (as they are at each connect), are refused always, whatever this names.",
       }),
       resolvers: z
         .array(resolverSchema, { error: 'expected a list of name server addresses' })

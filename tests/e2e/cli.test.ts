@@ -116,6 +116,23 @@ describe('sandbox-harness CLI', () => {
     }
   });
 
+  it('a bad number is refused where the flag is read: exit 2, the flag, what was expected, before anything runs', async () => {
+    const fix = await runCli(['fix', 'OPS-412', '--max-attempts', '11']);
+    expect(fix.code).toBe(2);
+    expect(fix.stderr).toContain('error: --max-attempts: expected an integer from 1 to 10, got "11"');
+    const json = await runCli(['eval', 'no-such-suite.yaml', '-n', 'many', '--json']);
+    expect(json.code).toBe(2);
+    expect((JSON.parse(json.stdout) as { error: unknown }).error).toMatchObject({
+      code: 'USAGE',
+      message: '-n: expected an integer from 1 to 1000, got "many"',
+    });
+    // Before the run is looked up: an empty folder has no runs, and that is not what is said.
+    const empty = await mkdtemp(join(tmpdir(), 'sandbox-harness-cli-'));
+    const shell = await runCli(['shell', 'last', '--attempt', '0'], { cwd: empty });
+    expect(shell.code).toBe(2);
+    expect(shell.stderr).toContain('error: --attempt: expected an attempt number (1, 2, ...), got "0"');
+  });
+
   it('gc refuses a malformed age or run id (exit 2)', async () => {
     const r = await runCli(['gc', '--older-than', 'yesterday']);
     expect(r.code).toBe(2);

@@ -1,9 +1,11 @@
 /**
  * A fake internet for egress tests: a network namespace of the test's own, reached from the
  * host over a veth pair on a private /24, with an HTTPS server (its own CA), plain HTTP,
- * raw TCP and UDP listeners, and dnsmasq answering for a few `*.fake.test` names. The
- * egress proxy is told to use this dnsmasq, so no test asks the host's resolver anything
- * and no packet goes anywhere but loopback and this namespace.
+ * raw TCP and UDP listeners, a byte sink, and dnsmasq answering for a few `*.fake.test`
+ * names (some of them with IPv6 addresses no proxy may connect to, and two with addresses
+ * the host only gets when a test gives them to it: `addHostAddress`). The egress proxy is
+ * told to use this dnsmasq, so no test asks the host's resolver anything and no packet goes
+ * anywhere but loopback and this namespace.
  *
  * Root only. `nsenter --net` (not `ip netns exec`, which remounts /sys).
  */
@@ -32,10 +34,20 @@ export interface FakeInternet {
   /** The name server to give the proxy. */
   resolver: string;
   caPem: string;
-  /** Names and what they resolve to. */
+  /** Names and what they resolve to (IPv4). */
   names: Record<string, string>;
-  /** Requests the servers saw, one `METHOD host path` per line. */
+  /** Names with IPv6 addresses (AAAA), some also in `names`. */
+  names6: Record<string, string>;
+  /** Requests the servers saw, one `METHOD host path via <client port>` per line; `SINK ...` lines of the sink. */
   requests(): string[];
+  /**
+   * Gives the host the address `later.fake.test` (on the host's end of the veth, an interface
+   * with carrier) or `dark.fake.test` (on a veth of the test's own whose peer is down, so
+   * without carrier: an interface `os.networkInterfaces()` does not list, as docker0 once
+   * its last container went, though the kernel delivers its addresses locally) resolves to.
+   * Returns the address and a function that takes it away again.
+   */
+  addHostAddress(which: 'later' | 'dark'): Promise<{ address: string; remove(): Promise<void> }>;
   stop(): Promise<void>;
 }
 
@@ -168,13 +180,41 @@ export async function startFakeInternet(): Promise<FakeInternet> {
     'secret.zone.fake.test': address,
     'loop.fake.test': '127.0.0.1',
     'self.fake.test': hostAddress,
+    'mixed.fake.test': address,
+    'later.fake.test': `10.232.${octet}.3`,
+    'dark.fake.test': `10.232.${octet}.4`,
   };
+  const names6: Record<string, string> = {
+    'v6loop.fake.test': '::1',
+    'v6link.fake.test': 'fe80::1',
+    'v6mapped.fake.test': '::ffff:127.0.0.1',
+    'v6compat.fake.test': '::127.0.0.1',
+    'mixed.fake.test': '::1',
+  };
+  const dark = `${name}d`;
   const stop = async () => {
     for (const child of children) child.kill('SIGKILL');
     await run('ip', ['netns', 'delete', name]).catch(() => undefined);
-    if (existsSync(`/sys/class/net/${name}h`))
-      await run('ip', ['link', 'delete', `${name}h`]).catch(() => undefined);
+    for (const link of [`${name}h`, dark])
+      if (existsSync(`/sys/class/net/${link}`))
+        await run('ip', ['link', 'delete', link]).catch(() => undefined);
     await rm(dir, { recursive: true, force: true });
+  };
+  const addHostAddress = async (which: 'later' | 'dark') => {
+    const added = names[`${which}.fake.test`]!;
+    if (which === 'dark' && !existsSync(`/sys/class/net/${dark}`)) {
+      // Up, but its peer is not: no carrier.
+      await run('ip', ['link', 'add', dark, 'type', 'veth', 'peer', 'name', `${name}e`]);
+      await run('ip', ['link', 'set', dark, 'up']);
+    }
+    const device = which === 'dark' ? dark : `${name}h`;
+    await run('ip', ['addr', 'add', `${added}/32`, 'dev', device]);
+    return {
+      address: added,
+      remove: async () => {
+        await run('ip', ['addr', 'del', `${added}/32`, 'dev', device]).catch(() => undefined);
+      },
+    };
   };
   try {
     await run('ip', ['netns', 'add', name]);
@@ -192,14 +232,13 @@ export async function startFakeInternet(): Promise<FakeInternet> {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     children.push(server);
-    server.stdout.on('data', (chunk: Buffer) =>
-      seen.push(
-        ...chunk
-          .toString()
-          .split('\n')
-          .filter((l) => l && l !== 'ready'),
-      ),
-    );
+    // Lines, not chunks: a line may arrive in two.
+    let partial = '';
+    server.stdout.on('data', (chunk: Buffer) => {
+      const lines = (partial + chunk.toString()).split('\n');
+      partial = lines.pop() ?? '';
+      seen.push(...lines.filter((l) => l && l !== 'ready'));
+    });
     await waitFor(server, 'ready', 'the fake internet servers');
     const dnsmasq = spawn(
       'nsenter',
@@ -219,6 +258,7 @@ export async function startFakeInternet(): Promise<FakeInternet> {
         '--log-facility=-',
         '--log-queries',
         ...Object.entries(names).map(([n, a]) => `--address=/${n}/${a}`),
+        ...Object.entries(names6).map(([n, a]) => `--address=/${n}/${a}`),
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
@@ -236,7 +276,9 @@ export async function startFakeInternet(): Promise<FakeInternet> {
     resolver: address,
     caPem: await readFile(join(dir, 'ca.pem'), 'utf8').catch(() => ''),
     names,
+    names6,
     requests: () => [...seen],
+    addHostAddress,
     stop,
   };
 }

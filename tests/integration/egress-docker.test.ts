@@ -2,12 +2,16 @@
  * Egress by name on real Docker, against a fake internet (tests/helpers/fake-internet.ts):
  * the sandbox sits on an internal network whose only way out is its proxy on the host, and
  * the proxy resolves names with the test's dnsmasq only. Every way around the proxy fails,
- * and everything that reaches the proxy or its name server leaves a log line.
+ * and everything that reaches the proxy or its name server leaves a log line. A name is
+ * judged at every layer that carries one (CONNECT line, TLS server name, every Host header)
+ * and every address against what the host has at that moment.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFile, spawn } from 'node:child_process';
+import { createServer } from 'node:http';
+import { connect as connectSocket } from 'node:net';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fixDeps } from '../../src/fix/deps.js';
 import { runFix } from '../../src/fix/run-fix.js';
@@ -21,10 +25,12 @@ import { dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
 import { BUILD_NETWORK_LABEL, buildRepoImage } from '../../src/sandbox/docker/images.js';
 import type { EgressPolicy } from '../../src/sandbox/egress/policy.js';
-import type { EgressLogEntry } from '../../src/sandbox/egress/proxy.js';
+import { EgressProxy, type EgressLogEntry } from '../../src/sandbox/egress/proxy.js';
+import { canonicalAddress, listedHostAddress } from '../../src/sandbox/egress/addresses.js';
 import type { Sandbox } from '../../src/sandbox/types.js';
 import { requireDocker } from '../helpers/docker.js';
 import { startFakeInternet, type FakeInternet } from '../helpers/fake-internet.js';
+import { clientHello } from '../helpers/tls-hello.js';
 
 const IMAGE = 'sandbox-harness/base-node:20';
 const PROBE = '/opt/egress-test/probe.mjs';
@@ -42,6 +48,9 @@ function policy(internet: FakeInternet): EgressPolicy {
       { host: 'loop.fake.test', ports: [443] },
       { host: 'self.fake.test', ports: [443] },
       { host: '*.zone.fake.test', ports: [443] },
+      { host: 'registry.fake.test', ports: [80] },
+      { host: 'later.fake.test', ports: [80] },
+      { host: 'dark.fake.test', ports: [80] },
     ],
     deny: [{ host: '*.zone.fake.test', ports: [443], except: ['open.zone.fake.test'] }],
     privateRanges: [internet.range],
@@ -256,6 +265,300 @@ describe('egress through the proxy, on a fake internet', () => {
     await short.dispose();
     const after = await dockerEngine().listNetworks({ [LABEL.run]: RUN_ID });
     expect(after.length).toBe(networks.length - 1);
+  });
+});
+
+/** Answers of `probe raw`: each step's bytes written once the step before was answered. */
+async function raw(
+  s: Sandbox,
+  ...steps: Array<string | Buffer>
+): Promise<{ replies: Buffer[]; closed: boolean }> {
+  const args = steps.map((step) => Buffer.from(step).toString('base64'));
+  const result = await s.exec(`node ${PROBE} raw ${args.join(' ')}`, { timeoutMs: 20_000 });
+  const line = result.stdout.trim().split('\n').pop() ?? '';
+  const parsed = JSON.parse(line) as { replies: string[]; closed: boolean };
+  return { replies: parsed.replies.map((r) => Buffer.from(r, 'base64')), closed: parsed.closed };
+}
+
+const connectTo = (target: string) => `CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n\r\n`;
+const get = (url: string, ...hosts: string[]) =>
+  `GET ${url} HTTP/1.1\r\n${hosts.map((h) => `Host: ${h}\r\n`).join('')}\r\n`;
+const alert = (code: number) => Buffer.from([21, 3, 3, 0, 2, 2, code]);
+const statusOf = (reply: Buffer | undefined) =>
+  Number(/^HTTP\/1\.1 (\d{3})/.exec(reply?.toString() ?? '')?.[1]);
+const isRetryRequest = (reply: Buffer | undefined) =>
+  reply !== undefined &&
+  reply[0] === 22 &&
+  reply.includes(Buffer.from('cf21ad74e59a6111be1d8c021e65b891', 'hex'));
+/** The client port the fake internet saw a request on (`METHOD host path via port`). */
+const via = (lines: string[], pattern: RegExp) => lines.find((l) => pattern.test(l))?.split(' via ')[1];
+
+describe('egress by name at every layer', () => {
+  it('a tunnel whose TLS server name is another host than its CONNECT name (domain fronting) is refused before the server hears of it', async () => {
+    const before = net.requests().length;
+    const fronted = await probe(sandbox, 'https', 'allowed.fake.test', '443', 'other.fake.test');
+    expect(fronted.ok).toBe(false);
+    expect(fronted.body ?? '').not.toContain('hello from other.fake.test');
+    expect(fronted.error).toMatch(/unrecognized name/i);
+    const entry = lastEntry(sandbox, 'allowed.fake.test');
+    expect(entry).toMatchObject({ method: 'CONNECT', allowed: false, rule: 'tls-sni', address: net.address });
+    expect(entry!.reason).toMatch(/names other\.fake\.test \(SNI\), not allowed\.fake\.test/);
+    expect(net.requests().slice(before)).toEqual([]);
+    // The same name on the CONNECT line, in the hello and in Host still goes through.
+    const same = await probe(sandbox, 'https', 'allowed.fake.test', '443', 'ALLOWED.fake.test');
+    expect(same.ok, JSON.stringify(same)).toBe(true);
+  });
+
+  it('a ClientHello without a server name, or with an encrypted one (ECH), is refused with a TLS alert', async () => {
+    const cases: Array<[Buffer, string]> = [
+      [clientHello({ serverName: null }), 'tls-no-sni'],
+      [clientHello({ serverName: 'allowed.fake.test', ech: true }), 'tls-ech'],
+    ];
+    for (const [hello, rule] of cases) {
+      const { replies, closed } = await raw(sandbox, connectTo('allowed.fake.test:443'), hello);
+      expect(statusOf(replies[0])).toBe(200);
+      expect(replies[1], rule).toEqual(alert(49));
+      expect(closed).toBe(true);
+      expect(lastEntry(sandbox, 'allowed.fake.test')).toMatchObject({ allowed: false, rule });
+    }
+  });
+
+  it('after a HelloRetryRequest, a second ClientHello naming another host is refused; one naming the same host goes on', async () => {
+    // The first hello has no key share, so the real server asks for a retry.
+    const retried = (second: string) =>
+      raw(
+        sandbox,
+        connectTo('allowed.fake.test:443'),
+        clientHello({ serverName: 'allowed.fake.test', emptyKeyShare: true }),
+        clientHello({ serverName: second }),
+      );
+    const swapped = await retried('other.fake.test');
+    expect(isRetryRequest(swapped.replies[1])).toBe(true);
+    // ...and the second hello, naming another host, never reached it.
+    expect(swapped.replies[2]).toEqual(alert(112));
+    expect(swapped.closed).toBe(true);
+    const entry = lastEntry(sandbox, 'allowed.fake.test');
+    expect(entry).toMatchObject({ allowed: false, rule: 'tls-sni' });
+    expect(entry!.reason).toMatch(/second ClientHello .*names other\.fake\.test/);
+    const kept = await retried('allowed.fake.test');
+    expect(isRetryRequest(kept.replies[1])).toBe(true);
+    // A ServerHello (handshake record, message type 2), not an alert.
+    expect([kept.replies[2]?.[0], kept.replies[2]?.[5]]).toEqual([22, 2]);
+  });
+
+  it('a tunnel that carries plain HTTP is refused with a 403 inside it; no request of it reaches a server', async () => {
+    const before = net.requests().length;
+    const { replies, closed } = await raw(
+      sandbox,
+      connectTo('allowed.fake.test:80'),
+      get('/first', 'allowed.fake.test'),
+      get('/second', 'other.fake.test'),
+    );
+    expect(statusOf(replies[0])).toBe(200);
+    expect(statusOf(replies[1])).toBe(403);
+    expect(replies[1]!.toString()).toMatch(/plain HTTP.*absolute URL/);
+    expect(closed).toBe(true);
+    expect(replies).toHaveLength(2);
+    expect(lastEntry(sandbox, 'allowed.fake.test')).toMatchObject({ allowed: false, rule: 'tunnel-not-tls' });
+    expect(net.requests().slice(before)).toEqual([]);
+  });
+
+  it('plain HTTP: every request of a kept-alive connection is judged, and each allowed name has upstream connections of its own', async () => {
+    const before = net.requests().length;
+    const { replies, closed } = await raw(
+      sandbox,
+      get('http://allowed.fake.test/one', 'allowed.fake.test'),
+      get('http://registry.fake.test/two', 'registry.fake.test'),
+      get('http://allowed.fake.test/three', 'other.fake.test'),
+      get('http://allowed.fake.test/four', 'allowed.fake.test'),
+    );
+    expect(replies.map(statusOf)).toEqual([200, 200, 403]);
+    expect(replies[1]!.toString()).toContain('hello from registry.fake.test');
+    expect(closed).toBe(true);
+    const seen = net.requests().slice(before);
+    const one = via(seen, /^GET allowed\.fake\.test \/one /);
+    const two = via(seen, /^GET registry\.fake\.test \/two /);
+    expect(one).toBeDefined();
+    expect(two).toBeDefined();
+    // A request for another name never rides on the first name's upstream connection.
+    expect(two).not.toBe(one);
+    expect(seen.filter((l) => /\/three|\/four|other\.fake\.test/.test(l))).toEqual([]);
+    expect(lastEntry(sandbox, 'allowed.fake.test')).toMatchObject({ allowed: false, rule: 'host-header' });
+  });
+
+  it('plain HTTP: the Host header names what the URI names (one Host header; its name and port)', async () => {
+    const before = net.requests().length;
+    const agree = await raw(
+      sandbox,
+      get('http://allowed.fake.test/a', 'ALLOWED.fake.test.:80'),
+      get('http://allowed.fake.test/b', 'allowed.fake.test', 'other.fake.test'),
+    );
+    expect(agree.replies.map(statusOf)).toEqual([200, 403]);
+    expect(agree.replies[1]!.toString()).toMatch(/2 Host headers/);
+    const differ = await raw(sandbox, get('http://allowed.fake.test/c', 'other.fake.test'));
+    expect(differ.replies.map(statusOf)).toEqual([403]);
+    expect(differ.replies[0]!.toString()).toMatch(
+      /Host other\.fake\.test differs from the URL's allowed\.fake\.test/,
+    );
+    const elsewhere = await raw(sandbox, get('http://allowed.fake.test/d', 'allowed.fake.test:8080'));
+    expect(elsewhere.replies.map(statusOf)).toEqual([403]);
+    const seen = net.requests().slice(before);
+    expect(seen.filter((l) => / \/a via /.test(l))).toHaveLength(1);
+    expect(seen.filter((l) => / \/[bcd] via /.test(l))).toEqual([]);
+  });
+
+  it("an allowed name that resolves to an address the host got after the proxy started is refused (with carrier or without, when Node's interface list leaves it out)", async () => {
+    for (const which of ['later', 'dark'] as const) {
+      const added = await net.addHostAddress(which);
+      const listed = Object.values(networkInterfaces()).some((list) =>
+        (list ?? []).some((a) => a.address === added.address),
+      );
+      expect(listed, `${which}: in os.networkInterfaces()`).toBe(which === 'later');
+      // Where a bind proves nothing (non-local binds allowed), the kernel's lists have it too.
+      expect(listedHostAddress(canonicalAddress(added.address)!)).toMatch(/this host/);
+      // A service of the host's, listening on that address.
+      const hits: string[] = [];
+      const service = createServer((req, res) => {
+        hits.push(req.url ?? '');
+        res.end('a service of the host\n');
+      });
+      try {
+        await new Promise<void>((resolve) => service.listen(80, added.address, resolve));
+        const result = await probe(sandbox, 'http', `http://${which}.fake.test/secret`);
+        expect(result.status, JSON.stringify(result)).toBe(403);
+        expect(result.body).toMatch(
+          new RegExp(`${added.address.replace(/\./g, '\\.')}, the proxy's own address`),
+        );
+        expect(lastEntry(sandbox, `${which}.fake.test`)).toMatchObject({ allowed: false, rule: 'address' });
+        expect(hits).toEqual([]);
+      } finally {
+        await new Promise((resolve) => service.close(resolve));
+        await added.remove();
+      }
+    }
+  });
+});
+
+describe('the proxy itself, on the fake internet', () => {
+  let proxy: EgressProxy;
+  const HANDSHAKE_MS = 1500;
+
+  beforeAll(async () => {
+    proxy = new EgressProxy({
+      policy: {
+        allow: [
+          { host: 'allowed.fake.test', ports: [443, 7002] },
+          { host: '*.fake.test', ports: [443] },
+        ],
+        deny: [],
+        // Every range named: what is never reachable stays so whatever the catalog says.
+        privateRanges: ['0.0.0.0/0', '::/0'],
+        resolvers: [net.resolver],
+      },
+      listenAddress: '127.0.0.1',
+      port: 0,
+      clientSubnet: { address: '127.0.0.0', prefix: 8 },
+      ownAddresses: [],
+      handshakeMs: HANDSHAKE_MS,
+    });
+    await proxy.start();
+  });
+
+  afterAll(async () => {
+    await proxy?.close();
+  });
+
+  /** A raw connection to the proxy; `send` writes and waits for the answer (or quiet). */
+  async function session(): Promise<{
+    send(bytes: string | Buffer, quietMs?: number): Promise<Buffer>;
+    closed(): boolean;
+    end(): void;
+  }> {
+    const { port } = new URL(proxy.url);
+    const socket = connectSocket(Number(port), '127.0.0.1');
+    await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+    let pending: Buffer[] = [];
+    let closed = false;
+    socket.on('data', (chunk: Buffer) => pending.push(chunk));
+    socket.on('close', () => (closed = true));
+    socket.on('error', () => undefined);
+    return {
+      async send(bytes, quietMs = 300) {
+        pending = [];
+        if (bytes.length > 0) socket.write(bytes);
+        await new Promise((resolve) => setTimeout(resolve, quietMs));
+        return Buffer.concat(pending);
+      },
+      closed: () => closed,
+      end: () => socket.destroy(),
+    };
+  }
+
+  const entryOf = (host: string) =>
+    proxy
+      .log()
+      .filter((e) => e.host === host)
+      .pop();
+
+  it('never connects to loopback, link-local, or their IPv6 and IPv4-mapped forms, even where privateRanges names every range', async () => {
+    const cases: Array<[string, RegExp]> = [
+      ['loop.fake.test', /127\.0\.0\.1 is a loopback address/],
+      ['v6loop.fake.test', /::1 is a loopback address/],
+      ['v6link.fake.test', /fe80::1 is a link-local address/],
+      ['v6mapped.fake.test', /127\.0\.0\.1 is a loopback address/],
+      ['v6compat.fake.test', /IPv4-compatible/],
+      // One good address and one forbidden: every address a name resolves to is checked.
+      ['mixed.fake.test', /::1 is a loopback address/],
+    ];
+    for (const [name, reason] of cases) {
+      const s = await session();
+      const answer = await s.send(connectTo(`${name}:443`));
+      s.end();
+      expect(statusOf(answer), name).toBe(403);
+      expect(answer.toString(), name).toMatch(reason);
+      expect(entryOf(name), name).toMatchObject({ allowed: false, rule: 'address' });
+    }
+  });
+
+  it('no byte reaches the server before the ClientHello is judged, and none of a refused one', async () => {
+    const hello = clientHello({ serverName: 'allowed.fake.test' });
+    const sink = () => net.requests().filter((l) => l.startsWith('SINK '));
+    const before = sink().length;
+    const s = await session();
+    expect(statusOf(await s.send(connectTo('allowed.fake.test:7002')))).toBe(200);
+    await s.send(hello.subarray(0, 40));
+    expect(
+      sink()
+        .slice(before)
+        .filter((l) => /bytes/.test(l)),
+    ).toEqual([]);
+    await s.send(hello.subarray(40));
+    const bytes = sink()
+      .slice(before)
+      .map((l) => Number(/^SINK (\d+) bytes/.exec(l)?.[1] ?? 0))
+      .reduce((a, b) => a + b, 0);
+    expect(bytes).toBe(hello.length);
+    s.end();
+    const refusedBefore = sink().length;
+    const r = await session();
+    await r.send(connectTo('allowed.fake.test:7002'));
+    expect(await r.send(clientHello({ serverName: 'other.fake.test' }, 64))).toEqual(alert(112));
+    r.end();
+    expect(
+      sink()
+        .slice(refusedBefore)
+        .filter((l) => /bytes/.test(l)),
+    ).toEqual([]);
+  });
+
+  it('a tunnel whose client sends no TLS hello is closed at the deadline, with the reason in the log', async () => {
+    const s = await session();
+    expect(statusOf(await s.send(connectTo('allowed.fake.test:443')))).toBe(200);
+    await s.send('', HANDSHAKE_MS + 500);
+    expect(s.closed()).toBe(true);
+    const entry = entryOf('allowed.fake.test');
+    expect(entry).toMatchObject({ allowed: false, rule: 'tls-handshake' });
+    expect(entry!.reason).toMatch(/client sent nothing within 1\.5 s/);
   });
 });
 

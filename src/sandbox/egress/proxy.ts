@@ -1,22 +1,32 @@
 /**
  * The egress proxy of one sandbox: a process on the engine's host, listening only on the
  * address the host has on that sandbox's internal network. HTTP is parsed by Node's own
- * server (llhttp), not by hand: HTTP by its absolute URL, HTTPS by `CONNECT name:port`. The
- * proxy resolves every name itself with its own resolvers (never /etc/hosts, never the
- * sandbox), checks the addresses, and connects to exactly the address it checked, so a name
- * that re-resolves elsewhere later (DNS rebinding) changes nothing.
+ * server (llhttp), not by hand: HTTP by its absolute URL, HTTPS by `CONNECT name:port`.
+ *
+ * A name is checked at every layer that carries one: the CONNECT line, then the TLS
+ * ClientHello inside the tunnel (tunnel-guard.ts: its server name must be the CONNECT name;
+ * anything but TLS is refused); for plain HTTP, every request's absolute URI and Host header,
+ * and each allowed name has upstream connections of its own. The proxy resolves every name
+ * itself with its own resolvers (never /etc/hosts, never the sandbox), checks every address
+ * against what is never reachable and against this host's addresses as they are at that
+ * moment (addresses.ts), and connects to exactly the address it checked, so a name that
+ * re-resolves elsewhere later (DNS rebinding) changes nothing.
  */
 import {
+  Agent,
   createServer,
   request as httpRequest,
   type IncomingMessage,
   type Server,
   type ServerResponse,
 } from 'node:http';
-import { connect, isIP, type Socket } from 'node:net';
+import { connect, isIP, type LookupFunction, type Socket } from 'node:net';
 import { Resolver } from 'node:dns/promises';
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { addressGuard, decideName, type AddressGuard, type Decision, type EgressPolicy } from './policy.js';
+import { canonicalAddress, hostHas, neverReachable } from './addresses.js';
+import { comparableName, parseHostHeader } from './names.js';
+import { httpDenial, TunnelGuard, type TunnelStep } from './tunnel-guard.js';
 
 export interface EgressLogEntry {
   time: string;
@@ -38,19 +48,28 @@ export interface EgressProxyOptions {
   policy: EgressPolicy;
   /** The host's address on the sandbox's network: the only one the proxy listens on. */
   listenAddress: string;
+  /** 0: any free port (`url` says which). */
   port: number;
   /** Connections from anywhere else are refused (another run's sandbox, the host). */
   clientSubnet: { address: string; prefix: number };
-  /** Addresses that are the proxy's own (all of the host's): never a destination. */
+  /**
+   * Addresses that are the proxy's own, never a destination. The host's addresses are added
+   * at every connect (they change while the proxy lives), so these need not list them.
+   */
   ownAddresses: string[];
   /** Also answer DNS on listenAddress:53 with REFUSED, to log what the sandbox tried to resolve. */
   dnsPort?: number;
   maxLogEntries?: number;
   /** Per-connection idle limit. */
   idleMs?: number;
+  /** From a tunnel's `200` to a judged TLS handshake (the client's hello, the server's answer). */
+  handshakeMs?: number;
 }
 
 const MAX_LOG = 10_000;
+const HANDSHAKE_MS = 15_000;
+/** Upstream connection pools kept for plain HTTP (one per allowed name and port). */
+const MAX_AGENTS = 64;
 
 function v4ToInt(address: string): number {
   return address.split('.').reduce((n, part) => (n << 8) + Number(part), 0) >>> 0;
@@ -71,6 +90,28 @@ function splitTarget(target: string): { host: string; port: number } | undefined
   return port >= 1 && port <= 65535 ? { host: match[1]!, port } : undefined;
 }
 
+/** A lookup that can only answer the address already checked: nothing resolves a name twice. */
+function pinned(address: string): LookupFunction {
+  const family = isIP(address);
+  return (_host, options, callback) => {
+    if (options.all) callback(null, [{ address, family }]);
+    else callback(null, address, family);
+  };
+}
+
+/** Headers that are the connection's, not the request's (RFC 9110 7.6.1); `upgrade` would turn it into an unjudged tunnel. */
+const HOP_BY_HOP = [
+  'proxy-connection',
+  'proxy-authorization',
+  'connection',
+  'keep-alive',
+  'upgrade',
+  'te',
+  'trailer',
+];
+
+type Admission = { decision: Decision; address?: string };
+
 export class EgressProxy {
   private readonly server: Server;
   private dns: UdpSocket | undefined;
@@ -79,6 +120,7 @@ export class EgressProxy {
   private readonly entries: EgressLogEntry[] = [];
   private readonly listeners = new Set<(entry: EgressLogEntry) => void>();
   private readonly sockets = new Set<Socket>();
+  private readonly agents = new Map<string, Agent>();
   private dropped = 0;
 
   constructor(private readonly options: EgressProxyOptions) {
@@ -95,6 +137,8 @@ export class EgressProxy {
       socket.setTimeout(options.idleMs ?? 120_000, () => socket.destroy());
     });
     this.server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => {
+      // Nothing is read (and so lost) until the tunnel's guard listens.
+      socket.pause();
       void this.tunnel(req, socket, head);
     });
     this.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
@@ -118,7 +162,9 @@ export class EgressProxy {
   }
 
   get url(): string {
-    return `http://${this.options.listenAddress}:${this.options.port}`;
+    const bound = this.server.address();
+    const port = bound && typeof bound === 'object' ? bound.port : this.options.port;
+    return `http://${this.options.listenAddress}:${port}`;
   }
 
   log(): EgressLogEntry[] {
@@ -137,6 +183,8 @@ export class EgressProxy {
 
   async close(): Promise<void> {
     for (const socket of this.sockets) socket.destroy();
+    for (const agent of this.agents.values()) agent.destroy();
+    this.agents.clear();
     this.dns?.close();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
@@ -148,7 +196,21 @@ export class EgressProxy {
     for (const listener of this.listeners) listener(full);
   }
 
-  /** The name's addresses as the proxy's resolvers say; refused when any of them is forbidden. */
+  /** Why the proxy must not connect to this address now, or undefined. */
+  private async addressProblem(raw: string): Promise<string | undefined> {
+    const address = canonicalAddress(raw);
+    if (!address) return `${raw}, which is not an address the proxy connects to`;
+    const never = neverReachable(address);
+    if (never) return never;
+    const own = await hostHas(address);
+    if (own) return `${address.address}, the proxy's own address: ${own}`;
+    return this.guard.problem(address.address);
+  }
+
+  /**
+   * The name's addresses as the proxy's resolvers say, asked once; refused when any of them is
+   * forbidden. The address returned is the one checked, in its checked spelling.
+   */
   private async resolve(host: string): Promise<{ address: string } | { reason: string }> {
     const [v4, v6] = await Promise.all([
       this.resolver.resolve4(host).catch(() => [] as string[]),
@@ -157,14 +219,13 @@ export class EgressProxy {
     const addresses = [...v4, ...v6];
     if (addresses.length === 0) return { reason: `${host} does not resolve` };
     for (const address of addresses) {
-      const problem = this.guard.problem(address);
+      const problem = await this.addressProblem(address);
       if (problem) return { reason: `${host} resolves to ${problem}` };
     }
-    return { address: addresses[0]! };
+    return { address: canonicalAddress(addresses[0]!)!.address };
   }
 
-  private async admit(host: string, port: number): Promise<{ decision: Decision; address?: string }> {
-    const decision = decideName(this.options.policy, host, port);
+  private async admitAddress(host: string, decision: Decision): Promise<Admission> {
     if (!decision.allowed) return { decision };
     const resolved = await this.resolve(host);
     if ('reason' in resolved)
@@ -184,43 +245,90 @@ export class EgressProxy {
         bytesOut: 0,
         bytesIn: 0,
       });
+      client.resume();
       client.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
       return;
     }
-    const { decision, address } = await this.admit(target.host, target.port);
+    const { decision, address } = await this.admitAddress(
+      target.host,
+      decideName(this.options.policy, target.host, target.port),
+    );
     if (!decision.allowed || !address) {
       const reason = decision.allowed ? 'no address' : decision.reason;
       this.record({ ...base, allowed: false, rule: decision.rule, reason, bytesOut: 0, bytesIn: 0 });
-      client.end(denial(reason));
+      client.resume();
+      client.end(httpDenial(reason));
       return;
     }
-    const upstream = connect({ host: address, port: target.port });
-    let bytesOut = head.length;
-    let bytesIn = 0;
+    // An admitted name normalises (decideName refused it otherwise).
+    const name = comparableName(target.host)!;
+    const guard = new TunnelGuard(name, `${name}:${target.port}`);
+    const upstream = connect({ host: address, port: target.port, lookup: pinned(address) });
+    const handshakeMs = this.options.handshakeMs ?? HANDSHAKE_MS;
     let opened = false;
+    let refused: { rule: string; reason: string } | undefined;
+    let deadline: NodeJS.Timeout | undefined;
     upstream.setTimeout(this.options.idleMs ?? 120_000, () => upstream.destroy());
+
+    const done = once(() => {
+      clearTimeout(deadline);
+      upstream.destroy();
+      // A refused client is closed once its answer is written (below), not cut off here.
+      if (!refused) client.destroy();
+      this.record({
+        ...base,
+        host: name,
+        allowed: opened && !refused,
+        rule: refused?.rule ?? decision.rule,
+        ...(refused
+          ? { reason: refused.reason }
+          : opened
+            ? {}
+            : { reason: `cannot connect to ${address}:${target.port}` }),
+        address,
+        bytesOut: upstream.bytesWritten,
+        bytesIn: upstream.bytesRead,
+      });
+    });
+    const write = (from: Socket, to: Socket, bytes: Buffer) => {
+      if (!to.write(bytes)) {
+        from.pause();
+        to.once('drain', () => from.resume());
+      }
+    };
+    const onClient = (chunk: Buffer) => apply(guard.fromClient(chunk));
+    const onServer = (chunk: Buffer) => apply(guard.fromServer(chunk));
+    const apply = (step: TunnelStep) => {
+      if (refused) return;
+      if (step.refuse) {
+        refused = { rule: step.rule, reason: step.reason };
+        client.off('data', onClient);
+        upstream.off('data', onServer);
+        upstream.destroy();
+        client.end(step.answer ?? Buffer.alloc(0));
+        // The client closes once it has read the answer; one that does not is not waited for.
+        setTimeout(() => client.destroy(), 2000).unref();
+        done();
+        return;
+      }
+      for (const bytes of step.toServer) write(client, upstream, bytes);
+      for (const bytes of step.toClient) write(upstream, client, bytes);
+      if (!step.open) return;
+      // Judged: from here on the bytes are piped, with no per-byte work of the proxy's.
+      clearTimeout(deadline);
+      client.off('data', onClient);
+      upstream.off('data', onServer);
+      client.pipe(upstream);
+      upstream.pipe(client);
+    };
     upstream.once('connect', () => {
       opened = true;
       client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-      if (head.length > 0) upstream.write(head);
-      client.on('data', (chunk: Buffer) => (bytesOut += chunk.length));
-      upstream.on('data', (chunk: Buffer) => (bytesIn += chunk.length));
-      client.pipe(upstream);
-      upstream.pipe(client);
-    });
-    const done = once(() => {
-      client.destroy();
-      upstream.destroy();
-      this.record({
-        ...base,
-        host: target.host.toLowerCase(),
-        allowed: opened,
-        rule: decision.rule,
-        ...(opened ? {} : { reason: `cannot connect to ${address}:${target.port}` }),
-        address,
-        bytesOut,
-        bytesIn,
-      });
+      client.on('data', onClient);
+      upstream.on('data', onServer);
+      deadline = setTimeout(() => apply(guard.expire(handshakeMs)), handshakeMs);
+      if (head.length > 0) onClient(head);
+      client.resume();
     });
     upstream.once('error', () => {
       if (!opened) client.end('HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\n\r\n');
@@ -229,6 +337,37 @@ export class EgressProxy {
     upstream.once('close', done);
     client.once('error', done);
     client.once('close', done);
+  }
+
+  /** Why a plain HTTP request's Host header does not name what its URI names, or undefined. */
+  private hostHeaderProblem(req: IncomingMessage, url: URL, port: number): string | undefined {
+    const values: string[] = [];
+    for (let i = 0; i + 1 < req.rawHeaders.length; i += 2)
+      if (req.rawHeaders[i]!.toLowerCase() === 'host') values.push(req.rawHeaders[i + 1]!);
+    // Header values are the client's: quoted and cut short in a reason.
+    const shown = (value: string) => JSON.stringify(value.length > 100 ? `${value.slice(0, 100)}...` : value);
+    if (values.length === 0) return undefined; // HTTP/1.0: the URI alone names the host
+    if (values.length > 1)
+      return `the request has ${values.length} Host headers (${values.slice(0, 4).map(shown).join(', ')})`;
+    const header = parseHostHeader(values[0]!);
+    if (!header) return `Host ${shown(values[0]!)} is not a host name`;
+    if (header.name !== comparableName(url.hostname) || (header.port ?? 80) !== port)
+      return `Host ${header.name}${header.port ? `:${header.port}` : ''} differs from the URL's ${url.host}`;
+    return undefined;
+  }
+
+  /** Upstream connections of one allowed name: a request for another name never rides on them. */
+  private agentFor(name: string, port: number): Agent {
+    const key = `${name}:${port}`;
+    let agent = this.agents.get(key);
+    if (!agent) {
+      // Past the cap the oldest pool is forgotten, not destroyed: its requests in flight finish,
+      // and its idle connections close at the agent's timeout.
+      if (this.agents.size >= MAX_AGENTS) this.agents.delete(this.agents.keys().next().value as string);
+      agent = new Agent({ keepAlive: true, maxSockets: 16, maxFreeSockets: 4, timeout: 5000 });
+      this.agents.set(key, agent);
+    }
+    return agent;
   }
 
   private async forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -256,19 +395,16 @@ export class EgressProxy {
     const host = url.hostname;
     const port = url.port === '' ? 80 : Number(url.port);
     const base = { method: req.method ?? '', host, port };
-    // The Host header must name what the URL names: a server must not be told another name.
-    const hostHeader = (req.headers.host ?? '').toLowerCase();
-    const { decision, address } =
-      hostHeader !== '' && hostHeader !== url.host.toLowerCase()
-        ? {
-            decision: {
-              allowed: false as const,
-              rule: 'host-header',
-              reason: `Host ${hostHeader} differs from the URL's ${url.host}`,
-            },
-            address: undefined,
-          }
-        : await this.admit(host, port);
+    // Every request of a kept-alive connection is judged on its own: the name in its URI,
+    // and a Host header (one at most) that names the same.
+    const byName = decideName(this.options.policy, host, port);
+    const headerProblem = byName.allowed ? this.hostHeaderProblem(req, url, port) : undefined;
+    const { decision, address } = headerProblem
+      ? {
+          decision: { allowed: false as const, rule: 'host-header', reason: headerProblem },
+          address: undefined,
+        }
+      : await this.admitAddress(host, byName);
     if (!decision.allowed || !address) {
       const reason = decision.allowed ? 'no address' : decision.reason;
       this.record({ ...base, allowed: false, rule: decision.rule, reason, bytesOut: 0, bytesIn: 0 });
@@ -282,8 +418,11 @@ export class EgressProxy {
       return;
     }
     const headers = { ...req.headers };
-    for (const name of ['proxy-connection', 'proxy-authorization', 'connection', 'keep-alive'])
-      delete headers[name];
+    const listed = String(req.headers.connection ?? '')
+      .split(',')
+      .map((token) => token.trim().toLowerCase())
+      .filter((token) => token !== '' && !['host', 'content-length', 'transfer-encoding'].includes(token));
+    for (const header of [...HOP_BY_HOP, ...listed]) delete headers[header];
     let bytesOut = 0;
     let bytesIn = 0;
     const upstream = httpRequest({
@@ -293,6 +432,8 @@ export class EgressProxy {
       path: `${url.pathname}${url.search}`,
       headers: { ...headers, host: url.host },
       setHost: false,
+      agent: this.agentFor(comparableName(host)!, port),
+      lookup: pinned(address),
     });
     upstream.setTimeout(this.options.idleMs ?? 120_000, () => upstream.destroy(new Error('timed out')));
     const done = once((error?: Error) => {
@@ -379,11 +520,6 @@ export function queryName(message: Buffer): string | undefined {
     offset += 1 + length;
   }
   return undefined;
-}
-
-function denial(reason: string): string {
-  const body = `sandbox-harness egress denied: ${reason}\n`;
-  return `HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nX-Sandbox-Harness-Egress: denied\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
 }
 
 function once<A extends unknown[]>(fn: (...args: A) => void): (...args: A) => void {

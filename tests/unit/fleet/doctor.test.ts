@@ -4,7 +4,7 @@ import {
   formatFleetDoctor,
   type FleetDoctorResult,
 } from '../../../src/cli/commands/doctor.js';
-import type { CliContext } from '../../../src/cli/context.js';
+import type { CliContext } from '../../../src/cli/cli-context.js';
 import { UsageError } from '../../../src/errors.js';
 import { parseDf } from '../../../src/sandbox/docker/doctor.js';
 
