@@ -33,7 +33,9 @@ export type ScriptStep =
   | ({ reply: ScriptedReply } & StepTiming)
   | ({ error: { status: number; retryAfter?: string; message?: string } } & StepTiming)
   /** Sent as the 200 body exactly as given, whatever the API. */
-  | ({ raw: unknown } & StepTiming);
+  | ({ raw: unknown } & StepTiming)
+  /** Sent as the 200 body's text exactly as given (JSON that JSON.stringify cannot make, such as 1e400). */
+  | ({ text: string } & StepTiming);
 
 export type WireApi = 'anthropic' | 'openai' | 'openai-responses' | 'anthropic-count-tokens' | 'unknown';
 
@@ -509,6 +511,13 @@ export async function startFakeModelServer(script: readonly ScriptStep[]): Promi
         );
       }
       if ('raw' in step) return sendJson(response, 200, step.raw);
+      if ('text' in step) {
+        response.writeHead(200, {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(step.text),
+        });
+        return void response.end(step.text);
+      }
       const asked = (typeof body === 'object' && body !== null ? body : {}) as {
         stream?: unknown;
         stream_options?: { include_usage?: unknown };

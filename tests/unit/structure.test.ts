@@ -176,3 +176,56 @@ describe('plain-text tables are laid out in src/format.ts only', () => {
     ).toBe(false);
   });
 });
+
+describe('git is started on the host by src/host-git/ only', () => {
+  // Host git reads no configuration of a repo or the user only because src/host-git/ builds
+  // its environment and settings; git started anywhere else would obey both. Two shapes of a
+  // start: a file that imports child_process and names git at all, and any call whose first
+  // argument is the git binary (a generic runner elsewhere would start it just the same).
+  const childProcess =
+    /from\s+'(?:node:)?child_process'|import\(\s*'(?:node:)?child_process'\s*\)|require\(\s*'(?:node:)?child_process'\s*\)/;
+  const namesGit = /['"`](?:[\w./-]*\/)?git['"`]/;
+  const gitAsCommand = /\(\s*['"`](?:[\w./-]*\/)?git['"`]\s*,/;
+  const startsGit = (code: string) =>
+    (childProcess.test(code) && namesGit.test(code)) || gitAsCommand.test(code);
+  const outside = (file: string) => !file.startsWith('src/host-git/');
+
+  it('no other file in src/ starts git', async () => {
+    const hits = [...(await filesMatching(gitAsCommand)), ...(await filesMatching(childProcess))];
+    const starting: string[] = [];
+    for (const file of new Set(hits)) {
+      const code = (await readFile(path.join(ROOT, file), 'utf8')).replace(
+        /\/\*[\s\S]*?\*\/|^\s*\/\/.*$/gm,
+        '',
+      );
+      if (outside(file) && startsGit(code)) starting.push(file);
+    }
+    expect(starting).toEqual([]);
+  });
+
+  it('the check sees host-git itself start git (so the test above can fail)', async () => {
+    expect((await filesMatching(childProcess)).filter((f) => !outside(f))).not.toEqual([]);
+    const code = (await readFile(path.join(ROOT, 'src/host-git/run.ts'), 'utf8')).replace(
+      /\/\*[\s\S]*?\*\/|^\s*\/\/.*$/gm,
+      '',
+    );
+    expect(startsGit(code)).toBe(true);
+  });
+
+  // Planted samples: what the check must catch, and what it must leave alone.
+  it.each([
+    ["import { spawn } from 'node:child_process';\nspawn('git', ['archive', commit]);", true],
+    ["import { execFile } from 'child_process';\nexecFile('git', ['ls-files'], cb);", true],
+    [
+      "import { execFileSync } from 'node:child_process';\nconst bin = 'git';\nexecFileSync(bin, args);",
+      true,
+    ],
+    ["const { spawn } = await import('node:child_process');\nspawn(\"/usr/bin/git\", ['status']);", true],
+    ["await runStreaming('git', ['fetch'], { onLine });", true],
+    ["import { spawn } from 'node:child_process';\nspawn('tar', ['-x']);", false],
+    ["packages: ['nodejs', 'npm', 'git', 'ca-certificates'],", false],
+    ["if (path === '.git' || path.startsWith('.git/')) return 'git';", false],
+  ])('the check reads %s as starting git: %s', (code, expected) => {
+    expect(startsGit(code)).toBe(expected);
+  });
+});
