@@ -49,7 +49,7 @@ import type { Ending, FixDeps, FixOptions, FixResult, Prepared, Run } from './ty
 import type { RepoImage } from '../image-context/request.js';
 import { catalogImageOptions } from './deps.js';
 import { applyVerified } from './apply.js';
-import { heldOutPaths, pristineFromHost, readAgentsMd } from './repo.js';
+import { heldOutPaths, pristineFromHost, readAgentsMd } from './repo-reads.js';
 import { prepare } from './prepare.js';
 import { loadLibrary } from './read-library.js';
 import { continuationFeedback } from './continue.js';
