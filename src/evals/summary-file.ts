@@ -6,7 +6,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
-import { parseYamlWithSchema } from '../catalog/yaml-validate.js';
+import { parseYamlWithSchema } from '../yaml-validate.js';
 import { ConfigError } from '../errors.js';
 import { countSchema } from '../numbers.js';
 

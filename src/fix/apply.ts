@@ -41,8 +41,8 @@ import {
   type StoredRun,
 } from '../runs/record.js';
 import { applyRunEvent, type RunEvent } from '../runs/journal.js';
-import { catalogAllowlist } from './allowlist.js';
-import type { Ending, Run } from './context.js';
+import { catalogAllowlist } from './catalog-allowlist.js';
+import type { Ending, Run } from './types.js';
 import type { RepoImage } from '../image-context/request.js';
 
 const SEAL_MAX_BYTES = 64 * 1024;

@@ -12,7 +12,7 @@
  * A command's non-zero exit is data (`ExecResult.exitCode`), never an error.
  */
 import type { Writable } from 'node:stream';
-import type { EgressPolicy } from './egress/policy.js';
+import type { EgressPolicy } from '../egress-policy.js';
 import type { EgressLogEntry } from './egress/proxy.js';
 import type { RepoImage, RepoImageRequest } from '../image-context/request.js';
 

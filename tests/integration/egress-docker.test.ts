@@ -24,7 +24,7 @@ import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
 import { BUILD_NETWORK_LABEL, buildRepoImage } from '../../src/sandbox/docker/images.js';
-import type { EgressPolicy } from '../../src/sandbox/egress/policy.js';
+import type { EgressPolicy } from '../../src/egress-policy.js';
 import { EgressProxy, type EgressLogEntry } from '../../src/sandbox/egress/proxy.js';
 import { canonicalAddress, listedHostAddress } from '../../src/sandbox/egress/addresses.js';
 import type { Sandbox } from '../../src/sandbox/types.js';

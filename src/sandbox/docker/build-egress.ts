@@ -12,7 +12,7 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
-import type { EgressPolicy } from '../egress/policy.js';
+import type { EgressPolicy } from '../../egress-policy.js';
 import type { EgressLogEntry } from '../egress/proxy.js';
 import { egressProblem, EgressUnsupported, openEgress } from './egress.js';
 import type { DockerEngine } from './engine.js';

@@ -15,7 +15,7 @@ import {
   openHole,
   type FirewallHole,
 } from '../egress/firewall.js';
-import type { EgressPolicy } from '../egress/policy.js';
+import type { EgressPolicy } from '../../egress-policy.js';
 import { EgressProxy, type EgressLogEntry } from '../egress/proxy.js';
 import { openPacketLog, type PacketLog } from '../egress/packet-log.js';
 import { NetworkConflict, type DockerEngine } from './engine.js';

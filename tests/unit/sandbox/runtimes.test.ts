@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { mergeDaemonRuntime, RUNSC_ENTRY, validRuntimeName } from '../../../src/sandbox/docker/runtimes.js';
-import { sandboxSchema } from '../../../src/catalog/schema.js';
+import { sandboxSchema } from '../../../src/catalog/sandbox-schema.js';
 
 describe('daemon.json runtime registration', () => {
   it('adds runsc with --network=none to a missing or empty file', () => {

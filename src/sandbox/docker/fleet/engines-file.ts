@@ -21,7 +21,7 @@ import { homedir } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError, HarnessError, UsageError } from '../../../errors.js';
-import { problemsError, validateYaml, type ValidationProblem } from '../../../catalog/yaml-validate.js';
+import { problemsError, validateYaml, type ValidationProblem } from '../../../yaml-validate.js';
 import {
   describeEndpoint,
   endpointKey,

@@ -2,6 +2,10 @@
  * Which destinations a sandbox with egress may reach: a pure function of the policy, the
  * name asked for, its port and the addresses the proxy resolved it to. Nothing here trusts
  * the sandbox: names are the proxy's view, addresses are the proxy's own resolution.
+ *
+ * Neutral, at the bottom of the house (data and pure functions, no engine): the catalog
+ * checks its host patterns with it, an image request carries it for the build phase, and
+ * the egress proxy in `sandbox/egress/` applies it.
  */
 import { BlockList, isIP } from 'node:net';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { describeValue, formatPath, parseYamlWithSchema } from '../../../src/catalog/yaml-validate.js';
-import { ConfigError } from '../../../src/errors.js';
+import { describeValue, formatPath, parseYamlWithSchema } from '../../src/yaml-validate.js';
+import { ConfigError } from '../../src/errors.js';
 
 const schema = z.strictObject({
   name: z.string(),

@@ -21,7 +21,7 @@ import type { RunDir, RunRecord } from '../runs/record.js';
 import type { RepoImage, RepoImageRequest } from '../image-context/request.js';
 import type { RunJournal } from '../runs/journal.js';
 import type { KeepPolicy, SandboxBackend } from '../sandbox/types.js';
-import type { BaselineCache } from './baseline.js';
+import type { BaselineCache } from './baseline-cache.js';
 import type { ProgressSink } from './progress.js';
 import type { SandboxPool } from './sandboxes.js';
 

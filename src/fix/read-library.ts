@@ -7,7 +7,7 @@
  */
 import picomatch from 'picomatch';
 import { posix } from 'node:path';
-import type { PristineSource } from '../changes/change-set.js';
+import type { PristineSource } from '../changes/pristine.js';
 import { sha256 } from '../changes/hash.js';
 import {
   docTitle,

@@ -2,7 +2,7 @@
 import picomatch from 'picomatch';
 import { readRepoFileNoFollow } from '../changes/host-read.js';
 import { readRepoFile } from '../repo-files.js';
-import type { PristineSource } from '../changes/change-set.js';
+import type { PristineSource } from '../changes/pristine.js';
 import type { WorkspaceTree } from '../sandbox/types.js';
 
 /**

@@ -14,7 +14,8 @@ import { literalGlob } from '../../changes/allowlist.js';
 import { ConfigError } from '../../errors.js';
 import { shellJoin } from '../../sandbox/shell.js';
 import type { Suite, SuiteTask } from '../suite.js';
-import { sha256, type Instance, type InstanceSuite, type RepoSpec } from './instances.js';
+import { sha256 } from '../../changes/hash.js';
+import type { Instance, InstanceSuite, RepoSpec } from './instances.js';
 import { applyPatch, findLocalRepo, makeWorkingCopy, patchPaths, readPatchedFile } from './working-copy.js';
 import type { Quarantine } from './quarantine.js';
 

@@ -3,7 +3,7 @@
  * (generated from each tool's zod input). `npm run schema` writes it; a test checks it.
  */
 import { referenceTable, schemaRows } from '../../catalog/reference.js';
-import { createDefaultToolRegistry } from './registry.js';
+import { createDefaultToolRegistry } from './tool-registry.js';
 
 export function toolsReferenceMarkdown(): string {
   // `delegate` too: it is offered when the catalog sets agent.delegate.

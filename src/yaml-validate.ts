@@ -7,6 +7,9 @@
  * the "expected …" clause (the formatter appends ", got …"), except for `custom` issues
  * (refinements), whose message is complete and printed as is; refinements often look at
  * secrets, which must never be echoed back.
+ *
+ * Neutral, at the bottom of the house: catalogs, tickets, suites, instance and Harbor suites,
+ * backlogs, engines files and `--compare` summaries are all read through it.
  */
 import {
   isMap,
@@ -18,7 +21,7 @@ import {
   type Node as YamlNode,
 } from 'yaml';
 import type { z } from 'zod';
-import { ConfigError } from '../errors.js';
+import { ConfigError } from './errors.js';
 
 export interface ValidationProblem {
   file: string;

@@ -93,7 +93,7 @@ export function block(label: string, body: string, options: BlockOptions = {}): 
   return html`<details class="block${large ? ' large' : ''}"${open ? html` open` : ''}><summary>${text(label)} <span class="size">${size}</span></summary><pre class="out${kind}">${options.html ?? markCuts(body)}</pre></details>`;
 }
 
-// What the harness writes where it cut output (agent/tools/output.ts, the sandbox's output
+// What the harness writes where it cut output (agent/tools/result-text.ts, the sandbox's output
 // cap) and where the viewer itself left out the middle of a large file.
 const CUT_MARK =
   /\[\.\.\. [^\]\n]{0,200}? cut here[^\]\n]{0,200}?\.\.\.\]|^truncated: yes[^\n]*$|^\[viewer: [^\]\n]*\]$/gm;

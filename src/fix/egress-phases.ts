@@ -4,12 +4,7 @@
  * depends on the network is not a verdict about the change). Review sandboxes never do.
  */
 import type { EgressConfig } from '../catalog/schema.js';
-import {
-  DEFAULT_PORTS,
-  parseHostPattern,
-  type EgressPolicy,
-  type HostRule,
-} from '../sandbox/egress/policy.js';
+import { DEFAULT_PORTS, parseHostPattern, type EgressPolicy, type HostRule } from '../egress-policy.js';
 
 export type EgressPhase = EgressConfig['phases'][number];
 
