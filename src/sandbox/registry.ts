@@ -110,7 +110,7 @@ export async function connectEngine(spec: Pick<EngineSpec, 'name' | 'endpoint'>)
 
 /** Where an engine of a spec is, for messages; no secrets. */
 export async function describeEngine(spec: Pick<EngineSpec, 'endpoint'>): Promise<string> {
-  return (await import('./docker/endpoint.js')).describeEndpoint(spec.endpoint);
+  return (await import('./docker/engine/endpoint.js')).describeEndpoint(spec.endpoint);
 }
 
 /**
@@ -123,7 +123,7 @@ export async function dockerOnly() {
     import('./docker/images.js'),
     import('./docker/gvisor-setup.js'),
     import('./docker/doctor.js'),
-    import('./docker/engine.js'),
+    import('./docker/engine/index.js'),
   ]);
   return {
     ensureBaseImage: images.ensureBaseImage,

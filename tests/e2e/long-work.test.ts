@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import type { ExampleCopy } from '../../src/demo.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
 import { ROOT, runCli } from '../helpers/cli.js';
 import { exampleCopy, removeExampleCopies } from '../helpers/example.js';

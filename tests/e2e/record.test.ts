@@ -11,7 +11,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { exampleCopy, liveFixArgs, removeExampleCopies } from '../helpers/example.js';
 import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { startFakeModelServer, type FakeModelServer } from '../fake-model-server/server.js';
 import { runCli } from '../helpers/cli.js';
 import { canaryEnv, expectNoCanary, expectNoCanaryIn } from '../helpers/canary.js';

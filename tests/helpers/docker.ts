@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import { dockerEngine, IDLE_CONTAINER_LIMITS } from '../../src/sandbox/docker/engine.js';
+import { dockerEngine, IDLE_CONTAINER_LIMITS } from '../../src/sandbox/docker/engine/index.js';
 import {
   buildRepoImage,
   ensureBaseImage,
@@ -65,7 +65,7 @@ export class ScratchRepos {
   }
 
   async cleanUp(): Promise<void> {
-    for (const ref of [...this.tags, ...this.ids]) await dockerEngine().removeImage(ref);
+    for (const ref of [...this.tags, ...this.ids]) await dockerEngine().images.remove(ref);
     if (this.dir) await rm(this.dir, { recursive: true, force: true });
   }
 
@@ -102,7 +102,7 @@ export async function inImage(image: string, script: string): Promise<string> {
  */
 export async function foreignContainer(image: string, options: { start: boolean }): Promise<string> {
   const engine = dockerEngine();
-  const id = await engine.createContainer({
+  const id = await engine.containers.create({
     image,
     entrypoint: ['sleep'],
     cmd: ['infinity'],
@@ -112,6 +112,6 @@ export async function foreignContainer(image: string, options: { start: boolean 
     labels: { purpose: 'someone else' },
     ...IDLE_CONTAINER_LIMITS,
   });
-  if (options.start) await engine.startContainer(id);
+  if (options.start) await engine.containers.start(id);
   return id;
 }

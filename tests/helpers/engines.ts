@@ -20,8 +20,12 @@ import { chmod, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { shipImages } from '../../src/sandbox/docker/fleet/images.js';
-import { readTlsFiles, type EngineEndpoint, type TlsMaterial } from '../../src/sandbox/docker/endpoint.js';
-import { dockerEngine, DockerEngine } from '../../src/sandbox/docker/engine.js';
+import {
+  readTlsFiles,
+  type EngineEndpoint,
+  type TlsMaterial,
+} from '../../src/sandbox/docker/engine/endpoint.js';
+import { dockerEngine, DockerEngine } from '../../src/sandbox/docker/engine/index.js';
 
 const run = promisify(execFile);
 

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { dockerBackend } from '../../src/sandbox/docker/index.js';
 import { DockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { buildRepoImage, ensureBaseImage, type BuiltRepoImage } from '../../src/sandbox/docker/images.js';
 import { createAllowlist } from '../../src/changes/allowlist.js';
 import { collectChangeSet, gateChangeSet, type PristineSource } from '../../src/changes/change-set.js';

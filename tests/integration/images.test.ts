@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ImageError } from '../../src/errors.js';
 import { doctorExitCode } from '../../src/cli/commands/doctor.js';
 import { runDoctor } from '../../src/sandbox/docker/doctor.js';
-import { DockerEngine } from '../../src/sandbox/docker/engine.js';
+import { DockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { buildRepoImage, ensureBaseImage } from '../../src/sandbox/docker/images.js';
 import { inImage, ScratchRepos } from '../helpers/docker.js';
 import { until } from '../helpers/poll.js';

@@ -10,7 +10,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { BASE_IMAGES, ensureBaseImage } from '../../src/sandbox/docker/images.js';
 import { cleanEnv, runCli } from '../helpers/cli.js';
 
@@ -29,7 +29,7 @@ describe('the Python base image (real Docker)', { timeout: 300_000 }, () => {
   afterAll(async () => {
     for (const image of images)
       await dockerEngine()
-        .removeImage(image)
+        .images.remove(image)
         .catch(() => undefined);
     if (scratch) await rm(scratch, { recursive: true, force: true });
   });

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exitCodeForError } from '../../src/cli/exit-codes.js';
 import { inspectCommand, rerunTestsCommand, shellCommand } from '../../src/cli/commands/runs.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { memoryRun, type MemoryRun } from '../helpers/memory-run.js';
 import { capturedContext } from '../helpers/cli.js';
 import { text } from '../unit/agent/helpers.js';

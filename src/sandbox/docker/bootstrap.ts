@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { ImageError, Interrupted } from '../../errors.js';
-import type { DockerEngine } from './engine.js';
+import type { DockerEngine } from './engine/index.js';
 import { LABEL } from './labels.js';
 import { cacheDir } from '../../image-context/cache-dir.js';
 
@@ -219,7 +219,7 @@ export async function bootstrapRootfs(
       );
     }
     both(`importing ${tarPath} as ${ref}`);
-    await engine.importImage(createReadStream(tarPath), spec.repo, spec.tag, [
+    await engine.images.import(createReadStream(tarPath), spec.repo, spec.tag, [
       ...IMPORT_CHANGES,
       `LABEL ${LABEL.marker}=1 ${LABEL.kind}=rootfs sandbox-harness.base=${spec.purpose} sandbox-harness.suite=${spec.suite}`,
     ]);

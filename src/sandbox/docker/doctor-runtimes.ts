@@ -9,7 +9,7 @@ import { formatDuration } from '../../format.js';
 import { BoundedBuffer } from '../posix/sinks.js';
 import { DEFAULT_RESOURCES, SANDBOX_GID, SANDBOX_UID, WORKSPACE } from '../types.js';
 import type { DoctorCheck } from './doctor.js';
-import type { DockerEngine, EngineInfo } from './engine.js';
+import type { DockerEngine, EngineInfo } from './engine/index.js';
 import { containerLabels } from './labels.js';
 import {
   GVISOR_HOWTO,
@@ -33,7 +33,7 @@ export async function probeRuntime(
   const started = Date.now();
   try {
     const processes = processLimits(DEFAULT_RESOURCES.pids, isGvisor(info, runtime));
-    id = await engine.createContainer({
+    id = await engine.containers.create({
       name: `sandbox-harness-doctor-${randomBytes(4).toString('hex')}`,
       image,
       entrypoint: ['sleep'],
@@ -52,9 +52,9 @@ export async function probeRuntime(
       // Podman takes no runtime per container: its probe is of the service's own.
       ...(info.product === 'docker' ? { runtime } : {}),
     });
-    await engine.startContainer(id);
+    await engine.containers.start(id);
     const out = new BoundedBuffer(4096);
-    const running = await engine.startExec(id, {
+    const running = await engine.exec.start(id, {
       cmd: ['sh', '-c', RUNTIME_PROBE_SCRIPT],
       user: `${SANDBOX_UID}:${SANDBOX_GID}`,
       workingDir: WORKSPACE,
@@ -79,7 +79,7 @@ export async function probeRuntime(
       notes: [`a hardened sandbox did not run: ${errorMessage(error).split('\n')[0]}`],
     };
   } finally {
-    if (id) await engine.removeContainer(id).catch(() => undefined);
+    if (id) await engine.containers.remove(id).catch(() => undefined);
   }
 }
 

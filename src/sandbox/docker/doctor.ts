@@ -19,7 +19,7 @@ import {
 
 export type { DoctorCheck, DoctorReport, EngineFacts } from '../types.js';
 import { findOnPath, isDebianRoot } from './bootstrap.js';
-import { dockerEngine, StorageQuotaUnsupported, type DockerEngine, type EngineInfo } from './engine.js';
+import { dockerEngine, StorageQuotaUnsupported, type DockerEngine, type EngineInfo } from './engine/index.js';
 import { BASE_IMAGES, baseImageStatus, DEFAULT_BASE_IMAGE } from './images.js';
 import { containerLabels } from './labels.js';
 import { BoundedBuffer } from '../posix/sinks.js';
@@ -211,22 +211,22 @@ async function containerCheck(
   const started = Date.now();
   let id: string | undefined;
   try {
-    id = await engine.createContainer({
+    id = await engine.containers.create({
       image,
       entrypoint: ['sleep'],
       cmd: ['60'],
       ...probeContainer(),
       env: ['LANG=C.UTF-8'],
     });
-    await engine.startContainer(id);
-    const state = await engine.inspectContainer(id);
+    await engine.containers.start(id);
+    const state = await engine.containers.inspect(id);
     if (!state?.running) throw new Error(`the container did not start (${state?.status ?? 'gone'})`);
     const network = String(state.hostConfig.NetworkMode ?? '');
     if (network !== 'none') throw new Error(`the container got network mode "${network}", not "none"`);
     // Its logs are off like every sandbox's, so the command runs as an exec, as tool calls do.
     // df is a hint about free disk, never a reason for the check to fail.
     const out = new BoundedBuffer(4096);
-    const running = await engine.startExec(id, {
+    const running = await engine.exec.start(id, {
       cmd: ['sh', '-c', 'df -Pk / 2>/dev/null; true'],
       user: `${SANDBOX_UID}:${SANDBOX_GID}`,
       workingDir: WORKSPACE,
@@ -270,7 +270,7 @@ async function containerCheck(
       },
     };
   } finally {
-    if (id) await engine.removeContainer(id).catch(() => undefined);
+    if (id) await engine.containers.remove(id).catch(() => undefined);
   }
 }
 
@@ -311,7 +311,7 @@ function diskCheck(facts: EngineFacts): DoctorCheck {
 async function diskBudgetCheck(engine: DockerEngine, image: string, driver: string): Promise<DoctorCheck> {
   let id: string | undefined;
   try {
-    id = await engine.createContainer({
+    id = await engine.containers.create({
       image,
       entrypoint: ['true'],
       cmd: [],
@@ -340,7 +340,7 @@ async function diskBudgetCheck(engine: DockerEngine, image: string, driver: stri
       fix: 'Run `sandbox-harness doctor` again; if it persists, read the engine log.',
     };
   } finally {
-    if (id) await engine.removeContainer(id).catch(() => undefined);
+    if (id) await engine.containers.remove(id).catch(() => undefined);
   }
 }
 
@@ -400,7 +400,7 @@ export async function runDoctor(options: DoctorOptions = {}): Promise<DoctorRepo
     dockerRootDir: info.dockerRootDir,
   };
   known.facts = facts;
-  const usage = await engine.diskUsage().catch(() => undefined);
+  const usage = await engine.storageUsage().catch(() => undefined);
   if (usage) facts.usage = usage;
 
   const bases = await baseImageStatus(engine);

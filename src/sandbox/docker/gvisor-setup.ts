@@ -10,7 +10,7 @@ import { access, readFile, rename, writeFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { ConfigError, SandboxUnavailable } from '../../errors.js';
 import { isDebianRoot } from './bootstrap.js';
-import type { DockerEngine } from './engine.js';
+import type { DockerEngine } from './engine/index.js';
 import { probeRuntime } from './doctor-runtimes.js';
 import { GVISOR_HOWTO, mergeDaemonRuntime, RUNSC_ENTRY, type RuntimeProbe } from './runtimes.js';
 

@@ -12,7 +12,7 @@ import { scanBuildContext, type BuildContext } from '../../image-context/build-c
 import { argDefault, daemonFetches, finalBaseImage } from '../../image-context/dockerfile.js';
 import { readRepoFile } from '../../repo-files.js';
 import { formatDuration } from '../../format.js';
-import { dockerEngine, statusOf, type DockerEngine } from './engine.js';
+import { dockerEngine, statusOf, type DockerEngine } from './engine/index.js';
 import { LABEL } from './labels.js';
 import { BASE_IMAGES, DEFAULT_BASE_IMAGE, type BaseImageSpec, type BaseKind } from './base-images.js';
 import { packageRoot } from '../../package-root.js';
@@ -95,7 +95,7 @@ async function runBuild(
   const { stream, done } = context.createTar();
   let imageId: string;
   try {
-    imageId = await engine.buildImage(stream, {
+    imageId = await engine.images.build(stream, {
       tag: options.tag,
       dockerfile: context.dockerfileInContext,
       buildArgs: options.buildArgs,
@@ -159,7 +159,7 @@ async function runBuild(
     (e: unknown) => e,
   );
   if (tarError) {
-    await engine.removeImage(imageId).catch(() => undefined);
+    await engine.images.remove(imageId).catch(() => undefined);
     throw tarError;
   }
   return imageId;
@@ -219,13 +219,13 @@ async function ensureBaseImageOnce(
   const spec = BASE_IMAGES[kind];
   const say = options.onLine ?? (() => undefined);
   if (!options.force) {
-    const existing = await engine.inspectImage(spec.tag);
+    const existing = await engine.images.inspect(spec.tag);
     if (existing) return { kind, tag: spec.tag, imageId: existing.id, source: 'existing' };
   }
   return withFileLock(`base-${kind}`, say, async () => {
     // Another process may have built it while we waited for the lock.
     if (!options.force) {
-      const existing = await engine.inspectImage(spec.tag);
+      const existing = await engine.images.inspect(spec.tag);
       if (existing) return { kind, tag: spec.tag, imageId: existing.id, source: 'existing' as const };
     }
     const log = new LogFile(join(await logsDir(), `base-${kind}-${timestampForFile()}.log`));
@@ -354,7 +354,7 @@ async function pullWithIdleTimeout(
   aborted.catch(() => undefined);
   try {
     await Promise.race([
-      engine.pullImage(
+      engine.images.pull(
         ref,
         (line) => {
           bump();
@@ -540,7 +540,7 @@ async function buildOrReuse(
     warnings: context.warnings,
   };
   if (!options.rebuild) {
-    const existing = await engine.inspectImage(options.tag);
+    const existing = await engine.images.inspect(options.tag);
     if (existing && existing.labels[CONTENT_HASH_LABEL] === context.contentHash) {
       return { ...common, imageId: existing.id, reused: true };
     }
@@ -694,7 +694,7 @@ async function assertNothingToFetch(
         { hint: `Bring the file with the repo and COPY it, ${optIn}.` },
       );
     }
-    if (!(await engine.inspectImage(fetch.ref))) {
+    if (!(await engine.images.inspect(fetch.ref))) {
       throw new BuildRefused(
         `${where}\n  the image ${fetch.ref} is not on this engine, so the daemon would pull it over the host's network, and this build has no network`,
         {
@@ -732,7 +732,7 @@ async function ensureDeclaredBase(
   const ref = declared.value;
   const ours = Object.values(BASE_IMAGES).some((b) => b.tag === ref);
   if (ours || network) return ensureBase(engine, ref, onLine);
-  const existing = await engine.inspectImage(ref);
+  const existing = await engine.images.inspect(ref);
   if (existing) return existing.id;
   throw new BuildRefused(
     `${dockerfile}:${declared.line}: the recipe's base image ${ref} (its ARG BASE_IMAGE default) is not on this engine${engine.where ? ` (${engine.where})` : ''}, and image builds have no network to pull it`,
@@ -749,12 +749,12 @@ async function ensureBase(
   ref: string,
   onLine?: (line: string) => void,
 ): Promise<string> {
-  const existing = await engine.inspectImage(ref);
+  const existing = await engine.images.inspect(ref);
   if (existing) return existing.id;
   const ours = Object.values(BASE_IMAGES).find((b) => b.tag === ref);
   if (ours) return (await ensureBaseImage(ours.kind, { onLine, engine })).imageId;
   const reason = await pullWithIdleTimeout(engine, ref, onLine, 30_000, undefined);
-  const pulled = reason === undefined ? await engine.inspectImage(ref) : undefined;
+  const pulled = reason === undefined ? await engine.images.inspect(ref) : undefined;
   if (pulled) return pulled.id;
   throw new ImageError(
     `base image ${ref} does not exist here and cannot be pulled${reason ? ` (${reason})` : ''}`,
@@ -777,7 +777,7 @@ export interface HarnessImage {
 
 /** Every image this harness made (base, rootfs and repo images), newest first. */
 export async function listHarnessImages(engine: DockerEngine = dockerEngine()): Promise<HarnessImage[]> {
-  const images = await engine.listImages({ [LABEL.kind]: true });
+  const images = await engine.images.list({ [LABEL.kind]: true });
   return images
     .map((i) => ({
       id: i.id,
@@ -797,7 +797,7 @@ export async function baseImageStatus(
   const result: Array<{ kind: BaseKind; tag: string; present: boolean; imageId?: string; origin?: string }> =
     [];
   for (const spec of Object.values(BASE_IMAGES)) {
-    const image = await engine.inspectImage(spec.tag);
+    const image = await engine.images.inspect(spec.tag);
     result.push(
       image
         ? {

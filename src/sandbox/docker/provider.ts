@@ -5,12 +5,12 @@ import { formatBytes } from '../../format.js';
 import type { RepoImage, RepoImageRequest } from '../../image-context/request.js';
 import type { EngineHandle, SandboxProvider } from '../types.js';
 import { runDoctor, dockerEndpoint } from './doctor.js';
-import { describeEndpoint, type EngineEndpoint } from './endpoint.js';
+import { describeEndpoint, type EngineEndpoint } from './engine/endpoint.js';
 import { ensureBaseImageOn } from './fleet/images.js';
 import { collectGarbage } from './gc.js';
 import { scanBuildContext } from '../../image-context/build-context.js';
 import { DockerBackend, dockerBackend } from './docker-sandbox.js';
-import { dockerEngine, DockerEngine } from './engine.js';
+import { dockerEngine, DockerEngine } from './engine/index.js';
 import { buildRepoImage, resolveDockerfile } from './images.js';
 import { effectiveRuntime, requireRuntime } from './runtimes.js';
 
@@ -39,7 +39,7 @@ export async function checkFreeSpace(
 
 async function repoImage(engine: DockerEngine, request: RepoImageRequest): Promise<RepoImage> {
   if (request.prebuilt) {
-    const details = await engine.inspectImage(request.prebuilt);
+    const details = await engine.images.inspect(request.prebuilt);
     if (!details) {
       throw new ImageError(
         `the catalog's sandbox.image ${request.prebuilt} does not exist ${engine.where ? `on ${engine.where}` : 'locally'}`,
@@ -66,7 +66,7 @@ async function repoImage(engine: DockerEngine, request: RepoImageRequest): Promi
   }
   const { prebuilt: _prebuilt, ...recipe } = request;
   const built = await buildRepoImage({ ...recipe, engine });
-  const details = await engine.inspectImage(built.tag).catch(() => undefined);
+  const details = await engine.images.inspect(built.tag).catch(() => undefined);
   return { ...built, ...(details?.sizeBytes !== undefined ? { sizeBytes: details.sizeBytes } : {}) };
 }
 

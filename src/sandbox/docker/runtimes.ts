@@ -6,7 +6,7 @@
  * assumed from the name.
  */
 import { ConfigError } from '../../errors.js';
-import type { DockerEngine, EngineInfo } from './engine.js';
+import type { DockerEngine, EngineInfo } from './engine/index.js';
 
 /** The name runc has on every Docker engine; the default when neither catalog nor flag names one. */
 export const DEFAULT_RUNTIME = 'runc';

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { buildRepoImage } from '../../../src/sandbox/docker/images.js';
 import { EgressUnsupported } from '../../../src/sandbox/docker/egress.js';
-import type { DockerEngine } from '../../../src/sandbox/docker/engine.js';
+import type { DockerEngine } from '../../../src/sandbox/docker/engine/index.js';
 import type { EgressPolicy } from '../../../src/sandbox/egress/policy.js';
 import { rejection } from '../../helpers/rejection.js';
 

@@ -75,7 +75,7 @@ describe('repo image builds: network', () => {
 
   it("a failed no-network build's hint says how to opt in", async () => {
     const fake = fakeEngine();
-    fake.engine.buildImage = async (context: Readable) => {
+    fake.engine.images.build = async (context: Readable) => {
       for await (const _chunk of context) {
         // drain
       }

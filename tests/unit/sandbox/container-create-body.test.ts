@@ -7,7 +7,7 @@
 import { stringify } from 'node:querystring';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DockerBackend } from '../../../src/sandbox/docker/docker-sandbox.js';
-import { DockerEngine, IDLE_CONTAINER_LIMITS } from '../../../src/sandbox/docker/engine.js';
+import { DockerEngine, IDLE_CONTAINER_LIMITS } from '../../../src/sandbox/docker/engine/index.js';
 import { containerLabels } from '../../../src/sandbox/docker/labels.js';
 import { imageJson, json, startFakeEngine, type FakeEngineServer } from '../../helpers/fake-engine-server.js';
 
@@ -114,7 +114,7 @@ describe('the create request of each container the Docker backend makes', () => 
   });
 
   it('a container on an egress network', async () => {
-    await engine.createContainer({
+    await engine.containers.create({
       name: 'sandbox-harness-adhoc-sandbox-abcdef',
       image: 'repo:1',
       entrypoint: ['sleep'],
@@ -138,7 +138,7 @@ describe('the create request of each container the Docker backend makes', () => 
   });
 
   it('an idle container (the pristine tree, a probe)', async () => {
-    await engine.createContainer({
+    await engine.containers.create({
       name: 'sandbox-harness-adhoc-tree-abcdef',
       image: 'repo:1',
       entrypoint: ['true'],

@@ -3,7 +3,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { apiAtLeast, MIN_API, serverVersionCheck } from '../../../src/sandbox/docker/doctor.js';
-import type { EngineInfo } from '../../../src/sandbox/docker/engine.js';
+import type { EngineInfo } from '../../../src/sandbox/docker/engine/index.js';
 
 const info = (serverVersion: string, apiVersion: string): EngineInfo => ({
   serverVersion,

@@ -31,7 +31,7 @@ import {
   resolveContext,
   resolveEngineRef,
   type EngineEndpoint,
-} from '../endpoint.js';
+} from '../engine/endpoint.js';
 import { dockerEngineRef, type DockerEngineFields, type EngineRef } from './engine-ref.js';
 
 export type { EngineRef } from './engine-ref.js';

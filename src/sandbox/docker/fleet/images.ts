@@ -14,7 +14,7 @@ import { ImageError } from '../../../errors.js';
 import type { ImagePresence, PresenceMethod } from '../../types.js';
 
 export type { ImagePresence, PresenceMethod } from '../../types.js';
-import { dockerEngine, type DockerEngine } from '../engine.js';
+import { dockerEngine, type DockerEngine } from '../engine/index.js';
 import {
   BASE_IMAGES,
   buildRepoImage,
@@ -75,7 +75,7 @@ async function shipOnce(
   const started = Date.now();
   const expected = new Map<string, string>();
   for (const ref of refs) {
-    const image = await source.inspectImage(ref);
+    const image = await source.images.inspect(ref);
     if (!image)
       throw new ImageError(`cannot ship ${ref}: it is not on ${source.where ?? 'the local engine'}`);
     expected.set(ref, image.id);
@@ -92,17 +92,17 @@ async function shipOnce(
       done(null, chunk);
     },
   });
-  const tar = await source.saveImages(refs, options.signal ? { signal: options.signal } : {});
+  const tar = await source.images.save(refs, options.signal ? { signal: options.signal } : {});
   tar.on('error', (error) => counter.destroy(error));
   tar.pipe(counter);
   try {
-    await target.loadImages(counter, options.signal ? { signal: options.signal } : {});
+    await target.images.load(counter, options.signal ? { signal: options.signal } : {});
   } finally {
     tar.destroy();
     counter.destroy();
   }
   for (const [ref, id] of expected) {
-    const loaded = await target.inspectImage(ref);
+    const loaded = await target.images.inspect(ref);
     if (loaded?.id !== id) {
       throw new ImageError(
         `shipping ${ref} to ${target.where ?? 'the local engine'} failed: expected image ${id.slice(7, 19)} there, found ${loaded ? loaded.id.slice(7, 19) : 'nothing'}`,
@@ -143,7 +143,7 @@ export async function ensureBaseImageOn(
   const method = options.method ?? DEFAULT_PRESENCE.base;
   const onLine = options.onLine ?? (() => undefined);
   const signal = options.signal ? { signal: options.signal } : {};
-  const existing = await target.inspectImage(tag);
+  const existing = await target.images.inspect(tag);
   const done = (how: ImagePresence['how'], imageId: string, bytes?: number): ImagePresence => ({
     tag,
     imageId,
@@ -166,7 +166,7 @@ export async function ensureBaseImageOn(
   }
   const sourceId = ours
     ? (await ensureBaseImage(ours.kind, { engine: source, onLine, ...signal })).imageId
-    : (await source.inspectImage(tag))?.id;
+    : (await source.images.inspect(tag))?.id;
   if (!sourceId) {
     // Not one of ours and not here to ship: one the user put on that engine is theirs to vouch for.
     if (existing) return done('present', existing.id);
@@ -212,7 +212,7 @@ export async function ensureRepoImageOn(
     };
   }
   const image = await buildRepoImage({ ...repo, engine: options.source });
-  const existing = await target.inspectImage(image.tag);
+  const existing = await target.images.inspect(image.tag);
   if (existing && existing.labels[CONTENT_HASH_LABEL] === image.contentHash) {
     return {
       tag: image.tag,

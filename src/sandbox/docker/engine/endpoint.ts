@@ -15,7 +15,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { homedir, userInfo } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { z } from 'zod';
-import { ConfigError } from '../../errors.js';
+import { ConfigError } from '../../../errors.js';
 import { knownHostKeys, type KnownHostKey } from './known-hosts.js';
 
 export interface TlsMaterial {
