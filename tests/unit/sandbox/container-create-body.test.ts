@@ -5,14 +5,15 @@
  * hardening on the wire shows up here as a diff, whatever code it came from.
  */
 import { stringify } from 'node:querystring';
+import { format } from 'prettier';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DockerBackend } from '../../../src/sandbox/docker/docker-sandbox.js';
 import { DockerEngine, IDLE_CONTAINER_LIMITS } from '../../../src/sandbox/docker/engine/index.js';
 import { containerLabels } from '../../../src/sandbox/docker/labels.js';
 import { imageJson, json, startFakeEngine, type FakeEngineServer } from '../../helpers/fake-engine-server.js';
 
-/** Labels and names that change per process and per call, made constant. */
-function normalized(body: Buffer): string {
+/** Labels and names that change per process and per call made constant, laid out as the repo's JSON is. */
+async function normalized(body: Buffer): Promise<string> {
   const parsed = JSON.parse(body.toString('utf8')) as { name?: string; Labels?: Record<string, string> };
   if (parsed.name) parsed.name = parsed.name.replace(/-[0-9a-f]{6}$/, '-<random>');
   for (const key of [
@@ -23,7 +24,7 @@ function normalized(body: Buffer): string {
   ]) {
     if (parsed.Labels?.[key] !== undefined) parsed.Labels[key] = `<${key}>`;
   }
-  return `${JSON.stringify(parsed, null, 1)}\n`;
+  return format(JSON.stringify(parsed), { parser: 'json' });
 }
 
 /**
@@ -73,7 +74,7 @@ describe('the create request of each container the Docker backend makes', () => 
     await sandbox.dispose();
     const [create] = creates(server);
     expect(JSON.parse(create!.body.toString()).name).toMatch(/^sandbox-harness-run-1-attempt-1-[0-9a-f]{6}$/);
-    await expect(normalized(create!.body)).toMatchFileSnapshot('./__snapshots__/create-sandbox.json');
+    await expect(await normalized(create!.body)).toMatchFileSnapshot('./__snapshots__/create-sandbox.json');
   });
 
   it('a sandbox under gVisor on an engine without a disk quota (the create is tried again without one)', async () => {
@@ -108,7 +109,7 @@ describe('the create request of each container the Docker backend makes', () => 
     const [first, second] = creates(server);
     expect(first!.body.toString()).toContain('"StorageOpt"');
     expect(backend.diskBudgetMode()).toBe('watchdog');
-    await expect(normalized(second!.body)).toMatchFileSnapshot(
+    await expect(await normalized(second!.body)).toMatchFileSnapshot(
       './__snapshots__/create-sandbox-runsc-no-quota.json',
     );
   });
@@ -132,7 +133,7 @@ describe('the create request of each container the Docker backend makes', () => 
       diskBytes: 1024 ** 3,
       network: { name: 'sandbox-harness-adhoc-sandbox-abcdef-shbr0123456789ab', dns: ['10.213.0.1'] },
     });
-    await expect(normalized(creates(server)[0]!.body)).toMatchFileSnapshot(
+    await expect(await normalized(creates(server)[0]!.body)).toMatchFileSnapshot(
       './__snapshots__/create-egress.json',
     );
   });
@@ -149,7 +150,7 @@ describe('the create request of each container the Docker backend makes', () => 
       labels: containerLabels({ role: 'tree' }),
       ...IDLE_CONTAINER_LIMITS,
     });
-    await expect(normalized(creates(server)[0]!.body)).toMatchFileSnapshot(
+    await expect(await normalized(creates(server)[0]!.body)).toMatchFileSnapshot(
       './__snapshots__/create-idle.json',
     );
   });
