@@ -17,7 +17,7 @@
  * intermediate layers along). The repo methods alternate (build, ship, ship, build, ...);
  * the base image is built once (minutes, an order of magnitude above shipping) and shipped
  * in every repetition.
- * The defaults in `src/sandbox/docker/fleet/images.ts` (`DEFAULT_PRESENCE`) are compared with the winner.
+ * The defaults in `src/sandbox/docker/images/image-shipping.ts` (`DEFAULT_PRESENCE`) are compared with the winner.
  */
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -57,8 +57,8 @@ export async function benchFleet(o) {
   const [{ DockerEngine, dockerEngine }, { readTlsDir }, fleet, images] = await Promise.all([
     dist('sandbox/docker/engine/index.js'),
     dist('sandbox/docker/engine/endpoint.js'),
-    dist('sandbox/docker/fleet/images.js'),
-    dist('sandbox/docker/images.js'),
+    dist('sandbox/docker/images/image-shipping.js'),
+    dist('sandbox/docker/index.js'),
   ]);
   const local = dockerEngine();
   const baseTag = images.DEFAULT_BASE_IMAGE;

@@ -41,8 +41,8 @@ const dist = (p) => import(pathToFileURL(join(ROOT, 'dist', p)).href);
 export async function benchRuntimes(options) {
   const { DockerBackend } = await dist('sandbox/docker/docker-sandbox.js');
   const { DockerEngine, dockerEngine } = await dist('sandbox/docker/engine/index.js');
-  const { buildRepoImage, ensureBaseImage } = await dist('sandbox/docker/images.js');
-  const { shipImages } = await dist('sandbox/docker/fleet/images.js');
+  const { buildRepoImage, ensureBaseImage } = await dist('sandbox/docker/index.js');
+  const { shipImages } = await dist('sandbox/docker/images/image-shipping.js');
   const local = dockerEngine();
   await ensureBaseImage('node', { onLine: () => undefined });
   const example = await buildRepoImage({ repoDir: join(ROOT, 'examples', 'shipping-service', 'repo') });

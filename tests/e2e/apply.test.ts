@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import { prepareExampleCopy, type ExampleCopy } from '../../src/demo.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { runCli } from '../helpers/cli.js';
 
 let copy: ExampleCopy;

@@ -7,7 +7,7 @@ import { cp, readFile, readdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { ExampleCopy } from '../../src/demo.js';
 import { exampleCopy, removeExampleCopies } from '../helpers/example.js';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
 import { runCli, startCli, treeHash, ROOT } from '../helpers/cli.js';

@@ -8,7 +8,7 @@ import { readFile, writeFile, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ExampleCopy } from '../../src/demo.js';
 import { exampleCopy, removeExampleCopies } from '../helpers/example.js';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
 import { cleanEnv, runCli, startCli, treeHash, ROOT } from '../helpers/cli.js';

@@ -9,7 +9,8 @@ import { dirname, join } from 'node:path';
 import { prepareExampleCopy, type ExampleCopy } from '../../src/demo.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
-import { ensureBaseImage, DEFAULT_BASE_IMAGE } from '../../src/sandbox/docker/images.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
+import { DEFAULT_BASE_IMAGE } from '../../src/sandbox/docker/images/base-images.js';
 import { runCli, ROOT } from '../helpers/cli.js';
 import { foreignContainer } from '../helpers/docker.js';
 

@@ -10,7 +10,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import type { ExampleCopy } from '../../src/demo.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { ROOT, runCli } from '../helpers/cli.js';
 import { exampleCopy, removeExampleCopies } from '../helpers/example.js';
 import { inspectLogSchema } from '../helpers/inspect-schema.js';

@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { cleanEnv, runCli } from '../helpers/cli.js';
 import { writeGitProject } from '../helpers/project.js';
 

@@ -17,7 +17,7 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
 import type { AssistantContent } from '../../src/llm/types.js';
 import { startFakeModelServer, type FakeModelServer } from '../fake-model-server/server.js';

@@ -10,7 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { exampleCopy, liveFixArgs, removeExampleCopies } from '../helpers/example.js';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { startFakeModelServer, type FakeModelServer } from '../fake-model-server/server.js';
 import { runCli } from '../helpers/cli.js';

@@ -11,11 +11,8 @@ import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { dockerEngine, IDLE_CONTAINER_LIMITS } from '../../src/sandbox/docker/engine/index.js';
-import {
-  buildRepoImage,
-  ensureBaseImage,
-  type BuildRepoImageOptions,
-} from '../../src/sandbox/docker/images.js';
+import { buildRepoImage, type BuildRepoImageOptions } from '../../src/sandbox/docker/images/repo-image.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 
 const run = promisify(execFile);
 

@@ -19,7 +19,7 @@ import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { shipImages } from '../../src/sandbox/docker/fleet/images.js';
+import { shipImages } from '../../src/sandbox/docker/images/image-shipping.js';
 import {
   readTlsFiles,
   type EngineEndpoint,

@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { access, mkdir } from 'node:fs/promises';
 import { DockerEngine, dockerEngine } from '../../src/sandbox/docker/engine/index.js';
-import { shipImages } from '../../src/sandbox/docker/fleet/images.js';
+import { shipImages } from '../../src/sandbox/docker/images/image-shipping.js';
 
 export const PODMAN_SOCKET = process.env.SANDBOX_HARNESS_PODMAN_SOCKET ?? '/run/podman/podman.sock';
 const LOG = '/var/log/sandbox-harness-podman.log';

@@ -9,7 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildRepoImage, ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { buildRepoImage } from '../../src/sandbox/docker/images/repo-image.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { cleanEnv, runCli, ROOT } from '../helpers/cli.js';
 

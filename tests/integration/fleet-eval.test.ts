@@ -11,7 +11,7 @@ import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prepareExampleCopy } from '../../src/demo.js';
 import { dockerEngine, type DockerEngine } from '../../src/sandbox/docker/engine/index.js';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
 import { cleanEnv, ROOT, runCli, startCli } from '../helpers/cli.js';
 import { killEngine, restartEngine, startEngines, stopEngines, type TestEngine } from '../helpers/engines.js';

@@ -19,9 +19,11 @@ import {
   ensureImagesOn,
   ensureRepoImageOn,
   shipImages,
-} from '../../src/sandbox/docker/fleet/images.js';
+} from '../../src/sandbox/docker/images/image-shipping.js';
 import { DockerEngine, dockerEngine } from '../../src/sandbox/docker/engine/index.js';
-import { CONTENT_HASH_LABEL, DEFAULT_BASE_IMAGE, ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { CONTENT_HASH_LABEL } from '../../src/sandbox/docker/labels.js';
+import { DEFAULT_BASE_IMAGE } from '../../src/sandbox/docker/images/base-images.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { cleanEnv, runCli } from '../helpers/cli.js';
 import {
   ENGINES_ROOT,

@@ -11,7 +11,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
-import { BASE_IMAGES, ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { BASE_IMAGES } from '../../src/sandbox/docker/images/base-images.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { cleanEnv, runCli } from '../helpers/cli.js';
 
 const ENV = cleanEnv();

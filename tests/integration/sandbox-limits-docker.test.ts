@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
-import { buildRepoImage } from '../../src/sandbox/docker/images.js';
+import { buildRepoImage } from '../../src/sandbox/docker/images/repo-image.js';
 import { containerLabels } from '../../src/sandbox/docker/labels.js';
 import type { Sandbox } from '../../src/sandbox/types.js';
 import { fixtureImage, foreignContainer } from '../helpers/docker.js';

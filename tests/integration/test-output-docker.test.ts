@@ -19,7 +19,8 @@ import { sandboxProvider } from '../../src/sandbox/registry.js';
 import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
-import { buildRepoImage, ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { buildRepoImage } from '../../src/sandbox/docker/images/repo-image.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { requireDocker } from '../helpers/docker.js';
 import { scripted, text, toolUse, type Turn } from '../unit/agent/helpers.js';
 

@@ -14,7 +14,7 @@ import { fixDeps } from '../../src/fix/deps.js';
 import { sandboxProvider } from '../../src/sandbox/registry.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { FIXTURES, requireDocker } from '../helpers/docker.js';
 import { scripted, text, toolUse, type Turn } from '../unit/agent/helpers.js';
 

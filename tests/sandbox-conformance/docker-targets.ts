@@ -23,7 +23,7 @@ import {
   EngineExec,
 } from '../../src/sandbox/docker/engine/index.js';
 import { KEPT_NAME_PREFIX, LABEL, containerLabels } from '../../src/sandbox/docker/labels.js';
-import { reapOrphans } from '../../src/sandbox/docker/gc.js';
+import { reapOrphans } from '../../src/sandbox/docker/operator/collect-garbage.js';
 import { shellQuote } from '../../src/sandbox/shell.js';
 import type { Sandbox, SandboxBackend, SandboxSpec } from '../../src/sandbox/types.js';
 import { describeSandboxConformance } from './conformance.js';

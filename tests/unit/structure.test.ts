@@ -75,7 +75,7 @@ describe('the shape of the code', () => {
 
   it('the seam check sees a reach into the backend (so the test above can fail)', async () => {
     const targets = await importsOf(path.join(ROOT, 'src', 'sandbox', 'registry.ts'));
-    expect(targets).toContain('src/sandbox/docker/provider.js');
+    expect(targets).toContain('src/sandbox/docker/docker-provider.js');
     expect(targets).toContain('src/sandbox/docker/fleet/engines-file.js');
   });
 

@@ -46,10 +46,10 @@ import {
   type EngineInfo,
 } from './engine/index.js';
 import { isGvisor, processLimits } from './runtimes.js';
-import { KEPT_NAME_PREFIX, LABEL, containerLabels, containerName } from './labels.js';
-import { reapOrphans } from './gc.js';
+import { BUILT_FROM_LABEL, KEPT_NAME_PREFIX, LABEL, containerLabels, containerName } from './labels.js';
+import { reapOrphans } from './operator/collect-garbage.js';
 import { exportOverlay, layerMarker, scanOverlay, type OverlayLayers } from './upper-dir.js';
-import { egressProblem, openEgress, type EgressHandle } from './egress.js';
+import { egressProblem, openEgress, type EgressHandle } from './network/egress-network.js';
 import type { EgressLogEntry } from '../egress/proxy.js';
 
 const USER = `${SANDBOX_UID}:${SANDBOX_GID}`;
@@ -519,7 +519,7 @@ export class DockerBackend implements SandboxBackend {
           [LABEL.marker]: '1',
           [LABEL.kind]: 'repo',
           [GIT_IMAGE_LABEL]: hash,
-          'sandbox-harness.built-from': source.id,
+          [BUILT_FROM_LABEL]: source.id,
         },
       });
       return { state: 'created', image: tag, reused: false, durationMs: Date.now() - started };

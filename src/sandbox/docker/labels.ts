@@ -47,3 +47,12 @@ export function containerName(runId: string | undefined, role: string | undefine
   const safe = (s: string) => s.replace(/[^a-zA-Z0-9_.-]/g, '-').slice(0, 40);
   return `sandbox-harness-${safe(runId ?? 'adhoc')}-${safe(role ?? 'sandbox')}-${randomBytes(3).toString('hex')}`;
 }
+
+// Labels of the images this tool makes (besides `marker` and `kind`).
+export const CONTENT_HASH_LABEL = 'sandbox-harness.content-hash';
+export const REPO_LABEL = 'sandbox-harness.repo';
+export const BASE_LABEL = 'sandbox-harness.base';
+export const ORIGIN_LABEL = 'sandbox-harness.origin';
+export const BUILT_FROM_LABEL = 'sandbox-harness.built-from';
+/** `none` or `default`: whether the build steps of a repo image had network. */
+export const BUILD_NETWORK_LABEL = 'sandbox-harness.build-network';

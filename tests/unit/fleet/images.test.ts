@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { ImageError } from '../../../src/errors.js';
-import { shipImages } from '../../../src/sandbox/docker/fleet/images.js';
+import { shipImages } from '../../../src/sandbox/docker/images/image-shipping.js';
 import type { DockerEngine, ImageDetails } from '../../../src/sandbox/docker/engine/index.js';
 
 /** Just enough of an engine for shipping: images by reference, save and load as streams. */

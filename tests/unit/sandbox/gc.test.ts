@@ -6,7 +6,11 @@ import { spawn } from 'node:child_process';
 import { hostname } from 'node:os';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { ContainerSummary, ImageSummary } from '../../../src/sandbox/docker/engine/index.js';
-import { collectGarbage, reapOrphans, type GcEngine } from '../../../src/sandbox/docker/gc.js';
+import {
+  collectGarbage,
+  reapOrphans,
+  type GcEngine,
+} from '../../../src/sandbox/docker/operator/collect-garbage.js';
 import { KEPT_NAME_PREFIX, LABEL } from '../../../src/sandbox/docker/labels.js';
 
 const HOUR = 3_600_000;

@@ -4,14 +4,14 @@ import { ImageError, SandboxUnavailable } from '../../errors.js';
 import { formatBytes } from '../../format.js';
 import type { RepoImage, RepoImageRequest } from '../../image-context/request.js';
 import type { EngineHandle, SandboxProvider } from '../types.js';
-import { runDoctor, dockerEndpoint } from './doctor.js';
+import { runDoctor, dockerEndpoint } from './operator/engine-doctor.js';
 import { describeEndpoint, type EngineEndpoint } from './engine/endpoint.js';
-import { ensureBaseImageOn } from './fleet/images.js';
-import { collectGarbage } from './gc.js';
+import { ensureBaseImageOn } from './images/image-shipping.js';
+import { collectGarbage } from './operator/collect-garbage.js';
 import { scanBuildContext } from '../../image-context/build-context.js';
 import { DockerBackend, dockerBackend } from './docker-sandbox.js';
 import { dockerEngine, DockerEngine } from './engine/index.js';
-import { buildRepoImage, resolveDockerfile } from './images.js';
+import { buildRepoImage, resolveDockerfile } from './images/repo-image.js';
 import { effectiveRuntime, requireRuntime } from './runtimes.js';
 
 /** Below this much free space in the engine's storage, runs refuse to start. */

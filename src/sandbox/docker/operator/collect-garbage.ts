@@ -3,12 +3,12 @@
  * labelled, so nothing is found by name guessing and nothing foreign is ever touched.
  */
 import { hostname } from 'node:os';
-import type { EngineContainers, EngineImages, EngineNetworks, NetworkSummary } from './engine/index.js';
-import { closeStaleHoles } from '../egress/firewall.js';
-import { KEPT_NAME_PREFIX, LABEL } from './labels.js';
-import type { GcReport, GcScope } from '../types.js';
+import type { EngineContainers, EngineImages, EngineNetworks, NetworkSummary } from '../engine/index.js';
+import { closeStaleHoles } from '../../egress/firewall.js';
+import { KEPT_NAME_PREFIX, LABEL } from '../labels.js';
+import type { GcReport, GcScope } from '../../types.js';
 
-export type { GcReport } from '../types.js';
+export type { GcReport } from '../../types.js';
 export type GcOptions = GcScope;
 
 /** Whether a process with this pid exists on this host (EPERM: it exists, owned by someone else). */

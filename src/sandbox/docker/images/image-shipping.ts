@@ -15,15 +15,10 @@ import type { ImagePresence, PresenceMethod } from '../../types.js';
 
 export type { ImagePresence, PresenceMethod } from '../../types.js';
 import { dockerEngine, type DockerEngine } from '../engine/index.js';
-import {
-  BASE_IMAGES,
-  buildRepoImage,
-  CONTENT_HASH_LABEL,
-  DEFAULT_BASE_IMAGE,
-  ensureBaseImage,
-  type BuildRepoImageOptions,
-  type BuiltRepoImage,
-} from '../images.js';
+import { BASE_IMAGES, DEFAULT_BASE_IMAGE } from './base-images.js';
+import { buildRepoImage, type BuildRepoImageOptions, type BuiltRepoImage } from './repo-image.js';
+import { CONTENT_HASH_LABEL } from '../labels.js';
+import { ensureBaseImage } from './ensure-base.js';
 
 /**
  * Shipping a base image (~480 MB) beats making it again on the engine by far (an offline

@@ -7,19 +7,19 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { networkInterfaces } from 'node:os';
-import { HarnessError } from '../../errors.js';
+import { HarnessError } from '../../../errors.js';
 import {
   BRIDGE_PREFIX,
   closeHole,
   firewallProblem,
   openHole,
   type FirewallHole,
-} from '../egress/firewall.js';
-import type { EgressPolicy } from '../egress/policy.js';
-import { EgressProxy, type EgressLogEntry } from '../egress/proxy.js';
-import { openPacketLog, type PacketLog } from '../egress/packet-log.js';
-import { NetworkConflict, type DockerEngine } from './engine/index.js';
-import { LABEL } from './labels.js';
+} from '../../egress/firewall.js';
+import type { EgressPolicy } from '../../egress/policy.js';
+import { EgressProxy, type EgressLogEntry } from '../../egress/proxy.js';
+import { openPacketLog, type PacketLog } from '../../egress/packet-log.js';
+import { NetworkConflict, type DockerEngine } from '../engine/index.js';
+import { LABEL } from '../labels.js';
 
 export const PROXY_PORT = 3128;
 /** Where per-sandbox /29 subnets are taken from (not Docker's default pools, so those never run out). */
