@@ -5,6 +5,7 @@
  * and by building on the target; `doctor --engines` checks them all; the test engines are
  * taken down without a trace, also after a crash. Everything started here is stopped here.
  */
+import { hardenedContainer } from '../../src/sandbox/container/container-spec.js';
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -276,21 +277,23 @@ describe('doctor --engines', () => {
 
 describe('stopping test engines', () => {
   it('reaps an engine whose owner died after dockerd was killed with a container running, and nothing else', async () => {
-    const container = await b.engine.containers.create({
-      image: DEFAULT_BASE_IMAGE,
-      entrypoint: ['sleep'],
-      cmd: ['1000'],
-      user: '1000:1000',
-      workingDir: '/',
-      env: [],
-      labels: { 'sandbox-harness.role': 'fleet-test' },
-      memoryBytes: 256 * 1024 * 1024,
-      nanoCpus: 500_000_000,
-      pids: 64,
-      maxFileBytes: 1024 * 1024,
-      tmpfsBytes: 1024 * 1024,
-      nofile: 256,
-    });
+    const container = await b.engine.containers.create(
+      hardenedContainer({
+        image: DEFAULT_BASE_IMAGE,
+        entrypoint: ['sleep'],
+        cmd: ['1000'],
+        user: '1000:1000',
+        workingDir: '/',
+        env: [],
+        labels: { 'sandbox-harness.role': 'fleet-test' },
+        memoryBytes: 256 * 1024 * 1024,
+        nanoCpus: 500_000_000,
+        pids: 64,
+        maxFileBytes: 1024 * 1024,
+        tmpfsBytes: 1024 * 1024,
+        nofile: 256,
+      }),
+    );
     await b.engine.containers.start(container);
     // B's owner becomes a process that has exited, and its dockerd dies without cleaning up.
     const owner = spawn('true');

@@ -8,6 +8,7 @@
  * To run the suite under another engine or runtime, add a target: a `DockerTarget` and a
  * test file that calls `describeDockerConformance(target)`.
  */
+import { hardenedContainer } from '../../src/sandbox/container/container-spec.js';
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { lstat, readFile } from 'node:fs/promises';
@@ -592,22 +593,24 @@ async function orphanContainer(engine: DockerEngine, image: string, name: string
     const child = spawn('true');
     child.on('exit', () => resolve(child.pid!));
   });
-  return engine.containers.create({
-    name,
-    image,
-    entrypoint: ['sleep'],
-    cmd: ['infinity'],
-    user: '1000:1000',
-    workingDir: '/workspace',
-    env: [],
-    labels: { ...containerLabels({ role: 'orphan' }), [LABEL.ownerPid]: String(deadPid) },
-    memoryBytes: 256 * 1024 * 1024,
-    nanoCpus: 1e9,
-    pids: 64,
-    maxFileBytes: 1024 * 1024,
-    tmpfsBytes: 1024 * 1024,
-    nofile: 256,
-  });
+  return engine.containers.create(
+    hardenedContainer({
+      name,
+      image,
+      entrypoint: ['sleep'],
+      cmd: ['infinity'],
+      user: '1000:1000',
+      workingDir: '/workspace',
+      env: [],
+      labels: { ...containerLabels({ role: 'orphan' }), [LABEL.ownerPid]: String(deadPid) },
+      memoryBytes: 256 * 1024 * 1024,
+      nanoCpus: 1e9,
+      pids: 64,
+      maxFileBytes: 1024 * 1024,
+      tmpfsBytes: 1024 * 1024,
+      nofile: 256,
+    }),
+  );
 }
 
 /** What only the local engine needs checking once: the orphan reaper, an unreachable daemon. */

@@ -188,3 +188,41 @@ describe('the Docker engine client is one folder', () => {
     expect(importsDockerode.test("import { x } from 'dockerode-compose';")).toBe(false);
   });
 });
+
+describe('a sandbox container is written once (sandbox/container/container-spec.ts)', () => {
+  // The create body's HostConfig (and the config keys beside it that harden a container), as
+  // values are written (a type that only reads one back is not a rendering) ...
+  const hostConfigField =
+    /\b(?:HostConfig|CapDrop|CapAdd|SecurityOpt|PidsLimit|NanoCpus|MemorySwap|Ulimits|IpcMode|NetworkMode|NetworkDisabled|Tmpfs|LogConfig|Privileged|ReadonlyRootfs|RestartPolicy|ExtraHosts|StorageOpt|Binds|Mounts)\s*:(?!\s*(?:number|string|boolean|unknown)\b)/;
+  // ... and a container CLI's hardening flags, as code writes them (quoted, in an argument list).
+  const hardeningFlag =
+    /['"`]--(?:cap-drop|cap-add|security-opt|pids-limit|memory|memory-swap|cpus|ulimit|tmpfs|ipc|log-driver|sysctl|storage-opt|add-host|dns|dns-search|dns-option|no-healthcheck|init|privileged|read-only|volume|mount|publish)(?:['"`=]|\s*,)|['"`]--network['"`]/;
+
+  it('only the Docker API rendering writes HostConfig fields', async () => {
+    expect(await filesMatching(hostConfigField)).toEqual(['src/sandbox/docker/engine/create-body.ts']);
+  });
+
+  it('only the container CLI rendering writes hardening flags', async () => {
+    expect(await filesMatching(hardeningFlag)).toEqual(['src/sandbox/container/cli-args.ts']);
+  });
+
+  it.each([
+    ["HostConfig: { NetworkMode: 'none', CapDrop: ['ALL'] },", true],
+    ['      PidsLimit: options.pids,', true],
+    ["const network = String(details.hostConfig.NetworkMode ?? '');", false],
+    ['const host = details.hostConfig as { NanoCpus: number };', false],
+  ])('the HostConfig check reads %s as writing a field: %s', (code, expected) => {
+    expect(hostConfigField.test(code)).toBe(expected);
+  });
+
+  it.each([
+    ["args.push('--cap-drop', 'ALL', '--security-opt', 'no-new-privileges');", true],
+    ['const limit = `--pids-limit=${pids}`;', true],
+    ["await run('docker', ['run', '--network', 'none', image]);", true],
+    ["runtimeArgs: ['--network=none'] // runsc's own flag", false],
+    ['detail: `a hardened --network none container of ${image} failed`', false],
+    ['hint: "(`--runtime`, catalog sandbox.runtime)"', false],
+  ])('the flag check reads %s as writing a hardening flag: %s', (code, expected) => {
+    expect(hardeningFlag.test(code)).toBe(expected);
+  });
+});

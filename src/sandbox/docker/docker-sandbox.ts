@@ -38,13 +38,8 @@ import {
   type WorkspaceGit,
   type WorkspaceTree,
 } from '../types.js';
-import {
-  dockerEngine,
-  IDLE_CONTAINER_LIMITS,
-  StorageQuotaUnsupported,
-  type DockerEngine,
-  type EngineInfo,
-} from './engine/index.js';
+import { hardenedContainer, IDLE_CONTAINER_LIMITS, withoutDiskQuota } from '../container/container-spec.js';
+import { dockerEngine, StorageQuotaUnsupported, type DockerEngine, type EngineInfo } from './engine/index.js';
 import { isGvisor, processLimits } from './runtimes.js';
 import { BUILT_FROM_LABEL, KEPT_NAME_PREFIX, LABEL, containerLabels, containerName } from './labels.js';
 import { reapOrphans } from './operator/collect-garbage.js';
@@ -358,7 +353,7 @@ export class DockerBackend implements SandboxBackend {
     const name = containerName(spec.runId, spec.role);
     const egress = spec.egress ? await openEgress(engine, spec.egress, labels, name) : undefined;
     const env = [...BASE_ENV, ...envList(spec.env), ...envList(egress?.env)];
-    const options = {
+    const container = hardenedContainer({
       files,
       name,
       image: spec.image,
@@ -380,20 +375,21 @@ export class DockerBackend implements SandboxBackend {
       nofile: 4096,
       ...(spec.runtime ? { runtime: spec.runtime } : {}),
       ...(egress ? { network: { name: egress.networkName, dns: egress.dns } } : {}),
-    };
+      diskBytes: resources.diskBytes,
+    });
     let id: string;
     try {
       if (this.quotaSupported !== false) {
         try {
-          id = await engine.containers.create({ ...options, diskBytes: resources.diskBytes });
+          id = await engine.containers.create(container);
           this.quotaSupported = true;
         } catch (error) {
           if (!(error instanceof StorageQuotaUnsupported)) throw error;
           this.quotaSupported = false;
-          id = await engine.containers.create(options);
+          id = await engine.containers.create(withoutDiskQuota(container));
         }
       } else {
-        id = await engine.containers.create(options);
+        id = await engine.containers.create(withoutDiskQuota(container));
       }
     } catch (error) {
       await egress?.close().catch(() => undefined);
@@ -474,17 +470,19 @@ export class DockerBackend implements SandboxBackend {
     if (existing && existing.labels[GIT_IMAGE_LABEL] === hash) {
       return { state: 'created', image: tag, reused: true, durationMs: Date.now() - started };
     }
-    const id = await engine.containers.create({
-      name: containerName(undefined, 'workspace-git'),
-      image,
-      entrypoint: ['sleep'],
-      cmd: ['infinity'],
-      user: USER,
-      workingDir: WORKSPACE,
-      env: [...BASE_ENV],
-      labels: containerLabels({ role: 'workspace-git' }),
-      ...DEFAULT_GIT_STEP_LIMITS,
-    });
+    const id = await engine.containers.create(
+      hardenedContainer({
+        name: containerName(undefined, 'workspace-git'),
+        image,
+        entrypoint: ['sleep'],
+        cmd: ['infinity'],
+        user: USER,
+        workingDir: WORKSPACE,
+        env: [...BASE_ENV],
+        labels: containerLabels({ role: 'workspace-git' }),
+        ...DEFAULT_GIT_STEP_LIMITS,
+      }),
+    );
     try {
       await engine.containers.start(id);
       // Pathspecs on stdin: the workspace, minus each held-out path taken literally.
@@ -541,17 +539,19 @@ export class DockerBackend implements SandboxBackend {
   /** The engine's own archive of /workspace from a container that is never started. */
   private async readTree(image: string): Promise<WorkspaceTree> {
     const engine = this.dockerEngineRef;
-    const id = await engine.containers.create({
-      name: containerName(undefined, 'tree'),
-      image,
-      entrypoint: ['true'],
-      cmd: [],
-      user: USER,
-      workingDir: '/',
-      env: [],
-      labels: containerLabels({ role: 'tree' }),
-      ...IDLE_CONTAINER_LIMITS,
-    });
+    const id = await engine.containers.create(
+      hardenedContainer({
+        name: containerName(undefined, 'tree'),
+        image,
+        entrypoint: ['true'],
+        cmd: [],
+        user: USER,
+        workingDir: '/',
+        env: [],
+        labels: containerLabels({ role: 'tree' }),
+        ...IDLE_CONTAINER_LIMITS,
+      }),
+    );
     try {
       const stream = await engine.containers.getArchive(id, WORKSPACE);
       if (!stream) throw new ImageError(`image ${image} has no ${WORKSPACE} folder`);

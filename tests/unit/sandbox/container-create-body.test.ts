@@ -4,11 +4,12 @@
  * engine on loopback and compared with the snapshots beside this file. A change of the
  * hardening on the wire shows up here as a diff, whatever code it came from.
  */
+import { hardenedContainer, IDLE_CONTAINER_LIMITS } from '../../../src/sandbox/container/container-spec.js';
 import { stringify } from 'node:querystring';
 import { format } from 'prettier';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DockerBackend } from '../../../src/sandbox/docker/docker-sandbox.js';
-import { DockerEngine, IDLE_CONTAINER_LIMITS } from '../../../src/sandbox/docker/engine/index.js';
+import { DockerEngine } from '../../../src/sandbox/docker/engine/index.js';
 import { containerLabels } from '../../../src/sandbox/docker/labels.js';
 import { imageJson, json, startFakeEngine, type FakeEngineServer } from '../../helpers/fake-engine-server.js';
 
@@ -115,41 +116,45 @@ describe('the create request of each container the Docker backend makes', () => 
   });
 
   it('a container on an egress network', async () => {
-    await engine.containers.create({
-      name: 'sandbox-harness-adhoc-sandbox-abcdef',
-      image: 'repo:1',
-      entrypoint: ['sleep'],
-      cmd: ['infinity'],
-      user: '0:0',
-      workingDir: '/workspace',
-      env: ['HOME=/home/sandbox', 'HTTP_PROXY=http://10.213.0.1:3128'],
-      labels: containerLabels({ runId: 'run-2' }),
-      memoryBytes: 1024 ** 3,
-      nanoCpus: 1e9,
-      pids: 256,
-      maxFileBytes: 64 * 1024 ** 2,
-      tmpfsBytes: 256 * 1024 ** 2,
-      nofile: 4096,
-      diskBytes: 1024 ** 3,
-      network: { name: 'sandbox-harness-adhoc-sandbox-abcdef-shbr0123456789ab', dns: ['10.213.0.1'] },
-    });
+    await engine.containers.create(
+      hardenedContainer({
+        name: 'sandbox-harness-adhoc-sandbox-abcdef',
+        image: 'repo:1',
+        entrypoint: ['sleep'],
+        cmd: ['infinity'],
+        user: '0:0',
+        workingDir: '/workspace',
+        env: ['HOME=/home/sandbox', 'HTTP_PROXY=http://10.213.0.1:3128'],
+        labels: containerLabels({ runId: 'run-2' }),
+        memoryBytes: 1024 ** 3,
+        nanoCpus: 1e9,
+        pids: 256,
+        maxFileBytes: 64 * 1024 ** 2,
+        tmpfsBytes: 256 * 1024 ** 2,
+        nofile: 4096,
+        diskBytes: 1024 ** 3,
+        network: { name: 'sandbox-harness-adhoc-sandbox-abcdef-shbr0123456789ab', dns: ['10.213.0.1'] },
+      }),
+    );
     await expect(await normalized(creates(server)[0]!.body)).toMatchFileSnapshot(
       './__snapshots__/create-egress.json',
     );
   });
 
   it('an idle container (the pristine tree, a probe)', async () => {
-    await engine.containers.create({
-      name: 'sandbox-harness-adhoc-tree-abcdef',
-      image: 'repo:1',
-      entrypoint: ['true'],
-      cmd: [],
-      user: '1000:1000',
-      workingDir: '/',
-      env: [],
-      labels: containerLabels({ role: 'tree' }),
-      ...IDLE_CONTAINER_LIMITS,
-    });
+    await engine.containers.create(
+      hardenedContainer({
+        name: 'sandbox-harness-adhoc-tree-abcdef',
+        image: 'repo:1',
+        entrypoint: ['true'],
+        cmd: [],
+        user: '1000:1000',
+        workingDir: '/',
+        env: [],
+        labels: containerLabels({ role: 'tree' }),
+        ...IDLE_CONTAINER_LIMITS,
+      }),
+    );
     await expect(await normalized(creates(server)[0]!.body)).toMatchFileSnapshot(
       './__snapshots__/create-idle.json',
     );

@@ -6,10 +6,11 @@
 import type Docker from 'dockerode';
 import type { Readable } from 'node:stream';
 import { ConfigError, HarnessError, ImageError, SandboxDead } from '../../../errors.js';
-import { loopbackNameEntries } from '../../container/loopback-names.js';
+import type { ContainerSpec } from '../../container/container-spec.js';
+import { loopbackNameEntries, SANDBOX_HOSTNAME } from '../../container/loopback-names.js';
 import { packTar } from '../../tar.js';
 import { labelFilter } from './connection.js';
-import { createBody, type ContainerCreateOptions } from './create-body.js';
+import { createBody } from './create-body.js';
 import {
   containerFailure,
   daemonMessage,
@@ -59,9 +60,10 @@ export class EngineContainers {
     private readonly where: string | undefined,
   ) {}
 
-  async create(options: ContainerCreateOptions): Promise<string> {
-    const id = await this.createBare(options);
-    await this.placeFiles(id, options);
+  /** A container of the one hardened spec (`hardenedContainer`), its files placed; not started. */
+  async create(spec: ContainerSpec): Promise<string> {
+    const id = await this.createBare(spec);
+    await this.placeFiles(id, spec);
     return id;
   }
 
@@ -70,19 +72,20 @@ export class EngineContainers {
    * caller's files, before it starts (see loopback-names.ts for why the engine's own hosts
    * file is not used). A container that cannot get them is removed: none runs without them.
    */
-  private async placeFiles(id: string, options: ContainerCreateOptions): Promise<void> {
+  private async placeFiles(id: string, spec: ContainerSpec): Promise<void> {
     try {
+      const own = spec.files.length > 0 || spec.hostname !== SANDBOX_HOSTNAME;
       loopbackTar ??= packTar(loopbackNameEntries());
-      const tar = options.files?.length
-        ? await packTar([...loopbackNameEntries(), ...options.files])
+      const tar = own
+        ? await packTar([...loopbackNameEntries(spec.hostname), ...spec.files])
         : await loopbackTar;
       await this.putArchive(id, '/', tar);
     } catch (error) {
       await this.remove(id).catch(() => undefined);
       if (error instanceof HarnessError && error.code === 'SANDBOX_FILE') {
-        const names = ['/etc/hosts', '/etc/resolv.conf', ...(options.files ?? []).map((f) => `/${f.name}`)];
+        const names = ['/etc/hosts', '/etc/resolv.conf', ...spec.files.map((f) => `/${f.name}`)];
         throw new ImageError(
-          `image ${options.image}: cannot place ${names.join(', ')} (${error.message}); does the image have a folder or a file where one of them goes?`,
+          `image ${spec.image}: cannot place ${names.join(', ')} (${error.message}); does the image have a folder or a file where one of them goes?`,
           { cause: error },
         );
       }
@@ -90,20 +93,20 @@ export class EngineContainers {
     }
   }
 
-  private async createBare(options: ContainerCreateOptions): Promise<string> {
+  private async createBare(spec: ContainerSpec): Promise<string> {
     try {
-      const container = await this.docker.createContainer(createBody(options));
+      const container = await this.docker.createContainer(createBody(spec));
       return container.id;
     } catch (error) {
-      if (options.diskBytes && /storage-?opt|quota|xfs/i.test(daemonMessage(error))) {
+      if (spec.diskBytes && /storage-?opt|quota|xfs/i.test(daemonMessage(error))) {
         throw new StorageQuotaUnsupported(daemonMessage(error));
       }
       if (
-        options.runtime &&
+        spec.runtime &&
         /unknown or invalid runtime|runtime .*not (found|available)/i.test(daemonMessage(error))
       ) {
         throw new ConfigError(
-          `runtime "${options.runtime}" is not available on ${this.where ?? 'the local engine'}: ${daemonMessage(error)}`,
+          `runtime "${spec.runtime}" is not available on ${this.where ?? 'the local engine'}: ${daemonMessage(error)}`,
           [],
           {
             hint: 'sandbox-harness doctor lists the runtimes the engine has (and how to add gVisor).',
@@ -112,12 +115,12 @@ export class EngineContainers {
         );
       }
       if (statusOf(error) === 404) {
-        throw new ImageError(`image ${options.image} does not exist`, {
+        throw new ImageError(`image ${spec.image} does not exist`, {
           hint: "Build it first (`sandbox-harness images bootstrap` for the base image) or check the catalog's sandbox.image.",
           cause: error,
         });
       }
-      throw translateDaemonError(error, `creating a container from ${options.image}`, this.where);
+      throw translateDaemonError(error, `creating a container from ${spec.image}`, this.where);
     }
   }
 

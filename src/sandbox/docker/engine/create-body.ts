@@ -1,116 +1,72 @@
 /**
- * The body of `POST /containers/create` for a hardened container: the only place that writes
- * HostConfig fields.
+ * The neutral container spec in the Docker API's words: the body of `POST /containers/create`.
+ * The only file in src/ that writes HostConfig fields (tests/unit/structure.test.ts); each
+ * field comes from the spec, so what a sandbox is stays written once, in
+ * `sandbox/container/container-spec.ts`.
  */
 import type Docker from 'dockerode';
-import { loopbackExtraHosts, SANDBOX_HOSTNAME } from '../../container/loopback-names.js';
-import type { TarInput } from '../../tar.js';
+import type { ContainerSpec } from '../../container/container-spec.js';
 
-/**
- * Limits for a container that runs nothing of a repo (a tree read, a probe): small enough
- * that it costs nothing, and still every limit set, as on every container this code makes.
- */
-export const IDLE_CONTAINER_LIMITS = {
-  memoryBytes: 64 * 1024 * 1024,
-  nanoCpus: 1e8,
-  pids: 16,
-  maxFileBytes: 1024,
-  tmpfsBytes: 1024 * 1024,
-  nofile: 64,
-} as const;
-
-/**
- * RLIMIT_NPROC for every container. The pids cgroup (`PidsLimit`) is the sandbox's real bound
- * on processes: the kernel counts NPROC per uid across every container of the host that runs
- * as that uid, so a tight value here would let one sandbox's fork bomb starve the others. It
- * is set at all because an engine that sets none passes on its own default, and Podman's
- * exceeds this kind of machine's hard limit, so its containers fail to start ("error setting
- * rlimit"), like a missing nofile.
- */
-export const DEFAULT_NPROC = 16_384;
-
-export interface ContainerCreateOptions {
-  name?: string;
-  image: string;
-  /** Replaces the image's entrypoint: nothing of the image runs before the harness says so. */
-  entrypoint: string[];
-  cmd: string[];
-  user: string;
-  workingDir: string;
-  env: string[];
-  labels: Record<string, string>;
-  memoryBytes: number;
-  nanoCpus: number;
-  pids: number;
-  maxFileBytes: number;
-  tmpfsBytes: number;
-  nofile: number;
-  /** Writable-layer quota; only where the storage driver supports it (see `storageQuota`). */
-  diskBytes?: number;
-  /**
-   * Files placed before the container starts (ownership and modes as given), in the same
-   * archive as its hosts file: one write into the container's filesystem, not two.
-   */
-  files?: TarInput[];
-  /** The OCI runtime by the engine's name for it (`runsc`); absent: the engine's default. */
-  runtime?: string;
-  /** RLIMIT_NPROC; default `DEFAULT_NPROC`. */
-  nproc?: number;
-  /**
-   * An egress sandbox: joins this (internal) network instead of network none, with this
-   * name server (the proxy's logging one), never the engine's default.
-   */
-  network?: { name: string; dns: string[] };
-}
-
-export function createBody(options: ContainerCreateOptions): Docker.ContainerCreateOptions {
+export function createBody(spec: ContainerSpec): Docker.ContainerCreateOptions {
+  const { hardening, network } = spec;
   return {
-    name: options.name,
-    Hostname: SANDBOX_HOSTNAME,
-    Image: options.image,
-    Entrypoint: options.entrypoint,
-    Cmd: options.cmd,
-    User: options.user,
-    WorkingDir: options.workingDir,
-    Env: options.env,
-    Labels: options.labels,
+    // Always a key, even without a name: the client also repeats the body as the query.
+    name: spec.name,
+    Hostname: spec.hostname,
+    Image: spec.image,
+    Entrypoint: [...spec.entrypoint],
+    Cmd: spec.cmd,
+    User: spec.user,
+    WorkingDir: spec.workingDir,
+    Env: spec.env,
+    Labels: spec.labels,
     // No network stack at all (a fresh namespace with lo only) unless the sandbox has
-    // egress; the engine then writes no hosts file, so giveLoopbackNames does.
-    NetworkDisabled: options.network === undefined,
+    // egress; the engine then writes no hosts file or resolver settings, so the engine
+    // client places them (see loopback-names.ts).
+    NetworkDisabled: network.mode === 'none',
     AttachStdin: false,
     AttachStdout: false,
     AttachStderr: false,
     Tty: false,
-    // An image's HEALTHCHECK would run its own commands inside the sandbox.
-    Healthcheck: { Test: ['NONE'] },
+    Healthcheck: { Test: hardening.healthcheck === 'none' ? ['NONE'] : [] },
     HostConfig: {
-      NetworkMode: options.network?.name ?? 'none',
-      ...(options.network ? { Dns: options.network.dns, DnsSearch: [], DnsOptions: [] } : {}),
-      ExtraHosts: loopbackExtraHosts(),
-      CapDrop: ['ALL'],
-      SecurityOpt: ['no-new-privileges'],
-      Privileged: false,
-      Init: true,
-      IpcMode: 'private',
-      PidsLimit: options.pids,
-      Memory: options.memoryBytes,
-      MemorySwap: options.memoryBytes,
-      NanoCpus: options.nanoCpus,
-      Tmpfs: { '/tmp': `rw,nosuid,nodev,size=${options.tmpfsBytes},mode=1777` },
+      NetworkMode: network.mode === 'none' ? 'none' : network.name,
+      ...(network.mode === 'named'
+        ? {
+            Dns: network.resolver.nameServers,
+            DnsSearch: network.resolver.search,
+            DnsOptions: network.resolver.options,
+          }
+        : {}),
+      ExtraHosts: spec.extraHosts,
+      CapDrop: [...hardening.capDrop],
+      SecurityOpt: hardening.noNewPrivileges ? ['no-new-privileges'] : [],
+      Privileged: hardening.privileged,
+      Init: hardening.init,
+      IpcMode: hardening.ipc,
+      PidsLimit: spec.pids,
+      Memory: spec.memoryBytes,
+      MemorySwap: hardening.noSwap ? spec.memoryBytes : -1,
+      NanoCpus: spec.nanoCpus,
+      Tmpfs: Object.fromEntries(
+        spec.tmpfs.map((t) => [
+          t.path,
+          [...t.flags, `size=${t.sizeBytes}`, `mode=${t.mode.toString(8)}`].join(','),
+        ]),
+      ),
       Ulimits: [
-        { Name: 'nofile', Soft: options.nofile, Hard: options.nofile },
-        { Name: 'fsize', Soft: options.maxFileBytes, Hard: options.maxFileBytes },
-        { Name: 'nproc', Soft: options.nproc ?? DEFAULT_NPROC, Hard: options.nproc ?? DEFAULT_NPROC },
+        { Name: 'nofile', Soft: spec.ulimits.nofile, Hard: spec.ulimits.nofile },
+        { Name: 'fsize', Soft: spec.ulimits.fsize, Hard: spec.ulimits.fsize },
+        { Name: 'nproc', Soft: spec.ulimits.nproc, Hard: spec.ulimits.nproc },
       ],
-      Binds: [],
-      Mounts: [],
-      PublishAllPorts: false,
-      AutoRemove: false,
-      RestartPolicy: { Name: 'no' },
-      // Nothing reads container logs, and pid 1's stdout is reachable from inside.
-      LogConfig: { Type: 'none', Config: {} },
-      ...(options.diskBytes ? { StorageOpt: { size: String(options.diskBytes) } } : {}),
-      ...(options.runtime ? { Runtime: options.runtime } : {}),
+      Binds: hardening.mounts === 'none' ? [] : undefined,
+      Mounts: hardening.mounts === 'none' ? [] : undefined,
+      PublishAllPorts: hardening.publishPorts,
+      AutoRemove: hardening.autoRemove,
+      RestartPolicy: { Name: hardening.restart },
+      LogConfig: { Type: hardening.logDriver, Config: {} },
+      ...(spec.diskBytes ? { StorageOpt: { size: String(spec.diskBytes) } } : {}),
+      ...(spec.runtime ? { Runtime: spec.runtime } : {}),
     },
   };
 }

@@ -6,7 +6,6 @@ export {
   type ContainerSummary,
   type RawChange,
 } from './containers.js';
-export { DEFAULT_NPROC, IDLE_CONTAINER_LIMITS, type ContainerCreateOptions } from './create-body.js';
 export {
   isConnectionError,
   NetworkConflict,

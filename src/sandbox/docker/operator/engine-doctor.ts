@@ -18,7 +18,8 @@ import {
 } from '../engine/index.js';
 import { BASE_IMAGES, DEFAULT_BASE_IMAGE } from '../images/base-images.js';
 import { baseImageStatus } from '../images/image-inventory.js';
-import { probeContainerOptions, runProbe, type ProbeContainer } from './probe-container.js';
+import { hardenedContainer } from '../../container/container-spec.js';
+import { probeContainerRequest, runProbe, type ProbeContainer } from './probe-container.js';
 import { runtimeChecks } from './runtime-doctor.js';
 
 export interface DoctorOptions {
@@ -278,13 +279,15 @@ async function diskBudgetCheck(engine: DockerEngine, image: string, driver: stri
   let id: string | undefined;
   try {
     // Made, never started: whether the engine takes the quota is all this asks.
-    id = await engine.containers.create({
-      ...probeContainerOptions(doctorProbe(image)),
-      entrypoint: ['true'],
-      cmd: [],
-      env: [],
-      diskBytes: DEFAULT_RESOURCES.diskBytes,
-    });
+    id = await engine.containers.create(
+      hardenedContainer({
+        ...probeContainerRequest(doctorProbe(image)),
+        entrypoint: ['true'],
+        cmd: [],
+        env: [],
+        diskBytes: DEFAULT_RESOURCES.diskBytes,
+      }),
+    );
     return {
       name: 'disk-budget',
       ok: true,

@@ -8,15 +8,17 @@ import { randomBytes } from 'node:crypto';
 import { formatDuration } from '../../../format.js';
 import { BoundedBuffer } from '../../posix/sinks.js';
 import { SANDBOX_GID, SANDBOX_UID, WORKSPACE } from '../../types.js';
-import type { ContainerCreateOptions, ContainerDetails, DockerEngine } from '../engine/index.js';
+import {
+  hardenedContainer,
+  type ContainerLimits,
+  type ContainerRequest,
+} from '../../container/container-spec.js';
+import type { ContainerDetails, DockerEngine } from '../engine/index.js';
 import { containerLabels } from '../labels.js';
 
 const SANDBOX_USER = `${SANDBOX_UID}:${SANDBOX_GID}`;
 
-export type ProbeLimits = Pick<
-  ContainerCreateOptions,
-  'memoryBytes' | 'nanoCpus' | 'pids' | 'maxFileBytes' | 'tmpfsBytes' | 'nofile' | 'nproc'
->;
+export type ProbeLimits = Omit<ContainerLimits, 'diskBytes'>;
 
 export interface ProbeContainer {
   image: string;
@@ -29,8 +31,8 @@ export interface ProbeContainer {
   limits: ProbeLimits;
 }
 
-/** A probe container's options: what `runProbe` makes, and what a check that only creates one makes. */
-export function probeContainerOptions(probe: ProbeContainer): ContainerCreateOptions {
+/** A probe container's request: what `runProbe` makes, and what a check that only creates one makes. */
+export function probeContainerRequest(probe: ProbeContainer): ContainerRequest {
   return {
     name: `sandbox-harness-doctor-${randomBytes(4).toString('hex')}`,
     image: probe.image,
@@ -69,7 +71,7 @@ export async function runProbe(engine: DockerEngine, request: ProbeRequest): Pro
   const started = Date.now();
   let id: string | undefined;
   try {
-    id = await engine.containers.create(probeContainerOptions(request));
+    id = await engine.containers.create(hardenedContainer(probeContainerRequest(request)));
     await engine.containers.start(id);
     const details = await engine.containers.inspect(id);
     if (!details?.running) throw new Error(`the container did not start (${details?.status ?? 'gone'})`);
