@@ -9,6 +9,7 @@
 import picomatch from 'picomatch';
 import { z } from 'zod';
 import { priceTableSchema } from '../llm/cost.js';
+import { imageRefProblem, RUNTIME_NAME } from '../names.js';
 import { isIP } from 'node:net';
 import { parseHostPattern } from '../sandbox/egress/policy.js';
 
@@ -162,6 +163,13 @@ const variables = (what: string) =>
 
 const nonEmpty = (what: string) =>
   z.string({ error: `expected ${what}` }).min(1, { error: `expected ${what}` });
+
+/** An image name, parsed with the reference grammar before anything uses it (src/names.ts). */
+const imageReference = (what: string) =>
+  nonEmpty(what).superRefine((value, ctx) => {
+    const problem = imageRefProblem(value);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem });
+  });
 
 /**
  * A message for a value of the wrong type only; other issues of the same schema (unknown
@@ -590,10 +598,10 @@ export const sandboxSchema = z
           'Dockerfile in the repo to build the sandbox from (default: Dockerfile.sandbox, else the harness image).',
       })
       .optional(),
-    image: nonEmpty('an image reference such as "node:20-bookworm"')
+    image: imageReference('an image reference such as "node:20-bookworm"')
       .meta({ description: 'A prebuilt image to use instead of building one.' })
       .optional(),
-    baseImage: nonEmpty('an image reference such as "node:20-bookworm"')
+    baseImage: imageReference('an image reference such as "node:20-bookworm"')
       .meta({
         description:
           'The image the sandbox recipe builds on, passed as its BASE_IMAGE build argument: "sandbox-harness/base-python:3" for a Python project (make it with `sandbox-harness images ensure python`). Default: the recipe\'s own `ARG BASE_IMAGE=` default, else "sandbox-harness/base-node:20".',
@@ -606,7 +614,7 @@ export const sandboxSchema = z
     timeouts: timeoutsSchema.prefault({}),
     runtime: z
       .string({ error: 'expected a runtime name the engine lists, such as "runc" or "runsc"' })
-      .regex(/^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$/, {
+      .regex(RUNTIME_NAME, {
         error: 'expected a runtime name the engine lists, such as "runc" or "runsc"',
       })
       .meta({

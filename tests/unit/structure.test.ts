@@ -181,6 +181,21 @@ describe('the Docker engine client is one folder', () => {
     expect(hits.filter((f) => !inEngineFolder(f))).toEqual([]);
   });
 
+  // dockerode pastes these names into request paths unescaped (`/images/<name>/json`).
+  const nameIntoPath =
+    /\.get(?:Image|Container|Network|Volume|Exec|Plugin|Secret|Config|Node|Service|Task)\((?!(?:imageInPath|containerInPath|networkInPath)\()/;
+
+  it('every name dockerode puts into a request path goes through its parser and escaper (engine/api-paths.ts)', async () => {
+    expect(await filesMatching(nameIntoPath)).toEqual([]);
+  });
+
+  it('the path check sees a bare name and lets a checked one through', () => {
+    expect(nameIntoPath.test('await this.docker.getImage(ref).inspect();')).toBe(true);
+    expect(nameIntoPath.test('this.docker.getContainer(id).start()')).toBe(true);
+    expect(nameIntoPath.test('const network = this.docker.getNetwork(networkInPath(id));')).toBe(false);
+    expect(nameIntoPath.test('return this.docker.getContainer(containerInPath(id));')).toBe(false);
+  });
+
   it('the check sees every way of importing it', () => {
     expect(importsDockerode.test("import Docker from 'dockerode';")).toBe(true);
     expect(importsDockerode.test("import type Docker from 'dockerode';")).toBe(true);

@@ -2,6 +2,7 @@
 import { statfs } from 'node:fs/promises';
 import { ImageError, SandboxUnavailable } from '../../errors.js';
 import { formatBytes } from '../../format.js';
+import { imageRef } from '../../names.js';
 import type { RepoImage, RepoImageRequest } from '../../image-context/request.js';
 import type { EngineHandle, SandboxProvider } from '../types.js';
 import { runDoctor, dockerEndpoint } from './operator/engine-doctor.js';
@@ -38,6 +39,10 @@ export async function checkFreeSpace(
 }
 
 async function repoImage(engine: DockerEngine, request: RepoImageRequest): Promise<RepoImage> {
+  // Names from a catalog or a flag, parsed before anything of the repo is read or built.
+  if (request.prebuilt !== undefined) imageRef(request.prebuilt, "the catalog's sandbox.image");
+  if (request.baseImage !== undefined)
+    imageRef(request.baseImage, 'the base image (sandbox.baseImage, --base-image)');
   if (request.prebuilt) {
     const details = await engine.images.inspect(request.prebuilt);
     if (!details) {

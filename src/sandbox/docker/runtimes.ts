@@ -6,6 +6,7 @@
  * assumed from the name.
  */
 import { ConfigError } from '../../errors.js';
+import { runtimeNameProblem } from '../../names.js';
 import type { DockerEngine, EngineInfo } from './engine/index.js';
 
 /** The name runc has on every Docker engine; the default when neither catalog nor flag names one. */
@@ -22,7 +23,7 @@ export const GVISOR_SETUP = 'sandbox-harness setup --runtime runsc';
 
 /** A runtime name as an engine spells it: what `docker run --runtime` takes. */
 export function validRuntimeName(name: string): boolean {
-  return /^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$/.test(name);
+  return runtimeNameProblem(name) === undefined;
 }
 
 /** The runtime a sandbox gets: the one asked for, else the engine's default (runc on Docker). */

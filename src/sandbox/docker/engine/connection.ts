@@ -3,6 +3,8 @@
  * the local engine the environment names), logging every call under SANDBOX_HARNESS_DEBUG.
  */
 import Docker from 'dockerode';
+import type { ClientRequest, IncomingMessage } from 'node:http';
+import { createRequire } from 'node:module';
 import { formatDuration } from '../../../format.js';
 import { daemonMessage } from './daemon-errors.js';
 import { describeEndpoint, type EngineEndpoint } from './endpoint.js';
@@ -22,6 +24,7 @@ export interface EngineConnection {
  * the environment says.
  */
 export function connect(endpoint?: EngineEndpoint): EngineConnection {
+  guardTransport();
   const docker = endpoint ? withoutDockerEnvironment(() => new Docker(modemOptions(endpoint))) : new Docker();
   const where = endpoint ? describeEndpoint(endpoint) : undefined;
   if (process.env.SANDBOX_HARNESS_DEBUG) logEveryCall(docker, where ?? 'local');
@@ -134,4 +137,74 @@ function logEveryCall(docker: Docker, where: string): void {
 /** A label filter of a list call: `key` alone matches any value. */
 export function labelFilter(labels: Record<string, string | true>): string[] {
   return Object.entries(labels).map(([k, v]) => (v === true ? k : `${k}=${v}`));
+}
+
+type RequestFn = (options: unknown, callback?: unknown, redirect?: unknown) => ClientRequest;
+interface ModemHttp {
+  maxRedirects: number;
+  http: { request: RequestFn };
+  https: { request: RequestFn };
+}
+
+let guarded = false;
+
+/**
+ * Two things docker-modem's HTTP layer (`docker-modem/lib/http.js`, the one dockerode uses for
+ * every transport, ssh included) does that no engine client may:
+ * - it follows redirects, to any host, with a request nothing listens to for errors: a
+ *   redirect from an endpoint (or the daemon's own answer to an unclean path) sent this
+ *   client to another address, and a reset there killed the process. An Engine API never
+ *   redirects, so none is followed and one is an error of the call that got it.
+ * - an answer whose connection drops after its headers (`ECONNRESET` "aborted", a premature
+ *   close) ends without a word: the call's callback never runs and the process may exit 0
+ *   with nothing done. Such an answer is now an error of that call (`ECONNRESET`), which
+ *   `translateDaemonError` makes `SandboxUnavailable` with the cause.
+ */
+function guardTransport(): void {
+  if (guarded) return;
+  guarded = true;
+  const fromDockerode = createRequire(createRequire(import.meta.url).resolve('dockerode'));
+  const modemHttp = fromDockerode('docker-modem/lib/http.js') as Partial<ModemHttp>;
+  if (
+    typeof modemHttp.maxRedirects !== 'number' ||
+    typeof modemHttp.http?.request !== 'function' ||
+    typeof modemHttp.https?.request !== 'function'
+  ) {
+    throw new Error('docker-modem/lib/http.js is not what this client guards (dockerode was upgraded?)');
+  }
+  modemHttp.maxRedirects = 0;
+  for (const transport of [modemHttp.http, modemHttp.https]) {
+    const request = transport.request;
+    transport.request = function (this: unknown, options, callback, redirect) {
+      const req = request.call(this, options, callback, redirect);
+      // Before the library's own listener, so the call fails with these words.
+      req.prependListener('response', (res: IncomingMessage) => {
+        const status = res.statusCode ?? 0;
+        if (status >= 300 && status < 400 && res.headers.location !== undefined) {
+          res.resume();
+          req.emit('error', engineRedirected(res.headers.location));
+          return;
+        }
+        res.once('close', () => {
+          if (!res.complete) req.emit('error', connectionDropped());
+        });
+      });
+      return req;
+    };
+  }
+}
+
+function engineRedirected(location: string): Error {
+  return Object.assign(
+    new Error(
+      `the endpoint answered with a redirect to ${JSON.stringify(location.slice(0, 200))}; an engine never redirects, so it was not followed`,
+    ),
+    { code: 'EREDIRECT' },
+  );
+}
+
+function connectionDropped(): Error {
+  return Object.assign(new Error('the connection closed in the middle of the answer'), {
+    code: 'ECONNRESET',
+  });
 }

@@ -6,10 +6,12 @@
 import type Docker from 'dockerode';
 import type { Readable } from 'node:stream';
 import { ConfigError, HarnessError, ImageError, SandboxDead } from '../../../errors.js';
+import { imageRef, parseObjectName } from '../../../names.js';
 import type { ContainerSpec } from '../../container/container-spec.js';
 import { loopbackNameEntries, SANDBOX_HOSTNAME } from '../../container/loopback-names.js';
 import { packTar } from '../../tar.js';
 import { labelFilter } from './connection.js';
+import { containerInPath, imageInPath } from './api-paths.js';
 import { createBody } from './create-body.js';
 import {
   containerFailure,
@@ -60,6 +62,11 @@ export class EngineContainers {
     private readonly where: string | undefined,
   ) {}
 
+  /** dockerode's handle of a container; the id is checked and escaped before it goes into a path. */
+  private handle(id: string): Docker.Container {
+    return this.docker.getContainer(containerInPath(id));
+  }
+
   /** A container of the one hardened spec (`hardenedContainer`), its files placed; not started. */
   async create(spec: ContainerSpec): Promise<string> {
     const id = await this.createBare(spec);
@@ -94,6 +101,8 @@ export class EngineContainers {
   }
 
   private async createBare(spec: ContainerSpec): Promise<string> {
+    imageRef(spec.image, 'image');
+    if (spec.name !== undefined) parseObjectName(spec.name, 'container name');
     try {
       const container = await this.docker.createContainer(createBody(spec));
       return container.id;
@@ -125,8 +134,9 @@ export class EngineContainers {
   }
 
   async start(id: string): Promise<void> {
+    const container = this.handle(id);
     try {
-      await this.docker.getContainer(id).start();
+      await container.start();
     } catch (error) {
       if (statusOf(error) === 304) return;
       throw containerFailure(error, id, 'starting', this.where);
@@ -134,8 +144,9 @@ export class EngineContainers {
   }
 
   async stop(id: string, timeoutSec = 2): Promise<void> {
+    const container = this.handle(id);
     try {
-      await this.docker.getContainer(id).stop({ t: timeoutSec });
+      await container.stop({ t: timeoutSec });
     } catch (error) {
       const status = statusOf(error);
       if (status === 304 || status === 404) return;
@@ -144,8 +155,9 @@ export class EngineContainers {
   }
 
   async remove(id: string): Promise<void> {
+    const container = this.handle(id);
     try {
-      await this.docker.getContainer(id).remove({ force: true, v: true });
+      await container.remove({ force: true, v: true });
     } catch (error) {
       const status = statusOf(error);
       if (status === 404) return;
@@ -157,8 +169,9 @@ export class EngineContainers {
 
   /** Stops a container at once (SIGKILL to everything in it) and starts it again. */
   async restart(id: string): Promise<void> {
+    const container = this.handle(id);
     try {
-      await this.docker.getContainer(id).restart({ t: 0 });
+      await container.restart({ t: 0 });
     } catch (error) {
       throw containerFailure(error, id, 'restarting', this.where);
     }
@@ -166,10 +179,11 @@ export class EngineContainers {
 
   /** Bytes in the container's writable layer, as the engine counts them. */
   async diskUsage(id: string): Promise<number> {
+    const container = this.handle(id);
     try {
       // The typings omit `size`; the Engine API takes it and then reports SizeRw.
       const options = { size: true } as Docker.ContainerInspectOptions;
-      const c = (await this.docker.getContainer(id).inspect(options)) as { SizeRw?: number };
+      const c = (await container.inspect(options)) as { SizeRw?: number };
       return c.SizeRw ?? 0;
     } catch (error) {
       throw containerFailure(error, id, 'measuring the disk use of', this.where);
@@ -177,16 +191,19 @@ export class EngineContainers {
   }
 
   async rename(id: string, name: string): Promise<void> {
+    const container = this.handle(id);
+    parseObjectName(name, 'container name');
     try {
-      await this.docker.getContainer(id).rename({ name });
+      await container.rename({ name });
     } catch (error) {
       throw containerFailure(error, id, 'renaming', this.where);
     }
   }
 
   async inspect(id: string): Promise<ContainerDetails | undefined> {
+    const container = this.handle(id);
     try {
-      const c = await this.docker.getContainer(id).inspect();
+      const c = await container.inspect();
       return {
         id: c.Id,
         name: c.Name.replace(/^\//, ''),
@@ -226,9 +243,9 @@ export class EngineContainers {
   }
 
   async changes(id: string): Promise<RawChange[]> {
+    const container = this.handle(id);
     try {
-      const changes = (await this.docker.getContainer(id).changes()) as
-        Array<{ Path: string; Kind: number }> | null | undefined;
+      const changes = (await container.changes()) as Array<{ Path: string; Kind: number }> | null | undefined;
       return (changes ?? []).map((c) => ({
         path: c.Path,
         kind: c.Kind === 1 ? 'added' : c.Kind === 2 ? 'deleted' : 'modified',
@@ -240,8 +257,9 @@ export class EngineContainers {
 
   /** Returns the tar stream of `path`, or undefined when it does not exist. */
   async getArchive(id: string, path: string): Promise<Readable | undefined> {
+    const container = this.handle(id);
     try {
-      return (await this.docker.getContainer(id).getArchive({ path })) as unknown as Readable;
+      return (await container.getArchive({ path })) as unknown as Readable;
     } catch (error) {
       if (statusOf(error) === 404) {
         const details = await this.inspect(id);
@@ -254,8 +272,9 @@ export class EngineContainers {
 
   /** Extracts a tar archive into `path`; returns false when `path` does not exist in the container. */
   async putArchive(id: string, path: string, tar: Buffer): Promise<boolean> {
+    const container = this.handle(id);
     try {
-      await this.docker.getContainer(id).putArchive(tar, { path, noOverwriteDirNonDir: '1' });
+      await container.putArchive(tar, { path, noOverwriteDirNonDir: '1' });
       return true;
     } catch (error) {
       if (statusOf(error) === 404) {
@@ -279,11 +298,10 @@ export class EngineContainers {
 
   /** What a (finished) container wrote to stdout, at most `maxBytes`. Hostile data, like all output. */
   async output(id: string, maxBytes = 64 * 1024): Promise<string> {
+    const container = this.handle(id);
     let raw: Buffer;
     try {
-      raw = (await this.docker
-        .getContainer(id)
-        .logs({ stdout: true, stderr: false, follow: false })) as unknown as Buffer;
+      raw = (await container.logs({ stdout: true, stderr: false, follow: false })) as unknown as Buffer;
     } catch (error) {
       throw containerFailure(error, id, 'reading the output of', this.where);
     }
@@ -310,10 +328,12 @@ export class EngineContainers {
     id: string,
     options: { repo: string; tag: string; labels: Record<string, string> },
   ): Promise<string> {
+    const container = this.handle(id);
+    imageRef(`${options.repo}:${options.tag}`, 'image');
     try {
-      const container = await this.docker.getContainer(id).inspect();
-      const source = await this.docker.getImage(container.Image).inspect();
-      const result = (await this.docker.getContainer(id).commit({
+      const inspected = await container.inspect();
+      const source = await this.docker.getImage(imageInPath(inspected.Image)).inspect();
+      const result = (await container.commit({
         repo: options.repo,
         tag: options.tag,
         pause: false,

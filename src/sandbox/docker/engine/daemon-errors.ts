@@ -59,8 +59,11 @@ function describeDaemon(where?: string): string {
 export function translateDaemonError(error: unknown, context: string, where?: string): HarnessError {
   if (error instanceof HarnessError) return error;
   if (isConnectionError(error)) {
+    const code = (error as DaemonError).code ?? '';
+    // Reached, then lost: a reset, a broken pipe, an answer cut off.
+    const lost = ['ECONNRESET', 'EPIPE', 'ECONNABORTED', 'ERR_STREAM_PREMATURE_CLOSE'].includes(code);
     return new SandboxUnavailable(
-      `${context}: cannot reach ${describeDaemon(where)} (${(error as DaemonError).code})`,
+      `${context}: ${lost ? 'lost the connection to' : 'cannot reach'} ${describeDaemon(where)} (${code})`,
       {
         hint: where
           ? `Check that the engine at ${where} runs and that this machine reaches it; \`sandbox-harness doctor --engine ...\` shows what is wrong.`

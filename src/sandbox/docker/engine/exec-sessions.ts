@@ -4,6 +4,7 @@
  */
 import type Docker from 'dockerode';
 import type { Readable, Writable } from 'node:stream';
+import { containerInPath } from './api-paths.js';
 import { containerFailure } from './daemon-errors.js';
 
 export interface ExecStartOptions {
@@ -37,7 +38,7 @@ export class EngineExec {
   ) {}
 
   async start(id: string, options: ExecStartOptions): Promise<RunningExec> {
-    const container = this.docker.getContainer(id);
+    const container = this.docker.getContainer(containerInPath(id));
     let exec: Docker.Exec;
     let stream: NodeJS.ReadWriteStream;
     try {
@@ -92,7 +93,7 @@ export class EngineExec {
     options: { cmd: string[]; user: string; workingDir: string; env: string[] },
     io: { stdin: NodeJS.ReadStream; stdout: NodeJS.WriteStream },
   ): Promise<number> {
-    const container = this.docker.getContainer(id);
+    const container = this.docker.getContainer(containerInPath(id));
     try {
       const exec = await container.exec({
         Cmd: options.cmd,

@@ -5,6 +5,8 @@
 import type Docker from 'dockerode';
 import type { Readable } from 'node:stream';
 import { HarnessError, ImageError, Interrupted } from '../../../errors.js';
+import { imageRef } from '../../../names.js';
+import { imageInPath } from './api-paths.js';
 import { labelFilter } from './connection.js';
 import { daemonMessage, isConnectionError, statusOf, translateDaemonError } from './daemon-errors.js';
 import { followProgress } from './progress-stream.js';
@@ -50,16 +52,17 @@ export class EngineImages {
   ) {}
 
   async inspect(ref: string): Promise<ImageDetails | undefined> {
+    const image = this.docker.getImage(imageInPath(ref));
     try {
-      const image = await this.docker.getImage(ref).inspect();
+      const details = await image.inspect();
       return {
-        id: image.Id,
-        tags: image.RepoTags ?? [],
-        labels: image.Config?.Labels ?? {},
-        user: image.Config?.User ?? '',
-        env: image.Config?.Env ?? [],
-        volumes: Object.keys((image.Config?.Volumes as Record<string, unknown> | null | undefined) ?? {}),
-        ...(typeof image.Size === 'number' ? { sizeBytes: image.Size } : {}),
+        id: details.Id,
+        tags: details.RepoTags ?? [],
+        labels: details.Config?.Labels ?? {},
+        user: details.Config?.User ?? '',
+        env: details.Config?.Env ?? [],
+        volumes: Object.keys((details.Config?.Volumes as Record<string, unknown> | null | undefined) ?? {}),
+        ...(typeof details.Size === 'number' ? { sizeBytes: details.Size } : {}),
       };
     } catch (error) {
       if (statusOf(error) === 404) return undefined;
@@ -83,8 +86,9 @@ export class EngineImages {
   }
 
   async remove(ref: string): Promise<boolean> {
+    const image = this.docker.getImage(imageInPath(ref));
     try {
-      await this.docker.getImage(ref).remove({ force: false, noprune: false });
+      await image.remove({ force: false, noprune: false });
       return true;
     } catch (error) {
       const status = statusOf(error);
@@ -95,8 +99,10 @@ export class EngineImages {
   }
 
   async tag(ref: string, repo: string, tag: string): Promise<void> {
+    const image = this.docker.getImage(imageInPath(ref));
+    imageRef(`${repo}:${tag}`, 'image');
     try {
-      await this.docker.getImage(ref).tag({ repo, tag });
+      await image.tag({ repo, tag });
     } catch (error) {
       throw translateDaemonError(error, `tagging ${ref} as ${repo}:${tag}`, this.where);
     }
@@ -107,6 +113,7 @@ export class EngineImages {
    * must consume or destroy it. 404 (an image is missing) is an ImageError.
    */
   async save(refs: string[], options: { signal?: AbortSignal } = {}): Promise<Readable> {
+    for (const ref of refs) imageRef(ref, 'image');
     try {
       // dockerode has `getImages` (GET /images/get?names=...); its type definitions do not.
       const docker = this.docker as unknown as {
@@ -170,6 +177,7 @@ export class EngineImages {
     onLine?: (line: string) => void,
     options: { signal?: AbortSignal } = {},
   ): Promise<void> {
+    imageRef(ref, 'image');
     try {
       const stream = await this.docker.pull(ref, options.signal ? { abortSignal: options.signal } : {});
       await followProgress(stream as unknown as Readable, {
@@ -186,6 +194,7 @@ export class EngineImages {
 
   /** `docker import`: turns a root filesystem tarball into an image. */
   async import(tar: Readable, repo: string, tag: string, changes: string[] = []): Promise<void> {
+    imageRef(`${repo}:${tag}`, 'image');
     try {
       const stream = await this.docker.importImage(tar, { repo, tag, changes });
       await followProgress(stream as unknown as Readable, {
@@ -201,6 +210,7 @@ export class EngineImages {
 
   /** Builds an image from a tar build context; every output line goes to `onLine`. */
   async build(context: Readable, options: BuildOptions): Promise<string> {
+    imageRef(options.tag, 'image');
     // Ctrl-C cancels the request, which the daemon takes as the end of the build.
     const interrupted = (cause?: unknown) =>
       new Interrupted(`building ${options.tag}: interrupted`, cause === undefined ? {} : { cause });

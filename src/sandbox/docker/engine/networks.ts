@@ -1,5 +1,7 @@
 /** An engine's networks: the internal bridges egress sandboxes join, made, listed and removed. */
 import type Docker from 'dockerode';
+import { parseObjectName } from '../../../names.js';
+import { networkInPath } from './api-paths.js';
 import { labelFilter } from './connection.js';
 import { daemonMessage, NetworkConflict, statusOf, translateDaemonError } from './daemon-errors.js';
 
@@ -30,6 +32,7 @@ export class EngineNetworks {
 
   /** An `internal` bridge network (no route out) with an explicit subnet, so no address pool is used. */
   async create(options: NetworkCreateOptions): Promise<string> {
+    parseObjectName(options.name, 'network name');
     try {
       const network = await this.docker.createNetwork({
         Name: options.name,
@@ -56,8 +59,9 @@ export class EngineNetworks {
   }
 
   async remove(id: string): Promise<void> {
+    const network = this.docker.getNetwork(networkInPath(id));
     try {
-      await this.docker.getNetwork(id).remove();
+      await network.remove();
     } catch (error) {
       if (statusOf(error) === 404) return;
       throw translateDaemonError(error, `removing network ${id.slice(0, 12)}`, this.where);

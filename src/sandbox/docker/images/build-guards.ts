@@ -7,6 +7,7 @@
 import { BuildRefused } from '../../../errors.js';
 import type { BuildContext } from '../../../image-context/build-context.js';
 import { daemonFetches } from '../../../image-context/dockerfile.js';
+import { imageRef } from '../../../names.js';
 import { readRepoFile } from '../../../repo-files.js';
 import type { DockerEngine } from '../engine/index.js';
 import { BASE_IMAGES } from './base-images.js';
@@ -104,6 +105,7 @@ export async function assertNothingToFetch(
         { hint: `Bring the file with the repo and COPY it, ${optIn}.` },
       );
     }
+    imageRef(fetch.ref, `${where}: its image`);
     if (!(await engine.images.inspect(fetch.ref))) {
       throw new BuildRefused(
         `${where}\n  the image ${fetch.ref} is not on this engine, so the daemon would pull it over the host's network, and this build has no network`,

@@ -9,6 +9,7 @@ import { scanBuildContext, type BuildContext } from '../../../image-context/buil
 import { argDefault, finalBaseImage } from '../../../image-context/dockerfile.js';
 import type { BuiltRepoImage, RepoImageRequest } from '../../../image-context/request.js';
 import { packageRoot } from '../../../package-root.js';
+import { imageRef, imageRefProblem } from '../../../names.js';
 import { readRepoFile } from '../../../repo-files.js';
 import { dockerEngine, type DockerEngine } from '../engine/index.js';
 import { BUILD_NETWORK_LABEL, CONTENT_HASH_LABEL, LABEL, REPO_LABEL } from '../labels.js';
@@ -118,7 +119,9 @@ export async function buildRepoImage(options: BuildRepoImageOptions): Promise<Bu
   }
   const tag = repoImageTag(repoDir, context.contentHash);
   // The base the final stage really starts from (a recipe may ignore BASE_IMAGE altogether).
-  const usedBase = finalBaseImage(context.dockerfileBytes.toString('utf8'), buildArgs) ?? baseImage;
+  // Only a name (a FROM the simple reading cannot resolve is not recorded as one).
+  const final = finalBaseImage(context.dockerfileBytes.toString('utf8'), buildArgs);
+  const usedBase = final !== undefined && imageRefProblem(final) === undefined ? final : baseImage;
   const key = `${engine.where ?? ''}|${tag}|${options.rebuild === true}`;
   let pending = pendingRepo.get(key);
   if (!pending) {
@@ -228,7 +231,11 @@ async function declaredBase(
     rootName: 'its folder',
     error: (message, hint) => new BuildRefused(message, { hint }),
   });
-  return argDefault(text.toString('utf8'), 'BASE_IMAGE');
+  const declared = argDefault(text.toString('utf8'), 'BASE_IMAGE');
+  // A repo's recipe is the repo's word: its base is parsed as a name before the engine hears it.
+  if (declared)
+    imageRef(declared.value, `${dockerfile}:${declared.line}: the recipe's ARG BASE_IMAGE default`);
+  return declared;
 }
 
 /**
