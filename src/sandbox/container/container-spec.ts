@@ -118,8 +118,8 @@ export interface ContainerLimits {
   tmpfsBytes: number;
   nofile: number;
   /** RLIMIT_NPROC; default `DEFAULT_NPROC`. */
-  nproc?: number;
-  diskBytes?: number;
+  nproc?: number | undefined;
+  diskBytes?: number | undefined;
 }
 
 /**
@@ -135,19 +135,16 @@ export const IDLE_CONTAINER_LIMITS = {
   nofile: 64,
 } as const satisfies ContainerLimits;
 
-export interface ContainerRequest extends ContainerLimits {
-  name?: string;
-  image: string;
-  entrypoint: readonly [string];
-  cmd: string[];
-  user: string;
-  workingDir: string;
-  env: string[];
-  labels: Record<string, string>;
-  runtime?: string;
-  files?: TarInput[];
+/** What a caller says of a sandbox container: what it runs, as whom, its limits; never its hardening. */
+export interface ContainerRequest
+  extends
+    ContainerLimits,
+    Pick<ContainerSpec, 'image' | 'entrypoint' | 'cmd' | 'user' | 'workingDir' | 'env' | 'labels'> {
+  name?: string | undefined;
+  runtime?: string | undefined;
+  files?: TarInput[] | undefined;
   /** An egress sandbox: joins this (internal) network, with this name server (the proxy's logging one). */
-  network?: { name: string; dns: string[] };
+  network?: { name: string; dns: string[] } | undefined;
 }
 
 /** The one way a sandbox container is made: the caller's choices, and the baseline around them. */

@@ -328,8 +328,8 @@ export class DockerBackend implements SandboxBackend {
     }
     const resources = { ...DEFAULT_RESOURCES, ...spec.resources };
     const labels = containerLabels({
-      ...(spec.runId ? { runId: spec.runId } : {}),
-      ...(spec.role ? { role: spec.role } : {}),
+      runId: spec.runId,
+      role: spec.role,
       keep: spec.keep ?? 'never',
       runtime: spec.runtime ?? 'default',
     });
@@ -369,12 +369,12 @@ export class DockerBackend implements SandboxBackend {
       memoryBytes: resources.memoryBytes,
       nanoCpus: Math.round(resources.cpus * 1e9),
       pids: processes.pids,
-      ...(processes.nproc ? { nproc: processes.nproc } : {}),
+      nproc: processes.nproc,
       maxFileBytes: resources.maxFileBytes,
       tmpfsBytes: resources.tmpfsBytes,
       nofile: 4096,
-      ...(spec.runtime ? { runtime: spec.runtime } : {}),
-      ...(egress ? { network: { name: egress.networkName, dns: egress.dns } } : {}),
+      runtime: spec.runtime,
+      network: egress ? { name: egress.networkName, dns: egress.dns } : undefined,
       diskBytes: resources.diskBytes,
     });
     let id: string;

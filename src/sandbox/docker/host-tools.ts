@@ -36,8 +36,8 @@ export async function isDebianRoot(): Promise<boolean> {
 
 export interface RunOptions {
   onLine: (line: string) => void;
-  env?: NodeJS.ProcessEnv;
-  signal?: AbortSignal;
+  env?: NodeJS.ProcessEnv | undefined;
+  signal?: AbortSignal | undefined;
 }
 
 /** Runs a host command, streaming its output line by line; resolves with its exit code. */

@@ -23,11 +23,11 @@ export const KEPT_NAME_PREFIX = 'sandbox-harness-kept-';
 export const SESSION_ID = `${Date.now().toString(36)}-${process.pid}-${randomBytes(3).toString('hex')}`;
 
 export function containerLabels(options: {
-  runId?: string;
-  role?: string;
-  keep?: string;
-  runtime?: string;
-  extra?: Record<string, string>;
+  runId?: string | undefined;
+  role?: string | undefined;
+  keep?: string | undefined;
+  runtime?: string | undefined;
+  extra?: Record<string, string> | undefined;
 }): Record<string, string> {
   return {
     ...options.extra,

@@ -1,7 +1,7 @@
 /**
  * Where a Docker engine is and how to reach it, by the names users already have: a URL
  * (`unix://`, `tcp://` with TLS, `ssh://user@host`) or a docker context. Parsing and context
- * resolution only; `engine.ts` turns an endpoint into a client. Credentials (TLS keys, ssh
+ * resolution only; `connection.ts` turns an endpoint into a client. Credentials (TLS keys, ssh
  * keys) are read here into host memory and go nowhere but the connection to that engine.
  *
  * Trust: the harness drives an engine with full control over it, so it must know it talks

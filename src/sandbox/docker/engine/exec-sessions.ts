@@ -16,7 +16,7 @@ export interface ExecStartOptions {
    * Written to the process's stdin, then end of file; or `stream` to keep stdin open and
    * write to it through `RunningExec.input` (a long-lived process serving requests).
    */
-  stdin?: Buffer | 'stream';
+  stdin?: Buffer | 'stream' | undefined;
   stdout: Writable;
   stderr: Writable;
 }

@@ -36,13 +36,13 @@ export interface BuildOptions {
   dockerfile: string;
   buildArgs: Record<string, string>;
   labels: Record<string, string>;
-  onLine?: (line: string) => void;
+  onLine?: ((line: string) => void) | undefined;
   /** Build-time network: allowed (unlike the sandboxes), so dependencies can be installed. */
-  networkMode?: string;
+  networkMode?: string | undefined;
   /** Ignore the layer cache (a forced rebuild must not just replay cached layers). */
-  noCache?: boolean;
+  noCache?: boolean | undefined;
   /** Ctrl-C: the request to the daemon is cancelled, which stops the build. */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 export class EngineImages {
@@ -183,7 +183,7 @@ export class EngineImages {
       await followProgress(stream as unknown as Readable, {
         context: `pulling ${ref}`,
         where: this.where,
-        ...(onLine ? { onLine } : {}),
+        onLine,
       });
     } catch (error) {
       if (error instanceof HarnessError) throw error;
@@ -232,7 +232,7 @@ export class EngineImages {
       await followProgress(stream, {
         context: `building ${options.tag}`,
         where: this.where,
-        ...(options.onLine ? { onLine: options.onLine } : {}),
+        onLine: options.onLine,
       });
     } catch (error) {
       if (options.signal?.aborted) throw interrupted(error);

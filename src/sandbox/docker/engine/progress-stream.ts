@@ -24,7 +24,7 @@ export interface FollowOptions {
   /** What was being done, for messages: `building repo:1`, `pulling node:20`. */
   context: string;
   where: string | undefined;
-  onLine?: (line: string) => void;
+  onLine?: ((line: string) => void) | undefined;
 }
 
 /** Follows the stream to its end; the first `error` event in it rejects with ImageError. */

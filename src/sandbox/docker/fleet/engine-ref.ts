@@ -51,7 +51,9 @@ export const dockerEngineRefSchema = z.union([
 ]);
 
 /** The fields alone, whatever `backend` said. */
-export function dockerEngineFields(ref: DockerEngineFields & { backend?: string }): DockerEngineFields {
+export function dockerEngineFields(
+  ref: DockerEngineFields & { backend?: string | undefined },
+): DockerEngineFields {
   if ('file' in ref) return { file: ref.file, entry: ref.entry };
   return 'context' in ref ? { context: ref.context } : { url: ref.url };
 }

@@ -18,15 +18,15 @@ import { bootstrapRootfs, ensureMmdebstrap } from './rootfs-bootstrap.js';
 
 export interface EnsureBaseImageOptions {
   /** Progress and notes (one line each). Nothing is written when the image already exists. */
-  onLine?: (line: string) => void;
+  onLine?: ((line: string) => void) | undefined;
   /** Skip the registry and bootstrap from Debian packages. */
-  offline?: boolean;
+  offline?: boolean | undefined;
   /** Rebuild even when the tag exists. */
-  force?: boolean;
+  force?: boolean | undefined;
   /** A pull that shows no progress for this long is given up (default 30 s). */
-  pullIdleTimeoutMs?: number;
-  signal?: AbortSignal;
-  engine?: DockerEngine;
+  pullIdleTimeoutMs?: number | undefined;
+  signal?: AbortSignal | undefined;
+  engine?: DockerEngine | undefined;
 }
 
 export interface EnsureBaseImageResult {

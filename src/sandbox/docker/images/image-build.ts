@@ -39,7 +39,7 @@ export interface RunBuildOptions {
   buildArgs: Record<string, string>;
   labels: Record<string, string>;
   noCache: boolean;
-  onLine?: (line: string) => void;
+  onLine?: ((line: string) => void) | undefined;
   log: LogFile;
   /** For the hint: which recipe failed (`/repo/Dockerfile.sandbox`, `images/node/Dockerfile`). */
   recipe: string;
@@ -47,12 +47,12 @@ export interface RunBuildOptions {
    * `none`: build steps have no network (resolving a name fails at once); a network's name:
    * the build's egress network. Default: the daemon's.
    */
-  networkMode?: string;
+  networkMode?: string | undefined;
   /** Added to the hint of a failed build (what else could be wrong). */
-  failureNote?: string;
+  failureNote?: string | undefined;
   /** The base image the build starts from, named in every failure ("pip: not found" on which base?). */
-  baseImage?: string;
-  signal?: AbortSignal;
+  baseImage?: string | undefined;
+  signal?: AbortSignal | undefined;
 }
 
 export async function runBuild(
@@ -70,8 +70,8 @@ export async function runBuild(
       buildArgs: options.buildArgs,
       labels: options.labels,
       noCache: options.noCache,
-      ...(options.networkMode ? { networkMode: options.networkMode } : {}),
-      ...(options.signal ? { signal: options.signal } : {}),
+      networkMode: options.networkMode,
+      signal: options.signal,
       onLine: (line) => {
         tracker.push(line);
         options.log.line(line);

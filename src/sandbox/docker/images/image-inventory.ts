@@ -28,11 +28,17 @@ export async function listHarnessImages(engine: DockerEngine = dockerEngine()): 
 }
 
 /** Which of the harness's base images are present locally. */
-export async function baseImageStatus(
-  engine: DockerEngine = dockerEngine(),
-): Promise<Array<{ kind: BaseKind; tag: string; present: boolean; imageId?: string; origin?: string }>> {
-  const result: Array<{ kind: BaseKind; tag: string; present: boolean; imageId?: string; origin?: string }> =
-    [];
+export interface BaseImageState {
+  kind: BaseKind;
+  tag: string;
+  present: boolean;
+  imageId?: string | undefined;
+  /** `pulled` or `bootstrapped`, as its label says. */
+  origin?: string | undefined;
+}
+
+export async function baseImageStatus(engine: DockerEngine = dockerEngine()): Promise<BaseImageState[]> {
+  const result: BaseImageState[] = [];
   for (const spec of Object.values(BASE_IMAGES)) {
     const image = await engine.images.inspect(spec.tag);
     result.push(

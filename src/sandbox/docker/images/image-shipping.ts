@@ -32,9 +32,9 @@ export const DEFAULT_PRESENCE: Readonly<{ base: PresenceMethod; repo: PresenceMe
 };
 
 export interface ShipOptions {
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /** Called with the bytes streamed so far, at most every few MB. */
-  onProgress?: (bytes: number) => void;
+  onProgress?: ((bytes: number) => void) | undefined;
 }
 
 /**
@@ -113,12 +113,12 @@ export interface EnsureBaseOnOptions {
    * An engine that has (or, for the harness's own base images, can make) the image; needed to
    * ship. Default: the local engine.
    */
-  source?: DockerEngine;
+  source?: DockerEngine | undefined;
   /** Default: the harness's node base image. */
-  image?: string;
-  method?: PresenceMethod;
-  signal?: AbortSignal;
-  onLine?: (line: string) => void;
+  image?: string | undefined;
+  method?: PresenceMethod | undefined;
+  signal?: AbortSignal | undefined;
+  onLine?: ((line: string) => void) | undefined;
 }
 
 /**
@@ -137,7 +137,6 @@ export async function ensureBaseImageOn(
   const ours = Object.values(BASE_IMAGES).find((b) => b.tag === tag);
   const method = options.method ?? DEFAULT_PRESENCE.base;
   const onLine = options.onLine ?? (() => undefined);
-  const signal = options.signal ? { signal: options.signal } : {};
   const existing = await target.images.inspect(tag);
   const done = (how: ImagePresence['how'], imageId: string, bytes?: number): ImagePresence => ({
     tag,
@@ -156,11 +155,11 @@ export async function ensureBaseImageOn(
         },
       );
     }
-    const made = await ensureBaseImage(ours.kind, { engine: target, onLine, ...signal });
+    const made = await ensureBaseImage(ours.kind, { engine: target, onLine, signal: options.signal });
     return done('built', made.imageId);
   }
   const sourceId = ours
-    ? (await ensureBaseImage(ours.kind, { engine: source, onLine, ...signal })).imageId
+    ? (await ensureBaseImage(ours.kind, { engine: source, onLine, signal: options.signal })).imageId
     : (await source.images.inspect(tag))?.id;
   if (!sourceId) {
     // Not one of ours and not here to ship: one the user put on that engine is theirs to vouch for.
@@ -171,7 +170,7 @@ export async function ensureBaseImageOn(
   }
   if (existing?.id === sourceId) return done('present', existing.id);
   onLine(`shipping ${tag} to ${target.where ?? 'the local engine'}`);
-  const shipped = await shipImages(source, target, [tag], signal);
+  const shipped = await shipImages(source, target, [tag], { signal: options.signal });
   return done('shipped', sourceId, shipped.bytes);
 }
 
@@ -179,8 +178,8 @@ export interface EnsureRepoOnOptions {
   source: DockerEngine;
   /** The repo image as `buildRepoImage` takes it (its `engine` is ignored). */
   repo: Omit<BuildRepoImageOptions, 'engine'>;
-  method?: PresenceMethod;
-  signal?: AbortSignal;
+  method?: PresenceMethod | undefined;
+  signal?: AbortSignal | undefined;
 }
 
 /**
@@ -239,9 +238,9 @@ export async function ensureRepoImageOn(
 export interface EnsureImagesOnOptions {
   source: DockerEngine;
   repo: Omit<BuildRepoImageOptions, 'engine'>;
-  methods?: Partial<{ base: PresenceMethod; repo: PresenceMethod }>;
-  signal?: AbortSignal;
-  onLine?: (line: string) => void;
+  methods?: Partial<{ base: PresenceMethod | undefined; repo: PresenceMethod }>;
+  signal?: AbortSignal | undefined;
+  onLine?: ((line: string) => void) | undefined;
 }
 
 /** Base image, then repo image, on `target`: what a trial on that engine needs. */
@@ -249,19 +248,18 @@ export async function ensureImagesOn(
   target: DockerEngine,
   options: EnsureImagesOnOptions,
 ): Promise<{ base: ImagePresence; repo: ImagePresence & { image: BuiltRepoImage } }> {
-  const signal = options.signal ? { signal: options.signal } : {};
   const base = await ensureBaseImageOn(target, {
     source: options.source,
     image: options.repo.baseImage ?? DEFAULT_BASE_IMAGE,
     method: options.methods?.base ?? DEFAULT_PRESENCE.base,
-    ...signal,
-    ...(options.onLine ? { onLine: options.onLine } : {}),
+    signal: options.signal,
+    onLine: options.onLine,
   });
   const repo = await ensureRepoImageOn(target, {
     source: options.source,
     repo: options.repo,
     method: options.methods?.repo ?? DEFAULT_PRESENCE.repo,
-    ...signal,
+    signal: options.signal,
   });
   return { base, repo };
 }

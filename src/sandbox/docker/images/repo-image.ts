@@ -98,7 +98,7 @@ export async function buildRepoImage(options: BuildRepoImageOptions): Promise<Bu
     dockerfile,
     dockerfileRoot,
     buildArgs,
-    extraExcludes: options.excludes,
+    ...(options.excludes ? { extraExcludes: options.excludes } : {}),
     hashInputs: {
       // A rebuilt base (same tag, new id) must not be hidden behind an old repo image.
       baseImageId: baseId,
@@ -109,7 +109,7 @@ export async function buildRepoImage(options: BuildRepoImageOptions): Promise<Bu
           ? buildEgressHashInput(options.buildEgress)
           : 'none',
     },
-    onWarning: options.onWarning,
+    ...(options.onWarning ? { onWarning: options.onWarning } : {}),
   });
   if (ours) await assertDependenciesCanArrive(repoDir, context);
   if (!network) {
@@ -202,7 +202,7 @@ async function buildOrReuse(
               failureNote:
                 'The build had no network (the default): a step that downloads something fails. Bring what it needs with the repo, or let builds use the network with `sandbox.build: { network: true }` in the catalog.',
             }),
-      ...(options.signal ? { signal: options.signal } : {}),
+      signal: options.signal,
     });
   try {
     const imageId = options.buildEgress

@@ -57,7 +57,7 @@ export interface RootfsSpec {
 export interface BootstrapOptions {
   onLine: (line: string) => void;
   log: LogFile;
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 const IMPORT_CHANGES = [

@@ -25,9 +25,9 @@ export interface ProbeContainer {
   /** The label role: what the probe is for (`doctor`, `doctor-runtime`). */
   role: string;
   /** The runtime the probe is of, for its labels. */
-  runtime?: string;
+  runtime?: string | undefined;
   /** The runtime the engine is asked for; absent: the engine's default. */
-  engineRuntime?: string;
+  engineRuntime?: string | undefined;
   limits: ProbeLimits;
 }
 
@@ -41,13 +41,9 @@ export function probeContainerRequest(probe: ProbeContainer): ContainerRequest {
     user: SANDBOX_USER,
     workingDir: WORKSPACE,
     env: ['LANG=C.UTF-8'],
-    labels: containerLabels({
-      runId: 'doctor',
-      role: probe.role,
-      ...(probe.runtime ? { runtime: probe.runtime } : {}),
-    }),
+    labels: containerLabels({ runId: 'doctor', role: probe.role, runtime: probe.runtime }),
     ...probe.limits,
-    ...(probe.engineRuntime ? { runtime: probe.engineRuntime } : {}),
+    runtime: probe.engineRuntime,
   };
 }
 

@@ -76,7 +76,7 @@ export async function probeRuntime(
         memoryBytes: 256 * 1024 * 1024,
         nanoCpus: 1e9,
         pids: processes.pids,
-        ...(processes.nproc ? { nproc: processes.nproc } : {}),
+        nproc: processes.nproc,
         maxFileBytes: 1024 * 1024,
         tmpfsBytes: 1024 * 1024,
         nofile: 1024,
