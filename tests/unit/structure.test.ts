@@ -241,3 +241,43 @@ describe('a sandbox container is written once (sandbox/container/container-spec.
     expect(hardeningFlag.test(code)).toBe(expected);
   });
 });
+
+describe("the Docker backend's rooms: arrows point down", () => {
+  // engine/ (the client) < labels, host tools, runtimes, layers < network/ < images/ <
+  // operator/ < fleet/ < the backend itself (docker-sandbox, docker-provider, index).
+  const ROOMS: [RegExp, number][] = [
+    [/^src\/sandbox\/docker\/engine\//, 0],
+    [/^src\/sandbox\/docker\/fleet\/engine-ref\.ts$/, 0],
+    [/^src\/sandbox\/docker\/(labels|host-tools|runtimes|upper-dir)\.ts$/, 1],
+    [/^src\/sandbox\/docker\/network\//, 2],
+    [/^src\/sandbox\/docker\/images\//, 3],
+    [/^src\/sandbox\/docker\/operator\//, 4],
+    [/^src\/sandbox\/docker\/fleet\//, 5],
+    [/^src\/sandbox\/docker\//, 6],
+  ];
+  const roomOf = (file: string) => ROOMS.find(([pattern]) => pattern.test(file))?.[1];
+
+  it('no file of the backend imports a room above its own', async () => {
+    const up: string[] = [];
+    for (const full of await sourceFiles(path.join(ROOT, 'src', 'sandbox', 'docker'))) {
+      const file = path.relative(ROOT, full).split(path.sep).join('/');
+      for (const target of await importsOf(full)) {
+        const to = roomOf(target.replace(/\.js$/, '.ts'));
+        if (to !== undefined && to > roomOf(file)!) up.push(`${file} -> ${target}`);
+      }
+    }
+    expect(up).toEqual([]);
+  });
+
+  it('the rooms are ordered as the check reads them', () => {
+    expect(roomOf('src/sandbox/docker/engine/containers.ts')).toBeLessThan(
+      roomOf('src/sandbox/docker/images/repo-image.ts')!,
+    );
+    expect(roomOf('src/sandbox/docker/images/repo-image.ts')).toBeLessThan(
+      roomOf('src/sandbox/docker/operator/engine-doctor.ts')!,
+    );
+    expect(roomOf('src/sandbox/docker/operator/collect-garbage.ts')).toBeLessThan(
+      roomOf('src/sandbox/docker/docker-sandbox.ts')!,
+    );
+  });
+});
