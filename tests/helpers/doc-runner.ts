@@ -123,14 +123,18 @@ export function runCommand(
   });
 }
 
-/** The processes still in process group `pgid`, as `pid command line`. */
+/**
+ * The live processes of process group `pgid`, as `pid command line`. A zombie has exited: only
+ * its parent (here often a process that never reaps, since the shell that started it is gone)
+ * can remove it from the table.
+ */
 export async function groupMembers(pgid: number): Promise<string[]> {
-  const { stdout } = await run('ps', ['-eo', 'pid=,pgid=,args=']);
+  const { stdout } = await run('ps', ['-eo', 'pid=,pgid=,stat=,args=']);
   return stdout
     .split('\n')
-    .map((line) => /^\s*(\d+)\s+(\d+)\s+(.*)$/.exec(line))
-    .filter((m): m is RegExpExecArray => m !== null && Number(m[2]) === pgid)
-    .map((m) => `${m[1]} ${m[3]}`);
+    .map((line) => /^\s*(\d+)\s+(\d+)\s+(\S+)\s+(.*)$/.exec(line))
+    .filter((m): m is RegExpExecArray => m !== null && Number(m[2]) === pgid && !m[3]!.startsWith('Z'))
+    .map((m) => `${m[1]} ${m[4]}`);
 }
 
 /**
