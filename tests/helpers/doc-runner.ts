@@ -81,6 +81,15 @@ export function killGroup(pid: number | undefined): void {
   }
 }
 
+/** bash running `command` in a process group of its own, its output collected into `out`. */
+function startBash(cwd: string, command: string, env: NodeJS.ProcessEnv, stdin: 'pipe' | 'ignore') {
+  const child = spawn('bash', ['-c', command], { cwd, env, stdio: [stdin, 'pipe', 'pipe'], detached: true });
+  const out = { stdout: '', stderr: '' };
+  child.stdout!.on('data', (d: Buffer) => (out.stdout += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (out.stderr += d.toString()));
+  return { child, out };
+}
+
 /** Runs `command` with bash in a process group of its own; `input` is typed on stdin. */
 export function runCommand(
   cwd: string,
@@ -96,29 +105,20 @@ export function runCommand(
 ): Promise<Ran> {
   const started = Date.now();
   return new Promise((resolve) => {
-    const child = spawn('bash', ['-c', command], {
-      cwd,
-      env,
-      stdio: ['pipe', 'pipe', 'pipe'],
-      detached: true,
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const { child, out } = startBash(cwd, command, env, 'pipe');
     // A command that exits without reading its input closes the pipe first: EPIPE here is
     // not the command's result.
-    child.stdin.on('error', () => undefined);
-    child.stdin.end(options.input ?? '');
+    child.stdin!.on('error', () => undefined);
+    child.stdin!.end(options.input ?? '');
     if (child.pid) options.onStart?.(child.pid);
     const timer = setTimeout(() => {
-      stderr += `\n[doc test: no exit after ${options.timeoutMs} ms; killed]\n`;
+      out.stderr += `\n[doc test: no exit after ${options.timeoutMs} ms; killed]\n`;
       killGroup(child.pid);
     }, options.timeoutMs ?? 600_000);
     child.on('close', (code) => {
       clearTimeout(timer);
       if (!options.leaveGroup) killGroup(child.pid);
-      resolve({ command, code, stdout, stderr, ms: Date.now() - started });
+      resolve({ command, code, ...out, ms: Date.now() - started });
     });
   });
 }
@@ -144,37 +144,28 @@ export async function groupMembers(pgid: number): Promise<string[]> {
 export function serveFetchAndStop(cwd: string, command: string, env: NodeJS.ProcessEnv): Promise<Ran> {
   const started = Date.now();
   return new Promise((resolve) => {
-    const child = spawn('bash', ['-c', `exec ${command}`], {
-      cwd,
-      env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      detached: true,
-    });
-    let stdout = '';
-    let stderr = '';
+    const { child, out } = startBash(cwd, `exec ${command}`, env, 'ignore');
     let fetched = false;
     const timer = setTimeout(() => {
-      stderr += '\n[doc test: no URL within 60 s; killed]\n';
+      out.stderr += '\n[doc test: no URL within 60 s; killed]\n';
       killGroup(child.pid);
     }, 60_000);
-    child.stdout.on('data', (d: Buffer) => {
-      stdout += d.toString();
-      const url = /^(http:\/\/127\.0\.0\.1:\d+\/\S*)$/m.exec(stdout)?.[1];
+    child.stdout!.on('data', () => {
+      const url = /^(http:\/\/127\.0\.0\.1:\d+\/\S*)$/m.exec(out.stdout)?.[1];
       if (!url || fetched) return;
       fetched = true;
       void fetch(url)
         .then(async (res) => `\n--- page (HTTP ${res.status}) ---\n${await res.text()}`)
         .catch((error: unknown) => `\n--- page: ${String(error)} ---\n`)
         .then((page) => {
-          stdout += page;
+          out.stdout += page;
           child.kill('SIGINT');
         });
     });
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     child.on('close', (code) => {
       clearTimeout(timer);
       killGroup(child.pid);
-      resolve({ command, code, stdout, stderr, ms: Date.now() - started });
+      resolve({ command, code, ...out, ms: Date.now() - started });
     });
   });
 }

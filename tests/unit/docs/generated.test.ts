@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { GENERATED_BLOCKS, withGeneratedBlocks } from '../../../scripts/docs-reference.js';
 import { catalogReferenceMarkdown, replaceMarkedBlock } from '../../../src/catalog/reference.js';
 import { toolsReferenceMarkdown } from '../../../src/agent/tools/reference.js';
+import { createDefaultToolRegistry } from '../../../src/agent/tools/registry.js';
 import { cliReferenceMarkdown } from '../../../src/cli/help-reference.js';
 import { outcomesReferenceMarkdown } from '../../../src/cli/outcome-reference.js';
 import { COMMANDS } from '../../../src/cli/index.js';
@@ -46,16 +47,12 @@ describe('the generated parts of the docs', () => {
     ])
       expect(catalog).toContain(key);
     const tools = toolsReferenceMarkdown();
-    for (const tool of [
-      'read_file',
-      'write_file',
-      'edit_file',
-      'list_files',
-      'search',
-      'run_command',
-      'delegate',
-    ])
-      expect(tools).toContain(`### \`${tool}\``);
+    // Every tool the registry offers (delegate included), by the name the model is sent.
+    const names = createDefaultToolRegistry({ delegate: true })
+      .definitions()
+      .map((t) => t.name);
+    expect(names).toEqual(expect.arrayContaining(['read_file', 'run_command', 'delegate']));
+    for (const tool of names) expect(tools).toContain(`### \`${tool}\``);
     expect(tools).toMatch(/\| `command` \| string \| yes \|/);
     const cli = cliReferenceMarkdown();
     expect(COMMANDS.length).toBeGreaterThan(10);
