@@ -4,7 +4,7 @@
  * from the tool registry's JSON Schemas), every command's --help (docs/cli.md, from the
  * program itself) and every outcome with its exit code (docs/outcomes.md, from the vocabulary).
  */
-import { toolsReferenceMarkdown } from '../src/agent/tools/reference.js';
+import { toolsReferenceMarkdown } from '../src/agent/tools/tools-reference.js';
 import { catalogReferenceMarkdown, replaceMarkedBlock } from '../src/catalog/reference.js';
 import { cliReferenceMarkdown } from '../src/cli/help-reference.js';
 import { outcomesReferenceMarkdown } from '../src/cli/outcome-reference.js';

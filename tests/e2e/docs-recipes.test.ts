@@ -18,8 +18,8 @@ import { chmod, cp, mkdir, mkdtemp, readdir, readFile, writeFile } from 'node:fs
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { canaryEnv, expectNoCanaryIn } from '../helpers/canary.js';
 import { ROOT } from '../helpers/cli.js';
 import { harnessArgs, readDocPages, scanShell, simpleCommands, type DocBlock } from '../helpers/doc-pages.js';

@@ -15,7 +15,7 @@ import { execFile, spawn } from 'node:child_process';
 import { cp, mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
 import {
   harnessArgs,
@@ -287,7 +287,7 @@ export async function gcRunsUnder(copy: string, env: NodeJS.ProcessEnv): Promise
   for (const file of await runJsons(copy)) {
     const runDir = dirname(file);
     const id = basename(runDir);
-    if ((await dockerEngine().listContainers({ [LABEL.run]: id })).length === 0) continue;
+    if ((await dockerEngine().containers.list({ [LABEL.run]: id })).length === 0) continue;
     await runCommand(
       copy,
       `sandbox-harness gc --run ${JSON.stringify(id)} --runs-dir ${JSON.stringify(dirname(runDir))}`,
