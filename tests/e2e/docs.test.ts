@@ -1,6 +1,6 @@
 /**
- * Every shell command of README.md and docs/*.md runs as written (the convention is in
- * tests/helpers/doc-pages.ts and docs/development.md): one fresh copy of this checkout goes
+ * Every shell command of README.md and of every .md under docs/ runs as written (the convention
+ * is in tests/helpers/doc-pages.ts and docs/development.md): one fresh copy of this checkout goes
  * through the documented set-up (`scripts/setup.sh`, `npm link` into a private prefix, so
  * `sandbox-harness` is on the PATH), then each page runs its blocks in order in its own copy of
  * that one, pages side by side (two at a time: each page's files, runs and working tree are

@@ -1,7 +1,7 @@
 /**
- * The documentation as tests read it: README.md and every docs/*.md, split into fenced blocks
- * with the `<!-- doc-test: ... -->` directives written above them. What the directives mean
- * (the convention every page follows; docs/development.md says it for authors):
+ * The documentation as tests read it: README.md and every .md under docs/, split into fenced
+ * blocks with the `<!-- doc-test: ... -->` directives written above them. What the directives
+ * mean (the convention every page follows; docs/development.md says it for authors):
  *
  * - A ```bash (or sh, shell) block is run: each command in order, in the page's own fresh copy
  *   of the checkout, each by itself (`bash -c`, from the copy's root: a `cd` or a variable does
@@ -22,9 +22,9 @@
  *     first command that starts with that text must match.
  */
 import { readdir, readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, relative, sep } from 'node:path';
 
-export const NEEDS = ['live-model', 'root', 'second-machine', 'network', 'long-run'] as const;
+export const NEEDS = ['live-model', 'root', 'second-machine', 'cluster', 'network', 'long-run'] as const;
 export type Need = (typeof NEEDS)[number];
 
 export const SHELL_LANGS = new Set(['bash', 'sh', 'shell']);
@@ -82,12 +82,15 @@ export function roleOf(block: DocBlock): BlockRole {
   return block.file ? 'file' : 'text';
 }
 
-/** README.md and docs/*.md of a checkout, README first, then the docs by name. */
+/**
+ * README.md and every .md under docs/ (subfolders too) of a checkout, README first, then the
+ * docs by path: a page another branch adds is a page here with nothing to register.
+ */
 export async function docPagePaths(root: string): Promise<string[]> {
-  const docs = (await readdir(join(root, 'docs')).catch(() => [] as string[]))
-    .filter((f) => f.endsWith('.md'))
-    .sort()
-    .map((f) => `docs/${f}`);
+  const docs = (await readdir(join(root, 'docs'), { recursive: true, withFileTypes: true }).catch(() => []))
+    .filter((entry) => entry.isFile() && entry.name.endsWith('.md'))
+    .map((entry) => relative(root, join(entry.parentPath, entry.name)).split(sep).join('/'))
+    .sort();
   return ['README.md', ...docs];
 }
 

@@ -4,7 +4,8 @@
  * no instruction would change the machine's main engine. tests/e2e/docs.test.ts runs the
  * commands; this file keeps a page from rotting between those runs.
  */
-import { readFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
@@ -14,6 +15,7 @@ import {
   harnessParseProblem,
 } from '../../helpers/doc-checks.js';
 import {
+  docPagePaths,
   harnessArgs,
   parseDocPage,
   readDocPages,
@@ -28,9 +30,26 @@ import { ROOT } from '../../helpers/cli.js';
 const pages = await readDocPages(ROOT);
 
 describe('the docs pages', () => {
-  it('are the README and docs/*.md', () => {
+  it('are the README and every .md under docs/', () => {
     expect(pages[0]!.path).toBe('README.md');
     expect(pages.length).toBeGreaterThan(10);
+  });
+
+  it('any .md under docs/ is a page, in a subfolder too, with nothing to register', async () => {
+    const root = await mkdtemp(join(tmpdir(), 'doc-pages-'));
+    try {
+      await mkdir(join(root, 'docs', 'backends'), { recursive: true });
+      for (const file of ['README.md', 'docs/b.md', 'docs/a.md', 'docs/backends/slurm.md', 'docs/notes.txt'])
+        await writeFile(join(root, file), '# page\n');
+      expect(await docPagePaths(root)).toEqual([
+        'README.md',
+        'docs/a.md',
+        'docs/b.md',
+        'docs/backends/slurm.md',
+      ]);
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
   });
 
   it.each(pages.map((p) => [p.path, p] as const))(
