@@ -34,7 +34,7 @@ export interface FixTrialOptions {
   /** Every event of every trial, tagged with its task and trial (for timing and overlap checks). */
   events?: ((spec: TrialSpec) => EventSink | undefined) | undefined;
   /** Each trial stops once its model calls cost this many US dollars (`eval --cost-limit`). */
-  costLimitUsd?: number;
+  costLimitUsd?: number | undefined;
 }
 
 export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
@@ -77,7 +77,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
           signal: context.signal,
           readStdin: async () => '',
           ...(events ? { events } : {}),
-          ...(options.costLimitUsd !== undefined ? { costLimitUsd: options.costLimitUsd } : {}),
+          costLimitUsd: options.costLimitUsd,
           ...(spec.seedRun ? { seedRun: spec.seedRun } : {}),
         },
         deps,
@@ -185,7 +185,7 @@ function rewardFacts(record: FixResult['record']): Pick<TrialResult, 'score' | '
   if (!reward) return {};
   if (reward.status === 'refused') return { score: 0, reward: { refused: reward.reason ?? 'refused' } };
   return {
-    ...(reward.score !== undefined ? { score: reward.score } : {}),
+    score: reward.score,
     ...(reward.values ? { reward: { values: reward.values } } : {}),
   };
 }

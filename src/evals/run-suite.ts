@@ -48,16 +48,16 @@ export interface SuiteOptions {
   /** Ctrl-C: no new trial starts, in-flight ones stop. */
   signal: AbortSignal;
   /** Trials per task; default: the suite's. */
-  n?: number;
+  n?: number | undefined;
   /** Trials at once; default: the suite's, else the cores (with engines: their capacities). */
-  concurrency?: number;
+  concurrency?: number | undefined;
   /** The output folder, absolute; default: `<cwd>/.sandbox-harness/evals/<suite>-<time>`. */
   outDir?: string;
   resume: boolean;
   /** A previous `summary.json` to compare with (absolute, and as named in messages). */
   compare?: { file: string; displayPath: string };
-  keep?: KeepPolicy;
-  costLimitUsd?: number;
+  keep?: KeepPolicy | undefined;
+  costLimitUsd?: number | undefined;
   runtime?: string;
   /** The flags of task sources (`--repos`, `--oracle`, ...), paths absolute; one a source does not take is refused. */
   sourceFlags?: SourceFlags;
@@ -134,7 +134,7 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
     deps: trialDeps,
     ...(options.runtime ? { runtime: options.runtime } : {}),
     env: options.env,
-    ...(options.costLimitUsd !== undefined ? { costLimitUsd: options.costLimitUsd } : {}),
+    costLimitUsd: options.costLimitUsd,
     events: trialEvents(join(outDir, 'events.jsonl')),
   });
   let run: EvalRun;
@@ -259,7 +259,7 @@ async function connectEngines(
   );
   const fleet = await connectFleet(specs, {
     trialCpus,
-    ...(concurrency !== undefined ? { concurrency } : {}),
+    concurrency,
   });
   const total = fleet.engines.reduce((sum, e) => sum + e.capacity, 0);
   context.say(
@@ -310,7 +310,7 @@ async function summarizeRun(
     startedAt: run.startedAt,
     finishedAt: run.finishedAt,
     harnessVersion: await readHarnessVersion(),
-    ...(options.costLimitUsd !== undefined ? { costLimitUsd: options.costLimitUsd } : {}),
+    costLimitUsd: options.costLimitUsd,
   });
   if (made.summarize) Object.assign(summary, await made.summarize(run.results));
   return summary;

@@ -121,11 +121,11 @@ export async function runAttempt(
       attempt: n,
       status: ending.verdict,
       durationMs: Date.now() - started,
-      ...(ending.message !== undefined ? { message: ending.message } : {}),
+      message: ending.message,
       costUsd: roundUsd(run.costs.totalUsd - spentBefore),
       cost: run.costs.snapshot(),
       ...(ending.feedback ? { feedback: ending.feedback } : {}),
-      ...(ending.line !== undefined ? { summary: ending.line } : {}),
+      summary: ending.line,
     });
     await journal.save();
     return {

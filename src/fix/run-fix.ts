@@ -282,7 +282,7 @@ async function resolveImage(run: Run): Promise<RepoImage> {
       tag: image.tag,
       id: image.imageId,
       reused: image.reused,
-      ...(image.buildNetwork !== undefined ? { buildNetwork: image.buildNetwork } : {}),
+      buildNetwork: image.buildNetwork,
     },
   });
   return image;

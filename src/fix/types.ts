@@ -54,7 +54,7 @@ export interface FixOptions {
   model?: string;
   cassette?: string;
   record?: string;
-  maxAttempts?: number;
+  maxAttempts?: number | undefined;
   keep: KeepPolicy;
   apply: boolean;
   force: boolean;
@@ -76,7 +76,7 @@ export interface FixOptions {
   /** Run id to use (evals choose their own). */
   runId?: string;
   /** Stop once the run's model calls cost this many US dollars (overrides catalog `agent.costLimit`). */
-  costLimitUsd?: number;
+  costLimitUsd?: number | undefined;
   /** Continue this earlier run (an id, a prefix or `last`): its last patch and feedback start attempt 1. */
   continueFrom?: string;
   /**

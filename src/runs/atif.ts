@@ -45,7 +45,12 @@ export interface AtifStep {
       subagent_trajectory_ref?: { session_id: string; extra?: Record<string, unknown> }[];
     }[];
   };
-  metrics?: { prompt_tokens?: number; completion_tokens?: number; cached_tokens?: number; cost_usd?: number };
+  metrics?: {
+    prompt_tokens?: number;
+    completion_tokens?: number;
+    cached_tokens?: number;
+    cost_usd?: number | undefined;
+  };
   extra?: Record<string, unknown>;
 }
 
@@ -107,7 +112,7 @@ function metricsOf(call: HarnessEvent | undefined, prices: Record<string, Price>
     prompt_tokens: call.tokens.input,
     completion_tokens: call.tokens.output,
     ...(cached > 0 ? { cached_tokens: cached } : {}),
-    ...(cost !== undefined ? { cost_usd: cost } : {}),
+    cost_usd: cost,
   };
 }
 

@@ -43,7 +43,7 @@ export type RunEvent =
       status: 'broken' | 'passing' | 'failing';
       durationMs: number;
       exitCode: number;
-      message?: string;
+      message?: string | undefined;
       /** What the tests could not import that no agent can fix (`fix/import-hints.ts`). */
       hints?: string[];
       baseline: Defined<RunRecord['baseline']>;
@@ -89,7 +89,7 @@ export type RunEvent =
       status: 'passed' | 'failed';
       durationMs: number;
       exitCode: number;
-      message?: string;
+      message?: string | undefined;
       heldOut?: AttemptRecord['heldOut'];
       testReport?: AttemptRecord['testReport'];
       namedTests?: AttemptRecord['namedTests'];
@@ -119,9 +119,9 @@ export type RunEvent =
       /** The run's cost so far, with `costUsd`. */
       cost?: RunRecord['cost'];
       feedback?: string;
-      message?: string;
+      message?: string | undefined;
       /** How it went, in one line (the progress line's end of the attempt). */
-      summary?: string;
+      summary?: string | undefined;
     }
   /** Something the run learned about an attempt after it ended (why it was stopped). */
   | { kind: 'attempt_note'; attempt: number; message: string }

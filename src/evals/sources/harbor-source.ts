@@ -141,7 +141,7 @@ export interface HarborTrialScore {
   /** Left out of the mean: the trial was not scored (`error`, `infrastructure`, `interrupted`). */
   unscored?: boolean;
   /** What the verifier scored (0 when refused); absent when the change never reached the verifier. */
-  score?: number;
+  score?: number | undefined;
   /** reward.json's named values (reward.txt gives `{reward: score}`). */
   values?: Record<string, number>;
   /** Why no score could be read (then the trial scores 0). */
@@ -169,7 +169,7 @@ export function harborEvalSummary(
       trial: r.trial,
       category: r.category,
       ...(UNSCORED_CATEGORIES.has(r.category) ? { unscored: true } : {}),
-      ...(r.score !== undefined ? { score: r.score } : {}),
+      score: r.score,
       ...(r.reward?.values ? { values: { ...r.reward.values } } : {}),
       ...(r.reward?.refused !== undefined ? { refused: r.reward.refused } : {}),
     }));
