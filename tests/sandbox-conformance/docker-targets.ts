@@ -14,7 +14,7 @@ import { lstat, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
 import { DockerEngine, dockerEngine } from '../../src/sandbox/docker/engine.js';
 import { KEPT_NAME_PREFIX, LABEL, containerLabels } from '../../src/sandbox/docker/labels.js';
@@ -261,8 +261,9 @@ export function describeDockerConformance(target: DockerTarget): void {
         made.push(sandbox);
         return sandbox;
       };
-      afterAll(async () => {
-        await Promise.all(made.map((s) => s.dispose().catch(() => undefined)));
+      // Each test's sandboxes go when it ends (see files.ts: live sandboxes slow every later test).
+      afterEach(async () => {
+        await Promise.all(made.splice(0).map((s) => s.dispose().catch(() => undefined)));
       });
 
       it('applies the hardening baseline, under the runtime asked for', async () => {
