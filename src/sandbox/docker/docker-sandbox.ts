@@ -48,7 +48,7 @@ import {
 import { isGvisor, processLimits } from './runtimes.js';
 import { KEPT_NAME_PREFIX, LABEL, containerLabels, containerName } from './labels.js';
 import { reapOrphans } from './gc.js';
-import { exportOverlay, layerMarker, scanOverlay, type OverlayLayers } from './upper-dir.js';
+import { exportOverlay, layerMarker, scanOverlay, upperDirBytes, type OverlayLayers } from './upper-dir.js';
 import { egressProblem, openEgress, type EgressHandle } from './egress.js';
 import type { EgressLogEntry } from '../egress/proxy.js';
 
@@ -196,8 +196,7 @@ export class DockerSandbox extends PosixSandbox {
     this.watchdog = setInterval(() => {
       if (busy) return;
       busy = true;
-      void this.engine
-        .containerDiskUsage(this.id)
+      void this.diskUsed()
         .then(async (used) => {
           if (used <= budget || this.diskExceeded) return;
           this.diskExceeded = new DiskBudgetExceeded(used, budget);
@@ -210,6 +209,13 @@ export class DockerSandbox extends PosixSandbox {
         });
     }, DISK_WATCH_MS);
     this.watchdog.unref();
+  }
+
+  /** Bytes written: read from this sandbox's own layer when it is on this host, else as the engine counts them. */
+  private async diskUsed(): Promise<number> {
+    const layers = await this.ownLayers();
+    const onHost = layers ? await upperDirBytes(layers.upperDir) : undefined;
+    return onHost ?? this.engine.containerDiskUsage(this.id);
   }
 
   private stopWatching(): void {
