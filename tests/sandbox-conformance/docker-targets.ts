@@ -62,8 +62,6 @@ export interface DockerTarget {
    * inside (`scan`). Never assumed from the engine's name: the test proves which.
    */
   layerReads: 'layers' | 'scan';
-  /** Tests that only make sense once (the unreachable daemon, the orphan reaper on the local engine). */
-  engineSpecifics?: boolean;
 }
 
 /** The default bridge's gateway on the local engine: an address of this host a networked container reaches. */
@@ -172,7 +170,6 @@ export function localTarget(
     ...(options.runtime ? { runtime: options.runtime } : {}),
     ...(options.ways ? { ways: options.ways } : {}),
     layerReads: 'layers',
-    engineSpecifics: options.runtime === undefined,
     prepare: async () => ({
       engine: dockerEngine(),
       socketPath: process.env.DOCKER_HOST?.startsWith('unix://')
@@ -583,8 +580,6 @@ export function describeDockerConformance(target: DockerTarget): void {
         expect(String(failure)).toMatch(/broke off: socket hang up/);
         expect((await new DockerBackend(engine).workspaceTree(ready().image)).size).toBeGreaterThan(0);
       });
-
-      if (target.engineSpecifics) describeLocalEngineSpecifics(ready);
     });
   });
 }
@@ -613,8 +608,12 @@ async function orphanContainer(engine: DockerEngine, image: string, name: string
   });
 }
 
-/** What only the local engine needs checking once: the orphan reaper, an unreachable daemon. */
-function describeLocalEngineSpecifics(ready: () => PreparedTarget): void {
+/**
+ * What only the local engine needs checking once: the orphan reaper, an unreachable daemon.
+ * Run by orphans.test.ts, alone (vitest.config.ts): any other file starting sandboxes meanwhile
+ * would reap the orphans planted here.
+ */
+export function describeLocalEngineSpecifics(ready: () => Pick<PreparedTarget, 'engine' | 'image'>): void {
   it('reaps containers whose owning harness process is gone, but not kept ones', async () => {
     const { engine, image } = ready();
     const suffix = randomBytes(3).toString('hex');
