@@ -385,22 +385,35 @@ export function describeDockerConformance(target: DockerTarget): void {
 
         // CPU: four busy loops get half a core between them, by the cgroup's own accounting
         // (the daemon reads it; under gVisor the sandbox's whole kernel is in that cgroup).
-        const started = Date.now();
-        const before = await cpuStats(sandbox.id, ready().socketPath);
-        const busy = await sandbox.exec(
-          "for i in 1 2 3 4; do timeout 3 sh -c 'while :; do :; done' & done; wait; echo done",
-          { timeoutMs: 30_000 },
-        );
-        expect(busy.stdout.trim()).toBe('done');
-        const after = await cpuStats(sandbox.id, ready().socketPath);
-        const wallMs = Date.now() - started;
-        const usedMs = (after.usageNs - before.usageNs) / 1e6;
+        const burn = async () => {
+          const started = Date.now();
+          const before = await cpuStats(sandbox.id, ready().socketPath);
+          const busy = await sandbox.exec(
+            "for i in 1 2 3 4; do timeout 3 sh -c 'while :; do :; done' & done; wait; echo done",
+            { timeoutMs: 30_000 },
+          );
+          expect(busy.stdout.trim()).toBe('done');
+          const after = await cpuStats(sandbox.id, ready().socketPath);
+          const wallMs = Date.now() - started;
+          const usedMs = (after.usageNs - before.usageNs) / 1e6;
+          return { wallMs, usedMs, throttled: after.throttledPeriods > before.throttledPeriods };
+        };
         // Podman's stats report no throttling periods on this cgroup v1 host; the CPU time used
         // against the wall clock below is the limit itself, for every engine.
-        if ((await ready().engine.info()).product === 'docker')
-          expect(after.throttledPeriods).toBeGreaterThan(before.throttledPeriods);
-        expect(usedMs).toBeGreaterThan(0);
-        expect(usedMs).toBeLessThan(0.5 * wallMs + 100);
+        const throttles = (await ready().engine.info()).product === 'docker';
+        let cpu = await burn();
+        // The kernel throttles a sandbox that reaches its quota. One that never got that much
+        // (the machine's other work took the cores, as when test files run side by side) had
+        // nothing to throttle and proves nothing either way: it burns again, at most twice more.
+        for (
+          let again = 0;
+          throttles && !cpu.throttled && cpu.usedMs < 0.45 * cpu.wallMs && again < 2;
+          again++
+        )
+          cpu = await burn();
+        if (throttles) expect(cpu.throttled, JSON.stringify(cpu)).toBe(true);
+        expect(cpu.usedMs).toBeGreaterThan(0);
+        expect(cpu.usedMs).toBeLessThan(0.5 * cpu.wallMs + 100);
       });
 
       it('holds the memory limit: a command that allocates past it does not get the memory', async () => {
