@@ -22,14 +22,19 @@ command -v nsenter >/dev/null 2>&1 || missing+=(util-linux)
 # The egress tests: dnsmasq is the fake internet's name server, iptables the host firewall.
 command -v dnsmasq >/dev/null 2>&1 || missing+=(dnsmasq-base)
 command -v iptables >/dev/null 2>&1 || missing+=(iptables)
+# The Slurm lab (tests/helpers/slurm.ts): munged, slurmctld and slurmd, each started by the tests
+# with a key, sockets, ports and folders of its own; the machine's own munge and Slurm set-up
+# (which the packages install) is never used.
+command -v slurmctld >/dev/null 2>&1 || missing+=(slurm-wlm)
+command -v munged >/dev/null 2>&1 || missing+=(munge)
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
-    echo "setup: apt-get install ${missing[*]} (for the fleet tests)" >&2
+    echo "setup: apt-get install ${missing[*]} (for the fleet, egress and Slurm tests)" >&2
     export DEBIAN_FRONTEND=noninteractive
     apt-get install -y --no-install-recommends "${missing[@]}" >&2 ||
       { apt-get update >&2 && apt-get install -y --no-install-recommends "${missing[@]}" >&2; }
   else
-    echo "setup: the fleet tests need ${missing[*]} (Debian: sudo apt-get install ${missing[*]})" >&2
+    echo "setup: the fleet, egress and Slurm tests need ${missing[*]} (Debian: sudo apt-get install ${missing[*]})" >&2
   fi
 fi
 

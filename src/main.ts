@@ -3,7 +3,7 @@
  * Entry point: runs the CLI and maps every error to an exit code. This is the only place
  * that calls `process.exit`; commands return an exit code or throw a HarnessError.
  */
-import { CommanderError } from 'commander';
+import { CommanderError } from '@commander-js/extra-typings';
 import { HarnessError, ConfigError } from './errors.js';
 import { EXIT_CODES, exitCodeForError } from './cli/exit-codes.js';
 import { terminalSafe } from './cli/terminal.js';

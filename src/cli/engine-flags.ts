@@ -1,6 +1,6 @@
 /** `--engines FILE` and `--engine CONTEXT-OR-URL`, as every command that takes them reads them. */
 import { resolveEngines, type EngineSpec } from '../sandbox/registry.js';
-import type { CliContext } from './context.js';
+import type { CliContext } from './cli-context.js';
 
 export interface EngineFlags {
   /** An engines file (`--engines`). */

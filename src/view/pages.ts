@@ -34,7 +34,7 @@ import {
   text,
   type Column,
   type Row,
-} from './html.js';
+} from './page-blocks.js';
 import { showJson } from './json.js';
 import { page } from './layout.js';
 import { byAttention, type StoredResults } from '../test-results/stored.js';

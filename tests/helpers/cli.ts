@@ -5,7 +5,7 @@ import { readdirSync, readFileSync, lstatSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import type { CliContext } from '../../src/cli/context.js';
+import type { CliContext } from '../../src/cli/cli-context.js';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const CLI = join(ROOT, 'dist', 'main.js');

@@ -11,23 +11,43 @@
  * can be called any number of times; `reapEngines` does the same for engines whose owner
  * died (a crashed or killed earlier test run), never for those of a live process.
  *
+ * Images given to `startEngines` are seeded from a cache of image stores (see `IMAGE_CACHE`):
+ * shipping the node base image to a fresh engine takes ~20 s here, hard-linking a stored copy
+ * of it into the new data root takes under a second. The Slurm lab (tests/helpers/slurm.ts)
+ * runs its nodes on these engines.
+ *
  * Root only (namespaces, veth, dockerd). `nsenter --net` and not `ip netns exec`, which
  * remounts /sys and makes dockerd fail ("Devices cgroup isn't mounted").
  */
 import { spawn, execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { shipImages } from '../../src/sandbox/docker/fleet/images.js';
-import { readTlsFiles, type EngineEndpoint, type TlsMaterial } from '../../src/sandbox/docker/endpoint.js';
-import { dockerEngine, DockerEngine } from '../../src/sandbox/docker/engine.js';
+import { shipImages } from '../../src/sandbox/docker/images/image-shipping.js';
+import {
+  readTlsFiles,
+  type EngineEndpoint,
+  type TlsMaterial,
+} from '../../src/sandbox/docker/engine/endpoint.js';
+import { dockerEngine, DockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { withFileLock } from '../../src/image-context/build-lock.js';
 
 const run = promisify(execFile);
 
 export const ENGINE_PREFIX = 'shfleet';
 export const ENGINES_ROOT = '/var/tmp/sandbox-harness-test-engines';
+/**
+ * Image stores kept between test runs, one folder per set of images (named by a hash of their
+ * references and image ids): dockerd's `image/` and `overlay2/` folders as a fresh engine left
+ * them after loading exactly those images. A new engine's data root gets hard links to them
+ * (same file system, no bytes copied). That is safe because dockerd never writes a file of an
+ * image layer or of the image store in place: layers are overlay lower folders (a container's
+ * writes go to its own upper folder), and the store's metadata is replaced by rename. The image
+ * ids are checked once the engine answers; a mismatch falls back to shipping.
+ */
+export const IMAGE_CACHE = join(ENGINES_ROOT, '.image-cache');
 /** The /16 the engines' /24s are cut from (one per slot); override when it clashes here. */
 const SUBNET = process.env.SANDBOX_HARNESS_TEST_ENGINE_SUBNET ?? '10.231';
 const MAX_SLOTS = 200;
@@ -55,9 +75,14 @@ export interface StartEnginesOptions {
   count: number;
   /** The process whose death makes these engines leftovers (default: this one). */
   ownerPid?: number;
-  /** Images shipped from `source` (default: the local engine) once the engines answer. */
+  /**
+   * Images present on every engine, with the same image ids as on `source` (default: the local
+   * engine): seeded from `IMAGE_CACHE` (filled on first use), shipped when that cannot be used.
+   */
   images?: string[];
   source?: DockerEngine;
+  /** `false`: ship the images to each engine instead (what the fleet's own shipping does). */
+  imageCache?: boolean;
   /** How long one engine may take to answer over TLS. */
   readyTimeoutMs?: number;
   /**
@@ -67,7 +92,7 @@ export interface StartEnginesOptions {
   daemonConfig?: Record<string, unknown>;
 }
 
-interface Owner {
+export interface Owner {
   pid: number;
   /** Start time of the owner (clock ticks since boot), so a reused pid is not taken for it. */
   startTicks: string;
@@ -104,18 +129,18 @@ async function onPath(tool: string): Promise<boolean> {
   return false;
 }
 
-async function processStartTicks(pid: number): Promise<string | undefined> {
+export async function processStartTicks(pid: number): Promise<string | undefined> {
   const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
   // Field 22 (starttime); the command name (field 2) may hold spaces, so count after its ')'.
   return stat?.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
 }
 
-async function ownerAlive(owner: Owner | undefined): Promise<boolean> {
+export async function ownerAlive(owner: Owner | undefined): Promise<boolean> {
   if (!owner || !Number.isInteger(owner.pid) || owner.pid <= 0) return false;
   return (await processStartTicks(owner.pid)) === owner.startTicks;
 }
 
-async function readOwner(dir: string): Promise<Owner | undefined> {
+export async function readOwner(dir: string): Promise<Owner | undefined> {
   try {
     return JSON.parse(await readFile(join(dir, 'owner.json'), 'utf8')) as Owner;
   } catch {
@@ -139,13 +164,34 @@ async function usedPrefixes(): Promise<string[]> {
 
 /** Takes the lowest free slot: a folder renamed into place, which only one process can win. */
 async function claimSlot(owner: Owner): Promise<{ slot: number; name: string; dir: string }> {
-  await mkdir(ENGINES_ROOT, { recursive: true });
   const used = new Set(await usedPrefixes());
-  for (let slot = 1; slot <= MAX_SLOTS; slot++) {
-    const name = `${ENGINE_PREFIX}${slot}`;
-    const dir = join(ENGINES_ROOT, name);
-    if (used.has(`${SUBNET}.${slot}`) || existsSync(dir) || existsSync(`/run/netns/${name}`)) continue;
-    const staging = await mkdtemp(join(ENGINES_ROOT, '.claim-'));
+  return claimFolder({
+    root: ENGINES_ROOT,
+    prefix: ENGINE_PREFIX,
+    owner,
+    max: MAX_SLOTS,
+    usable: (slot, name) => !used.has(`${SUBNET}.${slot}`) && !existsSync(`/run/netns/${name}`),
+  });
+}
+
+/**
+ * The lowest slot whose folder `<root>/<prefix><slot>` does not exist and that `usable` accepts,
+ * claimed by renaming a folder holding `owner.json` into place (only one process can win).
+ */
+export async function claimFolder(options: {
+  root: string;
+  prefix: string;
+  owner: Owner;
+  max: number;
+  usable?: (slot: number, name: string) => boolean | Promise<boolean>;
+}): Promise<{ slot: number; name: string; dir: string }> {
+  const { root, prefix, owner, max } = options;
+  await mkdir(root, { recursive: true });
+  for (let slot = 1; slot <= max; slot++) {
+    const name = `${prefix}${slot}`;
+    const dir = join(root, name);
+    if (existsSync(dir) || !(await (options.usable?.(slot, name) ?? true))) continue;
+    const staging = await mkdtemp(join(root, '.claim-'));
     await writeFile(join(staging, 'owner.json'), JSON.stringify(owner));
     try {
       await rename(staging, dir);
@@ -154,7 +200,14 @@ async function claimSlot(owner: Owner): Promise<{ slot: number; name: string; di
       await rm(staging, { recursive: true, force: true });
     }
   }
-  throw new Error(`no free test-engine slot under ${ENGINES_ROOT} (${MAX_SLOTS} in use or clashing)`);
+  throw new Error(`no free slot under ${root} (${max} in use or clashing)`);
+}
+
+/** The owner record for `pid` (default: this process). */
+export async function ownerOf(pid = process.pid): Promise<Owner> {
+  const startTicks = await processStartTicks(pid);
+  if (!startTicks) throw new Error(`owner process ${pid} does not exist`);
+  return { pid, startTicks, createdAt: new Date().toISOString() };
 }
 
 async function openssl(cwd: string, ...args: string[]): Promise<void> {
@@ -216,9 +269,11 @@ async function startOne(
   owner: Owner,
   readyTimeoutMs: number,
   daemonConfig: Record<string, unknown> = {},
+  seed?: string,
 ): Promise<TestEngine> {
   const { slot, name, dir } = await claimSlot(owner);
   try {
+    if (seed) await seedDataRoot(seed, join(dir, 'data'));
     const hostAddress = `${SUBNET}.${slot}.1`;
     const address = `${SUBNET}.${slot}.2`;
     const certs = await makeCertificates(join(dir, 'tls'), address);
@@ -363,29 +418,194 @@ async function tail(file: string, lines = 20): Promise<string> {
 export async function startEngines(options: StartEnginesOptions): Promise<TestEngine[]> {
   await requireEngineTools();
   await reapEngines();
-  const pid = options.ownerPid ?? process.pid;
-  const startTicks = await processStartTicks(pid);
-  if (!startTicks) throw new Error(`owner process ${pid} does not exist`);
-  const owner: Owner = { pid, startTicks, createdAt: new Date().toISOString() };
+  const owner = await ownerOf(options.ownerPid);
+  const readyTimeoutMs = options.readyTimeoutMs ?? 60_000;
+  const images = options.images ?? [];
+  const source = options.source ?? dockerEngine();
+  // A remapped engine keeps its store one folder deeper (data/<uid>.<gid>/): no seeding there.
+  const seeded =
+    images.length > 0 && options.imageCache !== false && options.daemonConfig?.['userns-remap'] === undefined;
+  const seed = seeded ? await imageCacheEntry(source, images, owner, readyTimeoutMs) : undefined;
   const settled = await Promise.allSettled(
     Array.from({ length: options.count }, () =>
-      startOne(owner, options.readyTimeoutMs ?? 60_000, options.daemonConfig),
+      startOne(owner, readyTimeoutMs, options.daemonConfig, seed?.dir),
     ),
   );
   const started = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
   const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
   try {
     if (failure) throw failure.reason;
-    const images = options.images ?? [];
     if (images.length) {
-      const source = options.source ?? dockerEngine();
-      await Promise.all(started.map((e) => shipImages(source, e.engine, images)));
+      await Promise.all(
+        started.map(async (e) => {
+          if (seed && (await hasImages(e.engine, seed.ids))) return;
+          await shipImages(source, e.engine, images);
+        }),
+      );
     }
   } catch (error) {
     await stopEngines(started);
     throw error;
   }
   return started;
+}
+
+interface CacheEntry {
+  dir: string;
+  /** Reference -> image id, as on the source engine. */
+  ids: Map<string, string>;
+}
+
+const cacheFills = new Map<string, Promise<CacheEntry>>();
+
+/** The `IMAGE_CACHE` folder holding exactly `refs` as `source` has them, filled when missing. */
+async function imageCacheEntry(
+  source: DockerEngine,
+  refs: string[],
+  owner: Owner,
+  readyTimeoutMs: number,
+): Promise<CacheEntry> {
+  const ids = new Map<string, string>();
+  for (const ref of [...new Set(refs)].sort()) {
+    const image = await source.images.inspect(ref);
+    if (!image) {
+      throw new Error(
+        `cannot put ${ref} on the test engines: it is not on ${source.where ?? 'the local engine'} (\`bash scripts/setup.sh\` makes the base images)`,
+      );
+    }
+    ids.set(ref, image.id);
+  }
+  const key = createHash('sha256')
+    .update(JSON.stringify([...ids]))
+    .digest('hex')
+    .slice(0, 16);
+  const dir = join(IMAGE_CACHE, key);
+  // An entry appears by rename once complete, so one that exists is whole.
+  if (existsSync(join(dir, 'images.json'))) return { dir, ids };
+  let pending = cacheFills.get(key);
+  if (!pending) {
+    pending = fillImageCache(source, ids, dir, owner, readyTimeoutMs).finally(() => cacheFills.delete(key));
+    cacheFills.set(key, pending);
+  }
+  return pending;
+}
+
+/**
+ * A new engine's data root holding the entry's images: the image store's metadata as hard links
+ * (a few hundred small files), each layer's folder made anew with copies of its few small files,
+ * and its content (`diff`, ~43,000 files for the node base image) a read-only bind mount of the
+ * entry's. Creating that is instant, and so is taking it down (the teardown unmounts before it
+ * removes the folder), where removing hard links to every file took ~4 s per engine. Only the
+ * content is shared, read-only: an image layer's content is only ever an overlay lower folder (a
+ * container writes to a layer of its own), while dockerd does write the layer's own files (it
+ * marks a parent layer `committed`), and removing the image fails rather than empty the entry.
+ * Anything that fails leaves the data root empty: the images are shipped instead.
+ */
+async function seedDataRoot(seed: string, dataRoot: string): Promise<void> {
+  const layers = join(dataRoot, 'overlay2');
+  const contents: Array<[string, string]> = [];
+  try {
+    await mkdir(layers, { recursive: true });
+    await run('cp', ['-al', join(seed, 'image'), dataRoot]);
+    await run('cp', ['-a', join(seed, 'overlay2', 'l'), layers]);
+    for (const layer of await readdir(join(seed, 'overlay2'))) {
+      if (layer === 'l') continue;
+      const from = join(seed, 'overlay2', layer);
+      await mkdir(join(layers, layer, 'diff'), { recursive: true });
+      for (const entry of await readdir(from)) {
+        if (entry !== 'diff') await run('cp', ['-a', join(from, entry), join(layers, layer)]);
+      }
+      contents.push([join(from, 'diff'), join(layers, layer, 'diff')]);
+    }
+    // dockerd makes its data root (and the overlay2 driver its folder) a mount of its own,
+    // binding it onto itself without the mounts below it unless it is a mount point already:
+    // so both are made mount points first (after the hard links, which cannot cross a mount).
+    await run('mount', ['--bind', dataRoot, dataRoot]);
+    await run('mount', ['--bind', layers, layers]);
+    for (const [from, to] of contents) await run('mount', ['--bind', '-o', 'ro', from, to]);
+  } catch {
+    await unmountUnder(dataRoot);
+    await rm(dataRoot, { recursive: true, force: true });
+  }
+}
+
+/** Unmounts everything mounted under `dir` (lazily, deepest first). */
+async function unmountUnder(dir: string): Promise<void> {
+  const mountinfo = await readFile('/proc/self/mountinfo', 'utf8').catch(() => '');
+  const mounts = mountinfo
+    .split('\n')
+    .map((line) => line.split(' ')[4] ?? '')
+    .filter((mount) => mount === dir || mount.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length);
+  for (const mount of mounts) await run('umount', ['-l', mount]).catch(() => undefined);
+}
+
+/** Whether a folder of `entry` is mounted somewhere (an engine runs on it). */
+async function inUse(entry: string): Promise<boolean> {
+  const mountinfo = await readFile('/proc/self/mountinfo', 'utf8').catch(() => '');
+  return mountinfo.split('\n').some((line) => (line.split(' ')[3] ?? '').startsWith(`${entry}/`));
+}
+
+/**
+ * One throwaway engine loads the images (shipped from `source`) and is stopped; its image
+ * store becomes the entry. Two processes filling the same entry both finish; the first rename
+ * wins and the other's copy is dropped.
+ */
+async function fillImageCache(
+  source: DockerEngine,
+  ids: Map<string, string>,
+  dir: string,
+  owner: Owner,
+  readyTimeoutMs: number,
+): Promise<CacheEntry> {
+  await mkdir(IMAGE_CACHE, { recursive: true });
+  for (const entry of await readdir(IMAGE_CACHE)) {
+    // Staging folders of fills whose process died midway.
+    const path = join(IMAGE_CACHE, entry);
+    if (entry.startsWith('.staging-') && !(await ownerAlive(await readOwner(path)))) {
+      await rm(path, { recursive: true, force: true });
+    }
+  }
+  const engine = await startOne(owner, readyTimeoutMs);
+  try {
+    await shipImages(source, engine.engine, [...ids.keys()]);
+    if (!(await hasImages(engine.engine, ids)))
+      throw new Error(`shipping ${[...ids.keys()].join(', ')} failed`);
+    await stopDockerd(engine.dir);
+    const staging = await mkdtemp(join(IMAGE_CACHE, '.staging-'));
+    await writeFile(join(staging, 'owner.json'), JSON.stringify(owner));
+    for (const part of ['image', 'overlay2'])
+      await rename(join(engine.dir, 'data', part), join(staging, part));
+    await writeFile(join(staging, 'images.json'), `${JSON.stringify(Object.fromEntries(ids), null, 2)}\n`);
+    await rm(join(staging, 'owner.json'));
+    await rename(staging, dir).catch(async () => rm(staging, { recursive: true, force: true }));
+  } finally {
+    await teardown(engine.name, engine.dir);
+  }
+  await evictStaleEntries(dir, ids);
+  return { dir, ids };
+}
+
+/** Entries for the same references with other image ids (an older build of a base image). */
+async function evictStaleEntries(keep: string, ids: Map<string, string>): Promise<void> {
+  const refs = JSON.stringify([...ids.keys()]);
+  for (const entry of await readdir(IMAGE_CACHE)) {
+    const path = join(IMAGE_CACHE, entry);
+    if (entry.startsWith('.') || path === keep) continue;
+    const stored = await readFile(join(path, 'images.json'), 'utf8')
+      .then((text) => Object.keys(JSON.parse(text) as Record<string, string>).sort())
+      .catch(() => undefined);
+    if (stored && JSON.stringify(stored) === refs && !(await inUse(path))) {
+      await rm(path, { recursive: true, force: true });
+    }
+  }
+}
+
+async function hasImages(engine: DockerEngine, ids: Map<string, string>): Promise<boolean> {
+  for (const [ref, id] of ids) {
+    if ((await engine.images.inspect(ref))?.id !== id) return false;
+  }
+  return true;
 }
 
 /** Takes the engines down and removes every trace; safe to call again, and on engines half started. */
@@ -427,14 +647,19 @@ export async function reapEngines(): Promise<string[]> {
   return reaped;
 }
 
-async function teardown(name: string, dir: string): Promise<void> {
-  // 1. dockerd, gracefully: it stops its containers and its containerd.
+/** dockerd of the engine in `dir`, gracefully: it stops its containers and its containerd. */
+async function stopDockerd(dir: string): Promise<void> {
   const pid = Number((await readFile(join(dir, 'docker.pid'), 'utf8').catch(() => '')).trim());
   if (Number.isInteger(pid) && pid > 0 && (await isDockerdOf(pid, dir))) {
     signal(pid, 'SIGTERM');
     await waitGone([pid], 20_000);
     signal(pid, 'SIGKILL');
   }
+}
+
+async function teardown(name: string, dir: string): Promise<void> {
+  // 1. dockerd first, so its containers stop the ordinary way.
+  await stopDockerd(dir);
   // 2. Whatever is left: processes in the namespace (dockerd, containerd, shims) and in the
   //    engine's cgroups (container processes, which have namespaces of their own).
   for (let round = 0; round < 5; round++) {
@@ -443,14 +668,9 @@ async function teardown(name: string, dir: string): Promise<void> {
     for (const p of pids) signal(p, 'SIGKILL');
     await waitGone(pids, 5000);
   }
-  // 3. Mounts under the folder (overlay layers, container namespaces), deepest first.
-  const mountinfo = await readFile('/proc/self/mountinfo', 'utf8').catch(() => '');
-  const mounts = mountinfo
-    .split('\n')
-    .map((line) => line.split(' ')[4] ?? '')
-    .filter((mount) => mount === dir || mount.startsWith(`${dir}/`))
-    .sort((a, b) => b.length - a.length);
-  for (const mount of mounts) await run('umount', ['-l', mount]).catch(() => undefined);
+  // 3. Mounts under the folder (overlay layers, container namespaces, seeded image layers),
+  //    before anything is removed: `rm` must never reach into a seeded layer.
+  await unmountUnder(dir);
   // 4. Cgroups, namespace (which takes the veth pair with it), a stray host-side veth end.
   for (const root of await cgroupRoots(name)) await removeCgroupTree(root);
   if (existsSync(`/run/netns/${name}`)) await ip('netns', 'delete', name).catch(() => undefined);
@@ -464,7 +684,7 @@ async function isDockerdOf(pid: number, dir: string): Promise<boolean> {
   return cmdline.split('\0').includes('dockerd') && cmdline.includes(dir);
 }
 
-function signal(pid: number, sig: NodeJS.Signals): void {
+export function signal(pid: number, sig: NodeJS.Signals): void {
   try {
     process.kill(pid, sig);
   } catch {
@@ -472,7 +692,7 @@ function signal(pid: number, sig: NodeJS.Signals): void {
   }
 }
 
-async function waitGone(pids: number[], timeoutMs: number): Promise<void> {
+export async function waitGone(pids: number[], timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (pids.every((p) => !existsSync(`/proc/${p}`) || isZombie(p))) return;
@@ -490,7 +710,7 @@ function isZombie(pid: number): boolean {
   }
 }
 
-async function namespacePids(name: string): Promise<number[]> {
+export async function namespacePids(name: string): Promise<number[]> {
   if (!existsSync(`/run/netns/${name}`)) return [];
   const { stdout } = await run('ip', ['netns', 'pids', name]).catch(() => ({ stdout: '' }));
   return stdout

@@ -7,7 +7,7 @@
  * conformance run the tests came from.
  */
 import { beforeAll, describe } from 'vitest';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { fixtureImage } from '../helpers/docker.js';
 import { describeLocalEngineSpecifics } from './docker-targets.js';
 

@@ -1,8 +1,19 @@
+/** `catalog validate | schema`: service catalogs checked, and their JSON Schema. */
+import { Command } from '@commander-js/extra-typings';
 import { ConfigError, HarnessError } from '../../errors.js';
-import { loadCatalog } from '../../catalog/load.js';
-import { catalogJsonSchemaText } from '../../catalog/json-schema.js';
-import { testLayers } from '../../catalog/schema.js';
-import { print, printJson, type CliContext } from '../context.js';
+import { print, printJson, type CliContext } from '../cli-context.js';
+import { declareCommand, declareGroup, type OptionsOf } from '../declare-command.js';
+
+function validateDeclaration() {
+  return new Command('validate')
+    .description('validate catalog files; every problem with file:line:col')
+    .argument('<file...>', 'catalog files')
+    .option('--json', 'JSON output');
+}
+
+function schemaDeclaration() {
+  return new Command('schema').description('print the JSON Schema of catalogs (also in catalog/schema.json)');
+}
 
 interface FileVerdict {
   file: string;
@@ -18,8 +29,10 @@ interface FileVerdict {
 export async function catalogValidateCommand(
   ctx: CliContext,
   files: string[],
-  options: { json?: boolean },
+  options: OptionsOf<typeof validateDeclaration>,
 ): Promise<number> {
+  const { loadCatalog } = await import('../../catalog/load.js');
+  const { testLayers } = await import('../../catalog/schema.js');
   const verdicts: FileVerdict[] = [];
   for (const file of files) {
     try {
@@ -62,6 +75,15 @@ export async function catalogValidateCommand(
 }
 
 export async function catalogSchemaCommand(ctx: CliContext): Promise<number> {
+  const { catalogJsonSchemaText } = await import('../../catalog/json-schema.js');
   print(ctx, catalogJsonSchemaText());
   return 0;
 }
+
+export const catalog = declareGroup(
+  () => new Command('catalog').description('service catalogs: validate, JSON Schema'),
+  [
+    declareCommand(validateDeclaration, catalogValidateCommand),
+    declareCommand(schemaDeclaration, catalogSchemaCommand),
+  ],
+);

@@ -1,44 +1,52 @@
+/** `demo`: the bundled example (examples/shipping-service, ticket OPS-412) on a temporary copy. */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { prepareExampleCopy } from '../../demo.js';
+import { Command, Option } from '@commander-js/extra-typings';
+import { note, print, type CliContext } from '../cli-context.js';
+import { declareCommand, type OptionsOf } from '../declare-command.js';
+import { keepOption } from '../shared-options.js';
 import { fixCommand } from './fix.js';
-import { print, note, type CliContext } from '../context.js';
 
-export interface DemoOptions {
-  provider?: string;
-  model?: string;
-  keep?: string;
-  json?: boolean;
-  /** With an independent checker; offline, the cassette that has a review round. */
-  review?: boolean;
+function declaration() {
+  return new Command('demo')
+    .description('run the bundled example (examples/shipping-service, ticket OPS-412) on a temporary copy')
+    .addOption(
+      new Option('--provider <name>', 'run live with this provider instead of the recorded cassette').choices(
+        ['anthropic', 'openai'],
+      ),
+    )
+    .option('--model <id>', 'model id for a live run')
+    .option('--review', 'with an independent checker (offline: the cassette with a review round)')
+    .addOption(keepOption('keep containers').default('on-failure'))
+    .option('--json', 'print only the JSON summary of the fix');
 }
+
+export type DemoOptions = OptionsOf<typeof declaration>;
 
 /**
  * Runs the bundled shipping-service example: a temporary copy, the recorded cassette
  * (or a live provider), then the outcome, the patch and where the run record is.
  */
 export async function demoCommand(ctx: CliContext, options: DemoOptions): Promise<number> {
+  const { prepareExampleCopy } = await import('../../demo.js');
   if (!options.json) note(ctx, 'preparing a temporary copy of examples/shipping-service ...');
   const copy = await prepareExampleCopy();
-  const live = options.provider !== undefined && options.provider !== 'replay';
+  // The rest of the flags are fix's own, of the same names and types.
+  const { provider, ...asFix } = options;
   const cassette = options.review ? 'OPS-412-review.json' : 'OPS-412.json';
   if (!options.json) {
     note(ctx, `example copy: ${copy.root}`);
     note(
       ctx,
-      live
-        ? `model: ${options.provider} (live)`
-        : `model: the recorded cassette cassettes/${cassette} (offline)`,
+      provider ? `model: ${provider} (live)` : `model: the recorded cassette cassettes/${cassette} (offline)`,
     );
   }
   // Paths are absolute, so the run record is shown by its full path, not relative to the copy.
   const code = await fixCommand(ctx, 'OPS-412', {
+    ...asFix,
     catalog: copy.catalog,
-    ...(live ? { provider: options.provider } : { cassette: join(copy.cassettes, cassette) }),
-    ...(options.review ? { review: true } : {}),
-    ...(options.model ? { model: options.model } : {}),
-    keep: options.keep ?? 'on-failure',
-    ...(options.json ? { json: true } : {}),
+    ...(provider ? { provider } : { cassette: join(copy.cassettes, cassette) }),
+    apply: true,
   });
   if (!options.json) {
     const source = await readFile(join(copy.repo, 'src', 'shipping.ts'), 'utf8');
@@ -48,3 +56,5 @@ export async function demoCommand(ctx: CliContext, options: DemoOptions): Promis
   }
   return code;
 }
+
+export const demo = declareCommand(declaration, demoCommand);

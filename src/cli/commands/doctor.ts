@@ -52,31 +52,39 @@
  *
  * When a daemon does not answer, its `checks` hold only the `daemon` check.
  */
+import { Command } from '@commander-js/extra-typings';
 import { errorMessage, UsageError } from '../../errors.js';
-import { EXIT_CODES } from '../exit-codes.js';
-import { enginesNamed, resolveEngineFlags } from '../engine-flags.js';
 import { defaultCapacity } from '../../fleet/placement.js';
-import {
-  connectEngine,
-  sandboxProvider,
-  type DoctorCheck,
-  type DoctorReport,
-  type EngineSpec,
-  type SandboxProvider,
-} from '../../sandbox/registry.js';
+import { alignColumns, formatBytes, formatDuration } from '../../format.js';
+import type { DoctorCheck, DoctorReport, EngineSpec, SandboxProvider } from '../../sandbox/registry.js';
 import { DEFAULT_RESOURCES } from '../../sandbox/types.js';
-import { note, print, printJson, type CliContext } from '../context.js';
-import { alignColumns, formatBytes, formatDuration } from '../format.js';
+import { note, print, printJson, type CliContext } from '../cli-context.js';
+import { declareCommand, type OptionsOf } from '../declare-command.js';
+import { EXIT_CODES } from '../exit-codes.js';
+import { collect } from '../shared-options.js';
 
-export interface DoctorCommandOptions {
-  json?: boolean;
-  /** An engines file (`--engines`). */
-  engines?: string;
-  /** `--engine` values, in order. */
-  engine?: string[];
-  /** Ship the base image to engines that lack it before checking. */
-  prepare?: boolean;
+function declaration() {
+  return new Command('doctor')
+    .description(
+      'check the Docker engine: reachable, version, storage driver, network-less containers, free disk, base images',
+    )
+    .option(
+      '--engines <file>',
+      'check every engine of an engines file (YAML; see README "Running evals on several machines")',
+    )
+    .option(
+      '--engine <context-or-url>',
+      'check this engine: a docker context name or tcp://, ssh://, unix:// URL (repeatable)',
+      collect,
+    )
+    .option(
+      '--prepare',
+      'with --engines/--engine: first ship the base image from the local engine where it is missing',
+    )
+    .option('--json', 'JSON output');
 }
+
+export type DoctorCommandOptions = OptionsOf<typeof declaration>;
 
 export interface DoctorResult extends DoctorReport {
   exitCode: number;
@@ -87,7 +95,8 @@ export function doctorExitCode(report: Pick<DoctorReport, 'ok' | 'usable'>): num
   return report.ok ? EXIT_CODES.ok : EXIT_CODES.taskFailed;
 }
 
-export async function doctor(): Promise<DoctorResult> {
+export async function checkLocalEngine(): Promise<DoctorResult> {
+  const { sandboxProvider } = await import('../../sandbox/registry.js');
   const report = await (await sandboxProvider()).doctor();
   return { ...report, exitCode: doctorExitCode(report) };
 }
@@ -131,6 +140,7 @@ export async function doctorFleet(
     onLine?: (line: string) => void;
   },
 ): Promise<FleetDoctorResult> {
+  const { connectEngine, sandboxProvider } = await import('../../sandbox/registry.js');
   const engines = await Promise.all(
     specs.map(async (spec): Promise<FleetEngineReport> => {
       const provider = await sandboxProvider('docker', { engine: await connectEngine(spec) });
@@ -236,7 +246,8 @@ function prepareHint(options: DoctorCommandOptions): string {
   return `\`sandbox-harness doctor ${flags.join(' ')} --prepare\` ships the base image from the local engine`;
 }
 
-export async function doctorCommand(ctx: CliContext, options: DoctorCommandOptions = {}): Promise<number> {
+export async function doctorCommand(ctx: CliContext, options: DoctorCommandOptions): Promise<number> {
+  const { enginesNamed, resolveEngineFlags } = await import('../engine-flags.js');
   if (enginesNamed(options)) {
     const specs = await resolveEngineFlags(ctx, options);
     const fleet = await doctorFleet(specs, {
@@ -253,8 +264,10 @@ export async function doctorCommand(ctx: CliContext, options: DoctorCommandOptio
       '--prepare ships the base image to other engines: name them with --engines or --engine',
     );
   }
-  const result = await doctor();
+  const result = await checkLocalEngine();
   if (options.json) printJson(ctx, result);
   else print(ctx, formatDoctor(result));
   return result.exitCode;
 }
+
+export const doctor = declareCommand(declaration, doctorCommand);

@@ -1,55 +1,99 @@
-import { relative, resolve, join } from 'node:path';
-import { UsageError } from '../../errors.js';
-import { runSuite, type SuiteOptions, type SuiteResult } from '../../evals/run-suite.js';
-import { formatEngineTally, createProgressReporter } from '../../evals/progress.js';
+/** `eval <suite>`: every task of a suite N times, each trial in fresh containers, and the reports. */
+import { join, relative, resolve } from 'node:path';
+import { Command } from '@commander-js/extra-typings';
+import type { SuiteOptions, SuiteResult } from '../../evals/run-suite.js';
+import type { SourceFlags } from '../../evals/sources/task-source.js';
 import type { EvalSummary } from '../../evals/summary.js';
-import { notScoredCell } from '../../evals/report.js';
-import { harborLines } from '../../evals/sources/harbor-materialize.js';
-import type { KeepPolicy } from '../../fix/run-fix.js';
-import { enginesNamed, resolveEngineFlags, type EngineFlags } from '../engine-flags.js';
+import { alignColumns } from '../../format.js';
+import { note, print, printJson, type CliContext } from '../cli-context.js';
+import { declareCommand, type OptionsOf } from '../declare-command.js';
 import { exitCodeForEval } from '../exit-codes.js';
-import { print, printJson, note, type CliContext } from '../context.js';
-import { alignColumns, shortPath } from '../format.js';
-import { parseCostLimit } from '../cost-flag.js';
+import { integerOption, usdOption } from '../option-parsers.js';
+import { collect, keepOption, runtimeOption } from '../shared-options.js';
+import { shortPath } from '../short-path.js';
 import { terminalSafe } from '../terminal.js';
-import { exportView } from '../../view/export.js';
-import { openViewSource, runHref } from '../../view/source.js';
 
-/** The flags of `eval` as commander hands them over (see `cli/index.ts`). */
-export interface EvalCommandOptions extends EngineFlags {
-  n?: string;
-  concurrency?: string;
-  out?: string;
-  resume?: boolean;
-  compare?: string;
-  json?: boolean;
-  /** commander checks the choices. */
-  keep?: KeepPolicy;
-  costLimit?: string;
-  runtime?: string;
-  repos?: string;
-  visibleTests?: boolean;
-  oracle?: boolean;
-  quarantine?: string;
+function declaration() {
+  return new Command('eval')
+    .description(
+      'run every task of a suite N times, each trial in fresh containers; write summary.json, report.md, report.html',
+    )
+    .argument(
+      '<suite>',
+      'suite file (YAML), SWE-bench-style instances (JSONL), an instance suite (YAML with instances:), a Harbor task folder or a folder of them (task.toml, instruction.md, environment/, tests/), or a Harbor suite (YAML with harbor:)',
+    )
+    .addOption(integerOption('-n, --n <n>', 'trials per task (default: the suite)', { min: 1, max: 1000 }))
+    .option('--repos <dir>', 'instances: the folder of local clones (owner__name, owner/name or name)')
+    .option('--visible-tests', 'instances: apply the test patch where the agent sees it (default: held out)')
+    .option(
+      '--oracle',
+      'instances: apply each gold patch instead of calling a model; reports gold patches that fail and tests that flake over -n runs. Harbor tasks: run solution/solve.sh instead',
+    )
+    .option(
+      '--quarantine <file>',
+      'instances: with --oracle, write the flaky tests and failing gold patches found there; without, leave them out of FAIL_TO_PASS/PASS_TO_PASS',
+    )
+    .addOption(
+      integerOption(
+        '--concurrency <c>',
+        'trials at once (default: the suite, else the number of cores; with engines: the sum of their capacities)',
+        { min: 1, max: 1000 },
+      ),
+    )
+    .option(
+      '--engines <file>',
+      'run the trials on the engines of an engines file (YAML; see README "Running evals on several machines")',
+    )
+    .option(
+      '--engine <context-or-url>',
+      'run trials on this engine too: a docker context name or tcp://, ssh://, unix:// URL (repeatable)',
+      collect,
+    )
+    .option('--out <dir>', 'output folder (default: .sandbox-harness/evals/<suite>-<time>)')
+    .option('--resume', 'skip trials already in <out>/results.jsonl (on any engines)')
+    .option('--compare <summary.json>', 'compare with a previous summary; exit 1 on a regression')
+    .addOption(
+      usdOption(
+        '--cost-limit <usd>',
+        'stop each trial once its model calls cost this many US dollars (the trial ends `budget`)',
+      ),
+    )
+    .addOption(keepOption('keep trial containers'))
+    .addOption(runtimeOption())
+    .option('--json', 'print only a JSON summary on stdout')
+    .addHelpText(
+      'after',
+      `
+Engines: without --engines/--engine every trial runs on the local engine. With them, each
+trial goes to the engine with the most free capacity (engines file \`capacity:\`, else CPUs
+over the catalogs' CPU limit); images are made present on an engine before its first trial
+(base image shipped from the local engine, repo images built there). An infrastructure
+failure is retried once, on another engine when there is one; an engine that stops
+answering is dropped and its running trials are retried elsewhere. Results, summary.json
+and the reports say which engine ran what. Kept containers stay on their engine:
+\`inspect\`, \`shell\`, \`rerun-tests\` find it from the run record, \`gc --engines\` cleans up.
+Exit codes: 0 every trial scored, no regression; 1 a regression (--compare); 2 a trial ended
+in error (bad configuration); 3 a trial could not be scored for infrastructure (or every
+engine was lost); 130 interrupted.
+Instances (SWE-bench style): each instance's repo is read from its local clone at
+base_commit into a fresh working copy under <out>/instances/ (nothing is written to the
+clone, nothing is fetched), the test patch is applied held out (or visibly), and a trial
+passes when every FAIL_TO_PASS and PASS_TO_PASS test passed in the JUnit report.
+Example:
+  sandbox-harness eval examples/evals/suite.yaml -n 5 --engines engines.yaml
+  sandbox-harness eval instances.jsonl --repos ~/clones --oracle -n 3 --quarantine q.json`,
+    );
 }
 
-function positiveInt(flag: string, value: string | undefined, max: number): number | undefined {
-  if (value === undefined) return undefined;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > max)
-    throw new UsageError(`${flag}: expected an integer from 1 to ${max}, got "${value}"`);
-  return n;
-}
+/** The flags of `eval`, as declared. */
+export type EvalCommandOptions = OptionsOf<typeof declaration>;
 
 function percent(rate: number | null): string {
   return rate === null ? '-' : `${(rate * 100).toFixed(0)}%`;
 }
 
-/** The flags as `runSuite` options: numbers checked, paths resolved against the working directory. */
+/** The flags as `runSuite` options: paths resolved against the working directory. */
 export function suiteOptions(ctx: CliContext, suiteFile: string, options: EvalCommandOptions): SuiteOptions {
-  const n = positiveInt('-n', options.n, 1000);
-  const concurrency = positiveInt('--concurrency', options.concurrency, 1000);
-  const costLimitUsd = parseCostLimit(options.costLimit);
   const absolute = resolve(ctx.cwd, suiteFile);
   const at = (file: string) => resolve(ctx.cwd, file);
   return {
@@ -58,20 +102,25 @@ export function suiteOptions(ctx: CliContext, suiteFile: string, options: EvalCo
     cwd: ctx.cwd,
     env: ctx.env,
     signal: ctx.signal,
-    ...(n !== undefined ? { n } : {}),
-    ...(concurrency !== undefined ? { concurrency } : {}),
+    ...(options.n !== undefined ? { n: options.n } : {}),
+    ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
     ...(options.out !== undefined ? { outDir: at(options.out) } : {}),
     resume: options.resume ?? false,
     ...(options.compare ? { compare: { file: at(options.compare), displayPath: options.compare } } : {}),
     ...(options.keep !== undefined ? { keep: options.keep } : {}),
-    ...(costLimitUsd !== undefined ? { costLimitUsd } : {}),
+    ...(options.costLimit !== undefined ? { costLimitUsd: options.costLimit } : {}),
     ...(options.runtime ? { runtime: options.runtime } : {}),
-    instances: {
-      ...(options.repos ? { repos: at(options.repos) } : {}),
-      ...(options.visibleTests ? { visibleTests: true } : {}),
-      ...(options.oracle ? { oracle: true } : {}),
-      ...(options.quarantine ? { quarantine: at(options.quarantine) } : {}),
-    },
+    sourceFlags: sourceFlags(options, at),
+  };
+}
+
+/** The flags of task sources, their paths through `at`. */
+function sourceFlags(options: EvalCommandOptions, at: (file: string) => string): SourceFlags {
+  return {
+    ...(options.repos ? { repos: at(options.repos) } : {}),
+    ...(options.visibleTests ? { visibleTests: true } : {}),
+    ...(options.oracle ? { oracle: true } : {}),
+    ...(options.quarantine ? { quarantine: at(options.quarantine) } : {}),
   };
 }
 
@@ -80,6 +129,11 @@ export async function evalCommand(
   suiteFile: string,
   options: EvalCommandOptions,
 ): Promise<number> {
+  const { runSuite } = await import('../../evals/run-suite.js');
+  const { createProgressReporter } = await import('../../evals/eval-progress.js');
+  const { exportView } = await import('../../view/export.js');
+  const { openViewSource, runHref } = await import('../../view/source.js');
+  const { enginesNamed, resolveEngineFlags } = await import('../engine-flags.js');
   const say = (line: string) => {
     if (!options.json) note(ctx, line);
   };
@@ -109,7 +163,7 @@ export async function evalCommand(
       summary,
       comparison,
     });
-  } else printSummary(ctx, suiteFile, options, result);
+  } else await printSummary(ctx, suiteFile, options, result);
   return exitCodeForEval({
     interrupted: run.interrupted,
     // Trials left unrun because every engine was lost could not be scored either.
@@ -122,12 +176,16 @@ export async function evalCommand(
 }
 
 /** What a person reads at the end: the headline, a line per task, and where everything went. */
-function printSummary(
+async function printSummary(
   ctx: CliContext,
   suiteFile: string,
   options: EvalCommandOptions,
   result: SuiteResult,
-): void {
+): Promise<void> {
+  // Loaded already by the eval that ran; imported here so that the declaration stays light.
+  const { notScoredCell } = await import('../../evals/report.js');
+  const { formatEngineTally } = await import('../../evals/eval-progress.js');
+  const { sourceLines } = await import('../../evals/sources/index.js');
   const { run, summary, comparison, files, view, outDir, notRun } = result;
   print(ctx, `\n${headline(result.suite.name, summary, run)}`);
   if (run.enginesLost) print(ctx, `${run.enginesLost}; ${notRun} trial(s) not run`);
@@ -148,9 +206,11 @@ function printSummary(
     print(ctx, 'engines:');
     for (const e of summary.engines) print(ctx, `  ${formatEngineTally({ ...e, name: e.engine })}`);
   }
-  if (summary.instances)
-    for (const line of instanceLines(summary.instances, options.quarantine)) print(ctx, line);
-  if (summary.harbor) for (const line of harborLines(summary.harbor)) print(ctx, line);
+  for (const line of sourceLines(
+    summary,
+    sourceFlags(options, (file) => file),
+  ))
+    print(ctx, line);
   if (comparison) {
     const regressions = comparison.tasks.filter((t) => t.regression).map((t) => t.taskId);
     print(
@@ -173,31 +233,6 @@ function printSummary(
     ctx,
     `results: ${shortPath(ctx.cwd, join(outDir, 'results.jsonl'))}${run.interrupted || run.enginesLost ? `  (resume with: sandbox-harness eval ${suiteFile} --out ${shortPath(ctx.cwd, outDir)} --resume${engineFlags(options)})` : ''}`,
   );
-}
-
-/** What an oracle run found, or which instances a quarantine file left out. */
-function instanceLines(
-  info: NonNullable<EvalSummary['instances']>,
-  quarantineFile: string | undefined,
-): string[] {
-  const lines: string[] = [];
-  if (info.goldFails.length > 0)
-    lines.push(
-      info.oracle
-        ? `gold patch does not resolve: ${info.goldFails.join(', ')}`
-        : `left out, their gold patch fails (quarantine file): ${info.goldFails.join(', ')}`,
-    );
-  const flaky = Object.entries(info.flakyTests ?? {});
-  if (info.oracle) {
-    if (flaky.length === 0 && info.goldFails.length === 0)
-      lines.push('oracle: every gold patch resolved its instance, no test flaked');
-    for (const [id, tests] of flaky) lines.push(`flaky under the gold patch: ${id}: ${tests.join('; ')}`);
-    if (quarantineFile) lines.push(`quarantine: ${quarantineFile}`);
-  } else {
-    const count = Object.values(info.quarantined).reduce((sum, list) => sum + list.length, 0);
-    if (count > 0) lines.push(`${count} quarantined test(s) left out of FAIL_TO_PASS/PASS_TO_PASS`);
-  }
-  return lines;
 }
 
 function engineFlags(options: EvalCommandOptions): string {
@@ -226,3 +261,5 @@ export function headline(
   const scored = unscored.length > 0 ? `${o.scored}/${run.total} scored, ${unscored.join(', ')}; ` : '';
   return `${name}: ${scored}${o.passes}/${o.scored} passed (${percent(o.passRate)})${run.resumed ? `, ${run.resumed} resumed` : ''}${run.interrupted ? ', INTERRUPTED' : ''}`;
 }
+
+export const evalSuite = declareCommand(declaration, evalCommand);

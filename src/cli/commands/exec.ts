@@ -1,34 +1,47 @@
+/** `exec -- <command...>`: one command in a fresh sandbox built from a repo (a smoke test of the sandbox). */
 import { resolve } from 'node:path';
-import {
-  catalogSandboxEnv,
-  catalogSandboxFile,
-  loadCatalog,
-  resourcesFromCatalog,
-  type LoadedCatalog,
-} from '../../catalog/load.js';
-import { catalogImageOptions } from '../../fix/deps.js';
-import { withBuildTimeLimit } from '../../image-context/build-limit.js';
-import { sandboxProvider } from '../../sandbox/registry.js';
-import type { SandboxSpec } from '../../sandbox/types.js';
-import { terminalProgress } from '../progress-line.js';
-import { printJson, type CliContext } from '../context.js';
-import { terminalSafe } from '../terminal.js';
-import { formatDuration } from '../format.js';
+import { Command } from '@commander-js/extra-typings';
+import type { LoadedCatalog } from '../../catalog/load.js';
 import { UsageError } from '../../errors.js';
-import { shellJoin } from '../../sandbox/shell.js';
+import { formatDuration } from '../../format.js';
+import type { SandboxSpec } from '../../sandbox/types.js';
+import { printJson, type CliContext } from '../cli-context.js';
+import { declareCommand, type OptionsOf } from '../declare-command.js';
+import { positiveNumberOption } from '../option-parsers.js';
+import { terminalProgress } from '../progress-line.js';
+import { runtimeOption } from '../shared-options.js';
+import { terminalSafe } from '../terminal.js';
 
-export interface ExecCommandOptions {
-  repo?: string;
-  image?: string;
-  /** Build the sandbox the way this catalog's runs do: its recipe, base, build options, env and limits. */
-  catalog?: string;
-  /** Build on this base image (the BASE_IMAGE build argument), as the catalog's `sandbox.baseImage` would. */
-  baseImage?: string;
-  rebuild?: boolean;
-  timeout?: string;
-  json?: boolean;
-  runtime?: string;
+function declaration() {
+  return new Command('exec')
+    .description('run one command in a fresh sandbox built from a repo (a smoke test of the sandbox)')
+    .argument('<command...>', 'the command; put -- before it')
+    .option('--repo <dir>', 'repo to build the sandbox from (default: here)')
+    .option('--image <image>', 'use this image instead of building one')
+    .option(
+      '-c, --catalog <file>',
+      "build and run the sandbox as this catalog's runs do (recipe, base image, build options, env, limits; repo: the catalog's)",
+    )
+    .option(
+      '--base-image <ref>',
+      'build on this base image (e.g. sandbox-harness/base-python:3), as sandbox.baseImage would',
+    )
+    .option('--rebuild', 'rebuild the image')
+    .addOption(positiveNumberOption('--timeout <sec>', 'command timeout in seconds', 'seconds').default(120))
+    .addOption(runtimeOption())
+    .option('--json', 'JSON output')
+    .addHelpText(
+      'after',
+      `
+Examples:
+  sandbox-harness exec --repo ../my-service -- npx vitest run
+  sandbox-harness exec --catalog catalog/my-service.yaml -- npm test
+  sandbox-harness exec --repo ../my-py-service --base-image sandbox-harness/base-python:3 -- python -m pytest -q
+(\`sandbox-harness images ensure python\` makes the Python base first.)`,
+    );
 }
+
+export type ExecCommandOptions = OptionsOf<typeof declaration>;
 
 /** Runs one command in a fresh, hardened sandbox built from a repo; the sandbox is removed afterwards. */
 export async function execCommand(
@@ -38,15 +51,16 @@ export async function execCommand(
 ): Promise<number> {
   if (command.length === 0)
     throw new UsageError('no command given', { hint: 'sandbox-harness exec -- node --version' });
-  const timeoutSec = options.timeout === undefined ? 120 : Number(options.timeout);
-  if (!Number.isFinite(timeoutSec) || timeoutSec <= 0) {
-    throw new UsageError(`--timeout: expected a number of seconds, got "${options.timeout}"`);
-  }
   if (options.image && (options.baseImage || options.catalog)) {
     throw new UsageError(
       `--image runs an existing image as it is; ${options.baseImage ? '--base-image' : '--catalog'} only applies when the sandbox image is built`,
     );
   }
+  const { loadCatalog } = await import('../../catalog/load.js');
+  const { catalogImageOptions } = await import('../../fix/deps.js');
+  const { withBuildTimeLimit } = await import('../../image-context/build-limit.js');
+  const { sandboxProvider } = await import('../../sandbox/registry.js');
+  const { shellJoin } = await import('../../sandbox/shell.js');
   const catalog = options.catalog
     ? await loadCatalog(resolve(ctx.cwd, options.catalog), { cwd: ctx.cwd })
     : undefined;
@@ -86,13 +100,13 @@ export async function execCommand(
     image,
     role: 'exec',
     ...(options.runtime ? { runtime: options.runtime } : {}),
-    ...(catalog ? catalogSpec(catalog) : {}),
+    ...(catalog ? await catalogSpec(catalog) : {}),
   });
   try {
     // One argument is a shell command line; several are argv words, quoted for the shell.
     const line = command.length === 1 ? command[0]! : shellJoin(command);
     const result = await sandbox.exec(line, {
-      timeoutMs: timeoutSec * 1000,
+      timeoutMs: options.timeout * 1000,
       signal: ctx.signal,
     });
     progress?.end(
@@ -118,10 +132,16 @@ export async function execCommand(
 }
 
 /** What a run's sandboxes get from the catalog: its env, its limits, the catalog itself read-only. */
-function catalogSpec(catalog: LoadedCatalog): Pick<SandboxSpec, 'env' | 'resources' | 'files'> {
+async function catalogSpec(
+  catalog: LoadedCatalog,
+): Promise<Pick<SandboxSpec, 'env' | 'resources' | 'files'>> {
+  const { catalogSandboxEnv, catalogSandboxFile, resourcesFromCatalog } =
+    await import('../../catalog/load.js');
   return {
     env: { ...catalog.catalog.sandbox.env, ...catalogSandboxEnv() },
     resources: resourcesFromCatalog(catalog.catalog),
     files: [catalogSandboxFile(catalog)],
   };
 }
+
+export const exec = declareCommand(declaration, execCommand);

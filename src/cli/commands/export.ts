@@ -1,126 +1,59 @@
 /**
  * `export <run> --format atif|inspect`: a run's trajectory in a format other tools read, and
- * (`inspect`) an eval's output folder as one Inspect log. The files read are data: the
- * transcript and the event log are parsed against a schema, results and summaries are read
- * confined to the folder named (no links, size caps), run ids are only compared with folder
- * names, and a file that is missing, linked or torn is named rather than half-exported.
+ * (`inspect`) an eval's output folder as one Inspect log. The transcript and the event log
+ * are parsed against a schema; an eval folder is read as `eval-log-export.ts` says.
  */
-import { stat } from 'node:fs/promises';
-import { basename, resolve } from 'node:path';
-import { z } from 'zod';
-import { writeFileAtomic } from '../../atomic-write.js';
-import { ConfigError, UsageError } from '../../errors.js';
-import { trialResultSchema, type TrialResult } from '../../evals/types.js';
-import { runToAtif } from '../../runs/atif.js';
-import { evalToInspect, runToInspect, type TrialRun } from '../../runs/inspect.js';
-import { listRunsWithProblems, resolveRun } from '../../runs/record.js';
-import { readEvents, readTrajectory, readTranscript } from '../../runs/trajectory.js';
-import { readConfined } from '../../view/safe-fs.js';
-import { print, type CliContext } from '../context.js';
-import { runsDirOf, type RunsLocation } from './runs.js';
+import { resolve } from 'node:path';
+import { Command, Option } from '@commander-js/extra-typings';
+import { UsageError } from '../../errors.js';
+import { print, type CliContext } from '../cli-context.js';
+import { declareCommand, type OptionsOf } from '../declare-command.js';
+import { withRunsLocation } from '../shared-options.js';
 
-export const EXPORT_FORMATS = ['atif', 'inspect'] as const;
+const EXPORT_FORMATS = ['atif', 'inspect'] as const;
 
-const MAX_RESULTS_BYTES = 16 * 1024 * 1024;
-const MAX_SUMMARY_BYTES = 8 * 1024 * 1024;
-/** More trials than this is not an eval to fold into one file in memory. */
-const MAX_TRIALS = 5000;
-
-/** What the export needs of summary.json (the rest is the eval report's). */
-const summarySchema = z
-  .object({
-    harnessVersion: z.string().max(200).optional(),
-    suite: z.object({ name: z.string().max(500), file: z.string().max(4096).optional() }).loose(),
-    n: z.number().int().positive().optional(),
-    startedAt: z.string().max(64).optional(),
-    finishedAt: z.string().max(64).optional(),
-  })
-  .loose();
-
-async function isEvalFolder(path: string): Promise<boolean> {
-  const folder = await stat(path).catch(() => undefined);
-  if (!folder?.isDirectory()) return false;
-  return (await readConfined(path, ['results.jsonl'], 1)).status !== 'missing';
+function declaration() {
+  return withRunsLocation(
+    new Command('export').description(
+      "a run's trajectory in a portable format: Harbor's ATIF (steps, tool calls, observations, tokens, cost), or an Inspect AI eval log of a run or of a whole eval",
+    ),
+  )
+    .argument(
+      '<run-id>',
+      'a run id, a unique prefix, or "last"; with --format inspect also an eval\'s --out folder',
+    )
+    .addOption(
+      new Option(
+        '--format <format>',
+        "atif: Harbor's trajectory; inspect: Inspect's JSON eval log (a run is one sample; an eval folder is one log, a sample per trial: task = sample id, trial = epoch)",
+      )
+        .choices(EXPORT_FORMATS)
+        .default('atif'),
+    )
+    .option('-o, --out <file>', 'write here (atomically) instead of stdout')
+    .addHelpText(
+      'after',
+      `
+Inspect logs: messages are the implementer's attempts in order; events are a model event per call
+(its input: the messages new since the call before), a tool event per call, an info event per
+attempt verdict and a score event; score "verified" is C for ready-for-review, else I; unscored
+trials are samples with an error. Not mapped: tool definitions, the full input of each call, the
+checker's conversation as messages (events only), a target answer, the .eval zip flavour.
+README: "Trajectories other tools read".`,
+    );
 }
 
-async function readEvalFile(root: string, name: string, maxBytes: number): Promise<string | undefined> {
-  const read = await readConfined(root, [name], maxBytes);
-  if (read.status === 'missing') return undefined;
-  if (read.status === 'refused') throw new ConfigError(`${name} of ${root} was not read: ${read.reason}`);
-  if (read.omitted > 0)
-    throw new ConfigError(`${name} of ${root} is over ${maxBytes} bytes; it was not read`);
-  return read.text;
-}
+export type ExportOptions = OptionsOf<typeof declaration>;
 
-/** An eval's output folder as one Inspect log. */
-async function exportEval(root: string): Promise<unknown> {
-  const trials: TrialResult[] = [];
-  let line = 0;
-  for (const raw of ((await readEvalFile(root, 'results.jsonl', MAX_RESULTS_BYTES)) ?? '').split('\n')) {
-    line++;
-    if (!raw.trim()) continue;
-    let parsed;
-    try {
-      parsed = trialResultSchema.safeParse(JSON.parse(raw));
-    } catch {
-      parsed = undefined;
-    }
-    if (!parsed?.success)
-      throw new ConfigError(
-        `results.jsonl line ${line} of ${root} is not a trial result sandbox-harness wrote`,
-      );
-    trials.push(parsed.data);
-    if (trials.length > MAX_TRIALS) throw new ConfigError(`${root} has more than ${MAX_TRIALS} trials`);
-  }
-  // A resumed eval may have appended a trial twice (retried after an interruption): the last wins.
-  const latest = new Map<string, TrialResult>();
-  for (const trial of trials) latest.set(`${trial.taskId}\0${trial.trial}`, trial);
-  const summaryText = await readEvalFile(root, 'summary.json', MAX_SUMMARY_BYTES);
-  let summary: z.infer<typeof summarySchema> | undefined;
-  if (summaryText !== undefined) {
-    try {
-      summary = summarySchema.parse(JSON.parse(summaryText));
-    } catch (error) {
-      throw new ConfigError(
-        `summary.json of ${root} is not an eval summary (${(error as Error).message.split('\n')[0]})`,
-      );
-    }
-  }
-  // Run ids in results.jsonl are data: only compared with the ids of validated run folders.
-  const { runs } = await listRunsWithProblems(resolve(root, 'runs'));
-  const byId = new Map(runs.filter((r) => basename(r.dir) === r.record.id).map((r) => [r.record.id, r]));
-  const loaded = new Map<string, TrialRun>();
-  for (const trial of latest.values()) {
-    const run = trial.runId ? byId.get(trial.runId) : undefined;
-    if (!run) continue;
-    const transcript = await readTranscript(run).catch(() => []);
-    loaded.set(trial.runId!, { record: run.record, transcript, events: await readEvents(run) });
-  }
-  const n = summary?.n ?? Math.max(1, ...[...latest.values()].map((t) => t.trial + 1));
-  return evalToInspect(
-    {
-      folder: basename(root),
-      suite: summary?.suite ?? { name: basename(root) },
-      n,
-      ...(summary?.startedAt ? { startedAt: summary.startedAt } : {}),
-      ...(summary?.finishedAt ? { finishedAt: summary.finishedAt } : {}),
-      ...(summary?.harnessVersion ? { harnessVersion: summary.harnessVersion } : {}),
-      finished: summary !== undefined,
-    },
-    [...latest.values()],
-    (trial) => (trial.runId ? loaded.get(trial.runId) : undefined),
-  );
-}
-
-export async function exportCommand(
-  ctx: CliContext,
-  ref: string,
-  options: RunsLocation & { format?: string; out?: string },
-): Promise<number> {
-  const format = options.format ?? 'atif';
-  if (!(EXPORT_FORMATS as readonly string[]).includes(format)) {
-    throw new UsageError(`--format: expected one of ${EXPORT_FORMATS.join(', ')}, got "${format}"`);
-  }
+export async function exportCommand(ctx: CliContext, ref: string, options: ExportOptions): Promise<number> {
+  const { writeFileAtomic } = await import('../../atomic-write.js');
+  const { runToAtif } = await import('../../runs/atif.js');
+  const { runToInspect } = await import('../../runs/inspect.js');
+  const { resolveRun } = await import('../../runs/record.js');
+  const { readTrajectory } = await import('../../runs/trajectory.js');
+  const { exportEval, isEvalFolder } = await import('../eval-log-export.js');
+  const { runsDirOf } = await import('../run-lookup.js');
+  const format = options.format;
   let value: unknown;
   const evalFolder = resolve(ctx.cwd, ref);
   if (await isEvalFolder(evalFolder)) {
@@ -148,3 +81,5 @@ export async function exportCommand(
   }
   return 0;
 }
+
+export const exportRun = declareCommand(declaration, exportCommand);

@@ -1,37 +1,71 @@
+/** `fix <ticket>`: fix a ticket in a sandbox; the verified, allowlisted patch goes to the working tree. */
 import { resolve } from 'node:path';
-import { findCatalog } from '../../catalog/discover.js';
-import { UsageError } from '../../errors.js';
-import { runFix, type FixResult, type KeepPolicy } from '../../fix/run-fix.js';
-import { fixDeps } from '../../fix/deps.js';
-import { sandboxProvider } from '../../sandbox/registry.js';
+import { Command } from '@commander-js/extra-typings';
+import type { FixResult } from '../../fix/run-fix.js';
+import { formatDuration } from '../../format.js';
+import { print, printJson, type CliContext } from '../cli-context.js';
+import { declareCommand, type OptionsOf } from '../declare-command.js';
 import { exitCodeForRun } from '../exit-codes.js';
-import { silentProgress } from '../../fix/progress.js';
+import { integerOption, usdOption } from '../option-parsers.js';
 import { terminalProgress } from '../progress-line.js';
-import { print, printJson, type CliContext } from '../context.js';
-import { formatDuration, shortPath } from '../format.js';
-import { parseCostLimit } from '../cost-flag.js';
+import { keepOption, providerOption, runtimeOption } from '../shared-options.js';
+import { shortPath } from '../short-path.js';
 
-export interface FixCommandOptions {
-  catalog?: string;
-  repo?: string;
-  provider?: string;
-  model?: string;
-  cassette?: string;
-  maxAttempts?: string;
-  keep?: string;
-  apply?: boolean;
-  json?: boolean;
-  record?: string;
-  force?: boolean;
-  rebuild?: boolean;
-  runsDir?: string;
-  review?: boolean;
-  costLimit?: string;
-  continue?: string;
-  runtime?: string;
+function declaration() {
+  return new Command('fix')
+    .description('fix a ticket in a sandbox; apply the verified, allowlisted patch to the working tree')
+    .argument(
+      '<ticket>',
+      'a ticket file (markdown, optional front matter id/title), a ticket id (tickets/<id>.md), inline text, or - for stdin',
+    )
+    .option('-c, --catalog <file>', 'service catalog (default: the only *.yaml in ./catalog/ or here)')
+    .option('--repo <dir>', "the service repo (default: the catalog's repo)")
+    .addOption(providerOption())
+    .option('--model <id>', 'model id (provider default otherwise)')
+    .option('--cassette <file>', 'replay a recorded conversation (implies --provider replay)')
+    .option('--record <file>', 'record the live conversation as a cassette')
+    .addOption(
+      integerOption('--max-attempts <n>', 'attempts before giving up (1-10; default: the catalog)', {
+        min: 1,
+        max: 10,
+      }),
+    )
+    .addOption(
+      usdOption(
+        '--cost-limit <usd>',
+        "stop once the run's model calls cost this many US dollars (ends `budget`; default: the catalog's agent.costLimit)",
+      ),
+    )
+    .option(
+      '--continue <run>',
+      "start from an earlier run's last attempt: its patch in the first sandbox, its feedback to the model, attempts numbered on",
+    )
+    .addOption(keepOption('keep containers for inspection').default('on-failure'))
+    .option(
+      '--no-apply',
+      'do not write the verified patch to the working tree (it is saved in the run record)',
+    )
+    .option('--force', 'run even when the tests already pass before any change')
+    .option('--rebuild', 'rebuild the sandbox image even when the repo is unchanged')
+    .option(
+      '--review',
+      "review every verified attempt with an independent checker (also the catalog's agent.review); ready-for-review then needs its approval",
+    )
+    .option('--runs-dir <dir>', 'where run records go (default: <repo>/.sandbox-harness/runs)')
+    .addOption(runtimeOption())
+    .option('--json', 'print only a JSON summary on stdout')
+    .addHelpText(
+      'after',
+      `
+Outcomes: ready-for-review (exit 0), nothing-to-fix (0), failed, rejected, not-approved, timeout, budget (1),
+error (2; 70 for a fault of the harness), infrastructure (3), not-applied (4), interrupted (130).
+The harness never commits, pushes or deploys. Example:
+  sandbox-harness fix OPS-412 --catalog examples/shipping-service/shipping-service.yaml \\
+    --cassette examples/shipping-service/cassettes/OPS-412.json`,
+    );
 }
 
-const KEEP_POLICIES: KeepPolicy[] = ['on-failure', 'always', 'never'];
+export type FixCommandOptions = OptionsOf<typeof declaration>;
 
 function readStdin(): Promise<string> {
   return new Promise((resolveText, reject) => {
@@ -87,7 +121,7 @@ export function fixSummaryJson(result: FixResult) {
   };
 }
 
-function changedList(a: { changedFiles: string[]; changedCount?: number }): string {
+function changedList(a: { changedFiles: string[]; changedCount?: number | undefined }): string {
   if (a.changedFiles.length === 0) return '';
   const count = a.changedCount ?? a.changedFiles.length;
   const shown = a.changedFiles.slice(0, 10);
@@ -99,20 +133,12 @@ export async function fixCommand(
   ticket: string,
   options: FixCommandOptions,
 ): Promise<number> {
-  const keep = (options.keep ?? 'on-failure') as KeepPolicy;
-  if (!KEEP_POLICIES.includes(keep)) {
-    throw new UsageError(`--keep: expected one of ${KEEP_POLICIES.join(', ')}, got "${options.keep}"`);
-  }
-  let maxAttempts: number | undefined;
-  if (options.maxAttempts !== undefined) {
-    maxAttempts = Number(options.maxAttempts);
-    if (!Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > 10) {
-      throw new UsageError(`--max-attempts: expected an integer from 1 to 10, got "${options.maxAttempts}"`);
-    }
-  }
-  const costLimitUsd = parseCostLimit(options.costLimit);
+  const { findCatalog } = await import('../../catalog/discover.js');
+  const { runFix } = await import('../../fix/run-fix.js');
+  const { fixDeps } = await import('../../fix/deps.js');
+  const { silentProgress } = await import('../../fix/progress.js');
+  const { sandboxProvider } = await import('../../sandbox/registry.js');
   const catalogFile = await findCatalog(ctx.cwd, options.catalog);
-  const progress = options.json ? silentProgress : terminalProgress(ctx.stderr, ctx.isTTY);
   const result = await runFix(
     {
       ticket,
@@ -122,12 +148,12 @@ export async function fixCommand(
       ...(options.model ? { model: options.model } : {}),
       ...(options.cassette ? { cassette: options.cassette } : {}),
       ...(options.record ? { record: options.record } : {}),
-      ...(maxAttempts ? { maxAttempts } : {}),
-      ...(costLimitUsd !== undefined ? { costLimitUsd } : {}),
+      ...(options.maxAttempts !== undefined ? { maxAttempts: options.maxAttempts } : {}),
+      ...(options.costLimit !== undefined ? { costLimitUsd: options.costLimit } : {}),
       ...(options.continue ? { continueFrom: options.continue } : {}),
       ...(options.runsDir ? { runsDir: resolve(ctx.cwd, options.runsDir) } : {}),
-      keep,
-      apply: options.apply !== false,
+      keep: options.keep,
+      apply: options.apply,
       force: options.force ?? false,
       rebuild: options.rebuild ?? false,
       ...(options.review ? { review: true } : {}),
@@ -135,7 +161,7 @@ export async function fixCommand(
       cwd: ctx.cwd,
       env: ctx.env,
       signal: ctx.signal,
-      progress,
+      progress: options.json ? silentProgress : terminalProgress(ctx.stderr, ctx.isTTY),
       readStdin,
     },
     fixDeps(await sandboxProvider()),
@@ -144,6 +170,12 @@ export async function fixCommand(
     printJson(ctx, fixSummaryJson(result));
     return fixExitCode(result);
   }
+  printOutcome(ctx, result, options);
+  return fixExitCode(result);
+}
+
+/** What a person reads at the end: the outcome, each attempt, the patch, and where to look next. */
+function printOutcome(ctx: CliContext, result: FixResult, options: FixCommandOptions): void {
   const r = result.record;
   print(ctx, '');
   print(ctx, `outcome: ${result.outcome}${r.message ? ` — ${r.message}` : ''}`);
@@ -165,22 +197,20 @@ export async function fixCommand(
   if (result.error?.hint) print(ctx, `hint: ${result.error.hint}`);
   if ((result.outcome === 'ready-for-review' || result.outcome === 'not-applied') && result.patch)
     print(ctx, `\n${result.patch}`);
+  // How to name these runs again in the commands that read them.
+  const where = options.runsDir
+    ? ` --runs-dir ${options.runsDir}`
+    : options.catalog
+      ? ` --catalog ${options.catalog}`
+      : '';
   if (result.outcome === 'not-applied')
-    print(
-      ctx,
-      `apply it once the repo is as the run saw it: sandbox-harness apply ${result.runId}${options.runsDir ? ` --runs-dir ${options.runsDir}` : options.catalog ? ` --catalog ${options.catalog}` : ''}`,
-    );
+    print(ctx, `apply it once the repo is as the run saw it: sandbox-harness apply ${result.runId}${where}`);
   print(
     ctx,
     `run record: ${shortPath(ctx.cwd, result.runDir)}  (${r.turns} turns, ${r.tokens.input + r.tokens.output} tokens, ${formatDuration(r.durationMs ?? 0)})`,
   );
   const kept = r.containers.filter((c) => c.kept);
   if (kept.length > 0) {
-    const where = options.runsDir
-      ? ` --runs-dir ${options.runsDir}`
-      : options.catalog
-        ? ` --catalog ${options.catalog}`
-        : '';
     print(ctx, `kept container(s): ${kept.map((c) => `${c.role} ${c.id.slice(0, 12)}`).join(', ')}`);
     for (const [label, command] of [
       ['inspect', 'inspect'],
@@ -190,5 +220,6 @@ export async function fixCommand(
       print(ctx, `  ${`${label}:`.padEnd(13)} sandbox-harness ${command} ${result.runId}${where}`);
     }
   }
-  return fixExitCode(result);
 }
+
+export const fix = declareCommand(declaration, fixCommand);

@@ -1,20 +1,46 @@
+/** `gc`: this tool's leftover containers, kept ones and unused repo images when asked. */
+import { Command } from '@commander-js/extra-typings';
 import { errorMessage, UsageError } from '../../errors.js';
-import { resolveRun } from '../../runs/record.js';
-import { connectEngine, describeEngine, sandboxProvider, type GcReport } from '../../sandbox/registry.js';
-import { enginesNamed, resolveEngineFlags, type EngineFlags } from '../engine-flags.js';
+import type { GcReport } from '../../sandbox/registry.js';
+import { print, printJson, type CliContext } from '../cli-context.js';
+import { declareCommand, type OptionsOf } from '../declare-command.js';
 import { EXIT_CODES } from '../exit-codes.js';
-import { parseAge } from '../format.js';
-import { print, printJson, type CliContext } from '../context.js';
-import { runsDirOf, type RunsLocation } from './runs.js';
+import { durationOption } from '../option-parsers.js';
+import type { RunsLocation } from '../run-lookup.js';
+import { collect, withRunsLocation } from '../shared-options.js';
 
-/** With `--engines`/`--engine`: collect on each of those engines instead of the local one. */
-export interface GcCommandOptions extends EngineFlags, RunsLocation {
-  olderThan?: string;
-  all?: boolean;
-  run?: string;
-  dryRun?: boolean;
-  json?: boolean;
+function declaration() {
+  return withRunsLocation(
+    new Command('gc').description(
+      "remove this tool's leftover containers; kept ones with --run, --older-than or --all; unused repo images with --all",
+    ),
+  )
+    .option(
+      '--run <run-id>',
+      'only the containers of this run, kept ones included (a run id, a unique prefix, or "last", found like inspect\'s)',
+    )
+    .addOption(
+      durationOption(
+        '--older-than <age>',
+        'only what is older than this (e.g. 30m, 24h, 7d), kept containers included',
+      ),
+    )
+    .option('--all', 'everything this tool created: kept containers and unused repo images too')
+    .option('--engines <file>', 'on every engine of this engines file instead of the local one')
+    .option('--engine <context-or-url>', 'on this engine instead of the local one (repeatable)', collect)
+    .option('--dry-run', 'say what would be removed')
+    .option('--json', 'JSON output')
+    .addHelpText(
+      'after',
+      `
+Without options, gc removes only orphans: unkept containers whose harness process on this
+host is gone. Unkept containers of a harness process that still runs are never removed;
+kept ones are (their run is over), when --run, --older-than or --all names them.`,
+    );
 }
+
+/** The flags of `gc`, as declared. */
+export type GcCommandOptions = OptionsOf<typeof declaration>;
 
 /** One engine's part of `gc --engines`: what it removed, or why it could not. */
 export type EngineGcReport = { name: string; endpoint: string } & (GcReport | { error: string });
@@ -25,6 +51,8 @@ export type EngineGcReport = { name: string; endpoint: string } & (GcReport | { 
  * may live elsewhere, e.g. an eval trial's under the eval's output folder).
  */
 async function runIdOf(ctx: CliContext, ref: string, where: RunsLocation): Promise<string> {
+  const { resolveRun } = await import('../../runs/record.js');
+  const { runsDirOf } = await import('../run-lookup.js');
   if (!/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(ref)) {
     throw new UsageError(`--run: expected a run id, a unique prefix of one, or "last", got "${ref}"`);
   }
@@ -43,15 +71,9 @@ async function runIdOf(ctx: CliContext, ref: string, where: RunsLocation): Promi
  * engine could not be reached; the others are still collected.
  */
 export async function gcCommand(ctx: CliContext, options: GcCommandOptions): Promise<number> {
-  let olderThanMs: number | undefined;
-  if (options.olderThan !== undefined) {
-    olderThanMs = parseAge(options.olderThan);
-    if (olderThanMs === undefined) {
-      throw new UsageError(
-        `--older-than: expected a duration such as 30m, 24h or 7d, got "${options.olderThan}"`,
-      );
-    }
-  }
+  const { connectEngine, describeEngine, sandboxProvider } = await import('../../sandbox/registry.js');
+  const { enginesNamed, resolveEngineFlags } = await import('../engine-flags.js');
+  const olderThanMs = options.olderThan;
   const runId = options.run === undefined ? undefined : await runIdOf(ctx, options.run, options);
   const gcOptions = {
     ...(olderThanMs !== undefined ? { olderThanMs } : {}),
@@ -119,3 +141,5 @@ function reportLines(report: GcReport, verb: string, ofRun: string): string[] {
     `${verb} ${report.containers.length} container(s) and ${report.images.length} image(s)${ofRun}`,
   ];
 }
+
+export const gc = declareCommand(declaration, gcCommand);

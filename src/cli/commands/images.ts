@@ -4,18 +4,49 @@
  * registry), so this reaches the Docker backend through `dockerOnly()` of the registry. Each command is a typed function returning its result; the
  * `*Command` wrappers print it and return the exit code.
  */
+import { Argument, Command } from '@commander-js/extra-typings';
 import { UsageError } from '../../errors.js';
-import {
-  BASE_IMAGES,
-  dockerOnly,
-  isBaseKind,
-  type BaseKind,
-  type EnsureBaseImageResult,
-  type HarnessImage,
-} from '../../sandbox/registry.js';
-import { print, printJson, type CliContext } from '../context.js';
-import { alignColumns, formatBytes } from '../format.js';
+import { alignColumns, formatBytes } from '../../format.js';
+import type { BaseKind, EnsureBaseImageResult, HarnessImage } from '../../sandbox/registry.js';
+import { print, printJson, type CliContext } from '../cli-context.js';
+import { declareCommand, declareGroup, type OptionsOf } from '../declare-command.js';
 import { terminalProgress } from '../progress-line.js';
+import { everyValueOf } from '../shared-options.js';
+
+const BASE_KINDS = everyValueOf<BaseKind>()(['node', 'python']);
+
+export function parseBaseKind(value: string): BaseKind {
+  const kind = BASE_KINDS.find((k) => k === value);
+  if (kind === undefined) {
+    throw new UsageError(`unknown base image kind "${value}": expected ${BASE_KINDS.join(' or ')}`);
+  }
+  return kind;
+}
+
+function kindArgument() {
+  return new Argument('[kind]', 'node or python').default('node').argParser(parseBaseKind);
+}
+
+function ensureDeclaration() {
+  return new Command('ensure')
+    .description('make sure a base image exists: reuse, pull + recipe, or bootstrap offline')
+    .addArgument(kindArgument())
+    .option('--offline', 'do not try the registry; bootstrap from Debian packages')
+    .option('--force', 'make it again even when it exists')
+    .option('--json', 'JSON output');
+}
+
+function bootstrapDeclaration() {
+  return new Command('bootstrap')
+    .description('build a base image offline from Debian packages (mmdebstrap + docker import + recipe)')
+    .addArgument(kindArgument())
+    .option('--force', 'rebuild even when the image exists')
+    .option('--json', 'JSON output');
+}
+
+function listDeclaration() {
+  return new Command('list').description("list this tool's images").option('--json', 'JSON output');
+}
 
 export interface ImagesEnsureOptions {
   kind: BaseKind;
@@ -27,23 +58,8 @@ export interface ImagesEnsureOptions {
   quiet?: boolean;
 }
 
-export interface ImagesCommandFlags {
-  json?: boolean;
-  force?: boolean;
-  offline?: boolean;
-}
-
-export function parseBaseKind(kind: string | undefined): BaseKind {
-  const value = kind ?? 'node';
-  if (!isBaseKind(value)) {
-    throw new UsageError(
-      `unknown base image kind "${value}": expected ${Object.keys(BASE_IMAGES).join(' or ')}`,
-    );
-  }
-  return value;
-}
-
-export function describeEnsureResult(result: EnsureBaseImageResult): string {
+export async function describeEnsureResult(result: EnsureBaseImageResult): Promise<string> {
+  const { BASE_IMAGES } = await import('../../sandbox/registry.js');
   switch (result.source) {
     case 'existing':
       return `base image ${result.tag} is present (${result.imageId.slice(7, 19)})`;
@@ -59,6 +75,7 @@ export async function imagesEnsure(
   ctx: CliContext,
   options: ImagesEnsureOptions,
 ): Promise<EnsureBaseImageResult> {
+  const { BASE_IMAGES, dockerOnly } = await import('../../sandbox/registry.js');
   const progress = options.quiet ? undefined : terminalProgress(ctx.stderr, ctx.isTTY);
   let started = false;
   const result = await (
@@ -90,6 +107,7 @@ export function imagesBootstrap(
 }
 
 export async function imagesList(): Promise<{ images: HarnessImage[] }> {
+  const { dockerOnly } = await import('../../sandbox/registry.js');
   return { images: await (await dockerOnly()).listHarnessImages() };
 }
 
@@ -97,39 +115,42 @@ export async function imagesList(): Promise<{ images: HarnessImage[] }> {
 
 export async function imagesEnsureCommand(
   ctx: CliContext,
-  kind: string | undefined,
-  flags: ImagesCommandFlags = {},
+  kind: BaseKind,
+  flags: OptionsOf<typeof ensureDeclaration>,
 ): Promise<number> {
   const result = await imagesEnsure(ctx, {
-    kind: parseBaseKind(kind),
+    kind,
     offline: flags.offline === true,
     force: flags.force === true,
     quiet: flags.json === true,
   });
   if (flags.json) printJson(ctx, result);
-  else print(ctx, describeEnsureResult(result));
+  else print(ctx, await describeEnsureResult(result));
   return 0;
 }
 
 export async function imagesBootstrapCommand(
   ctx: CliContext,
-  kind: string | undefined,
-  flags: ImagesCommandFlags = {},
+  kind: BaseKind,
+  flags: OptionsOf<typeof bootstrapDeclaration>,
 ): Promise<number> {
   const result = await imagesBootstrap(ctx, {
-    kind: parseBaseKind(kind),
+    kind,
     force: flags.force === true,
     quiet: flags.json === true,
   });
   if (flags.json) printJson(ctx, result);
   else {
-    print(ctx, describeEnsureResult(result));
+    print(ctx, await describeEnsureResult(result));
     if (result.source === 'existing') print(ctx, 'nothing rebuilt; use --force to bootstrap it again');
   }
   return 0;
 }
 
-export async function imagesListCommand(ctx: CliContext, flags: ImagesCommandFlags = {}): Promise<number> {
+export async function imagesListCommand(
+  ctx: CliContext,
+  flags: OptionsOf<typeof listDeclaration>,
+): Promise<number> {
   const { images } = await imagesList();
   if (flags.json) {
     printJson(ctx, { images });
@@ -159,3 +180,15 @@ export async function imagesListCommand(ctx: CliContext, flags: ImagesCommandFla
     print(ctx, `(${untagged} untagged: superseded builds and the layer cache of failed ones)`);
   return 0;
 }
+
+export const images = declareGroup(
+  () =>
+    new Command('images').description(
+      'sandbox base images (registry or offline bootstrap) and repo images (Docker backend only)',
+    ),
+  [
+    declareCommand(ensureDeclaration, imagesEnsureCommand),
+    declareCommand(bootstrapDeclaration, imagesBootstrapCommand),
+    declareCommand(listDeclaration, imagesListCommand),
+  ],
+);

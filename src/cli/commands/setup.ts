@@ -7,17 +7,36 @@ import { spawn } from 'node:child_process';
 import { access } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { Command, Option } from '@commander-js/extra-typings';
 import { SandboxUnavailable, UsageError } from '../../errors.js';
-import {
-  DEFAULT_BASE_IMAGE,
-  dockerOnly,
-  packageRoot,
-  type BaseKind,
-  type EnsureBaseImageResult,
-  type GvisorSetupResult,
-} from '../../sandbox/registry.js';
-import { note, print, printJson, type CliContext } from '../context.js';
+import type { BaseKind, EnsureBaseImageResult, GvisorSetupResult } from '../../sandbox/registry.js';
+import { note, print, printJson, type CliContext } from '../cli-context.js';
+import { declareCommand, type OptionsOf } from '../declare-command.js';
 import { describeEnsureResult, imagesEnsure } from './images.js';
+
+/** The one runtime setup knows how to add; any other is refused before anything is done. */
+function setupRuntime(value: string): 'runsc' {
+  if (value !== 'runsc') {
+    throw new UsageError(`--runtime: setup knows how to add runsc (gVisor), got "${value}"`, {
+      hint: "Register another runtime in the engine's daemon.json yourself; `sandbox-harness doctor` then probes it.",
+    });
+  }
+  return value;
+}
+
+function declaration() {
+  return new Command('setup')
+    .description(
+      'make the Docker engine answer: on Debian as root, install docker.io and start dockerd; elsewhere say what to do',
+    )
+    .addOption(
+      new Option(
+        '--runtime <name>',
+        'also add this runtime to the local engine: runsc (gVisor) installs the Debian package, merges it into /etc/docker/daemon.json, reloads dockerd (SIGHUP) and checks a sandbox runs under it',
+      ).argParser(setupRuntime),
+    )
+    .option('--json', 'JSON output');
+}
 
 export interface SetupOptions {
   /** Base images to ensure after the engine answers (default: node). Empty: none. */
@@ -27,7 +46,7 @@ export interface SetupOptions {
   /** No progress output. */
   quiet?: boolean;
   /** Also set up this OCI runtime on the local engine (`runsc`: gVisor). */
-  runtime?: string;
+  runtime?: 'runsc';
 }
 
 export interface SetupResult {
@@ -39,17 +58,14 @@ export interface SetupResult {
   gvisor?: GvisorSetupResult;
 }
 
-export interface SetupCommandOptions {
-  json?: boolean;
-  offline?: boolean;
-  runtime?: string;
-}
+export type SetupCommandOptions = OptionsOf<typeof declaration>;
 
 async function runEnsureDocker(
   ctx: CliContext,
   quiet: boolean,
   dockerEndpoint: () => string,
 ): Promise<{ code: number; output: string[] }> {
+  const { packageRoot } = await import('../../sandbox/registry.js');
   const script = join(packageRoot(), 'scripts', 'ensure-docker.sh');
   try {
     await access(script);
@@ -76,7 +92,8 @@ async function runEnsureDocker(
   return { code, output };
 }
 
-export async function setup(ctx: CliContext, options: SetupOptions = {}): Promise<SetupResult> {
+export async function setUpEngine(ctx: CliContext, options: SetupOptions = {}): Promise<SetupResult> {
+  const { DEFAULT_BASE_IMAGE, dockerOnly } = await import('../../sandbox/registry.js');
   // Setting up an engine is the Docker backend's alone: it starts dockerd.
   const docker = await dockerOnly();
   const dockerEndpoint = docker.localEndpoint;
@@ -105,11 +122,6 @@ export async function setup(ctx: CliContext, options: SetupOptions = {}): Promis
   }
   let gvisor: GvisorSetupResult | undefined;
   if (options.runtime !== undefined) {
-    if (options.runtime !== 'runsc') {
-      throw new UsageError(`--runtime: setup knows how to add runsc (gVisor), got "${options.runtime}"`, {
-        hint: "Register another runtime in the engine's daemon.json yourself; `sandbox-harness doctor` then probes it.",
-      });
-    }
     const image = baseImages.find((b) => b.kind === 'node')?.tag ?? DEFAULT_BASE_IMAGE;
     gvisor = await docker.setUpGvisor({
       image,
@@ -119,9 +131,8 @@ export async function setup(ctx: CliContext, options: SetupOptions = {}): Promis
   return { endpoint: dockerEndpoint(), engine: state, baseImages, ...(gvisor ? { gvisor } : {}) };
 }
 
-export async function setupCommand(ctx: CliContext, options: SetupCommandOptions = {}): Promise<number> {
-  const result = await setup(ctx, {
-    offline: options.offline === true,
+export async function setupCommand(ctx: CliContext, options: SetupCommandOptions): Promise<number> {
+  const result = await setUpEngine(ctx, {
     quiet: options.json === true,
     ...(options.runtime ? { runtime: options.runtime } : {}),
   });
@@ -133,7 +144,7 @@ export async function setupCommand(ctx: CliContext, options: SetupCommandOptions
     ctx,
     `Docker engine ${result.engine === 'started' ? 'started and answering' : 'answering'} at ${result.endpoint}`,
   );
-  for (const image of result.baseImages) print(ctx, describeEnsureResult(image));
+  for (const image of result.baseImages) print(ctx, await describeEnsureResult(image));
   if (result.gvisor) {
     const g = result.gvisor;
     print(
@@ -143,3 +154,5 @@ export async function setupCommand(ctx: CliContext, options: SetupCommandOptions
   }
   return 0;
 }
+
+export const setup = declareCommand(declaration, setupCommand);

@@ -1,29 +1,48 @@
 /** `view`: serve or export the run and trial pages of a repo, a runs folder, a run or an eval. */
 import { resolve } from 'node:path';
+import { Command } from '@commander-js/extra-typings';
 import { UsageError } from '../../errors.js';
-import { exportView } from '../../view/export.js';
-import { startViewServer } from '../../view/server.js';
-import { openViewSource, type ViewSource } from '../../view/source.js';
-import { note, print, printJson, type CliContext } from '../context.js';
-import { shortPath } from '../format.js';
-import { runsDirOf } from './runs.js';
+import type { ViewSource } from '../../view/source.js';
+import { note, print, printJson, type CliContext } from '../cli-context.js';
+import { declareCommand, type OptionsOf } from '../declare-command.js';
+import { integerOption } from '../option-parsers.js';
+import { shortPath } from '../short-path.js';
 
-export interface ViewCommandOptions {
-  export?: string;
-  port?: string;
-  json?: boolean;
-}
-
-function portOf(value: string | undefined): number {
-  if (value === undefined) return 0;
-  const port = Number(value);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new UsageError(`--port: expected a port number from 0 to 65535 (0: any free port), got "${value}"`);
-  }
-  return port;
+function declaration() {
+  return new Command('view')
+    .description(
+      'see what the agent did: a local, read-only web page of runs or eval trials (conversation, gate, diff, test output)',
+    )
+    .argument(
+      '[path]',
+      "a repo (its .sandbox-harness/runs/), a runs folder, one run folder, or an eval's output folder (default: the runs here)",
+    )
+    .option(
+      '--export <dir>',
+      'write the pages as static, self-contained HTML files into <dir> instead of serving them',
+    )
+    .addOption(
+      integerOption('--port <n>', 'port on 127.0.0.1 (default: any free port)', {
+        min: 0,
+        max: 65535,
+        expected: 'a port number from 0 to 65535 (0: any free port)',
+      }),
+    )
+    .option('--json', 'print {url, port, token} (or, with --export, what was written) as JSON')
+    .addHelpText(
+      'after',
+      `
+The server binds 127.0.0.1 only, needs the random token in the printed URL, opens no
+browser and serves until Ctrl-C. Examples:
+  sandbox-harness view                                  # the runs of the repo here, after fix
+  sandbox-harness view .sandbox-harness/evals/<suite>-<time>   # an eval's trials and report
+  sandbox-harness view <out> --export <dir>             # static pages (eval writes <out>/view/ itself)`,
+    );
 }
 
 async function sourceOf(ctx: CliContext, path: string | undefined): Promise<ViewSource> {
+  const { openViewSource } = await import('../../view/source.js');
+  const { runsDirOf } = await import('../run-lookup.js');
   if (path !== undefined) return openViewSource(resolve(ctx.cwd, path));
   // Without a path: the runs `runs` would list from here (this repo, or the repo of the catalog here).
   const runsDir = await runsDirOf(ctx, {});
@@ -37,9 +56,11 @@ async function sourceOf(ctx: CliContext, path: string | undefined): Promise<View
 export async function viewCommand(
   ctx: CliContext,
   path: string | undefined,
-  options: ViewCommandOptions,
+  options: OptionsOf<typeof declaration>,
 ): Promise<number> {
-  const port = portOf(options.port);
+  const { exportView } = await import('../../view/export.js');
+  const { startViewServer } = await import('../../view/server.js');
+  const port = options.port ?? 0;
   const source = await sourceOf(ctx, path);
 
   if (options.export !== undefined) {
@@ -73,3 +94,5 @@ export async function viewCommand(
   await server.close();
   return 0;
 }
+
+export const view = declareCommand(declaration, viewCommand);

@@ -5,38 +5,44 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path, { join, relative, resolve } from 'node:path';
-import {
-  catalogSandboxEnv,
-  catalogSandboxFile,
-  loadCatalog,
-  resourcesFromCatalog,
-} from '../../catalog/load.js';
-import { testLayers } from '../../catalog/schema.js';
-import { catalogImageOptions, fixDeps } from '../../fix/deps.js';
-import { runFix } from '../../fix/run-fix.js';
-import { silentProgress } from '../../fix/progress.js';
-import { sandboxProvider } from '../../sandbox/registry.js';
-import { loadBacklog, type Backlog, type BacklogItem } from '../../work/backlog.js';
-import {
-  readWorkState,
-  runBacklog,
-  stateFileFor,
-  type Verification,
-  type WorkState,
-} from '../../work/run-backlog.js';
+import { Command } from '@commander-js/extra-typings';
+import { alignColumns } from '../../format.js';
+import type { Backlog, BacklogItem } from '../../work/backlog.js';
+import type { Verification, WorkState } from '../../work/run-backlog.js';
+import { print, printJson, type CliContext } from '../cli-context.js';
+import { declareCommand, type OptionsOf } from '../declare-command.js';
 import { exitCodeForWork } from '../exit-codes.js';
-import { print, printJson, type CliContext } from '../context.js';
-import { alignColumns } from '../format.js';
 import { terminalProgress } from '../progress-line.js';
+import { providerOption } from '../shared-options.js';
 import { terminalSafe } from '../terminal.js';
 
-export interface WorkCommandOptions {
-  status?: boolean;
-  keepGoing?: boolean;
-  provider?: string;
-  model?: string;
-  json?: boolean;
+function declaration() {
+  return new Command('work')
+    .description(
+      'work a backlog one item at a time (WIP = 1): fix each, apply it, verify it with every earlier item applied; state beside the backlog',
+    )
+    .argument(
+      '<backlog>',
+      'backlog file (YAML: catalog, items with id, ticket, catalog?, verify?, dependsOn?, cassette?)',
+    )
+    .option('--status', 'print the items and their state, and do nothing else')
+    .option('--keep-going', 'after a blocked item, go on with the items that do not depend on it')
+    .addOption(providerOption())
+    .option('--model <id>', 'model id (provider default otherwise)')
+    .option('--json', 'print the state as JSON on stdout')
+    .addHelpText(
+      'after',
+      `
+An item is passing only when its verified patch was applied and its verification (the item's
+verify: command, else the catalog's tests) passes in a fresh sandbox of the repo with every
+earlier item applied. Anything else makes it blocked, with the reason; work stops there unless
+--keep-going. The state file (<backlog>.state.json) is written after every step: a killed work
+continues where it was, passing items are never redone. Nothing is committed or pushed.
+Exit codes: 0 every item passing, 1 an item blocked or left, 2 a bad backlog or catalog.`,
+    );
 }
+
+export type WorkCommandOptions = OptionsOf<typeof declaration>;
 
 function catalogOf(backlog: Backlog, item: BacklogItem): string {
   // loadBacklog made sure one of the two is set.
@@ -59,6 +65,15 @@ export async function workCommand(
   file: string,
   options: WorkCommandOptions,
 ): Promise<number> {
+  const { catalogSandboxEnv, catalogSandboxFile, loadCatalog, resourcesFromCatalog } =
+    await import('../../catalog/load.js');
+  const { testLayers } = await import('../../catalog/schema.js');
+  const { catalogImageOptions, fixDeps } = await import('../../fix/deps.js');
+  const { runFix } = await import('../../fix/run-fix.js');
+  const { silentProgress } = await import('../../fix/progress.js');
+  const { sandboxProvider } = await import('../../sandbox/registry.js');
+  const { loadBacklog } = await import('../../work/backlog.js');
+  const { readWorkState, runBacklog, stateFileFor } = await import('../../work/run-backlog.js');
   const absolute = resolve(ctx.cwd, file);
   const backlog = await loadBacklog(absolute, relative(ctx.cwd, absolute) || absolute);
   const stateFile = stateFileFor(absolute);
@@ -153,3 +168,5 @@ export async function workCommand(
   }
   return exitCodeForWork(statuses);
 }
+
+export const work = declareCommand(declaration, workCommand);

@@ -3,7 +3,7 @@
  * command a long `run_command` is running, and with `logs --verbose` the whole conversation.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { logsCommand } from '../../../src/cli/commands/runs.js';
+import { logsCommand } from '../../../src/cli/commands/logs.js';
 import { CONVERSATION_ITEM_CHARS, formatConversation } from '../../../src/cli/conversation-text.js';
 import { toolStartDetail } from '../../../src/fix/progress.js';
 import { fixingTurns, memoryRun, type MemoryRun } from '../../helpers/memory-run.js';

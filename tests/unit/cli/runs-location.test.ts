@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { exitCodeForError } from '../../../src/cli/exit-codes.js';
-import { runsCommand, inspectCommand } from '../../../src/cli/commands/runs.js';
+import { inspectCommand } from '../../../src/cli/commands/inspect.js';
+import { runsCommand } from '../../../src/cli/commands/runs.js';
 import { capturedContext } from '../../helpers/cli.js';
 
 const roots: string[] = [];

@@ -7,11 +7,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import { renderHtml, renderMarkdown } from '../../../src/evals/report.js';
-import { harborEvalSummary, harborLines } from '../../../src/evals/sources/harbor-materialize.js';
+import { harborEvalSummary, harborLines } from '../../../src/evals/sources/harbor-source.js';
 import { summarize, type EvalSummary } from '../../../src/evals/summary.js';
 import type { TrialResult } from '../../../src/evals/types.js';
 import { parseRewardJson } from '../../../src/test-results/reward.js';
-import { print, type CliContext } from '../../../src/cli/context.js';
+import { print, type CliContext } from '../../../src/cli/cli-context.js';
 import { fakeSuite, result } from './helpers.js';
 
 // C0 but tab and newline, DEL, and the right-to-left override: what no report may carry raw.

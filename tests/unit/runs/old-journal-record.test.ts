@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { inspectCommand } from '../../../src/cli/commands/runs.js';
+import { inspectCommand } from '../../../src/cli/commands/inspect.js';
 import { foldRun } from '../../../src/runs/journal.js';
 import { resolveRun } from '../../../src/runs/record.js';
 import { loadRunBundle } from '../../../src/view/bundle.js';

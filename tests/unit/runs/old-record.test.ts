@@ -5,7 +5,7 @@
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { inspectCommand } from '../../../src/cli/commands/runs.js';
+import { inspectCommand } from '../../../src/cli/commands/inspect.js';
 import { renderPage } from '../../../src/view/site.js';
 import { openViewSource } from '../../../src/view/source.js';
 import { capturedContext } from '../../helpers/cli.js';
