@@ -2,13 +2,13 @@
  * How the suite's time is measured and used: the reporter that writes each file's real time,
  * `bench/suite-times.mjs` that turns it (and the JSON report) into the table of the bench
  * results and checks that a run dropped no test, the sequencer that starts the longest files
- * first, and the list of files that run alone.
+ * first, the list of files that run alone, and that the README's test command runs all of it.
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { TestModule, TestSpecification, Vitest } from 'vitest/node';
@@ -274,6 +274,42 @@ describe('files that run alone', () => {
     for (const [file, why] of Object.entries(ALONE)) {
       expect(existsSync(join(ROOT, file)), file).toBe(true);
       expect(why.length, file).toBeGreaterThan(10);
+    }
+  });
+});
+
+describe("the README's test command", () => {
+  it('is the whole suite in its three groups: npm test runs vitest on this config, and every test file is in exactly one group', async () => {
+    // CI runs `npm test` (.ci/run), the command the README gives.
+    expect(await readFile(join(ROOT, 'README.md'), 'utf8')).toMatch(/^npm test\b/m);
+    expect(await readFile(join(ROOT, '.ci', 'run'), 'utf8')).toMatch(/^npm test$/m);
+    // No file, project or config filter: the groups of vitest.config.ts, all of them.
+    const pkg = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as {
+      scripts: Record<string, string>;
+    };
+    expect(pkg.scripts.test).toBe('vitest run');
+
+    const { createVitest } = await import('vitest/node');
+    const vitest = await createVitest('test', { root: ROOT, watch: false, reporters: [] });
+    try {
+      const groups = new Map<string, string[]>();
+      for (const spec of await vitest.globTestSpecifications()) {
+        const file = relative(ROOT, spec.moduleId);
+        groups.set(file, [...(groups.get(file) ?? []), spec.project.name]);
+      }
+      const files = (await run('git', ['ls-files', 'tests'], { cwd: ROOT })).stdout
+        .split('\n')
+        .filter((f) => f.endsWith('.test.ts'));
+      expect(files.length).toBeGreaterThan(100);
+      const where = (file: string) => (groups.get(file) ?? []).join(',');
+      for (const file of files) {
+        const expected =
+          file in ALONE ? 'alone' : /^tests\/unit\/|memory\.test\.ts$/.test(file) ? 'unit' : 'docker';
+        expect(where(file), file).toBe(expected);
+      }
+      expect([...groups.keys()].sort()).toEqual([...files].sort());
+    } finally {
+      await vitest.close();
     }
   });
 });
