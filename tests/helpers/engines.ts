@@ -858,7 +858,7 @@ export async function stopSharedEngines(run: number): Promise<void> {
 export async function shipMissing(target: DockerEngine, refs: string[]): Promise<void> {
   const missing: string[] = [];
   for (const ref of refs) {
-    const [here, there] = await Promise.all([dockerEngine().inspectImage(ref), target.inspectImage(ref)]);
+    const [here, there] = await Promise.all([dockerEngine().images.inspect(ref), target.images.inspect(ref)]);
     if (!here) throw new Error(`${ref} is not on the local engine`);
     if (there?.id !== here.id) missing.push(ref);
   }
