@@ -32,4 +32,3 @@ export function headline(
   const shard = run.shard ? ` (shard ${run.shard.index}/${run.shard.count})` : '';
   return `${name}${shard}: ${scored}${o.passes}/${o.scored} passed (${percent(o.passRate)})${run.resumed ? `, ${run.resumed} resumed` : ''}${run.rerun ? `, ${run.rerun} unscored run again` : ''}${run.interrupted ? ', INTERRUPTED' : ''}`;
 }
-

@@ -173,8 +173,12 @@ export function planLock(
 async function readOptional(file: string): Promise<Buffer | undefined> {
   try {
     const st = await lstat(file);
-    if (!st.isFile()) throw new ConfigError(`${file} is not a regular file`, [], { hint: 'start a new eval with another --out' });
-    if (st.size > MAX_LOCK_BYTES) throw new ConfigError(`${file} is over ${MAX_LOCK_BYTES} bytes: not a suite lock`);
+    if (!st.isFile())
+      throw new ConfigError(`${file} is not a regular file`, [], {
+        hint: 'start a new eval with another --out',
+      });
+    if (st.size > MAX_LOCK_BYTES)
+      throw new ConfigError(`${file} is over ${MAX_LOCK_BYTES} bytes: not a suite lock`);
     return await readFile(file);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
@@ -193,7 +197,8 @@ export async function readEvalLock(outDir: string): Promise<AnyLock | undefined>
   let value: Record<string, unknown> | undefined;
   try {
     const parsed: unknown = JSON.parse(bytes.toString('utf8'));
-    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) value = parsed as Record<string, unknown>;
+    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed))
+      value = parsed as Record<string, unknown>;
   } catch {
     // Reported below.
   }
@@ -250,14 +255,21 @@ export async function createEvalLock(outDir: string, lock: EvalLock): Promise<bo
 export async function replaceEvalLock(outDir: string, lock: EvalLock): Promise<void> {
   await rm(path.join(outDir, LOCK_FILE), { force: true });
   if (!(await createEvalLock(outDir, lock)))
-    throw new UsageError(`another eval claimed ${outDir} at the same moment`, { hint: 'choose another --out' });
+    throw new UsageError(`another eval claimed ${outDir} at the same moment`, {
+      hint: 'choose another --out',
+    });
 }
 
 /**
  * Refuses to run `mine` in a folder locked for another plan: another suite or settings (both
  * plan hashes, and each setting that differs), or another number of shards.
  */
-export function checkSamePlan(existing: AnyLock, mine: EvalLock, outDir: string, shard: Shard | undefined): void {
+export function checkSamePlan(
+  existing: AnyLock,
+  mine: EvalLock,
+  outDir: string,
+  shard: Shard | undefined,
+): void {
   const problems: string[] = [];
   if (existing.suiteSha256 !== mine.suiteSha256)
     problems.push(
@@ -279,7 +291,9 @@ export function checkSamePlan(existing: AnyLock, mine: EvalLock, outDir: string,
   }
   if (problems.length === 0) return;
   const hashes =
-    existing.version === 2 ? ` (its plan ${existing.planSha256.slice(0, 12)}, this plan ${mine.planSha256.slice(0, 12)})` : '';
+    existing.version === 2
+      ? ` (its plan ${existing.planSha256.slice(0, 12)}, this plan ${mine.planSha256.slice(0, 12)})`
+      : '';
   throw new UsageError(`${outDir} holds another eval${hashes}: ${problems.join('; ')}`, {
     hint:
       existing.version === 2 && existing.shards > 1 && existing.shards !== mine.shards

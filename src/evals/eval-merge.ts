@@ -69,7 +69,9 @@ export async function mergeEval(
   const { results, running } = await readEveryShard(options.outDir, lock, suite.suite);
   const plan = planTrials(suite.suite, lock.n);
   const found = new Set(results.map(trialKey));
-  const missing = plan.all.filter((s) => !found.has(trialKey(s))).map(({ taskId, trial }) => ({ taskId, trial }));
+  const missing = plan.all
+    .filter((s) => !found.has(trialKey(s)))
+    .map(({ taskId, trial }) => ({ taskId, trial }));
   const base = { lock, suite: suite.suite, results, missing, running, total: plan.all.length };
   if (missing.length > 0 && !options.partial) return base;
 
@@ -83,7 +85,11 @@ export async function mergeEval(
       n: lock.n,
       // The eval ran from its first trial's start to its last one's end, whichever shard ran them.
       startedAt: results.map((r) => r.startedAt).sort()[0] ?? lock.createdAt,
-      finishedAt: results.map((r) => r.finishedAt).sort().at(-1) ?? lock.createdAt,
+      finishedAt:
+        results
+          .map((r) => r.finishedAt)
+          .sort()
+          .at(-1) ?? lock.createdAt,
       costLimitUsd: lock.settings.costLimitUsd,
       harnessVersion: lock.harnessVersion,
     },
@@ -92,7 +98,8 @@ export async function mergeEval(
   const comparison = previous ? compareSummaries(summary, previous) : undefined;
   const resultsFile = join(options.outDir, RESULTS_FILE);
   // An unsharded eval's results.jsonl is its store, already what it should be.
-  if (lock.shards > 1) await writeFileAtomic(resultsFile, results.map((r) => `${JSON.stringify(r)}\n`).join(''));
+  if (lock.shards > 1)
+    await writeFileAtomic(resultsFile, results.map((r) => `${JSON.stringify(r)}\n`).join(''));
   const { files, view } = await writeOutputs(options.outDir, results, summary, comparison, deps);
   return { ...base, written: { summary, comparison, files, view, resultsFile } };
 }
@@ -104,9 +111,12 @@ async function lockOf(outDir: string): Promise<EvalLock> {
       hint: 'give the --out folder the shards ran with',
     });
   if (lock.version !== 2)
-    throw new UsageError(`${outDir} was written by an older sandbox-harness, whose lock does not record the eval's settings`, {
-      hint: 'its summary.json and reports are the ones that eval wrote',
-    });
+    throw new UsageError(
+      `${outDir} was written by an older sandbox-harness, whose lock does not record the eval's settings`,
+      {
+        hint: 'its summary.json and reports are the ones that eval wrote',
+      },
+    );
   return lock;
 }
 

@@ -20,6 +20,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { writeFileAtomic } from '../atomic-write.js';
 import { UsageError } from '../errors.js';
+import { formatDuration } from '../format.js';
 
 const HOLDER = /^holder\.(\d{1,9})\.json$/;
 const BEAT = /^holder\.(\d{1,9})\.beat$/;
@@ -98,7 +99,13 @@ function processStart(pid: number): string | undefined {
 }
 
 function sameMachine(a: MachineIdentity, b: MachineIdentity): boolean {
-  return a.bootId !== undefined && a.pidNamespace !== undefined && a.host === b.host && a.bootId === b.bootId && a.pidNamespace === b.pidNamespace;
+  return (
+    a.bootId !== undefined &&
+    a.pidNamespace !== undefined &&
+    a.host === b.host &&
+    a.bootId === b.bootId &&
+    a.pidNamespace === b.pidNamespace
+  );
 }
 
 /** On this machine: is the holder's process still there (the same process, not a reused pid)? */
@@ -175,14 +182,21 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 }
 
 function describeHolder(record: HolderRecord | undefined): string {
-  return record ? `pid ${record.pid} on ${record.host} (${record.purpose}, since ${record.startedAt})` : 'a process whose record cannot be read';
+  return record
+    ? `pid ${record.pid} on ${record.host} (${record.purpose}, since ${record.startedAt})`
+    : 'a process whose record cannot be read';
 }
 
 /**
  * Whether generation `gen` still holds the folder: false when it is released or its owner is
  * dead. Throws when a live owner holds it.
  */
-async function stillHeld(dir: string, gen: number, me: MachineIdentity, options: HolderLockOptions): Promise<boolean> {
+async function stillHeld(
+  dir: string,
+  gen: number,
+  me: MachineIdentity,
+  options: HolderLockOptions,
+): Promise<boolean> {
   const beat = await readBeat(dir, gen);
   if (beat === 'released') return false;
   const record = await readRecord(dir, gen);
@@ -197,7 +211,7 @@ async function stillHeld(dir: string, gen: number, me: MachineIdentity, options:
   // Another machine (or a record that cannot be read): alive while its counter moves.
   const staleMs = options.staleMs ?? 30_000;
   options.say?.(
-    `${dir} was last held by ${describeHolder(record)}; waiting ${Math.round(staleMs / 1000)} s to see whether it is alive`,
+    `${dir} was last held by ${describeHolder(record)}; waiting ${formatDuration(staleMs)} to see whether it is alive`,
   );
   const deadline = Date.now() + staleMs;
   while (Date.now() < deadline) {
@@ -233,12 +247,15 @@ function hold(dir: string, gen: number, record: HolderRecord, options: HolderLoc
   const lost = new AbortController();
   let beat = 0;
   let writing: Promise<void> = Promise.resolve();
-  const writeBeat = (text: string) => (writing = writing.then(() => writeFileAtomic(beatFile(dir, gen), `${text}\n`)));
+  const writeBeat = (text: string) =>
+    (writing = writing.then(() => writeFileAtomic(beatFile(dir, gen), `${text}\n`)));
   const check = async () => {
     const newer = (await generations(dir)).filter((g) => g > gen);
     if (newer.length > 0) {
       const taker = await readRecord(dir, Math.max(...newer));
-      lost.abort(new UsageError(`${dir} was taken over by ${describeHolder(taker)}: this process stops writing there`));
+      lost.abort(
+        new UsageError(`${dir} was taken over by ${describeHolder(taker)}: this process stops writing there`),
+      );
       return;
     }
     await writeBeat(String(++beat));
@@ -252,7 +269,8 @@ function hold(dir: string, gen: number, record: HolderRecord, options: HolderLoc
   void (async () => {
     for (const name of await readdir(dir).catch(() => [] as string[])) {
       const match = HOLDER.exec(name) ?? BEAT.exec(name);
-      if (match && Number(match[1]) < gen) await rm(path.join(dir, name), { force: true }).catch(() => undefined);
+      if (match && Number(match[1]) < gen)
+        await rm(path.join(dir, name), { force: true }).catch(() => undefined);
     }
   })();
   return {

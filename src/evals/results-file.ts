@@ -176,16 +176,14 @@ export function jsonlStore(outDir: string): ResultStore {
       if (results.length === 0) return;
       await appendSuperseded(outDir, results);
       const gone = new Set(results.map(trialKey));
-      const kept = ((await readOptional(file))?.toString('utf8') ?? '')
-        .split('\n')
-        .filter((line) => {
-          if (line.trim() === '') return false;
-          try {
-            return !gone.has(trialKey(JSON.parse(line) as TrialId));
-          } catch {
-            return true;
-          }
-        });
+      const kept = ((await readOptional(file))?.toString('utf8') ?? '').split('\n').filter((line) => {
+        if (line.trim() === '') return false;
+        try {
+          return !gone.has(trialKey(JSON.parse(line) as TrialId));
+        } catch {
+          return true;
+        }
+      });
       await writeFileAtomic(file, kept.map((line) => `${line}\n`).join(''));
     },
   };

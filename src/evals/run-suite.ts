@@ -141,10 +141,16 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
     : undefined;
   const trialDeps = engines
     ? engines.deps
-    : await prepareLocal(settings.runtime, tasks, { outDir: workDir, baselines, say, provider: deps.provider });
+    : await prepareLocal(settings.runtime, tasks, {
+        outDir: workDir,
+        baselines,
+        say,
+        provider: deps.provider,
+      });
 
   const n = settings.n ?? suite.defaults.n;
-  if (shard) say(`shard ${shardLabel(shard.shard)} (${shard.from}): its share of ${suite.tasks.length * n} trial(s)`);
+  if (shard)
+    say(`shard ${shardLabel(shard.shard)} (${shard.from}): its share of ${suite.tasks.length * n} trial(s)`);
   const reporter = deps.progress?.();
   const runner = fixTrialRunner({
     outDir,
@@ -182,7 +188,13 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
     reporter?.finish();
   }
 
-  const meta = { suite, n: run.n, startedAt: run.startedAt, finishedAt: run.finishedAt, costLimitUsd: settings.costLimitUsd };
+  const meta = {
+    suite,
+    n: run.n,
+    startedAt: run.startedAt,
+    finishedAt: run.finishedAt,
+    costLimitUsd: settings.costLimitUsd,
+  };
   // A shard's summary is of its own trials, for its lines and exit code; its sources' sections
   // (an oracle's quarantine file among them) and the reports are the merge's to write.
   const summary = await summarizeResults(run.results, meta, shard ? undefined : made);
@@ -215,9 +227,17 @@ async function settingsOf(options: SuiteOptions): Promise<GivenSettings> {
     ...(options.runtime !== undefined ? { runtime: options.runtime } : {}),
   };
   const resume = options.resume || options.rerunUnscored === true;
-  const needsOut = resume ? (options.rerunUnscored ? '--rerun-unscored' : '--resume') : options.shard ? 'a shard' : undefined;
+  const needsOut = resume
+    ? options.rerunUnscored
+      ? '--rerun-unscored'
+      : '--resume'
+    : options.shard
+      ? 'a shard'
+      : undefined;
   if (needsOut && options.outDir === undefined)
-    throw new UsageError(`${needsOut} needs --out: the folder of the eval${options.shard && !resume ? ' its shards share' : ''}`);
+    throw new UsageError(
+      `${needsOut} needs --out: the folder of the eval${options.shard && !resume ? ' its shards share' : ''}`,
+    );
   if (!resume || options.outDir === undefined) return given;
   const lock = await readEvalLock(options.outDir);
   return lock ? resumeSettings(lock, given, options.outDir) : given;

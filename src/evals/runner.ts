@@ -24,7 +24,13 @@ import {
   type PlanSettings,
 } from './eval-lock.js';
 import { acquireHolderLock, type HeldLock, type HolderLockOptions } from './holder-lock.js';
-import { jsonlStore, SUPERSEDED_FILE, type ResultCheck, type ResultsLog, type ResultStore } from './results-file.js';
+import {
+  jsonlStore,
+  SUPERSEDED_FILE,
+  type ResultCheck,
+  type ResultsLog,
+  type ResultStore,
+} from './results-file.js';
 import { summarizeEngines, type EngineSummary } from './summary.js';
 import type { Suite } from './suite.js';
 import { trialFilesStore } from './trial-files.js';
@@ -261,9 +267,12 @@ async function lockFolder(
   const empty = await store.isEmpty();
   if (!existing) {
     if (resume && !empty)
-      throw new UsageError(`cannot resume the eval in ${outDir}: ${store.where} has results but suite.lock.json is missing`, {
-        hint: 'start a new eval with another --out',
-      });
+      throw new UsageError(
+        `cannot resume the eval in ${outDir}: ${store.where} has results but suite.lock.json is missing`,
+        {
+          hint: 'start a new eval with another --out',
+        },
+      );
     if (await createEvalLock(outDir, mine)) return mine;
     // Another shard wrote it a moment ago: join it if it is the same plan.
     const theirs = await readEvalLock(outDir);
@@ -271,9 +280,12 @@ async function lockFolder(
     return mine;
   }
   if (!resume && !empty)
-    throw new UsageError(`${shard ? `${what} already has results in ${store.where}` : `${outDir} already holds eval results`}`, {
-      hint: `pass --resume to finish ${shard ? 'that shard' : 'that eval'}, or choose another --out`,
-    });
+    throw new UsageError(
+      `${shard ? `${what} already has results in ${store.where}` : `${outDir} already holds eval results`}`,
+      {
+        hint: `pass --resume to finish ${shard ? 'that shard' : 'that eval'}, or choose another --out`,
+      },
+    );
   const unshardedFresh = !resume && !shard && (existing.version !== 2 || existing.shards === 1);
   if (unshardedFresh) {
     // A folder with a lock and no results holds nothing to protect: a fresh eval takes it.

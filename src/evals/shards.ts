@@ -61,7 +61,9 @@ function fromSlurm(env: NodeJS.ProcessEnv): ChosenShard | undefined {
   if (id === undefined) return undefined;
   const min = envInteger(env, 'SLURM_ARRAY_TASK_MIN', 0);
   const max = envInteger(env, 'SLURM_ARRAY_TASK_MAX', 0);
-  const count = envInteger(env, 'SLURM_ARRAY_TASK_COUNT', 1) ?? (min !== undefined && max !== undefined ? max - min + 1 : undefined);
+  const count =
+    envInteger(env, 'SLURM_ARRAY_TASK_COUNT', 1) ??
+    (min !== undefined && max !== undefined ? max - min + 1 : undefined);
   if (min === undefined || count === undefined)
     throw new UsageError(
       'SLURM_ARRAY_TASK_ID is set without SLURM_ARRAY_TASK_MIN and SLURM_ARRAY_TASK_COUNT: cannot tell which shard this is',
@@ -73,7 +75,11 @@ function fromSlurm(env: NodeJS.ProcessEnv): ChosenShard | undefined {
       { hint: 'submit a contiguous array (sbatch --array=1-N), or give --shard K/N' },
     );
   return {
-    shard: checked(id - min + 1, count, `SLURM_ARRAY_TASK_ID=${id} (SLURM_ARRAY_TASK_MIN=${min}, SLURM_ARRAY_TASK_COUNT=${count})`),
+    shard: checked(
+      id - min + 1,
+      count,
+      `SLURM_ARRAY_TASK_ID=${id} (SLURM_ARRAY_TASK_MIN=${min}, SLURM_ARRAY_TASK_COUNT=${count})`,
+    ),
     from: `SLURM_ARRAY_TASK_ID=${id}, SLURM_ARRAY_TASK_MIN=${min}, SLURM_ARRAY_TASK_COUNT=${count}`,
   };
 }
@@ -105,11 +111,15 @@ export function chooseShard(
 ): ChosenShard | undefined {
   if (flag) {
     if (countFlag !== undefined)
-      throw new UsageError('--shard-count goes with JOB_COMPLETION_INDEX, not with --shard K/N (N is the count)');
+      throw new UsageError(
+        '--shard-count goes with JOB_COMPLETION_INDEX, not with --shard K/N (N is the count)',
+      );
     return flag.count === 1 ? undefined : { shard: flag, from: '--shard' };
   }
   const chosen = fromSlurm(env) ?? fromIndexedJob(env, countFlag);
   if (!chosen && countFlag !== undefined)
-    throw new UsageError('--shard-count needs JOB_COMPLETION_INDEX (a Kubernetes Indexed Job); elsewhere give --shard K/N');
+    throw new UsageError(
+      '--shard-count needs JOB_COMPLETION_INDEX (a Kubernetes Indexed Job); elsewhere give --shard K/N',
+    );
   return chosen && chosen.shard.count > 1 ? chosen : undefined;
 }

@@ -11,7 +11,13 @@ import { randomBytes } from 'node:crypto';
 import { lstat, mkdir, open, readdir, readFile, rename, rm, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { ConfigError } from '../errors.js';
-import { appendSuperseded, checkResult, latestPerTrial, type ResultCheck, type ResultStore } from './results-file.js';
+import {
+  appendSuperseded,
+  checkResult,
+  latestPerTrial,
+  type ResultCheck,
+  type ResultStore,
+} from './results-file.js';
 import { trialFileName } from './trial-plan.js';
 import type { TrialResult } from './types.js';
 
@@ -116,7 +122,9 @@ async function readTrialFiles(
     const checked = checkResult(json, check);
     if (typeof checked === 'string') problems.push(`${file}: ${checked}`);
     else if (trialFileName(checked) !== name)
-      problems.push(`${file}: holds trial ${checked.taskId}#${checked.trial}, whose file is ${trialFileName(checked)}`);
+      problems.push(
+        `${file}: holds trial ${checked.taskId}#${checked.trial}, whose file is ${trialFileName(checked)}`,
+      );
     else results.push(checked);
   }
   if (problems.length > 0)

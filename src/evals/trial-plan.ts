@@ -38,7 +38,11 @@ export function trialLabel(id: TrialId): string {
  * a file. Only `[A-Za-z0-9._-]`: safe on every file system, never hidden, never `..`.
  */
 export function trialFileName(id: TrialId): string {
-  const readable = id.taskId.replace(/[^A-Za-z0-9._-]/g, '_').replace(/^[._-]+/, '').slice(0, 80) || 'task';
+  const readable =
+    id.taskId
+      .replace(/[^A-Za-z0-9._-]/g, '_')
+      .replace(/^[._-]+/, '')
+      .slice(0, 80) || 'task';
   return `${readable}.t${id.trial}.${sha256(trialKey(id)).slice(0, 12)}.json`;
 }
 

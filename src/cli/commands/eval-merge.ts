@@ -35,7 +35,11 @@ Example:
 
 export type EvalMergeOptions = OptionsOf<typeof declaration>;
 
-export async function evalMergeCommand(ctx: CliContext, out: string, options: EvalMergeOptions): Promise<number> {
+export async function evalMergeCommand(
+  ctx: CliContext,
+  out: string,
+  options: EvalMergeOptions,
+): Promise<number> {
   const { mergeEval, listMissing } = await import('../../evals/eval-merge.js');
   const { exportView } = await import('../../view/export.js');
   const { openViewSource, runHref } = await import('../../view/source.js');
@@ -61,7 +65,10 @@ export async function evalMergeCommand(ctx: CliContext, out: string, options: Ev
     },
   );
   const { written, missing, running, lock } = result;
-  const missingLine = missing.length > 0 ? `${missing.length} of ${result.total} trial(s) have no result: ${listMissing(missing)}` : undefined;
+  const missingLine =
+    missing.length > 0
+      ? `${missing.length} of ${result.total} trial(s) have no result: ${listMissing(missing)}`
+      : undefined;
   if (options.json) {
     printJson(ctx, {
       outDir,
@@ -71,7 +78,12 @@ export async function evalMergeCommand(ctx: CliContext, out: string, options: Ev
       missing: missing.map((m) => `${m.taskId}#${m.trial}`),
       running,
       ...(written
-        ? { files: written.files, view: written.view?.index, summary: written.summary, comparison: written.comparison }
+        ? {
+            files: written.files,
+            view: written.view?.index,
+            summary: written.summary,
+            comparison: written.comparison,
+          }
         : {}),
     });
   } else {
@@ -86,7 +98,10 @@ export async function evalMergeCommand(ctx: CliContext, out: string, options: Ev
       const { summary, files } = written;
       const run = { results: result.results, total: result.total, resumed: 0, interrupted: false };
       print(ctx, headline(result.suite.name, summary, run));
-      print(ctx, `reports: ${shortPath(ctx.cwd, files.html)}  ${shortPath(ctx.cwd, files.markdown)}  ${shortPath(ctx.cwd, files.summaryJson)}`);
+      print(
+        ctx,
+        `reports: ${shortPath(ctx.cwd, files.html)}  ${shortPath(ctx.cwd, files.markdown)}  ${shortPath(ctx.cwd, files.summaryJson)}`,
+      );
       print(ctx, `results: ${relative(ctx.cwd, written.resultsFile) || written.resultsFile}`);
     }
   }

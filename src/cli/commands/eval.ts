@@ -4,7 +4,6 @@ import { Command } from '@commander-js/extra-typings';
 import type { SuiteOptions, SuiteResult } from '../../evals/run-suite.js';
 import { chooseShard } from '../../evals/shards.js';
 import type { SourceFlags } from '../../evals/sources/task-source.js';
-import type { EvalSummary } from '../../evals/summary.js';
 import { alignColumns } from '../../format.js';
 import { note, print, printJson, type CliContext } from '../cli-context.js';
 import { headline, percent } from '../eval-headline.js';
@@ -187,7 +186,8 @@ export async function evalCommand(
         }),
   });
   const { run, summary, comparison, notRun } = result;
-  const resume = run.interrupted || run.enginesLost ? resumeCommand(ctx, suiteFile, options, result) : undefined;
+  const resume =
+    run.interrupted || run.enginesLost ? resumeCommand(ctx, suiteFile, options, result) : undefined;
   if (options.json) {
     printJson(ctx, {
       outDir: result.outDir,
@@ -277,7 +277,10 @@ async function printSummary(
   else print(ctx, `results: ${shortPath(ctx.cwd, join(outDir, 'results.jsonl'))}`);
   if (resume) print(ctx, `resume with: ${resume}`);
   else if (summary.overall.notScored > 0)
-    print(ctx, `run the unscored trials again with: ${resumeCommand(ctx, suiteFile, options, result, '--rerun-unscored')}`);
+    print(
+      ctx,
+      `run the unscored trials again with: ${resumeCommand(ctx, suiteFile, options, result, '--rerun-unscored')}`,
+    );
 }
 
 /**
