@@ -98,7 +98,10 @@ describe('the out folder across processes (real Docker, offline suite)', { timeo
     // The trials finished before the kill kept their results and were not run again.
     for (const done of before) expect(results.filter((x) => label(x) === label(done))).toEqual([done]);
     // Every missing trial ran exactly once in the resumed eval (one new run folder each), no other did.
-    const missing = results.filter((x) => !before.some((b) => label(b) === label(x))).map(label).sort();
+    const missing = results
+      .filter((x) => !before.some((b) => label(b) === label(x)))
+      .map(label)
+      .sort();
     const newDirs = (await runDirsOf(out)).filter((d) => !dirsBefore.has(d));
     const trialOfDir = (dir: string) => {
       const match = /^(.+)-t(\d+)-/.exec(dir);
