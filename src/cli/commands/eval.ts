@@ -288,11 +288,11 @@ async function printSummary(
  * the suite, the folder and the shard; the lock has the rest (-n, the sources' flags, ...).
  * The engines are the ones given, which the user may change.
  */
-function resumeCommand(
-  ctx: CliContext,
+export function resumeCommand(
+  ctx: Pick<CliContext, 'cwd'>,
   suiteFile: string,
   options: EvalCommandOptions,
-  result: SuiteResult,
+  result: Pick<SuiteResult, 'outDir'> & { run: Pick<SuiteResult['run'], 'shard'> },
   how: '--resume' | '--rerun-unscored' = '--resume',
 ): string {
   const shard = result.run.shard;
