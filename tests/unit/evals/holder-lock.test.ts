@@ -86,10 +86,11 @@ describe('one writer per results folder', () => {
   it('tells a holder that lost the folder (taken over while it looked dead), so it stops writing', async () => {
     await withTempDir(async (dir) => {
       // Its beat is slower than the other's patience: it looks dead from another machine.
-      const slow = await acquireHolderLock(dir, { purpose: 'eval', identity: elsewhere, beatMs: 400 });
-      await delay(50);
+      const slow = await acquireHolderLock(dir, { purpose: 'eval', identity: elsewhere, beatMs: 2_000 });
+      // Its first sign of life is on disk before the other looks.
+      for (let i = 0; i < 100 && !(await readdir(dir)).includes('holder.1.beat'); i++) await delay(20);
       const taker = await acquireHolderLock(dir, { purpose: 'eval', staleMs: 150 });
-      for (let i = 0; i < 40 && !slow.lost.aborted; i++) await delay(50);
+      for (let i = 0; i < 100 && !slow.lost.aborted; i++) await delay(50);
       expect(slow.lost.aborted).toBe(true);
       expect(String(slow.lost.reason)).toMatch(/taken over/);
       await slow.release();
