@@ -6,13 +6,15 @@
  * unsharded eval gives.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { execFile } from 'node:child_process';
 import { cp, readFile, readdir, writeFile } from 'node:fs/promises';
+import { promisify } from 'node:util';
 import { dirname, join } from 'node:path';
 import { exampleCopy, removeExampleCopies } from '../helpers/example.js';
 import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
-import { cleanEnv, runCli, startCli, ROOT } from '../helpers/cli.js';
+import { cleanEnv, CLI, runCli, startCli, ROOT } from '../helpers/cli.js';
 
 interface Result {
   taskId: string;
@@ -114,6 +116,37 @@ describe('the out folder across processes (real Docker, offline suite)', { timeo
     for (const x of results)
       expect(await dockerEngine().containers.list({ [LABEL.run]: x.runId }), x.runId).toEqual([]);
     unsharded = { results, summary: JSON.parse(await readFile(join(out, 'summary.json'), 'utf8')) };
+  });
+
+  it('interrupted with Ctrl-C, it prints the command that finishes it, and that command, run as printed by a shell, does', async () => {
+    const out = join(root, 'out-interrupted');
+    const first = startCli(['eval', suite, '-n', '1', '--concurrency', '1', '--out', out], { cwd: root });
+    const deadline = Date.now() + 400_000;
+    for (;;) {
+      if (Date.now() > deadline) throw new Error('no trial finished');
+      if ((await readResults(out).catch(() => [])).length >= 1) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    first.child.kill('SIGINT');
+    const stopped = await first.done;
+    expect(stopped.code, stopped.stderr).toBe(130);
+    const printed = /^resume with: (.+)$/m.exec(stopped.stdout)?.[1];
+    expect(printed, stopped.stdout).toBeDefined();
+    expect(printed).not.toMatch(/ -n /);
+    // The line as a user pastes it, `sandbox-harness` being this build.
+    await promisify(execFile)(
+      'bash',
+      ['-c', `sandbox-harness() { "${process.execPath}" "${CLI}" "$@"; }\n${printed!}`],
+      {
+        cwd: root,
+        env: cleanEnv(),
+        maxBuffer: 16 * 1024 * 1024,
+      },
+    );
+    const results = await readResults(out);
+    expect(results.map(label).sort()).toEqual(['fixes-threshold#0', 'flaky-fix#0', 'gives-up#0']);
+    for (const x of results)
+      expect(await dockerEngine().containers.list({ [LABEL.run]: x.runId }), x.runId).toEqual([]);
   });
 
   it('two shards at once into one out folder (one from --shard, one from a Slurm array id), merged, equal the unsharded eval', async () => {
