@@ -115,7 +115,11 @@ function lockSettings(lock: AnyLock): GivenSettings {
  */
 export function resumeSettings(lock: AnyLock, given: GivenSettings, outDir: string): GivenSettings {
   // An older lock knows n only: the other settings are taken as given.
-  const problems = differences(lockSettings(lock), lock.version === 2 ? given : { n: given.n }, true);
+  const problems = differences(
+    lockSettings(lock),
+    lock.version === 2 ? given : given.n !== undefined ? { n: given.n } : {},
+    true,
+  );
   if (problems.length > 0)
     throw new UsageError(`cannot resume the eval in ${outDir}: ${problems.join('; ')}`, {
       hint: 'leave those flags out (--resume takes them from the lock), or start a new eval with another --out',

@@ -5,8 +5,8 @@
  * run ids aside). The plan comes from the folder's lock; the suite is opened again (where the
  * lock says, or `--suite`) because its task source owns a section of the summary, and it must
  * still be the suite the lock names. A trial missing (a shard not run, crashed, or still
- * running) is named; the merge writes nothing then, unless `partial`, when the reports say
- * the eval is incomplete.
+ * running) is named; the merge writes nothing then, unless `partial`: then the reports are
+ * of the trials there are (the CLI's exit code still says trials are missing).
  */
 import { join } from 'node:path';
 import { ConfigError, UsageError } from '../errors.js';
@@ -34,7 +34,7 @@ export interface MergeOptions {
   /** The suite, when it is not where the lock says (absolute, and as messages name it). */
   suite?: { file: string; displayPath: string };
   cwd: string;
-  /** Write the reports even with trials missing (they say so). */
+  /** Write the reports of the trials there are even with trials missing. */
   partial: boolean;
   compare?: { file: string; displayPath: string };
 }

@@ -16,7 +16,7 @@ function declaration() {
     .option('--suite <file>', "the suite file, when it is no longer where the eval's lock says")
     .option(
       '--partial',
-      'write the reports even when trials are missing (a shard not run, crashed or still running); they say so',
+      'write the reports from the trials that have results even when some are missing (a shard not run, crashed or still running); the exit code is still 3',
     )
     .option('--compare <summary.json>', 'compare with a previous summary; exit 1 on a regression')
     .option('--json', 'print only a JSON account on stdout')
@@ -25,7 +25,7 @@ function declaration() {
       `
 The plan (suite, n, the task sources' flags, the shard count) is the folder's lock's; every
 shard's results are checked against it. Trials missing: their names and exit 3, nothing
-written (with --partial: the reports, marked incomplete, and the same exit 3). Exit codes as
+written (with --partial: the reports of the trials there are, and the same exit 3). Exit codes as
 \`eval\`'s otherwise. The reports equal an unsharded run's of the same trials but for times,
 durations and run ids.
 Example:
