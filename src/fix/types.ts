@@ -151,6 +151,8 @@ export interface Run extends Prepared {
   transcript: {
     attempt: number;
     role: string;
+    /** With catalog `agent.steps`: the step whose instruction this conversation answers. */
+    step?: string;
     system: string;
     messages: Message[];
     /** Leading messages taken from a seed run (no model call of this run made them). */
