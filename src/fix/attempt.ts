@@ -26,7 +26,7 @@ import type { Message, ModelProvider } from '../llm/types.js';
 import { verdictForEmptyLoop, type AttemptVerdict, type LoopStop } from '../outcomes.js';
 import type { AttemptRecord } from '../runs/record.js';
 import type { Sandbox, WorkspaceTree } from '../sandbox/types.js';
-import type { Run } from './types.js';
+import type { PlannedStep, Run } from './types.js';
 import { failureFeedback, formatTestRun, type TestLayer, type TestRun } from './test-layers.js';
 import { warmChannel } from './sandboxes.js';
 import { verifyChange, type Verification, type VerificationResults } from './verify.js';
@@ -36,7 +36,7 @@ import { toolStartDetail } from './progress.js';
 import { reviewChange } from './review.js';
 import type { Continuation } from './continue.js';
 import { shellQuote } from '../agent/tools/workspace-path.js';
-import { runTaskSteps, stepVerifyRole, type PlannedStep } from './steps.js';
+import { runTaskSteps, stepVerifyRole } from './steps.js';
 
 /** What every attempt of a run shares, worked out once. */
 export interface AttemptPlan {

@@ -14,7 +14,7 @@
  * hooks, so this file holds the order and the rewards, not another copy of them.
  */
 import type { AgentLoopResult } from '../agent/loop.js';
-import { loadTicket, type Ticket } from '../catalog/ticket.js';
+import { loadTicket } from '../catalog/ticket.js';
 import type { ChangeSet } from '../changes/change-set.js';
 import type { AttemptVerdict } from '../outcomes.js';
 import {
@@ -25,20 +25,9 @@ import {
   type RewardReading,
   type StepReading,
 } from '../test-results/reward.js';
-import type { TestLayer } from './test-layers.js';
-import type { Run } from './types.js';
+import type { PlannedStep, Prepared, Run } from './types.js';
+import { loadVerifierFiles } from './verifier-files.js';
 import type { Verification } from './verify.js';
-
-export interface PlannedStep {
-  name: string;
-  /** 1-based, in the catalog's order. */
-  index: number;
-  ticket: Ticket;
-  layers: TestLayer[];
-  attemptSec: number;
-  testSec: number;
-  minReward?: number | Record<string, number>;
-}
 
 /** The role of the sandbox that verifies step `index` of attempt `n`. */
 export function stepVerifyRole(n: number, index: number): string {
@@ -51,9 +40,13 @@ export function stepOfRole(role: string): number | undefined {
   return match ? Number(match[1]) : undefined;
 }
 
-/** The catalog's steps with their tickets read (relative to the catalog file); undefined without steps. */
-export async function planSteps(run: Run): Promise<PlannedStep[] | undefined> {
-  const { catalog } = run;
+/**
+ * The catalog's steps with their tickets and verifier files read (relative to the catalog
+ * file), before the run begins: a missing ticket or folder is a configuration error, never a
+ * run that stops at its second step. Undefined without steps.
+ */
+export async function planSteps(prepared: Prepared): Promise<PlannedStep[] | undefined> {
+  const { catalog } = prepared;
   const steps = catalog.catalog.agent.steps;
   if (!steps) return undefined;
   const timeouts = catalog.catalog.sandbox.timeouts;
@@ -61,15 +54,19 @@ export async function planSteps(run: Run): Promise<PlannedStep[] | undefined> {
   for (const [i, step] of steps.entries()) {
     const ticket = await loadTicket(step.ticket, {
       catalogDir: catalog.dir,
-      repoDir: run.repoDir,
+      repoDir: prepared.repoDir,
       readStdin: async () => '',
       cwd: catalog.dir,
     });
+    const files = step.verifierFiles
+      ? await loadVerifierFiles(catalog.file, step.verifierFiles, `agent.steps[${i}].verifierFiles.from`)
+      : undefined;
     planned.push({
       name: step.name,
       index: i + 1,
       ticket,
       layers: [{ name: 'test', command: step.testCommand }],
+      ...(files ? { verifierFiles: files } : {}),
       attemptSec: step.attemptSec ?? timeouts.attemptSec,
       testSec: step.testSec ?? timeouts.testSec,
       ...(step.minReward !== undefined ? { minReward: step.minReward } : {}),
