@@ -128,10 +128,7 @@ export interface StepReading {
  * step without one (its verifier never ran, or its file was refused) is left out of the mean,
  * as Harbor leaves out a step without a verifier result; none at all is no reward.
  */
-export function combineStepRewards(
-  steps: readonly StepReading[],
-  strategy: RewardStrategy,
-): RewardReading {
+export function combineStepRewards(steps: readonly StepReading[], strategy: RewardStrategy): RewardReading {
   if (strategy === 'final') {
     const last = steps[steps.length - 1];
     if (!last) return { ok: false, reason: 'no step ran' };
@@ -141,7 +138,9 @@ export function combineStepRewards(
   }
   const read = steps.flatMap((s) => (s.reading?.ok ? [s.reading.reward.values] : []));
   if (read.length === 0) {
-    const why = steps.map((s) => `${s.name}: ${s.reading ? (s.reading.ok ? 'read' : s.reading.reason) : 'not verified'}`);
+    const why = steps.map(
+      (s) => `${s.name}: ${s.reading ? (s.reading.ok ? 'read' : s.reading.reason) : 'not verified'}`,
+    );
     return { ok: false, reason: `no step's verifier left a reward (${why.join('; ') || 'no step ran'})` };
   }
   const names = [...new Set(read.flatMap((values) => Object.keys(values)))];
