@@ -218,3 +218,35 @@ agent:
     expect((error as ConfigError).message).toContain('catalog file not found: catalog/nope.yaml');
   });
 });
+
+describe('agent.steps and agent.reward (Harbor tasks)', () => {
+  const reward = '\n  reward:\n    dir: .harbor-verifier';
+  const steps = (names: string[]) =>
+    `\n  steps:\n${names.map((n) => `    - name: ${n}\n      ticket: ${n}.md\n      testCommand: bash /tests/test.sh`).join('\n')}`;
+
+  it('steps need a reward: each step is decided by the reward its verifier leaves', async () => {
+    const error = await problemsOf(catalog(`${editable}${steps(['one'])}`));
+    expect(error.problems.join('\n')).toMatch(/agent\.steps: steps need agent\.reward/);
+  });
+
+  it('refuses a rule or strategy that is not one, and a step name used twice', async () => {
+    const error = await problemsOf(
+      catalog(`${editable}${reward}\n    unchanged: skip\n    combine: best${steps(['one'])}`),
+    );
+    const all = error.problems.join('\n');
+    expect(all).toMatch(/agent\.reward\.unchanged: expected "verify" or "scores-zero"/);
+    expect(all).toMatch(/agent\.reward\.combine: expected "mean" or "final"/);
+    const twice = await problemsOf(catalog(`${editable}${reward}${steps(['one', 'one'])}`));
+    expect(twice.problems.join('\n')).toMatch(/agent\.steps\[1\]\.name: step name "one" is used twice/);
+  });
+
+  it("defaults to Harbor's rules: the verifier runs on an unchanged workspace, the steps' mean", async () => {
+    await writeFile(path.join(dir, 'catalog.yaml'), catalog(`${editable}${reward}`));
+    const loaded = await loadCatalog('catalog.yaml', { cwd: dir });
+    expect(loaded.catalog.agent.reward).toEqual({
+      dir: '.harbor-verifier',
+      unchanged: 'verify',
+      combine: 'mean',
+    });
+  });
+});
