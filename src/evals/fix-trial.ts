@@ -181,12 +181,22 @@ async function testFacts(result: FixResult): Promise<{ tests?: TrialTests }> {
 
 /** The score of the trial's last verification that read (or refused) a reward. */
 function rewardFacts(record: FixResult['record']): Pick<TrialResult, 'score' | 'reward'> {
-  const reward = [...record.attempts].reverse().find((a) => a.reward)?.reward;
+  const attempt = [...record.attempts].reverse().find((a) => a.reward);
+  const reward = attempt?.reward;
   if (!reward) return {};
-  if (reward.status === 'refused') return { score: 0, reward: { refused: reward.reason ?? 'refused' } };
+  // A multi-step task's steps, each with its own score, beside the combined one.
+  const steps = attempt.steps?.map((s) => ({
+    name: s.name,
+    ...(s.reward?.score !== undefined ? { score: s.reward.score } : {}),
+  }));
+  const stepsFact = steps ? { steps } : {};
+  if (reward.status === 'refused')
+    return { score: 0, reward: { refused: reward.reason ?? 'refused', ...stepsFact } };
   return {
     score: reward.score,
-    ...(reward.values ? { reward: { values: reward.values } } : {}),
+    ...(reward.values || steps
+      ? { reward: { ...(reward.values ? { values: reward.values } : {}), ...stepsFact } }
+      : {}),
   };
 }
 

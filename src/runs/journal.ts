@@ -14,7 +14,14 @@
  */
 import type { EventInput, EventSink } from '../agent/events.js';
 import type { AttemptVerdict, LoopStop, RunOutcome } from '../outcomes.js';
-import type { AttemptRecord, ContainerRecord, ReviewRecord, RunDir, RunRecord } from './record.js';
+import type {
+  AttemptRecord,
+  ContainerRecord,
+  ReviewRecord,
+  RunDir,
+  RunRecord,
+  StepRecord,
+} from './record.js';
 
 type Defined<T> = Exclude<T, undefined>;
 
@@ -98,6 +105,19 @@ export type RunEvent =
       /** Set when the verification failed in a layer. */
       failingLayer?: string;
     }
+  /** A step of a multi-step attempt begins (catalog `agent.steps`): its instruction goes to the agent. */
+  | { kind: 'step_start'; attempt: number; step: string; index: number; of: number }
+  /** A step ended: verified with its own reward, or how it ended the attempt before that. */
+  | { kind: 'step_end'; attempt: number; step: StepRecord }
+  /** The steps are over: the attempt's reward, formed from theirs. */
+  | {
+      kind: 'steps_reward';
+      attempt: number;
+      strategy: 'mean' | 'final';
+      ran: number;
+      of: number;
+      reward: Defined<AttemptRecord['reward']>;
+    }
   /** A review round begins: the checker gets its own sandbox with the verified change. */
   | { kind: 'review_start'; attempt: number; round: number }
   /** The checker's verdict; its turns and tokens count into the run's. */
@@ -168,6 +188,9 @@ const KIND_LIST: Record<RunEventKind, true> = {
   verify_start: true,
   verify_layer: true,
   verify: true,
+  step_start: true,
+  step_end: true,
+  steps_reward: true,
   review_start: true,
   review: true,
   attempt_end: true,
@@ -208,6 +231,7 @@ export function applyRunEvent(record: RunRecord, event: RunEvent): void {
     case 'collect_start':
     case 'verify_start':
     case 'verify_layer':
+    case 'step_start':
     case 'review_start':
     case 'apply_start':
       // A step's start: the step's own event says what it found.
@@ -297,7 +321,18 @@ function foldAttemptEvent(
   record: RunRecord,
   event: Extract<
     RunEvent,
-    { kind: 'sandbox' | 'agent_end' | 'change' | 'gate' | 'verify' | 'attempt_end' | 'attempt_note' }
+    {
+      kind:
+        | 'sandbox'
+        | 'agent_end'
+        | 'change'
+        | 'gate'
+        | 'verify'
+        | 'step_end'
+        | 'steps_reward'
+        | 'attempt_end'
+        | 'attempt_note';
+    }
   >,
 ): void {
   switch (event.kind) {
@@ -325,6 +360,13 @@ function foldAttemptEvent(
       if (event.namedTests !== undefined) attempt.namedTests = structuredClone(event.namedTests);
       if (event.reward !== undefined) attempt.reward = structuredClone(event.reward);
       if (event.failingLayer !== undefined) attempt.failingLayer = event.failingLayer;
+      return;
+    case 'step_end':
+      (attempt.steps ??= []).push(structuredClone(event.step));
+      return;
+    case 'steps_reward':
+      attempt.reward = structuredClone(event.reward);
+      attempt.stepsReward = { strategy: event.strategy, ran: event.ran, of: event.of };
       return;
     case 'attempt_note':
       attempt.message = event.message;
