@@ -600,8 +600,8 @@ export class DockerEngine {
     }
   }
 
-  /** Extracts a tar archive into `path`; returns false when `path` does not exist in the container. */
-  async putArchive(id: string, path: string, tar: Buffer): Promise<boolean> {
+  /** Extracts a tar archive (bytes, or a stream) into `path`; returns false when `path` does not exist in the container. */
+  async putArchive(id: string, path: string, tar: Buffer | Readable): Promise<boolean> {
     try {
       await this.docker.getContainer(id).putArchive(tar, { path, noOverwriteDirNonDir: '1' });
       return true;
