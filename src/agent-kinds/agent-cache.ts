@@ -116,6 +116,10 @@ export async function ensureInstalled(
       }
       return dir;
     },
-    { dir: join(root, '.locks'), staleMs: 60_000, waiting: `waiting for another process installing ${pkg.shown}` },
+    {
+      dir: join(root, '.locks'),
+      staleMs: 60_000,
+      waiting: `waiting for another process installing ${pkg.shown}`,
+    },
   );
 }

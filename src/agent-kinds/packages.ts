@@ -60,6 +60,11 @@ export const CODEX_PACKAGE: AgentPackage = {
   shown: '@openai/codex@0.171.0',
   copy: [
     { from: 'vendor/x86_64-unknown-linux-musl/bin/codex', to: 'agents/codex/bin/codex' },
+    // The helper it starts beside itself for its code mode.
+    {
+      from: 'vendor/x86_64-unknown-linux-musl/bin/codex-code-mode-host',
+      to: 'agents/codex/bin/codex-code-mode-host',
+    },
     { from: 'vendor/x86_64-unknown-linux-musl/codex-path/rg', to: 'agents/codex/path/rg' },
   ],
 };

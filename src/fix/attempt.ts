@@ -36,6 +36,7 @@ import { toolStartDetail } from './progress.js';
 import { reviewChange } from './review.js';
 import type { Continuation } from './continue.js';
 import { shellQuote } from '../agent/tools/workspace-path.js';
+import { cliAgentStep } from './cli-agent-step.js';
 
 /** What every attempt of a run shares, worked out once. */
 export interface AttemptPlan {
@@ -199,6 +200,7 @@ async function openAttemptSandbox(run: Run, plan: AttemptPlan, n: number): Promi
  */
 async function agentStep(attempt: Attempt, feedback: string | undefined): Promise<AgentLoopResult> {
   const { run, plan, n, box, signal } = attempt;
+  if (run.agent.cli) return endOfAgent(attempt, await cliAgentStep(run, n, box, feedback, signal));
   const agent = run.catalog.catalog.agent;
   // The agent's calls go over the sandbox's command channel; starting it now, while the
   // first model call runs, takes its start-up off the first tool call.
@@ -244,6 +246,11 @@ async function agentStep(attempt: Attempt, feedback: string | undefined): Promis
     ...(run.delegateProvider ? { subAgent: { provider: run.delegateProvider } } : {}),
   });
   if (loop.delegations.length > 0) entry.delegations = loop.delegations;
+  return endOfAgent(attempt, loop);
+}
+
+/** The agent's turn on the journal; a stop that is not the attempt's to judge is thrown on. */
+function endOfAgent({ run, n, signal }: Attempt, loop: AgentLoopResult): AgentLoopResult {
   run.journal.append({
     kind: 'agent_end',
     attempt: n,

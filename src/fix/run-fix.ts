@@ -55,6 +55,7 @@ import { loadLibrary } from './read-library.js';
 import { continuationFeedback } from './continue.js';
 import { progressOfEvents, silentProgress, type ProgressSink } from './progress.js';
 import { SandboxPool } from './sandboxes.js';
+import { layerCliAgent } from './cli-agent-step.js';
 import type { WorkspaceGit } from '../sandbox/types.js';
 import { egressSpec } from './egress-phases.js';
 import { getsVerifierFiles, loadVerifierFiles } from './verifier-files.js';
@@ -247,6 +248,7 @@ async function fixTicket(run: Run): Promise<Ending> {
   // while the attempts are planned (the pristine tree read is as slow as a start-up).
   if (run.catalog.catalog.agent.heldOutTests.length === 0) {
     await prepareWorkspaceGit(run, image, []);
+    await layerCliAgent(run, image);
     run.sandboxes.makeAhead(`attempt-${firstAttempt(run)}`, { hidden: [] });
   }
   const plan = await planAttempts(run, image);
@@ -321,7 +323,10 @@ async function planAttempts(run: Run, image: RepoImage): Promise<AttemptPlan> {
   const tree = await run.deps.backend.workspaceTree(image.tag, { signal: run.signal });
   const heldOut = heldOutPaths(tree, agent.heldOutTests);
   if (heldOut.length > 0) run.journal.append({ kind: 'held_out', paths: heldOut.slice(0, 200) });
-  if (agent.heldOutTests.length > 0) await prepareWorkspaceGit(run, image, heldOut);
+  if (agent.heldOutTests.length > 0) {
+    await prepareWorkspaceGit(run, image, heldOut);
+    await layerCliAgent(run, image);
+  }
   const repoAgentsMd = await readAgentsMd(run.repoDir);
   const pristine = pristineFromHost(run.repoDir);
   const { library, skipped } = await loadLibrary(tree, pristine, { docs: agent.docs, skills: agent.skills });

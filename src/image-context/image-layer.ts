@@ -104,7 +104,9 @@ export async function layerTar(layer: ImageLayer): Promise<Readable> {
     if (!('file' in file.source)) continue;
     const info = await lstat(file.source.file).catch(() => undefined);
     if (!info?.isFile()) {
-      throw new ImageError(`${file.source.file} is not a regular file; the ${layer.description} layer needs it`);
+      throw new ImageError(
+        `${file.source.file} is not a regular file; the ${layer.description} layer needs it`,
+      );
     }
     sizes.set(file.path, info.size);
   }

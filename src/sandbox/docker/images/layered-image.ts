@@ -8,11 +8,12 @@
  * be in the image at all: what the layer puts there is the only thing there.
  */
 import { createHash } from 'node:crypto';
-import { ConfigError, HarnessError, ImageError } from '../../errors.js';
-import { layerTar, type ImageLayer } from '../../image-context/image-layer.js';
-import { SANDBOX_GID, SANDBOX_UID, WORKSPACE, type LayeredImage } from '../types.js';
-import { IDLE_CONTAINER_LIMITS, type DockerEngine } from './engine.js';
-import { LABEL, containerLabels, containerName } from './labels.js';
+import { ConfigError, HarnessError, ImageError } from '../../../errors.js';
+import { layerTar, type ImageLayer } from '../../../image-context/image-layer.js';
+import { SANDBOX_GID, SANDBOX_UID, WORKSPACE, type LayeredImage } from '../../types.js';
+import { hardenedContainer, IDLE_CONTAINER_LIMITS } from '../../container/container-spec.js';
+import type { DockerEngine } from '../engine/index.js';
+import { BUILT_FROM_LABEL, LABEL, containerLabels, containerName } from '../labels.js';
 
 const LAYER_REPO = 'sandbox-harness/layered';
 const LAYER_LABEL = 'sandbox-harness.layer';
@@ -26,32 +27,34 @@ export async function layeredImage(
   options: { signal?: AbortSignal } = {},
 ): Promise<LayeredImage> {
   const started = Date.now();
-  const source = await engine.inspectImage(image);
+  const source = await engine.images.inspect(image);
   if (!source) throw new ImageError(`image ${image} does not exist`);
   const hash = createHash('sha256')
     .update(JSON.stringify([LAYER_FORMAT, source.id, layer.key, layer.owns]))
     .digest('hex')
     .slice(0, 16);
   const tag = `${LAYER_REPO}:${hash}`;
-  const existing = await engine.inspectImage(tag);
+  const existing = await engine.images.inspect(tag);
   if (existing && existing.labels[LAYER_LABEL] === hash) {
     return { image: tag, reused: true, durationMs: Date.now() - started };
   }
-  const id = await engine.createContainer({
-    name: containerName(undefined, 'layer'),
-    image,
-    entrypoint: ['true'],
-    cmd: [],
-    // As the image's sandboxes are made (the commit keeps the container's settings); it never starts.
-    user: `${SANDBOX_UID}:${SANDBOX_GID}`,
-    workingDir: WORKSPACE,
-    env: [],
-    labels: containerLabels({ role: 'layer' }),
-    ...IDLE_CONTAINER_LIMITS,
-  });
+  const id = await engine.containers.create(
+    hardenedContainer({
+      name: containerName(undefined, 'layer'),
+      image,
+      entrypoint: ['true'],
+      cmd: [],
+      // As the image's sandboxes are made (the commit keeps the container's settings); it never starts.
+      user: `${SANDBOX_UID}:${SANDBOX_GID}`,
+      workingDir: WORKSPACE,
+      env: [],
+      labels: containerLabels({ role: 'layer' }),
+      ...IDLE_CONTAINER_LIMITS,
+    }),
+  );
   try {
     for (const owned of layer.owns) {
-      const there = await engine.getArchive(id, owned);
+      const there = await engine.containers.getArchive(id, owned);
       if (there) {
         there.destroy();
         // The image's own (a repo's recipe): its fault, not the engine's, so never retried.
@@ -63,18 +66,19 @@ export async function layeredImage(
     options.signal?.throwIfAborted();
     const tar = await layerTar(layer);
     try {
-      await engine.putArchive(id, '/', tar);
+      await engine.containers.putArchive(id, '/', tar);
     } catch (error) {
       tar.destroy();
       if (!(error instanceof HarnessError) || error.code !== 'SANDBOX_FILE') throw error;
       // The engine refused to write a folder over a link or a file of the image (see above).
       throw new ConfigError(
         `the ${layer.description} layer could not be written into image ${image}: ${(error as Error).message}`,
+        [],
         { cause: error },
       );
     }
     options.signal?.throwIfAborted();
-    await engine.commitContainer(id, {
+    await engine.containers.commit(id, {
       repo: LAYER_REPO,
       tag: hash,
       labels: {
@@ -82,11 +86,11 @@ export async function layeredImage(
         // Removed with the repo images it sits on (`gc --all`).
         [LABEL.kind]: 'repo',
         [LAYER_LABEL]: hash,
-        'sandbox-harness.built-from': source.id,
+        [BUILT_FROM_LABEL]: source.id,
       },
     });
     return { image: tag, reused: false, durationMs: Date.now() - started };
   } finally {
-    await engine.removeContainer(id).catch(() => undefined);
+    await engine.containers.remove(id).catch(() => undefined);
   }
 }
