@@ -26,11 +26,6 @@ export function packageDir(pkg: AgentPackage, root: string = agentCacheDir()): s
   return join(root, safeName(packageKey(pkg)), 'node_modules', pkg.name);
 }
 
-/** The command a person runs to install it by hand (what `doctor` says). */
-export function installHint(kind: string): string {
-  return `sandbox-harness agents install ${kind}`;
-}
-
 /** Why a file the layer needs is not usable in an installed package, or undefined. */
 async function problemWith(dir: string, pkg: AgentPackage): Promise<string | undefined> {
   for (const { from } of pkg.copy) {

@@ -60,9 +60,7 @@ export function resolveAgentKind(
   const cli = kind as CliKind;
   if (cli.family !== options.family) {
     throw new ConfigError(
-      `${options.where}: the ${name} agent speaks the ${cli.family === 'anthropic' ? 'Anthropic Messages' : 'OpenAI Responses'} API, but the run's provider is ${options.family}`,
-      [],
-      { hint: `Use --provider ${cli.family}.` },
+      `${options.where}: the ${name} agent speaks the ${cli.family === 'anthropic' ? 'Anthropic Messages' : 'OpenAI Responses'} API, but the run's provider is ${options.family}: use --provider ${cli.family}`,
     );
   }
   return cli;
