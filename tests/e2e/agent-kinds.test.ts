@@ -140,7 +140,7 @@ describe('fix with the command kind (a scripted program in the image)', () => {
     ' headers: { "content-type": "application/json", "x-api-key": process.env.ANTHROPIC_API_KEY, "anthropic-version": "2023-06-01" },',
     ' body: JSON.stringify({ model: process.env.SANDBOX_HARNESS_MODEL, max_tokens: 100, messages: [{ role: "user", content: process.env.SANDBOX_HARNESS_TASK }] }) });',
     'const j = await r.json(); if (!r.ok) { console.error(JSON.stringify(j)); process.exit(1); }',
-    'require("node:child_process").execSync(j.content[0].text, { stdio: "inherit" });',
+    '(await import("node:child_process")).execSync(j.content[0].text, { stdio: "inherit" });',
     "'",
   ].join('');
 
@@ -162,7 +162,8 @@ describe('fix with the command kind (a scripted program in the image)', () => {
       ['--agent', 'command', '--provider', 'anthropic', '--model', 'fake-model', '--no-apply'],
       (text) => text.replace('agent:\n', `agent:\n  command: ${JSON.stringify(AGENT)}\n`),
     );
-    expect(json.outcome, JSON.stringify(json)).toBe('ready-for-review');
+    const said = await readFile(join(json.runDir, 'attempts', '1', 'agent-output.txt'), 'utf8').catch(String);
+    expect(json.outcome, said).toBe('ready-for-review');
     expect(server!.modelRequests()[0]!.headers['x-api-key']).toBe(variables.ANTHROPIC_API_KEY);
   }, 900_000);
 });
