@@ -98,17 +98,6 @@ export const AGENT_KINDS_IN_CATALOG = [
 ] as const;
 
 export const agentSchema = z.strictObject({
-  kind: z
-    .enum(AGENT_KINDS_IN_CATALOG, { error: `expected one of ${AGENT_KINDS_IN_CATALOG.join(', ')}` })
-    .default('builtin')
-    .meta({
-      description:
-        "Which agent works the ticket: `builtin` (the harness's loop), or a CLI that runs in the sandbox and reaches its model only through the host's model bridge: `claude-code`, `codex`, or `command` (agent.command). `--agent` overrides it.",
-    }),
-  command: nonEmpty('a shell command line').optional().meta({
-    description:
-      'For kind `command`: the program to run in the sandbox (as the sandbox user, in /workspace). It gets the task in $SANDBOX_HARNESS_TASK, the model in $SANDBOX_HARNESS_MODEL and the bridge as ANTHROPIC_BASE_URL / OPENAI_BASE_URL with placeholder keys.',
-  }),
   editableFiles: z
     .array(glob, { error: 'expected a list of glob patterns' })
     .min(1, {
@@ -239,4 +228,15 @@ export const agentSchema = z.strictObject({
       description:
         "Files only the baseline and the verification sandboxes get (Harbor's tests/): never in an agent's sandbox, so the agent cannot read or change them.",
     }),
+  kind: z
+    .enum(AGENT_KINDS_IN_CATALOG, { error: `expected one of ${AGENT_KINDS_IN_CATALOG.join(', ')}` })
+    .default('builtin')
+    .meta({
+      description:
+        "Which agent works the ticket: `builtin` (the harness's loop), or a CLI that runs in the sandbox and reaches its model only through the host's model bridge: `claude-code`, `codex`, or `command` (agent.command). `--agent` overrides it.",
+    }),
+  command: nonEmpty('a shell command line').optional().meta({
+    description:
+      'For kind `command`: the program to run in the sandbox (as the sandbox user, in /workspace). It gets the task in $SANDBOX_HARNESS_TASK, the model in $SANDBOX_HARNESS_MODEL and the bridge as ANTHROPIC_BASE_URL / OPENAI_BASE_URL with placeholder keys.',
+  }),
 });
