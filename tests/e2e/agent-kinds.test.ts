@@ -4,7 +4,7 @@
  * host with install scripts off, layered onto the repo image), running in the attempt
  * sandbox with no network; its model calls reach the fake model server on the host only
  * through the model bridge, which adds the key. The `command` kind runs a scripted program
- * the same way. Nothing here calls a real model.
+ * the same way. Nothing here calls a real model. It runs what docs/agents.md shows.
  */
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { readFile } from 'node:fs/promises';
