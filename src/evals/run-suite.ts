@@ -59,6 +59,8 @@ export interface SuiteOptions {
   keep?: KeepPolicy;
   costLimitUsd?: number;
   runtime?: string;
+  /** The agent kind of every trial (`--agent`); default each catalog's `agent.kind`. */
+  agent?: string;
   /** The flags of task sources (`--repos`, `--oracle`, ...), paths absolute; one a source does not take is refused. */
   sourceFlags?: SourceFlags;
 }
@@ -133,6 +135,7 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
     keep: options.keep ?? suite.defaults.keep,
     deps: trialDeps,
     ...(options.runtime ? { runtime: options.runtime } : {}),
+    ...(options.agent ? { agent: options.agent } : {}),
     env: options.env,
     ...(options.costLimitUsd !== undefined ? { costLimitUsd: options.costLimitUsd } : {}),
     events: trialEvents(join(outDir, 'events.jsonl')),
