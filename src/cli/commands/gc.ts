@@ -7,14 +7,14 @@ import { declareCommand, type OptionsOf } from '../declare-command.js';
 import { EXIT_CODES } from '../exit-codes.js';
 import { durationOption } from '../option-parsers.js';
 import type { RunsLocation } from '../run-lookup.js';
-import { collect, withRunsLocation } from '../shared-options.js';
+import { backendChoice, collect, withBackend, withRunsLocation } from '../shared-options.js';
 
 function declaration() {
-  return withRunsLocation(
+  return withBackend(withRunsLocation(
     new Command('gc').description(
       "remove this tool's leftover containers; kept ones with --run, --older-than or --all; unused repo images with --all",
     ),
-  )
+  ))
     .option(
       '--run <run-id>',
       'only the containers of this run, kept ones included (a run id, a unique prefix, or "last", found like inspect\'s)',
@@ -121,7 +121,8 @@ export async function gcCommand(ctx: CliContext, options: GcCommandOptions): Pro
     return failed > 0 ? EXIT_CODES.infrastructure : EXIT_CODES.ok;
   }
 
-  const report = await (await sandboxProvider()).collectGarbage(gcOptions);
+  const chosen = backendChoice(options);
+  const report = await (await sandboxProvider(chosen.name, chosen.options)).collectGarbage(gcOptions);
   if (options.json) {
     printJson(ctx, { ...(runId !== undefined ? { run: runId } : {}), ...report });
     return 0;
