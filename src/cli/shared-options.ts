@@ -90,8 +90,10 @@ export const BACKENDS = everyValueOf<BackendName>()(['docker', 'slurm']);
 export function withBackend<Args extends unknown[], Opts extends OptionValues>(command: Command<Args, Opts>) {
   return command
     .addOption(
-      new Option('--backend <name>', 'where sandboxes run (default docker): docker (this engine or a fleet) or slurm (jobs on a Slurm cluster; SLURM_CONF names it)')
-        .choices(BACKENDS),
+      new Option(
+        '--backend <name>',
+        'where sandboxes run (default docker): docker (this engine or a fleet) or slurm (jobs on a Slurm cluster; SLURM_CONF names it)',
+      ).choices(BACKENDS),
     )
     .option('--partition <name>', 'with --backend slurm: the partition of every sandbox job')
     .option('--account <name>', 'with --backend slurm: the account every sandbox job is charged to')
@@ -111,7 +113,9 @@ export interface BackendFlags {
 export function backendChoice(flags: BackendFlags): { name: BackendName; options: ProviderOptions } {
   const name = flags.backend ?? 'docker';
   const placement = Object.fromEntries(
-    (['partition', 'account', 'qos', 'constraint'] as const).flatMap((k) => (flags[k] ? [[k, flags[k]]] : [])),
+    (['partition', 'account', 'qos', 'constraint'] as const).flatMap((k) =>
+      flags[k] ? [[k, flags[k]]] : [],
+    ),
   );
   if (name !== 'slurm' && Object.keys(placement).length > 0) {
     throw new UsageError(`--${Object.keys(placement)[0]} places Slurm jobs; it needs --backend slurm`);

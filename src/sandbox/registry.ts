@@ -56,9 +56,12 @@ export async function sandboxProvider(
     }
     case 'slurm': {
       if (options.engine) {
-        throw new UsageError('--engine/--engines name Docker engines; the slurm backend places sandboxes on its nodes itself', {
-          hint: 'Use --partition, --account, --qos or --constraint to say where.',
-        });
+        throw new UsageError(
+          '--engine/--engines name Docker engines; the slurm backend places sandboxes on its nodes itself',
+          {
+            hint: 'Use --partition, --account, --qos or --constraint to say where.',
+          },
+        );
       }
       const slurm = await import('./slurm/slurm-provider.js');
       return slurm.slurmProvider(options.cluster ?? {});

@@ -87,8 +87,7 @@ describeSandboxConformance({
     },
   },
   exists: async (id) => (await containersOnNodes({})).some((c) => c.name === id),
-  sandboxesOfRun: async (runId) =>
-    (await containersOnNodes({ [SLURM_LABEL.run]: runId })).map((c) => c.name),
+  sandboxesOfRun: async (runId) => (await containersOnNodes({ [SLURM_LABEL.run]: runId })).map((c) => c.name),
 });
 
 {

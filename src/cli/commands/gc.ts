@@ -10,11 +10,13 @@ import type { RunsLocation } from '../run-lookup.js';
 import { backendChoice, collect, withBackend, withRunsLocation } from '../shared-options.js';
 
 function declaration() {
-  return withBackend(withRunsLocation(
-    new Command('gc').description(
-      "remove this tool's leftover containers; kept ones with --run, --older-than or --all; unused repo images with --all",
+  return withBackend(
+    withRunsLocation(
+      new Command('gc').description(
+        "remove this tool's leftover containers; kept ones with --run, --older-than or --all; unused repo images with --all",
+      ),
     ),
-  ))
+  )
     .option(
       '--run <run-id>',
       'only the containers of this run, kept ones included (a run id, a unique prefix, or "last", found like inspect\'s)',

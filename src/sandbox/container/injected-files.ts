@@ -37,4 +37,3 @@ export function injectedFiles(spec: SandboxSpec, marker: string): TarInput[] {
   }
   return entries;
 }
-

@@ -108,7 +108,10 @@ export class SlurmClient {
   async ok(command: string, args: readonly string[], options: SlurmRunOptions = {}): Promise<string> {
     const result = await this.run(command, args, options);
     if (result.code !== 0) {
-      throw this.unavailable(`${command} ${args.slice(0, 3).join(' ')} failed (exit ${result.code})`, result.stderr);
+      throw this.unavailable(
+        `${command} ${args.slice(0, 3).join(' ')} failed (exit ${result.code})`,
+        result.stderr,
+      );
     }
     return result.stdout;
   }
@@ -145,7 +148,11 @@ export interface JobState {
 }
 
 /** The state of one job (`squeue`, falling back to `scontrol` for a finished one). */
-export async function jobState(client: SlurmClient, job: string, signal?: AbortSignal): Promise<JobState | undefined> {
+export async function jobState(
+  client: SlurmClient,
+  job: string,
+  signal?: AbortSignal,
+): Promise<JobState | undefined> {
   const result = await client.run('squeue', ['-h', '-j', job, '-o', '%T|%N|%r'], signal ? { signal } : {});
   if (result.code === 0 && result.stdout.trim()) {
     const [state = '', node = '', reason = ''] = result.stdout.trim().split('\n')[0]!.split('|');

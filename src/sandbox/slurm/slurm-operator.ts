@@ -64,11 +64,20 @@ export async function probeNode(client: SlurmClient, node: string, image = PROBE
   }).catch((error: unknown) => ({ code: -1, stdout: Buffer.from(''), stderr: String(error) }));
   const lines = result.stdout.toString().split('\n');
   const engine = lines.find((l) => l.startsWith('engine '))?.slice(7) ?? '';
-  const net = lines.find((l) => l.startsWith('net '))?.slice(4).trim();
-  const cap = lines.find((l) => l.startsWith('cap '))?.slice(4).trim();
+  const net = lines
+    .find((l) => l.startsWith('net '))
+    ?.slice(4)
+    .trim();
+  const cap = lines
+    .find((l) => l.startsWith('cap '))
+    ?.slice(4)
+    .trim();
   const mounts = lines.filter((l) => l.startsWith('mount ')).map((l) => l.slice(6));
   const problems: string[] = [];
-  if (result.code !== 0) problems.push(`probe failed (exit ${result.code}): ${(result.stderr || lines.join(' ')).trim().slice(-200)}`);
+  if (result.code !== 0)
+    problems.push(
+      `probe failed (exit ${result.code}): ${(result.stderr || lines.join(' ')).trim().slice(-200)}`,
+    );
   else {
     if (net !== 'lo') problems.push(`network interfaces: ${net ?? 'unknown'}`);
     if (!cap || !/^0+$/.test(cap)) problems.push(`capabilities: ${cap ?? 'unknown'}`);
@@ -80,28 +89,45 @@ export async function probeNode(client: SlurmClient, node: string, image = PROBE
     : { node, ok: true, detail: `engine ${engine}: only lo, no capabilities, no host mounts` };
 }
 
-export async function slurmDoctor(client: SlurmClient, options: { image?: string } = {}): Promise<DoctorReport> {
+export async function slurmDoctor(
+  client: SlurmClient,
+  options: { image?: string } = {},
+): Promise<DoctorReport> {
   const checks: DoctorCheck[] = [];
   const endpoint = `slurm (${client.conf})`;
-  const ping = await client.run('scontrol', ['ping']).catch((error: unknown) => ({ code: -1, stdout: '', stderr: String(error) }));
+  const ping = await client
+    .run('scontrol', ['ping'])
+    .catch((error: unknown) => ({ code: -1, stdout: '', stderr: String(error) }));
   const up = ping.code === 0 && /\bUP\b/.test(ping.stdout);
   checks.push({
     name: 'controller',
     ok: up,
-    detail: up ? ping.stdout.trim().split('\n')[0] ?? 'UP' : `the controller does not answer: ${(ping.stderr || ping.stdout).trim().slice(-200)}`,
-    ...(up ? {} : { fix: `check slurmctld and SLURM_CONF (${client.conf}): \`scontrol ping\``, fatal: true as const }),
+    detail: up
+      ? (ping.stdout.trim().split('\n')[0] ?? 'UP')
+      : `the controller does not answer: ${(ping.stderr || ping.stdout).trim().slice(-200)}`,
+    ...(up
+      ? {}
+      : { fix: `check slurmctld and SLURM_CONF (${client.conf}): \`scontrol ping\``, fatal: true as const }),
   });
   if (!up) return { ok: false, usable: false, endpoint, checks };
   const partitions = await client.ok('sinfo', ['-h', '-o', '%P %a %D', ...partitionArgs(client)]);
-  checks.push({ name: 'partitions', ok: partitions.trim() !== '', detail: partitions.trim().split('\n').join(', ') });
+  checks.push({
+    name: 'partitions',
+    ok: partitions.trim() !== '',
+    detail: partitions.trim().split('\n').join(', '),
+  });
   const nodesOut = await client.ok('sinfo', ['-h', '-N', '-o', '%N %t', ...partitionArgs(client)]);
-  const nodes = [...new Set(nodesOut.trim().split('\n').filter(Boolean))].map((l) => l.split(' ') as [string, string]);
+  const nodes = [...new Set(nodesOut.trim().split('\n').filter(Boolean))].map(
+    (l) => l.split(' ') as [string, string],
+  );
   const usable = nodes.filter(([, state]) => /^(idle|mix|alloc)/.test(state));
   checks.push({
     name: 'nodes',
     ok: usable.length > 0,
     detail: nodes.map(([n, s]) => `${n} ${s}`).join(', ') || 'none',
-    ...(usable.length ? {} : { fatal: true as const, fix: 'resume or add nodes (`scontrol update nodename=... state=resume`)' }),
+    ...(usable.length
+      ? {}
+      : { fatal: true as const, fix: 'resume or add nodes (`scontrol update nodename=... state=resume`)' }),
   });
   const probes = await Promise.all(usable.map(([node]) => probeNode(client, node, options.image)));
   for (const probe of probes) {
@@ -135,8 +161,16 @@ const LIST_CONTAINERS = `"$1" ps -a --filter "label=${SLURM_LABEL.marker}=1" --f
 const REMOVE_CONTAINERS = `cli=$1; shift; [ $# -eq 0 ] || "$cli" rm -f "$@" >/dev/null 2>&1; exit 0`;
 
 /** This tool's jobs (by their name) as `id name state node`. */
-async function ownJobs(client: SlurmClient, runId?: string): Promise<{ id: string; name: string; state: string; node: string }[]> {
-  const out = await client.ok('squeue', ['-h', '-o', '%i|%j|%T|%N', ...(runId ? [`--name=${jobName(runId)}`] : [])]);
+async function ownJobs(
+  client: SlurmClient,
+  runId?: string,
+): Promise<{ id: string; name: string; state: string; node: string }[]> {
+  const out = await client.ok('squeue', [
+    '-h',
+    '-o',
+    '%i|%j|%T|%N',
+    ...(runId ? [`--name=${jobName(runId)}`] : []),
+  ]);
   return out
     .trim()
     .split('\n')
@@ -155,7 +189,9 @@ async function ownJobs(client: SlurmClient, runId?: string): Promise<{ id: strin
 export async function fenceNode(client: SlurmClient, node: string, dryRun = false): Promise<string[]> {
   const listed = await nodeStep(client, { node }, LIST_CONTAINERS, [client.engineCli], { timeoutMs: 60_000 });
   if (listed.code !== 0) throw client.unavailable(`listing containers on ${node} failed`, listed.stderr);
-  const running = new Set((await ownJobs(client)).filter((j) => j.state === 'RUNNING' && j.node === node).map((j) => j.id));
+  const running = new Set(
+    (await ownJobs(client)).filter((j) => j.state === 'RUNNING' && j.node === node).map((j) => j.id),
+  );
   const stale = listed.stdout
     .toString()
     .trim()
@@ -164,7 +200,8 @@ export async function fenceNode(client: SlurmClient, node: string, dryRun = fals
     .map((l) => l.split(' ') as [string, string])
     .filter(([, job]) => !running.has(job))
     .map(([name]) => name);
-  if (!dryRun && stale.length) await nodeStep(client, { node }, REMOVE_CONTAINERS, [client.engineCli, ...stale]);
+  if (!dryRun && stale.length)
+    await nodeStep(client, { node }, REMOVE_CONTAINERS, [client.engineCli, ...stale]);
   return stale;
 }
 
@@ -172,9 +209,21 @@ export async function fenceNode(client: SlurmClient, node: string, dryRun = fals
 export async function collectSlurmGarbage(client: SlurmClient, scope: GcScope): Promise<GcReport> {
   const jobs = await ownJobs(client, scope.runId);
   const old = jobs.filter((j) => j.state === 'PENDING' || j.state === 'RUNNING' || j.state === 'SUSPENDED');
-  if (!scope.dryRun && old.length) await client.ok('scancel', old.map((j) => j.id));
+  if (!scope.dryRun && old.length)
+    await client.ok(
+      'scancel',
+      old.map((j) => j.id),
+    );
   const nodesOut = await client.ok('sinfo', ['-h', '-N', '-o', '%N %t']);
-  const nodes = [...new Set(nodesOut.trim().split('\n').filter(Boolean).map((l) => l.split(' ') as [string, string]))]
+  const nodes = [
+    ...new Set(
+      nodesOut
+        .trim()
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => l.split(' ') as [string, string]),
+    ),
+  ]
     .filter(([, state]) => !/down|drain|fail/.test(state))
     .map(([n]) => n);
   const removed: GcReport['containers'] = [];
@@ -184,7 +233,15 @@ export async function collectSlurmGarbage(client: SlurmClient, scope: GcScope): 
     }
   }
   return {
-    containers: [...old.map((j) => ({ id: `job ${j.id}`, name: j.name, run: j.name.slice('sandbox-harness.'.length), kept: false })), ...removed],
+    containers: [
+      ...old.map((j) => ({
+        id: `job ${j.id}`,
+        name: j.name,
+        run: j.name.slice('sandbox-harness.'.length),
+        kept: false,
+      })),
+      ...removed,
+    ],
     images: [],
   };
 }

@@ -10,7 +10,9 @@ import type { DoctorReport, GcReport, GcScope, ImagePresence, SandboxProvider } 
 import { collectSlurmGarbage, slurmDoctor } from './slurm-operator.js';
 import { SlurmBackend, type SlurmBackendOptions } from './slurm-sandbox.js';
 
-export function slurmProvider(options: SlurmBackendOptions = {}): SandboxProvider & { backend: SlurmBackend } {
+export function slurmProvider(
+  options: SlurmBackendOptions = {},
+): SandboxProvider & { backend: SlurmBackend } {
   const backend = new SlurmBackend(options);
   const client = backend.client;
   return {

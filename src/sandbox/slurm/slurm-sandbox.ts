@@ -6,6 +6,7 @@
  * (`SrunTransport`). The agent loop and the model keys stay on the submitting host; jobs and
  * steps get none of its variables (`--export=NONE`).
  */
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { PassThrough } from 'node:stream';
 import {
@@ -56,6 +57,8 @@ const USER = `${SANDBOX_UID}:${SANDBOX_GID}`;
 const ROOT = '0:0';
 const BASE_ENV = ['HOME=/home/sandbox', 'LANG=C.UTF-8', 'SANDBOX_HARNESS=1'];
 const MIB = 1024 * 1024;
+/** The loopback names the docker CLI writes into every hosts file itself. */
+const DOCKER_OWN_HOSTS = new Set(['localhost:::1', 'ip6-localhost:::1', 'ip6-loopback:::1']);
 
 /** What the backend tells its caller while a sandbox's job waits in the queue. */
 export interface QueueEvent {
@@ -120,6 +123,35 @@ async function removeSandbox(client: SlurmClient, address: SandboxAddress): Prom
     timeoutMs: 60_000,
   }).catch(() => undefined);
   await client.run('scancel', [address.job]).catch(() => undefined);
+  liveJobs.get(client)?.delete(address.job);
+}
+
+/**
+ * Jobs this process submitted and has not cancelled yet, per client. A harness that exits
+ * before it disposed them (a second Ctrl-C, a crash) cancels them on its way out, in one
+ * synchronous scancel: their batch scripts' traps then remove the containers. Only SIGKILL
+ * leaves them to their `--time` and `gc`.
+ */
+const liveJobs = new Map<SlurmClient, Set<string>>();
+let exitHook = false;
+
+function trackJob(client: SlurmClient, job: string): void {
+  let jobs = liveJobs.get(client);
+  if (!jobs) liveJobs.set(client, (jobs = new Set()));
+  jobs.add(job);
+  if (!exitHook) {
+    exitHook = true;
+    process.once('exit', cancelLiveJobsSync);
+  }
+}
+
+/** Cancels every job still live, synchronously (an 'exit' handler cannot wait). */
+export function cancelLiveJobsSync(): void {
+  for (const [client, jobs] of liveJobs) {
+    if (jobs.size === 0) continue;
+    spawnSync('scancel', [...jobs], { env: client.env, stdio: 'ignore', timeout: 5000 });
+    jobs.clear();
+  }
 }
 
 export class SlurmBackend implements SandboxBackend {
@@ -152,6 +184,7 @@ export class SlurmBackend implements SandboxBackend {
     }
     const resources = { ...DEFAULT_RESOURCES, ...spec.resources };
     const job = await this.submit(spec, resources);
+    trackJob(this.client, job);
     let address: SandboxAddress | undefined;
     try {
       const node = await this.waitRunning(job);
@@ -186,6 +219,11 @@ export class SlurmBackend implements SandboxBackend {
           nofile: 4096,
         }),
       );
+      if (this.client.engineCli === 'docker') {
+        // docker 20.10's own hosts file already has `::1 localhost ip6-localhost ip6-loopback`
+        // under --network none: the same names again would be listed twice.
+        container.extraHosts = container.extraHosts.filter((entry) => !DOCKER_OWN_HOSTS.has(entry));
+      }
       const tar = await packTar(injectedFiles(spec, marker));
       const made = await nodeStep(
         this.client,
@@ -196,7 +234,7 @@ export class SlurmBackend implements SandboxBackend {
       );
       if (made.code === 40) {
         throw new ImageError(`image ${spec.image} does not exist on node ${node}`, {
-          hint: 'Build it first (the eval and fix commands build repo images on the node), or check the catalog\'s sandbox.image.',
+          hint: "Build it first (the eval and fix commands build repo images on the node), or check the catalog's sandbox.image.",
         });
       }
       if (made.code === 44) {
@@ -228,20 +266,28 @@ export class SlurmBackend implements SandboxBackend {
           { maxStdoutBytes: 1024, timeoutMs: 60_000 },
         );
         if (hidden.exitCode !== 0) {
-          throw new SandboxDead(`could not remove the held-out files from the sandbox: ${hidden.stderr.trim()}`);
+          throw new SandboxDead(
+            `could not remove the held-out files from the sandbox: ${hidden.stderr.trim()}`,
+          );
         }
       }
       return sandbox;
     } catch (error) {
       // Never leave a half-made sandbox behind: its container and its job.
       if (address) await removeSandbox(this.client, address);
-      else await this.client.run('scancel', [job]).catch(() => undefined);
+      else {
+        await this.client.run('scancel', [job]).catch(() => undefined);
+        liveJobs.get(this.client)?.delete(job);
+      }
       throw error;
     }
   }
 
   /** sbatch of the keeper script; the job id. */
-  private async submit(spec: SandboxSpec, resources: Required<NonNullable<SandboxSpec['resources']>>): Promise<string> {
+  private async submit(
+    spec: SandboxSpec,
+    resources: Required<NonNullable<SandboxSpec['resources']>>,
+  ): Promise<string> {
     const minutes = this.options.timeLimitMinutes ?? 120;
     const args = [
       '--parsable',
@@ -285,14 +331,19 @@ export class SlurmBackend implements SandboxBackend {
         this.options.onQueued?.({ job, state: state.state, reason: state.reason });
       }
       if (this.options.queueTimeoutMs !== undefined && Date.now() - started > this.options.queueTimeoutMs) {
-        throw new SandboxUnavailable(`the sandbox's Slurm job ${job} waited in the queue too long (${state.reason})`);
+        throw new SandboxUnavailable(
+          `the sandbox's Slurm job ${job} waited in the queue too long (${state.reason})`,
+        );
       }
       await sleep(interval);
       interval = Math.min(interval * 2, 1000);
     }
   }
 
-  workspaceTree(image: string, options: { place?: StepPlace; signal?: AbortSignal } = {}): Promise<WorkspaceTree> {
+  workspaceTree(
+    image: string,
+    options: { place?: StepPlace; signal?: AbortSignal } = {},
+  ): Promise<WorkspaceTree> {
     let pending = this.trees.get(image);
     if (!pending) {
       pending = this.readTree(image, options.place ?? {});
@@ -317,26 +368,39 @@ export class SlurmBackend implements SandboxBackend {
     const stream = new PassThrough();
     const tree = readTarTree(stream, 'workspace');
     tree.catch(() => undefined);
-    const result = await nodeStep(this.client, place, TREE_SCRIPT, [this.client.engineCli, image, ...containerCliArgs(idle)], {
-      stdout: stream,
-      timeoutMs: 600_000,
-    });
+    const result = await nodeStep(
+      this.client,
+      place,
+      TREE_SCRIPT,
+      [this.client.engineCli, image, ...containerCliArgs(idle)],
+      {
+        stdout: stream,
+        timeoutMs: 600_000,
+      },
+    );
     stream.end();
     if (result.code === 40) throw new ImageError(`image ${image} does not exist on the node`);
     if (result.code !== 0) {
-      throw new SandboxUnavailable(`reading the pristine tree of ${image} failed (exit ${result.code}): ${result.stderr.trim().slice(-300)}`);
+      throw new SandboxUnavailable(
+        `reading the pristine tree of ${image} failed (exit ${result.code}): ${result.stderr.trim().slice(-300)}`,
+      );
     }
     try {
       return (await tree) as Map<string, TreeEntry>;
     } catch (error) {
       if (error instanceof HarnessError) throw error;
-      throw new SandboxUnavailable(`reading the pristine tree of ${image} broke off: ${errorMessage(error)}`, { cause: error });
+      throw new SandboxUnavailable(
+        `reading the pristine tree of ${image} broke off: ${errorMessage(error)}`,
+        { cause: error },
+      );
     }
   }
 
   /** A Slurm sandbox is never kept: its job ends with it. */
   async attach(request: AttachRequest): Promise<Sandbox> {
-    throw new SandboxDead(`sandbox ${request.id} ran as a Slurm job, which ended with its run; Slurm sandboxes are not kept`);
+    throw new SandboxDead(
+      `sandbox ${request.id} ran as a Slurm job, which ended with its run; Slurm sandboxes are not kept`,
+    );
   }
 
   async release(_request: AttachRequest): Promise<void> {}
@@ -345,10 +409,17 @@ export class SlurmBackend implements SandboxBackend {
     const job = /^sandbox-harness-slurm-(\d+)-r\d+$/.exec(request.id)?.[1];
     const state = job ? await jobState(this.client, job) : undefined;
     if (!state) return { exists: false, running: false, status: 'removed' };
-    return { exists: true, running: state.state === 'RUNNING', status: state.state.toLowerCase(), name: request.id };
+    return {
+      exists: true,
+      running: state.state === 'RUNNING',
+      status: state.state.toLowerCase(),
+      name: request.id,
+    };
   }
 
   async interactiveShell(request: AttachRequest): Promise<number> {
-    throw new UsageError(`sandbox ${request.id} ran as a Slurm job; Slurm sandboxes are not kept for a shell`);
+    throw new UsageError(
+      `sandbox ${request.id} ran as a Slurm job; Slurm sandboxes are not kept for a shell`,
+    );
   }
 }

@@ -25,14 +25,17 @@ const RECORD_WRAPPER = `t=$1; shift; "$@"; rc=$?; printf '\\036SHX %s %d\\036' "
  * task ended (`srun: error: node1: task 0: Exited with exit code 3`).
  */
 const RECORD_MAX = 4096;
-/** srun's own line about a task's non-zero exit: its word, not the command's output. */
-const SRUN_EXIT_LINE = /^srun: error: [^\n]*: task \d+: (Exited with exit code \d+|Killed)\n?/;
+/**
+ * srun's own line about a task's non-zero exit: its word, not the command's output. It comes
+ * on srun's stderr, which is not ordered with the task's: before or after the record.
+ */
+const SRUN_EXIT_LINE = /(^|\n)srun: error: [^\n]*: task \d+: (?:Exited with exit code \d+|Killed)\n?/;
 
 /** Exit code of a step that ended without its record: the sandbox (or its node) is gone. */
 export const LOST = -1;
 
 /** Passes stderr on, holding back its last bytes until the end, where the record is taken off. */
-class RecordFilter extends Writable {
+export class RecordFilter extends Writable {
   private held = Buffer.alloc(0);
   code: number | undefined;
 
@@ -60,8 +63,8 @@ class RecordFilter extends Writable {
     let rest = this.held;
     if (match) {
       this.code = Number(match[1]);
-      const after = text.slice(match.index + match[0].length).replace(SRUN_EXIT_LINE, '');
-      rest = Buffer.concat([this.held.subarray(0, match.index), Buffer.from(after, 'latin1')]);
+      const cut = text.slice(0, match.index) + text.slice(match.index + match[0].length);
+      rest = Buffer.from(cut.replace(SRUN_EXIT_LINE, '$1'), 'latin1');
     }
     if (rest.length) this.sink.write(rest);
     this.held = Buffer.alloc(0);
