@@ -1,5 +1,6 @@
 /** `eval <suite>`: every task of a suite N times, each trial in fresh containers, and the reports. */
 import { join, relative, resolve } from 'node:path';
+import { UsageError } from '../../errors.js';
 import { Command } from '@commander-js/extra-typings';
 import type { SuiteOptions, SuiteResult } from '../../evals/run-suite.js';
 import type { SourceFlags } from '../../evals/sources/task-source.js';
@@ -9,12 +10,12 @@ import { note, print, printJson, type CliContext } from '../cli-context.js';
 import { declareCommand, type OptionsOf } from '../declare-command.js';
 import { exitCodeForEval } from '../exit-codes.js';
 import { integerOption, usdOption } from '../option-parsers.js';
-import { collect, keepOption, runtimeOption } from '../shared-options.js';
+import { backendChoice, collect, keepOption, runtimeOption, withBackend } from '../shared-options.js';
 import { shortPath } from '../short-path.js';
 import { terminalSafe } from '../terminal.js';
 
 function declaration() {
-  return new Command('eval')
+  return withBackend(new Command('eval'))
     .description(
       'run every task of a suite N times, each trial in fresh containers; write summary.json, report.md, report.html',
     )
@@ -137,8 +138,20 @@ export async function evalCommand(
   const say = (line: string) => {
     if (!options.json) note(ctx, line);
   };
+  const chosen = backendChoice(options);
+  if (chosen.name !== 'docker' && enginesNamed(options)) {
+    throw new UsageError(
+      `--engines/--engine name Docker engines; --backend ${chosen.name} places trials itself`,
+    );
+  }
   const result = await runSuite(suiteOptions(ctx, suiteFile, options), {
     ...(enginesNamed(options) ? { engines: () => resolveEngineFlags(ctx, options) } : {}),
+    ...(chosen.name !== 'docker'
+      ? {
+          provider: async () =>
+            (await import('../../sandbox/registry.js')).sandboxProvider(chosen.name, chosen.options),
+        }
+      : {}),
     say,
     warn: (line) => note(ctx, line),
     viewer: {
