@@ -519,9 +519,21 @@ export interface EngineHandle {
   readonly endpoint?: string;
 }
 
+/** Where a cluster backend (`slurm`) puts its sandboxes: the cluster's own words, passed through. */
+export interface ClusterPlacement {
+  /** The cluster's configuration file (Slurm: slurm.conf); absent: the environment's, else the system's. */
+  conf?: string;
+  partition?: string;
+  account?: string;
+  qos?: string;
+  constraint?: string;
+}
+
 export interface ProviderOptions {
   /** The engine to bind to; absent: the local engine, named `local`. */
   engine?: EngineHandle;
+  /** For a cluster backend: where its jobs go. */
+  cluster?: ClusterPlacement;
 }
 
 export interface SandboxProvider {
