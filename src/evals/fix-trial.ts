@@ -35,6 +35,8 @@ export interface FixTrialOptions {
   events?: ((spec: TrialSpec) => EventSink | undefined) | undefined;
   /** Each trial stops once its model calls cost this many US dollars (`eval --cost-limit`). */
   costLimitUsd?: number;
+  /** Each trial's sandboxes come from a warm pool (`eval --pool`; docs/pool.md). */
+  pool?: boolean | undefined;
 }
 
 export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
@@ -79,6 +81,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
           ...(events ? { events } : {}),
           ...(options.costLimitUsd !== undefined ? { costLimitUsd: options.costLimitUsd } : {}),
           ...(spec.seedRun ? { seedRun: spec.seedRun } : {}),
+          ...(options.pool ? { pool: true } : {}),
         },
         deps,
       );

@@ -59,6 +59,8 @@ export interface SuiteOptions {
   keep?: KeepPolicy;
   costLimitUsd?: number;
   runtime?: string;
+  /** Trials take their sandboxes from a warm pool (`--pool`). */
+  pool?: boolean | undefined;
   /** The flags of task sources (`--repos`, `--oracle`, ...), paths absolute; one a source does not take is refused. */
   sourceFlags?: SourceFlags;
 }
@@ -135,6 +137,7 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
     ...(options.runtime ? { runtime: options.runtime } : {}),
     env: options.env,
     ...(options.costLimitUsd !== undefined ? { costLimitUsd: options.costLimitUsd } : {}),
+    ...(options.pool ? { pool: true } : {}),
     events: trialEvents(join(outDir, 'events.jsonl')),
   });
   let run: EvalRun;

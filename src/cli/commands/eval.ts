@@ -59,6 +59,10 @@ function declaration() {
       ),
     )
     .addOption(keepOption('keep trial containers'))
+    .option(
+      '--pool',
+      "take each trial's sandboxes from a warm pool: made ahead, proven pristine when taken, drained at the end (docs/pool.md)",
+    )
     .addOption(runtimeOption())
     .option('--json', 'print only a JSON summary on stdout')
     .addHelpText(
@@ -110,6 +114,7 @@ export function suiteOptions(ctx: CliContext, suiteFile: string, options: EvalCo
     ...(options.keep !== undefined ? { keep: options.keep } : {}),
     ...(options.costLimit !== undefined ? { costLimitUsd: options.costLimit } : {}),
     ...(options.runtime ? { runtime: options.runtime } : {}),
+    ...(options.pool ? { pool: true } : {}),
     sourceFlags: sourceFlags(options, at),
   };
 }

@@ -80,8 +80,9 @@ async function unfit(
   currentImageId: string | undefined,
 ): Promise<string | undefined> {
   if (entry.imageId !== currentImageId) return 'stale: the image reference names another image now';
-  if (!(await sandbox.isAlive())) return 'dead';
-  const scan = await sandbox.changes({ maxEntries: 1 });
+  // Both at once: the proof is on the path of the step that takes the sandbox.
+  const [alive, scan] = await Promise.all([sandbox.isAlive(), sandbox.changes({ maxEntries: 1 })]);
+  if (!alive) return 'dead';
   if (!scan.complete || scan.changes.length > 0) return 'not pristine: its workspace changed';
   return undefined;
 }
