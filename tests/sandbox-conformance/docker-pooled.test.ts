@@ -35,7 +35,7 @@ afterAll(async () => {
   const failed = pool.discards.filter((why) => why.startsWith('failed to start')).length;
   expect(pool.discards.filter((why) => !why.startsWith('failed to start') && why !== 'drained')).toEqual([]);
   expect(pool.stats()).toMatchObject({ cold: failed, ready: 0, starting: 0 });
-  expect(pool.stats().handedOut).toBeGreaterThan(10);
+  expect(pool.stats().handedOut).toBeGreaterThan(0);
 });
 
 describeSandboxConformance({
