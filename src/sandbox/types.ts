@@ -346,6 +346,12 @@ export interface SandboxBackend {
   /** Throws `ImageError` for a missing image; never leaves a half-made sandbox behind. */
   create(spec: SandboxSpec): Promise<Sandbox>;
 
+  /**
+   * Optional: the id of the image a reference names now, or undefined when there is none. A
+   * warm pool uses it to never hand out a sandbox of an image the reference no longer names.
+   */
+  imageId?(image: string): Promise<string | undefined>;
+
   /** Why `SandboxSpec.egress` cannot be enforced on this engine, or undefined; absent: never can. */
   egressProblem?(): Promise<string | undefined>;
 

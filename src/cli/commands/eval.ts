@@ -91,6 +91,10 @@ function declaration() {
       ),
     )
     .addOption(keepOption('keep trial containers'))
+    .option(
+      '--pool',
+      "take each trial's sandboxes from a warm pool: made ahead, proven pristine when taken, drained at the end (docs/pool.md)",
+    )
     .addOption(runtimeOption())
     .option(
       '--agent <kind>',
@@ -150,6 +154,7 @@ export function suiteOptions(ctx: CliContext, suiteFile: string, options: EvalCo
     keep: options.keep,
     costLimitUsd: options.costLimit,
     ...(options.runtime ? { runtime: options.runtime } : {}),
+    ...(options.pool ? { pool: true } : {}),
     sourceFlags: sourceFlags(options, at),
   };
 }

@@ -297,6 +297,10 @@ export class DockerBackend implements SandboxBackend {
     return this.quotaSupported === undefined ? 'unknown' : this.quotaSupported ? 'engine' : 'watchdog';
   }
 
+  async imageId(image: string): Promise<string | undefined> {
+    return (await this.dockerEngineRef.images.inspect(image))?.id;
+  }
+
   egressProblem(): Promise<string | undefined> {
     return egressProblem(this.dockerEngineRef);
   }
