@@ -236,11 +236,10 @@ async function agentStep(attempt: Attempt, feedback: string | undefined): Promis
       costExceeded: () => run.costs.exceeded(),
     },
     events: run.events,
-    // The one step on the progress line with no event behind it: what a tool call runs, as
-    // it starts, quotes the model's input (a whole command line), which the event log never
-    // holds (events carry facts about calls, not their inputs); the call's end is its
-    // `tool_call` event. A live line that says what a long command is outweighs the rule.
-    onToolStart: (call) => run.progress.detail(toolStartDetail(call)),
+    // The one step on the progress line with no event behind it: a call's start, on a live
+    // terminal line only (a long command then says what it is while it runs). The call's one
+    // line in a log is its end, the `tool_call` event, with its exit code and time.
+    onToolStart: (call) => run.progress.tick?.(toolStartDetail(call)),
     signal,
     attempt: n,
     messages,

@@ -211,6 +211,7 @@ function eventOf(e: JsonObject): ViewEvent {
     turn: asNumber(e.turn),
     tool: asString(e.tool),
     toolUseId: asString(e.toolUseId),
+    input: asString(e.input),
     durationMs: asNumber(e.durationMs),
     exitCode: asNumber(e.exitCode),
     isError: asBoolean(e.isError),

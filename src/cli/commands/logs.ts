@@ -1,5 +1,6 @@
 /** `logs <run>`: a run's event log (model calls, tool calls, attempts), readable. */
 import { Command } from '@commander-js/extra-typings';
+import { oneLine } from '../../agent/tool-summary.js';
 import { formatDuration } from '../../format.js';
 import { print, printJson, type CliContext } from '../cli-context.js';
 import { formatConversation } from '../conversation-text.js';
@@ -28,6 +29,8 @@ export interface LoggedEvent {
   turn?: number;
   tool?: string;
   toolUseId?: string;
+  /** Of a tool call: its input in one line (the command, path or pattern). */
+  input?: string;
   durationMs?: number;
   exitCode?: number;
   isError?: boolean;
@@ -79,6 +82,8 @@ export function formatEventLog(events: readonly LoggedEvent[]): string[] {
       .join(' ');
     const facts = [
       e.tool,
+      // Written by the loop, read back as data: one line, whatever a tampered log holds.
+      typeof e.input === 'string' ? oneLine(e.input) : '',
       e.status,
       e.exitCode !== undefined ? `exit ${e.exitCode}` : '',
       e.isError ? 'error' : '',

@@ -1443,8 +1443,8 @@ describe('runFix: the progress line follows from the journal', () => {
   /**
    * The run's progress line is what its events say, line for line, but for the lines said
    * directly for a reason written where they are said (`direct`, in order): the checks before
-   * the run and its journal exist, a tool call as it starts (it quotes the model's input,
-   * which the log never holds), an image build's steps (live lines only, the build log has them).
+   * the run and its journal exist, a tool call as it starts (a live line only: the call's one
+   * line in a log is its end), an image build's steps (live lines only, the build log has them).
    */
   function expectProgressFollowsEvents(live: string[], events: MemoryEventSink, direct: string[]): void {
     const replayed: string[] = [];
@@ -1458,7 +1458,7 @@ describe('runFix: the progress line follows from the journal', () => {
     'phase validate checking catalog, ticket and model provider',
     'end shipping-service: ticket OPS-412, replay scripted',
   ];
-  const toolStart = 'detail turn 1: edit_file src/shipping.ts';
+  const toolStart = 'tick turn 1: edit_file src/shipping.ts';
 
   it('for every step: image, baseline, attempts, the change checked, each test layer, review rounds, apply', async () => {
     const h = await harness();

@@ -39,6 +39,8 @@ describe('run page: what the agent did, per attempt', () => {
     expect(html).toContain('<b class="tool-name">run_command</b>');
     expect(html).toContain('<pre class="cmd">$ npm test # &lt;/script&gt;');
     expect(html).toContain('<b class="tool-name">edit_file</b>');
+    // The event table names what each call used (the log's one-line summary, escaped).
+    expect(html).toMatch(/<td>run_command<\/td><td>npm test # &lt;\/script&gt;<\/td>/);
     expect(html).toContain('&quot;replacement&quot;: &quot;40 &lt;/script&gt;');
     // The result, with the exit code and duration from the event log, and the cut marked.
     expect(html).toContain('result of run_command · exit code 1 · 812 ms');
