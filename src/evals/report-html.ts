@@ -12,8 +12,7 @@ import {
   categoriesTable,
   comparisonLead,
   comparisonTable,
-  costNote,
-  costTable,
+  costSection,
   DIFFERENCES_LEAD,
   engineTable,
   ENGINES_NOTE,
@@ -228,9 +227,13 @@ export function renderReportSections(summary: EvalSummary, comparison?: SummaryC
     htmlTable(taskKTable(summary, 'pass^')),
   );
   sections.push(...htmlRewards(summary));
-  const costs = costTable(summary);
+  const costs = costSection(summary);
   if (costs)
-    sections.push(html`<h2>Cost</h2>`, htmlTable(costs), html`<p class="meta">${costNote(summary)}</p>`);
+    sections.push(
+      html`<h2>Cost</h2>`,
+      ...(costs.table ? [htmlTable(costs.table)] : []),
+      html`<p class="meta">${costs.note}</p>`,
+    );
   const notScored = notScoredTable(summary);
   if (notScored)
     sections.push(

@@ -2,7 +2,7 @@
  * The eval report's content, built once and rendered twice (report.md, report.html): the
  * tables as rows of plain text cells, the notes under them, and how numbers are written.
  */
-import { formatMs } from '../format.js';
+import { costKnown, formatMs, formatUsd } from '../format.js';
 import type { Interval } from './stats.js';
 import type {
   CostSummary,
@@ -172,15 +172,23 @@ export function perTaskTable(summary: EvalSummary): Table {
   };
 }
 
-export function formatUsd(value: number | null | undefined): string {
-  if (value === null || value === undefined) return '-';
-  return value >= 1 ? `$${value.toFixed(2)}` : `$${value.toFixed(4)}`;
-}
-
-/** Money per task and overall; none when no trial carried a cost (records of older versions). */
-export function costTable(summary: EvalSummary): Table | undefined {
+/**
+ * The Cost section: a table of money per task and overall with a note on how it is counted,
+ * or, when no model that answered had a price (replayed cassettes), that one sentence alone
+ * rather than a table of `$0.0000`; none when no trial carried a cost (older records).
+ */
+export function costSection(summary: EvalSummary): { table?: Table; note: string } | undefined {
   const overall = summary.overall.cost;
   if (!overall) return undefined;
+  const unpriced = overall.unpriced ?? [];
+  if (!costKnown({ usd: overall.totalUsd, unpriced }))
+    return {
+      note: `No price for: ${unpriced.join(', ')}, so what the trials cost is not known (a model gets a price in the catalog's agent.prices).`,
+    };
+  return { table: costTable(overall, summary), note: costNote(unpriced) };
+}
+
+function costTable(overall: CostSummary, summary: EvalSummary): Table {
   const budget = overall.atBudget;
   const cells = (id: string, c: CostSummary | undefined): string[] => [
     id,
@@ -204,8 +212,7 @@ export function costTable(summary: EvalSummary): Table | undefined {
   };
 }
 
-export function costNote(summary: EvalSummary): string {
-  const unpriced = summary.overall.cost?.unpriced ?? [];
+function costNote(unpriced: readonly string[]): string {
   return (
     "Cost is the price table (prices/default.yaml, overridden by the catalog) times the tokens each trial used, every role included; cost per solved task is the scored trials' cost over their passes." +
     (unpriced.length > 0 ? ` No price for: ${unpriced.join(', ')} (counted as $0).` : '')

@@ -11,8 +11,7 @@ import { renderHtml, type TrialLink } from './report-html.js';
 import {
   comparisonLead,
   comparisonTable,
-  costNote,
-  costTable,
+  costSection,
   categoriesTable,
   DIFFERENCES_LEAD,
   engineTable,
@@ -133,8 +132,9 @@ export function renderMarkdown(summary: EvalSummary, comparison?: SummaryCompari
   out.push('### pass@k per task', '', mdTable(taskKTable(summary, 'pass@')), '');
   out.push('### pass^k per task', '', mdTable(taskKTable(summary, 'pass^')), '');
   out.push(...markdownRewards(summary));
-  const costs = costTable(summary);
-  if (costs) out.push('## Cost', '', mdTable(costs), '', mdCell(costNote(summary)), '');
+  const costs = costSection(summary);
+  if (costs)
+    out.push('## Cost', '', ...(costs.table ? [mdTable(costs.table), ''] : []), mdCell(costs.note), '');
   const notScored = notScoredTable(summary);
   if (notScored) out.push('## Not scored', '', NOT_SCORED_RULE, '', mdTable(notScored), '');
   out.push('## Failure categories', '', mdTable(categoriesTable(summary)), '');

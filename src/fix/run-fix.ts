@@ -20,6 +20,7 @@ import {
   resourcesFromCatalog,
 } from '../catalog/load.js';
 import { testLayers } from '../catalog/schema.js';
+import { ticketHeading } from '../catalog/ticket.js';
 import { catalogAllowlist } from './allowlist.js';
 import {
   createChangeIgnore,
@@ -42,6 +43,7 @@ import type { RunOutcome } from '../outcomes.js';
 import { RunDir, runsDirFor, type ContainerRecord, type RunRecord } from '../runs/record.js';
 import { RunJournal } from '../runs/journal.js';
 import { harnessVersion } from '../version.js';
+import { formatUsd } from '../format.js';
 import { runAttempt, type AttemptPlan, type AttemptResult } from './attempt.js';
 import { runBaseline, testCommandError, type BaselineResult } from './baseline.js';
 import type { Ending, FixDeps, FixOptions, FixResult, Prepared, Run } from './context.js';
@@ -112,7 +114,7 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
   const journal = new RunJournal(events, dir, openingRecord(prepared, options, deps, dir.id, started));
   const record = journal.record;
   await journal.save();
-  await dir.writeFile('ticket.md', `# ${ticket.id}: ${ticket.title}\n\n${ticket.body}\n`);
+  await dir.writeFile('ticket.md', `# ${ticketHeading(ticket)}\n\n${ticket.body}\n`);
 
   const { signal, stopTimer } = runSignal(options, catalog.catalog.sandbox.timeouts.runSec);
   const attemptImage: Run['attemptImage'] = {};
@@ -495,10 +497,9 @@ function firstAttempt(run: Run): number {
 
 function failedEnding(run: Run, last: AttemptResult): Ending {
   if (run.costs.exceeded()) {
-    const spent = run.costs.totalUsd.toFixed(4);
     return {
       outcome: 'budget',
-      message: `The cost limit ($${run.costs.limitUsd}) was reached after ${run.record.attempts.length} attempt(s) ($${spent} spent) without a verified fix; the last was ${last.verdict}.`,
+      message: `The cost limit ($${run.costs.limitUsd}) was reached after ${run.record.attempts.length} attempt(s) (${formatUsd(run.costs.totalUsd)} spent) without a verified fix; the last was ${last.verdict}.`,
     };
   }
   const outcome: RunOutcome =

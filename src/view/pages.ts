@@ -6,6 +6,7 @@
  * `Html` value of the `html` template, which escapes every value that is not `Html`; links
  * are built only from slugs (`source.ts`).
  */
+import { ticketHeading } from '../catalog/ticket.js';
 import { renderReportSections } from '../evals/report-html.js';
 import type { EvalSummary, SummaryComparison } from '../evals/summary.js';
 import { html, joinHtml, type Html, type HtmlValue } from '../html/html.js';
@@ -564,7 +565,7 @@ export function renderRunPage(bundle: RunBundle, ctx: PageContext): string {
     optional.push(['reward', text(`${rewardLine(rewarded.reward)}, attempt ${rewarded.n}`)]);
   out.push(
     facts([
-      ['ticket', text(`${dash(s.task)}${s.title ? `: ${s.title}` : ''}`)],
+      ['ticket', text(dash(ticketHeading({ id: s.task, title: s.title })))],
       ['model', text(`${dash(bundle.provider)} ${bundle.model ?? ''}`)],
       ...optional,
       [

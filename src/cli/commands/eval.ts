@@ -3,7 +3,7 @@ import { join, relative, resolve } from 'node:path';
 import { Command } from '@commander-js/extra-typings';
 import type { SuiteOptions, SuiteResult } from '../../evals/run-suite.js';
 import type { EvalSummary } from '../../evals/summary.js';
-import { alignColumns } from '../../format.js';
+import { alignColumns, costKnown, formatCost, formatUsd } from '../../format.js';
 import { note, print, printJson, type CliContext } from '../cli-context.js';
 import { declareCommand, type OptionsOf } from '../declare-command.js';
 import { exitCodeForEval } from '../exit-codes.js';
@@ -191,6 +191,8 @@ async function printSummary(
     t.notScored ? `not scored ${notScoredCell(t)}` : '',
   ]);
   for (const line of alignColumns(taskRows, [1, 2])) print(ctx, `  ${line}`);
+  const cost = costLine(summary);
+  if (cost) print(ctx, cost);
   const notScored = summary.tasks.flatMap((t) => t.notScoredTrials);
   if (notScored.length > 0) {
     print(ctx, 'not scored (left out of the pass rates; the eval exits non-zero):');
@@ -225,6 +227,20 @@ async function printSummary(
     ctx,
     `results: ${shortPath(ctx.cwd, join(outDir, 'results.jsonl'))}${run.interrupted || run.enginesLost ? `  (resume with: sandbox-harness eval ${suiteFile} --out ${shortPath(ctx.cwd, outDir)} --resume${engineFlags(options)})` : ''}`,
   );
+}
+
+/** What the trials cost and used, in one line; "no price" said once when no model had one. */
+export function costLine(summary: EvalSummary): string | undefined {
+  const o = summary.overall;
+  const cost = o.cost;
+  // The scored trials' tokens (the report's tables count the same).
+  const tokens = `${o.inputTokens.total}+${o.outputTokens.total} tokens`;
+  if (!cost) return `tokens: ${tokens}`;
+  const unpriced = cost.unpriced ?? [];
+  const spent = costKnown({ usd: cost.totalUsd, unpriced })
+    ? `${formatCost({ usd: cost.totalUsd, unpriced })} in all, ${formatUsd(cost.perTrial.mean)} per trial, ${formatUsd(cost.perSolvedUsd)} per solved task`
+    : formatCost({ usd: cost.totalUsd, unpriced });
+  return `cost: ${spent}; ${tokens}`;
 }
 
 /** What an oracle run found, or which instances a quarantine file left out. */
