@@ -3,8 +3,8 @@ import { oneLine, toolInputSummary } from '../agent/tool-summary.js';
 import { formatDuration } from '../format.js';
 import { isRunEvent, type RunEvent } from '../runs/journal.js';
 
-/** What the fix loop reports while it works; the CLI decides how it looks. */
-export type Phase = 'validate' | 'image' | 'baseline' | 'attempt' | 'verify' | 'apply' | 'done';
+/** What the fix loop (and a backlog's `item`) reports while it works; the CLI decides how it looks. */
+export type Phase = 'validate' | 'image' | 'baseline' | 'attempt' | 'verify' | 'apply' | 'done' | 'item';
 
 export interface ProgressSink {
   /** A new phase begins (a new line on a terminal). */
