@@ -5,6 +5,7 @@
  * it until the change is written); and, when review is on, the checker. Each
  * ends the attempt with one verdict and, unless it passed, feedback for the next one.
  */
+import type { EventSink } from '../agent/events.js';
 import { runAgentLoop, type AgentLoopResult } from '../agent/loop.js';
 import { buildFirstUserMessage } from '../agent/prompt.js';
 import type { ToolRegistry } from '../agent/tools/registry.js';
@@ -117,7 +118,9 @@ export async function runAttempt(
 ): Promise<AttemptResult> {
   const started = Date.now();
   const { journal } = run;
-  journal.append({ kind: 'attempt_start', attempt: n, of: plan.maxAttempts });
+  // `of`: the last attempt this run may make (a continued run numbers its attempts on).
+  const last = (run.continuation?.attemptsBefore ?? 0) + plan.maxAttempts;
+  journal.append({ kind: 'attempt_start', attempt: n, of: last });
   const spentBefore = run.costs.totalUsd;
   const finish = async (ending: Ending): Promise<AttemptResult> => {
     journal.append({
@@ -146,7 +149,10 @@ export async function runAttempt(
     if (ready) await untilReady(ready, signal);
     run.sandboxes.makeAhead(`verify-${n}`);
     const continued = run.continuation;
-    if (continued && n === continued.attemptsBefore + 1) await replayEarlierChange(box, continued, signal);
+    if (continued && n === continued.attemptsBefore + 1) {
+      run.sandboxes.touched(box);
+      await replayEarlierChange(box, continued, signal);
+    }
     return await finish(await attemptSteps({ run, plan, n, box, signal }, feedback, loop));
   } catch (error) {
     const ending = await endingOfError(run, error, loop.ended);
@@ -189,6 +195,8 @@ async function attemptSteps(
 /** The attempt's sandbox (the agent's), on the record before anything runs in it. */
 async function openAttemptSandbox(run: Run, plan: AttemptPlan, n: number): Promise<Sandbox> {
   const box = await run.sandboxes.create(`attempt-${n}`, { hidden: plan.heldOut });
+  // Kept after a failure only once the agent (or a continued run's change) used it.
+  run.sandboxes.untilTouched(box);
   run.journal.append({
     kind: 'sandbox',
     attempt: n,
@@ -220,6 +228,20 @@ async function agentStep(attempt: Attempt, feedback: string | undefined): Promis
   };
   run.transcript.push(entry);
   const used = run.record.tokens.input + run.record.tokens.output;
+  // What the loop spent, from its own last event: a loop that throws (a model API that failed,
+  // a cassette that ran out) returns nothing, and its turns still happened.
+  let spent: { turns: number; input: number; output: number } | undefined;
+  const events: EventSink = {
+    emit: (event) => {
+      if (event.kind === 'loop_end' && event.agent === undefined)
+        spent = {
+          turns: event.turn ?? 0,
+          input: event.tokens?.input ?? 0,
+          output: event.tokens?.output ?? 0,
+        };
+      run.events.emit(event);
+    },
+  };
   const loop = await runAgentLoop({
     sandbox: box,
     provider: run.provider,
@@ -235,16 +257,29 @@ async function agentStep(attempt: Attempt, feedback: string | undefined): Promis
       attemptDeadlineMs: run.catalog.catalog.sandbox.timeouts.attemptSec * 1000,
       costExceeded: () => run.costs.exceeded(),
     },
-    events: run.events,
+    events,
     // The one step on the progress line with no event behind it: a call's start, on a live
     // terminal line only (a long command then says what it is while it runs). The call's one
     // line in a log is its end, the `tool_call` event, with its exit code and time.
-    onToolStart: (call) => run.progress.tick?.(toolStartDetail(call)),
+    onToolStart: (call) => {
+      run.sandboxes.touched(box);
+      run.progress.tick?.(toolStartDetail(call));
+    },
     signal,
     attempt: n,
     messages,
     ...(plan.contextWindow ? { contextWindowTokens: plan.contextWindow } : {}),
     ...(run.delegateProvider ? { subAgent: { provider: run.delegateProvider } } : {}),
+  }).catch((error: unknown) => {
+    if (spent && spent.turns > 0)
+      run.journal.append({
+        kind: 'agent_error',
+        attempt: n,
+        turns: spent.turns,
+        inputTokens: spent.input,
+        outputTokens: spent.output,
+      });
+    throw error;
   });
   if (loop.delegations.length > 0) entry.delegations = loop.delegations;
   run.journal.append({

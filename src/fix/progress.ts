@@ -100,6 +100,9 @@ function runEventProgress(progress: ProgressSink, event: RunEvent): void {
     case 'agent_end':
       progress.end(`agent ${event.status} after ${event.turns} turns`);
       return;
+    case 'agent_error':
+      progress.end(`agent stopped by an error after ${event.turns} turns`);
+      return;
     case 'collect_start':
       progress.phase('verify', `attempt ${event.attempt}: checking the change`);
       return;

@@ -468,11 +468,9 @@ async function attemptsWithBaseline(
         throw error;
       }
       if (error instanceof BaselinePasses) {
-        run.journal.append({
-          kind: 'attempt_note',
-          attempt: n,
-          message: 'stopped: the tests already pass without a change',
-        });
+        // Stopped because there is nothing to fix: not an attempt that was interrupted. What
+        // its turns spent stays in the run's turns, tokens and cost, its words in the transcript.
+        run.journal.append({ kind: 'attempt_dropped', attempt: n });
         return 'nothing-to-fix';
       }
       throw error;
