@@ -13,6 +13,7 @@ import { BuildRefused, ImageError } from '../../../src/errors.js';
 import {
   BUILD_NETWORK_LABEL,
   buildRepoImage,
+  REPO_LABEL,
   DEFAULT_BASE_IMAGE,
   type BuildRepoImageOptions,
 } from '../../../src/sandbox/docker/images.js';
@@ -187,5 +188,24 @@ describe('repo image builds: what the daemon would fetch', () => {
     await put('Dockerfile.sandbox', 'ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nCOPY . /workspace\n');
     await build(fake);
     expect(fake.builds.map((b) => b.networkMode)).toEqual([undefined, 'none']);
+  });
+});
+
+describe('repo image names and labels', () => {
+  it("is named after the service (the catalog's name), and its labels hold no host path", async () => {
+    const fake = fakeEngine();
+    const image = await build(fake, { name: 'shipping-service' });
+    expect(image.tag).toMatch(/^sandbox-harness\/repo-shipping-service:[0-9a-f]{16}$/);
+    const labels = fake.builds[0]!.labels;
+    expect(labels[REPO_LABEL]).toBe('shipping-service');
+    // Shared by every checkout with the same content and shipped to other engines: no path.
+    for (const value of Object.values(labels)) expect(value).not.toContain(root);
+  });
+
+  it('without a service name it is named after the folder, still with no path in a label', async () => {
+    const fake = fakeEngine();
+    const image = await build(fake);
+    expect(image.tag).toMatch(/^sandbox-harness\/repo-repo:/);
+    expect(fake.builds[0]!.labels[REPO_LABEL]).toBe('repo');
   });
 });
