@@ -10,6 +10,7 @@ import { table } from '../html/table.js';
 import { formatMs } from '../format.js';
 import {
   categoriesTable,
+  dropsFinding,
   comparisonLead,
   comparisonTable,
   costSection,
@@ -266,6 +267,8 @@ function htmlComparison(c: SummaryComparison): Html[] {
   if (c.regressions.length > 0) {
     out.push(html`<p class="flag-regression">Regressions: ${c.regressions.join(', ')}</p>`);
   }
+  const drops = dropsFinding(c);
+  if (drops) out.push(html`<p class="flag-regression">${drops}</p>`);
   if (c.improvements.length > 0) {
     out.push(html`<p class="flag-improvement">Improvements: ${c.improvements.join(', ')}</p>`);
   }

@@ -472,3 +472,31 @@ export function rewardTrialsTable(summary: EvalSummary): Table | undefined {
     ),
   };
 }
+
+/** A task's pass counts before and after: `PY-1 2/2 -> 0/2`. */
+function fallOf(c: SummaryComparison, taskId: string): string {
+  const t = c.tasks.find((x) => x.taskId === taskId);
+  const counts = (r: { passes: number; scored: number } | null | undefined) =>
+    r ? `${r.passes}/${r.scored}` : '-';
+  return `${taskId} ${counts(t?.previous)} -> ${counts(t?.current)}`;
+}
+
+/** Tasks whose rate fell within the noise, named with their counts; undefined when none did. */
+export function dropsFinding(c: SummaryComparison): string | undefined {
+  if (c.drops.length === 0) return undefined;
+  return `Fell, but within the noise (the 95% intervals overlap; run more trials to tell): ${c.drops.map((id) => fallOf(c, id)).join(', ')}`;
+}
+
+/**
+ * What the comparison found, one sentence per finding: regressions, then tasks whose rate fell
+ * within the noise (named, with their counts), else that nothing fell.
+ */
+export function comparisonFindings(c: SummaryComparison): string[] {
+  const out: string[] = [];
+  if (c.regressions.length > 0)
+    out.push(`Regressions: ${c.regressions.map((id) => fallOf(c, id)).join(', ')}`);
+  const drops = dropsFinding(c);
+  if (drops) out.push(drops);
+  if (out.length === 0) out.push('No task fell against the previous summary.');
+  return out;
+}

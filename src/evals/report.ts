@@ -9,6 +9,7 @@ import path from 'node:path';
 import { formatMs } from '../format.js';
 import { renderHtml, type TrialLink } from './report-html.js';
 import {
+  dropsFinding,
   comparisonLead,
   comparisonTable,
   costSection,
@@ -176,6 +177,8 @@ function markdownComparison(c: SummaryComparison): string[] {
   const out: string[] = ['## Comparison with the previous summary', ''];
   out.push(mdCell(comparisonLead(c)), '');
   if (c.regressions.length > 0) out.push(`**Regressions:** ${c.regressions.map(mdCell).join(', ')}`, '');
+  const drops = dropsFinding(c);
+  if (drops) out.push(mdCell(drops), '');
   if (c.improvements.length > 0) out.push(`**Improvements:** ${c.improvements.map(mdCell).join(', ')}`, '');
   out.push(mdTable(comparisonTable(c)), '');
   if (c.differences.length > 0) {

@@ -178,6 +178,7 @@ async function printSummary(
 ): Promise<void> {
   // Loaded already by the eval that ran; imported here so that the declaration stays light.
   const { notScoredCell } = await import('../../evals/report.js');
+  const { comparisonFindings } = await import('../../evals/report-tables.js');
   const { formatEngineTally } = await import('../../evals/progress.js');
   const { harborLines } = await import('../../evals/sources/harbor-materialize.js');
   const { run, summary, comparison, files, view, outDir, notRun } = result;
@@ -205,15 +206,7 @@ async function printSummary(
   if (summary.instances)
     for (const line of instanceLines(summary.instances, options.quarantine)) print(ctx, line);
   if (summary.harbor) for (const line of harborLines(summary.harbor)) print(ctx, line);
-  if (comparison) {
-    const regressions = comparison.tasks.filter((t) => t.regression).map((t) => t.taskId);
-    print(
-      ctx,
-      regressions.length
-        ? `regressions: ${regressions.join(', ')}`
-        : 'no regression against the previous summary',
-    );
-  }
+  if (comparison) for (const line of comparisonFindings(comparison)) print(ctx, line);
   print(
     ctx,
     `reports: ${shortPath(ctx.cwd, files.html)}  ${shortPath(ctx.cwd, files.markdown)}  ${shortPath(ctx.cwd, files.summaryJson)}`,
