@@ -392,6 +392,8 @@ export interface EngineStorageUsage {
 
 export interface EngineFacts {
   name: string;
+  /** The program that answers (`Docker`, `Podman`), for people; its version is `serverVersion`. */
+  product?: string;
   serverVersion: string;
   apiVersion: string;
   cpus: number;

@@ -102,7 +102,10 @@ export async function checkLocalEngine(): Promise<DoctorResult> {
 }
 
 export function formatDoctor(result: DoctorResult): string {
-  const lines = [`Docker engine at ${result.endpoint}`, ...formatChecks(result.checks, '  ')];
+  const lines = [
+    `${result.engine?.product ?? 'Docker'} engine at ${result.endpoint}`,
+    ...formatChecks(result.checks, '  '),
+  ];
   const problems = result.checks.filter((c) => !c.ok).length;
   const notes = result.checks.filter((c) => c.ok && c.warning).length;
   lines.push(

@@ -112,7 +112,8 @@ export function apiAtLeast(version: string, [major, minor]: readonly [number, nu
 
 /** The engine must speak API 1.41 or newer; an older or unknown one is refused, saying why. */
 export function serverVersionCheck(info: EngineInfo): DoctorCheck {
-  const found = `Docker ${info.serverVersion || 'unknown'} (API ${info.apiVersion || 'unknown'}) on ${info.operatingSystem || 'unknown OS'}`;
+  // Podman answers the Docker API with its own version: named as what it is.
+  const found = `${productName(info)} ${info.serverVersion || 'unknown'} (API ${info.apiVersion || 'unknown'}) on ${info.operatingSystem || 'unknown OS'}`;
   if (apiAtLeast(info.apiVersion, MIN_API)) return { name: 'server-version', ok: true, detail: found };
   return {
     name: 'server-version',
@@ -123,6 +124,11 @@ export function serverVersionCheck(info: EngineInfo): DoctorCheck {
       : `${found}: the engine did not say its API version, and sandbox-harness needs ${MIN_API.join('.')} or newer`,
     fix: `Upgrade the Docker engine to ${MIN_DOCKER} or newer (Debian: \`apt-get install -y docker.io\`). Why: ${MIN_API_WHY}`,
   };
+}
+
+/** Which program answers the engine's API, as people call it. */
+export function productName(info: Pick<EngineInfo, 'product'>): 'Docker' | 'Podman' {
+  return info.product === 'podman' ? 'Podman' : 'Docker';
 }
 
 function versionChecks(info: EngineInfo): DoctorCheck[] {
@@ -393,6 +399,7 @@ export async function runDoctor(options: DoctorOptions = {}): Promise<DoctorRepo
   }
   const facts: EngineFacts = {
     name: info.name,
+    product: productName(info),
     serverVersion: info.serverVersion,
     apiVersion: info.apiVersion,
     cpus: info.cpus,

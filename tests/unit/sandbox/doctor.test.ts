@@ -3,6 +3,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { apiAtLeast, MIN_API, serverVersionCheck } from '../../../src/sandbox/docker/doctor.js';
+import { formatDoctor } from '../../../src/cli/commands/doctor.js';
 import type { EngineInfo } from '../../../src/sandbox/docker/engine.js';
 
 const info = (serverVersion: string, apiVersion: string): EngineInfo => ({
@@ -61,6 +62,29 @@ describe('engine API version', () => {
     expect(check.fix).toMatch(
       /ignores settings it does not know .* a sandbox limit could silently not apply/,
     );
+  });
+
+  it('names Podman as Podman, with its own version, not as "Docker 4.3.1"', () => {
+    const podman = { ...info('4.3.1', '1.41'), product: 'podman' as const, podmanVersion: '4.3.1' };
+    expect(serverVersionCheck(podman).detail).toBe('Podman 4.3.1 (API 1.41) on Debian GNU/Linux 12');
+    expect(
+      formatDoctor({
+        ok: true,
+        usable: true,
+        endpoint: 'unix:///run/podman/podman.sock',
+        checks: [],
+        engine: {
+          name: 'x',
+          product: 'Podman',
+          serverVersion: '4.3.1',
+          apiVersion: '1.41',
+          cpus: 2,
+          memoryBytes: 1,
+          dockerRootDir: '/var/lib/containers',
+        },
+        exitCode: 0,
+      }).split('\n')[0],
+    ).toBe('Podman engine at unix:///run/podman/podman.sock');
   });
 
   it('refuses an engine that does not say its API version', () => {
