@@ -19,7 +19,13 @@ import {
 
 export type { DoctorCheck, DoctorReport, EngineFacts } from '../types.js';
 import { findOnPath, isDebianRoot } from './bootstrap.js';
-import { dockerEngine, StorageQuotaUnsupported, type DockerEngine, type EngineInfo } from './engine.js';
+import {
+  dockerEngine,
+  dockerHostHint,
+  StorageQuotaUnsupported,
+  type DockerEngine,
+  type EngineInfo,
+} from './engine.js';
 import { BASE_IMAGES, baseImageStatus, DEFAULT_BASE_IMAGE } from './images.js';
 import { containerLabels } from './labels.js';
 import { BoundedBuffer } from '../posix/sinks.js';
@@ -92,9 +98,8 @@ async function daemonFix(error: unknown): Promise<string> {
   if (code === 'EACCES') {
     return 'Your user may not use the Docker socket: `sudo usermod -aG docker "$USER"` and log in again (or run as root).';
   }
-  if (process.env.DOCKER_HOST) {
-    return `Nothing answers at DOCKER_HOST=${process.env.DOCKER_HOST}: start that engine, or \`unset DOCKER_HOST\` to use the local socket.`;
-  }
+  const dockerHost = dockerHostHint();
+  if (dockerHost) return dockerHost;
   if (await isDebianRoot()) {
     return '`sandbox-harness setup` (or `bash scripts/ensure-docker.sh`): installs docker.io if needed and starts dockerd.';
   }
