@@ -171,7 +171,14 @@ export interface RunBundle {
   finishedAt?: string;
   exitCode?: number;
   harnessVersion?: string;
-  baseline?: { failing?: boolean; failingLayer?: string; durationMs?: number; reusedFrom?: string };
+  baseline?: {
+    failing?: boolean;
+    failingLayer?: string;
+    durationMs?: number;
+    reusedFrom?: string;
+    /** The test command itself did not run the tests: why (not a ticket's failing tests). */
+    brokenCommand?: { layer?: string; command?: string; reason?: string };
+  };
   testCommand: { name?: string; command?: string }[];
   containers: ContainerView[];
   /** Each egress sandbox's proxy log (JSON lines, read as data), by role. */
@@ -489,6 +496,7 @@ export async function loadRunBundle(source: ViewSource, folder: string): Promise
             failingLayer: asString(baseline.failingLayer),
             durationMs: asNumber(baseline.durationMs),
             reusedFrom: asString(baseline.reusedFrom),
+            ...brokenCommandOf(baseline.brokenCommand),
           },
         }
       : {}),
@@ -526,4 +534,19 @@ function historyOfEvents(values: readonly JsonObject[], problems: string[]): Jso
     problems.push(`events.jsonl: the run's journal could not be read (${String(error)}); run.json is shown`);
     return undefined;
   }
+}
+
+/** A baseline's broken test command as read back: the fields that are strings, or nothing. */
+function brokenCommandOf(value: unknown): {
+  brokenCommand?: { layer?: string; command?: string; reason?: string };
+} {
+  const broken = asObject(value);
+  if (!broken) return {};
+  return {
+    brokenCommand: {
+      layer: asString(broken.layer),
+      command: asString(broken.command),
+      reason: asString(broken.reason),
+    },
+  };
 }

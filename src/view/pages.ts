@@ -307,6 +307,20 @@ function rewardHtml(r: RewardView): Html {
   return html`<h4>Reward</h4>${head}${values}`;
 }
 
+/**
+ * What the baseline found: a test command that did not run the tests at all is not a
+ * ticket's failing tests, and says why.
+ */
+function baselineVerdict(b: NonNullable<RunBundle['baseline']>): Html {
+  const layer = (name: string | undefined) => (name ? html` (layer ${text(name)})` : '');
+  if (b.brokenCommand)
+    return html`<span class="problems">the test command did not run the tests${layer(b.brokenCommand.layer)}: ${text(dash(b.brokenCommand.reason))}</span>`;
+  if (b.failing === undefined) return html`-`;
+  return b.failing
+    ? html`tests fail before any change${layer(b.failingLayer)}`
+    : html`tests pass before any change`;
+}
+
 function eventTable(events: ViewEvent[]): Html {
   if (events.length === 0) return html`<p class="muted">No events recorded.</p>`;
   const start = Date.parse(events[0]?.time ?? '');
@@ -624,6 +638,12 @@ export function renderRunPage(bundle: RunBundle, ctx: PageContext): string {
       ...(why ? [block('what it was told, or what happened', why.slice(0, 4000), {})] : []),
     );
   }
+  // A run with a verified patch opens with it: what a reviewer came for, before every attempt's
+  // whole conversation.
+  const finalPatch = bundle.finalPatch
+    ? fileBlock('patch.diff (verified)', bundle.finalPatch, 'diff')
+    : undefined;
+  if (finalPatch) out.push(html`<h2>Final patch</h2>`, finalPatch);
   out.push(
     html`<h2>Ticket</h2>`,
     bundle.ticket ? fileBlock('ticket.md', bundle.ticket) : html`<p class="muted">No ticket.md.</p>`,
@@ -632,19 +652,14 @@ export function renderRunPage(bundle: RunBundle, ctx: PageContext): string {
   const b = bundle.baseline;
   out.push(
     b
-      ? html`<p>${b.failing === undefined ? '-' : b.failing ? html`tests fail before any change${b.failingLayer ? html` (layer ${text(b.failingLayer)})` : ''}` : 'tests pass before any change'}, ${formatMs(b.durationMs)}${b.reusedFrom ? text(` (reused from run ${b.reusedFrom})`) : ''}</p>`
+      ? html`<p>${baselineVerdict(b)}, ${formatMs(b.durationMs)}${b.reusedFrom ? text(` (reused from run ${b.reusedFrom})`) : ''}</p>`
       : html`<p class="muted">No baseline recorded.</p>`,
   );
   out.push(fileBlock('baseline test output', bundle.baselineOutput, undefined) ?? '');
   out.push(html`<h2>Containers</h2>`, containersTable(bundle));
   if (bundle.egress.length > 0) out.push(html`<h2>Egress</h2>`, egressTables(bundle));
   out.push(...bundle.attempts.map(attemptSection));
-  out.push(html`<h2>Final patch</h2>`);
-  out.push(
-    bundle.finalPatch
-      ? fileBlock('patch.diff (verified)', bundle.finalPatch, 'diff')
-      : html`<p class="muted">No verified patch.</p>`,
-  );
+  if (!finalPatch) out.push(html`<h2>Final patch</h2>`, html`<p class="muted">No verified patch.</p>`);
   out.push(html`<h2>All events</h2>`);
   out.push(
     html`<details class="block"><summary>${bundle.events.length} events</summary>${eventTable(bundle.events)}</details>`,

@@ -65,6 +65,43 @@ describe('run page: what the agent did, per attempt', () => {
     expect(html).toContain('Running the tests first.');
   });
 
+  it('a broken test command is not shown as "tests fail before any change", but as what it was', async () => {
+    const run = await writeRun(runs, '20261130-100000-abc123');
+    await editRecord(run, (r) => {
+      r.baseline = {
+        failing: true,
+        failingLayer: 'test',
+        durationMs: 900,
+        brokenCommand: {
+          layer: 'test',
+          command: 'npm run tset',
+          kind: 'no-script',
+          reason: 'npm has no script "tset"',
+        },
+      };
+    });
+    const html = await runPage('20261130-100000-abc123');
+    expect(html).not.toContain('tests fail before any change');
+    expect(html).toContain(
+      'the test command did not run the tests (layer test): npm has no script &quot;tset&quot;',
+    );
+  });
+
+  it("puts a passing run's verified patch before the attempts' whole conversations", async () => {
+    const run = await writeRun(runs, '20261130-100000-abc123');
+    await editRecord(run, (r) => {
+      r.outcome = 'ready-for-review';
+      r.patchFile = 'patch.diff';
+    });
+    await writeFile(join(run, 'patch.diff'), '--- a/src/x.ts\n+++ b/src/x.ts\n@@ -1 +1 @@\n-a\n+b\n');
+    const html = await runPage('20261130-100000-abc123');
+    const patch = html.indexOf('<h2>Final patch</h2>');
+    expect(patch).toBeGreaterThan(0);
+    expect(patch).toBeLessThan(html.indexOf('<h2>Attempt 1'));
+    expect(patch).toBeLessThan(html.indexOf('Running the tests first.'));
+    expect(html.match(/<h2>Final patch<\/h2>/g)).toHaveLength(1);
+  });
+
   it('shows the kept container and the command that opens a shell in it', async () => {
     await writeRun(runs, '20261130-100000-abc123');
     const html = await runPage('20261130-100000-abc123');
