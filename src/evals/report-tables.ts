@@ -228,17 +228,20 @@ export function taskKTable(summary: EvalSummary, symbol: 'pass@' | 'pass^'): Tab
   };
 }
 
+/**
+ * Failures per task and category: a column for each category some trial ended in (fifteen
+ * columns of mostly zeros overflow a page and hide the ones that count), or one `failures`
+ * column of zeros when nothing failed.
+ */
 export function categoriesTable(summary: EvalSummary): Table {
+  const shown = FAILURE_CATEGORIES.filter((c) => summary.overall.categories[c] > 0);
+  const cells = (counts: EvalSummary['overall']['categories']): string[] =>
+    shown.length > 0 ? shown.map((c) => String(counts[c])) : ['0'];
   return {
-    header: ['task', ...FAILURE_CATEGORIES],
+    header: ['task', ...(shown.length > 0 ? shown : ['failures'])],
     rows: [
-      ...rowsOf(
-        summary.tasks.map((t) => [t.taskId, ...FAILURE_CATEGORIES.map((c) => String(t.categories[c]))]),
-      ),
-      {
-        cells: ['all', ...FAILURE_CATEGORIES.map((c) => String(summary.overall.categories[c]))],
-        total: true,
-      },
+      ...rowsOf(summary.tasks.map((t) => [t.taskId, ...cells(t.categories)])),
+      { cells: ['all', ...cells(summary.overall.categories)], total: true },
     ],
   };
 }
