@@ -24,7 +24,7 @@ import { newRunId, runsDirFor } from '../runs/record.js';
 import { brokenLayer, type BrokenTestCommand } from './baseline.js';
 import type { FixDeps } from './context.js';
 import { catalogImageOptions } from './deps.js';
-import { silentProgress, type ProgressSink } from './progress.js';
+import { buildLines, silentProgress, type ProgressSink } from './progress.js';
 import { hostRepoLookup, testRunHints } from './import-hints.js';
 import { formatTestRun, runTestLayers } from './test-layers.js';
 
@@ -108,7 +108,7 @@ export async function runCheck(options: CheckOptions, deps: FixDeps): Promise<Ch
     ...catalogImageOptions(catalog),
     rebuild: options.rebuild,
     logFile: join(dir, 'image-build.log'),
-    onProgress: (line) => progress.detail(line.slice(0, 120)),
+    onProgress: buildLines(progress),
     signal: options.signal,
   });
   const buildMs = Date.now() - buildStarted;

@@ -62,6 +62,15 @@ export function toolEndDetail(event: EventInput): string {
 }
 
 /**
+ * Where an image build's output lines go: a live terminal line shows the latest (a build
+ * takes a while), a log leaves them out (the phase's end says built or cached, the whole log
+ * is a file of the run, and a failed build's error quotes its last lines).
+ */
+export function buildLines(progress: ProgressSink | undefined): (line: string) => void {
+  return (line) => progress?.tick?.(line.slice(0, 120));
+}
+
+/**
  * The progress line as a reader of the run's events: each event the line has something to
  * say about (a step starting, the agent's stop, how the attempt ended, the image, the
  * baseline beside the first attempt, the loop's calls) becomes its phase, end or detail, so

@@ -54,7 +54,7 @@ import { heldOutPaths, pristineFromHost, readAgentsMd } from './repo.js';
 import { prepare } from './prepare.js';
 import { loadLibrary } from './library.js';
 import { continuationFeedback } from './continue.js';
-import { progressOfEvents, silentProgress, type ProgressSink } from './progress.js';
+import { buildLines, progressOfEvents, silentProgress, type ProgressSink } from './progress.js';
 import { SandboxPool } from './sandboxes.js';
 import type { WorkspaceGit } from '../sandbox/types.js';
 import { egressSpec } from './egress.js';
@@ -272,7 +272,7 @@ async function resolveImage(run: Run): Promise<RepoImage> {
     rebuild: run.options.rebuild,
     logFile: run.dir.path('image-build.log'),
     // The build's steps pass on a live line only (no event: its log file holds every line).
-    onProgress: (line) => run.progress.tick?.(line.slice(0, 120)),
+    onProgress: buildLines(run.progress),
     signal: run.signal,
   });
   run.journal.append({

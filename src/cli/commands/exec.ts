@@ -61,6 +61,7 @@ export async function execCommand(
   const { withBuildTimeLimit } = await import('../../image-context/build-limit.js');
   const { sandboxProvider } = await import('../../sandbox/registry.js');
   const { shellJoin } = await import('../../sandbox/shell.js');
+  const { buildLines } = await import('../../fix/progress.js');
   const catalog = options.catalog
     ? await loadCatalog(resolve(ctx.cwd, options.catalog), { cwd: ctx.cwd })
     : undefined;
@@ -84,7 +85,7 @@ export async function execCommand(
         ...(catalog ? catalogImageOptions(catalog) : {}),
         ...(options.baseImage ? { baseImage: options.baseImage } : {}),
         rebuild: options.rebuild ?? false,
-        onProgress: (l) => progress?.detail(l.slice(0, 120)),
+        onProgress: buildLines(progress),
         signal: ctx.signal,
       },
       (request) => provider.repoImage(request),
