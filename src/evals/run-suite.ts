@@ -303,6 +303,8 @@ async function prepareLocal(
       rebuild: false,
       logFile: join(context.outDir, `image-${task.id}.log`),
       onProgress: () => undefined,
+      // Ctrl-C or SIGTERM stops a build here too (a first eval builds for minutes).
+      signal: options.signal,
     });
   }
   return local;

@@ -74,6 +74,11 @@ and the reports say which engine ran what. Kept containers stay on their engine:
 Exit codes: 0 every trial scored, no regression; 1 a regression (--compare); 2 a trial ended
 in error (bad configuration); 3 a trial could not be scored for infrastructure (or every
 engine was lost); 130 interrupted.
+Stopping: Ctrl-C (SIGINT) or SIGTERM stops the eval, image builds included: trials in flight
+end interrupted, finished ones stay in results.jsonl (--resume goes on), the reports are
+written; a second signal exits at once. Both work when the eval was started with SIGINT
+ignored (a background job of a script). A wrapper such as \`npx\` may not pass a signal on:
+send it to the eval's own process.
 Instances (SWE-bench style): each instance's repo is read from its local clone at
 base_commit into a fresh working copy under <out>/instances/ (nothing is written to the
 clone, nothing is fetched), the test patch is applied held out (or visibly), and a trial
