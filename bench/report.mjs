@@ -322,7 +322,7 @@ export function formatTables(results) {
       ]),
     );
     out.push(
-      `(${fl.reps} repetition(s) per method; defaults in src/sandbox/docker/fleet/images.ts: base ${fl.defaults.base}, repo ${fl.defaults.repo}${fl.defaultsMatchMeasurement ? ', as measured' : ' — NOT what was measured faster'})`,
+      `(${fl.reps} repetition(s) per method; defaults in src/sandbox/docker/images/image-shipping.ts: base ${fl.defaults.base}, repo ${fl.defaults.repo}${fl.defaultsMatchMeasurement ? ', as measured' : ' — NOT what was measured faster'})`,
     );
   }
   const fe = results.fleetEval;
@@ -392,6 +392,38 @@ export function formatTables(results) {
           labels[key] ?? key,
           ...sides.map((side) => cell(r, side)),
           '',
+        ]),
+      ]),
+    );
+  }
+  const br = results.bridge;
+  if (br) {
+    if (out.length) out.push('');
+    const c = br.calls;
+    const over = (/** @type {number} */ value, /** @type {string} */ what) =>
+      `+${value.toFixed(1)} ms over ${what}`;
+    out.push(
+      ...table([
+        ['model bridge', 'median', 'p90', 'note'],
+        row('host: one small model call, straight to the model server', c.direct, ''),
+        row(
+          'host: the same through the relay and the bridge',
+          c.localRelay,
+          over(c.overheadMs.localRelay, 'straight'),
+        ),
+        row('sandbox (no network): to a model server inside it', c.sandboxDirect, ''),
+        row(
+          'sandbox: to the host server via relay, exec stream, bridge',
+          c.sandbox,
+          `${over(c.overheadMs.sandbox, 'inside')} (goal: under ${c.goalMs} ms)`,
+        ),
+        ...Object.entries(br.agents).flatMap(([name, a]) => [
+          row(
+            `${name} ${a.version}: exec to its first model call`,
+            a.firstCall,
+            `${a.firstCall.n} session(s)`,
+          ),
+          row(`${name} ${a.version}: one-turn session, exec to exit`, a.session, ''),
         ]),
       ]),
     );

@@ -5,7 +5,7 @@
  *
  * Usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--skip-fleet]
  *        [--skip-context] [--skip-runtimes] [--only-runtimes] [--runtime-trial-reps N] [--reps N] [--warmup N]
- *        [--eval-n N] [--fleet-reps N] [--keep-temp]
+ *        [--eval-n N] [--fleet-reps N] [--keep-temp] [--skip-bridge] [--only-bridge]
  *
  * - `--quick`: 5 repetitions after 1 warm-up, and the eval with -n 1 (a smoke run; its
  *   numbers are noisier). Default: 15 repetitions after 2 warm-ups, eval -n 2.
@@ -47,7 +47,7 @@
  * 6. Fleet (`fleet-bench.mjs`): on a fresh extra engine (own network namespace, TCP with
  *    mutual TLS), the base image and a repo image made present by shipping (save/load
  *    stream from the local engine) against building there; which is faster, and whether
- *    that is what `src/sandbox/docker/fleet/images.ts` does by default.
+ *    that is what `src/sandbox/docker/images/image-shipping.ts` does by default.
  * 7. Fleet eval (`fleet-eval-bench.mjs`): the example suite on the local engine alone
  *    against the same eval over three engines on this machine at the same total
  *    concurrency (3): trials per minute, trial time and harness overhead of each, and their
@@ -56,6 +56,11 @@
  *    freeze, the change path (100 files: changes() + export), the example's test command and
  *    a whole eval trial under runc, runsc, rootful Podman and a userns-remap dockerd, each
  *    with its ratio to runc (issue 24).
+ *
+ * 9. Model bridge (`bridge-bench.mjs`): the bridge's overhead per model call (relay on the
+ *    host, and from a sandbox over the exec stream, against calling the model server
+ *    directly) and each agent CLI's start time (`--skip-bridge` leaves it out,
+ *    `--only-bridge` runs it alone).
  *
  * Then the targets of issue 12 (`targets.mjs`), each with the measured median and whether it
  * is met, printed first and saved as `targets` in the JSON.
@@ -76,12 +81,13 @@ import { benchView } from './view-bench.mjs';
 import { benchFleet } from './fleet-bench.mjs';
 import { benchFleetEval } from './fleet-eval-bench.mjs';
 import { benchRuntimes } from './runtime-bench.mjs';
+import { benchBridge } from './bridge-bench.mjs';
 import { formatTables, gitInfo, saveResults } from './report.mjs';
 import { evaluateTargets, loadReference } from './targets.mjs';
 
 const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
-const USAGE = `usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--skip-fleet] [--skip-context] [--skip-runtimes] [--only-runtimes] [--runtime-trial-reps N] [--reps N] [--warmup N] [--eval-n N] [--fleet-reps N] [--keep-temp]`;
+const USAGE = `usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--skip-fleet] [--skip-context] [--skip-runtimes] [--only-runtimes] [--runtime-trial-reps N] [--reps N] [--warmup N] [--eval-n N] [--fleet-reps N] [--keep-temp] [--skip-bridge] [--only-bridge]`;
 
 /** @param {string[]} argv */
 function parseArgs(argv) {
@@ -93,6 +99,8 @@ function parseArgs(argv) {
     skipContext: false,
     skipRuntimes: false,
     onlyRuntimes: false,
+    skipBridge: false,
+    onlyBridge: false,
     keepTemp: false,
     reps: 15,
     warmup: 2,
@@ -118,6 +126,8 @@ function parseArgs(argv) {
     else if (arg === '--skip-context') options.skipContext = true;
     else if (arg === '--skip-runtimes') options.skipRuntimes = true;
     else if (arg === '--only-runtimes') options.onlyRuntimes = true;
+    else if (arg === '--skip-bridge') options.skipBridge = true;
+    else if (arg === '--only-bridge') options.onlyBridge = true;
     else if (arg === '--runtime-trial-reps') explicit.runtimeTrialReps = number();
     else if (arg === '--fleet-reps') explicit.fleetReps = number();
     else if (arg === '--keep-temp') options.keepTemp = true;
@@ -134,6 +144,12 @@ function parseArgs(argv) {
   if (options.onlyRuntimes) {
     if (options.skipRuntimes) throw new Error('--only-runtimes and --skip-runtimes contradict each other');
     Object.assign(options, { reps: 5, warmup: 1, skipEval: true, skipFleet: true, skipContext: true });
+  }
+  // The bridge rows alone: nothing else of the bench.
+  if (options.onlyBridge) {
+    if (options.skipBridge) throw new Error('--only-bridge and --skip-bridge contradict each other');
+    if (options.onlyRuntimes) throw new Error('--only-bridge and --only-runtimes contradict each other');
+    Object.assign(options, { skipEval: true, skipFleet: true, skipContext: true, skipRuntimes: true });
   }
   Object.assign(options, Object.fromEntries(Object.entries(explicit).filter(([, v]) => v !== undefined)));
   if (options.reps < 1) throw new Error('--reps: at least 1');
@@ -155,7 +171,7 @@ async function loadDist() {
   if (!present)
     throw new Error('dist/ is missing: run `npm run build` (or use `npm run bench`, which builds first)');
   const docker = await import(pathToFileURL(file('sandbox/docker/index.js')).href);
-  const images = await import(pathToFileURL(file('sandbox/docker/images.js')).href);
+  const images = await import(pathToFileURL(file('sandbox/docker/index.js')).href);
   const buildContext = await import(pathToFileURL(file('image-context/build-context.js')).href);
   const verify = await import(pathToFileURL(file('fix/verify.js')).href);
   const changeSet = await import(pathToFileURL(file('changes/change-set.js')).href);
@@ -222,7 +238,7 @@ async function main() {
   const base = await images.ensureBaseImage('node', { onLine: (/** @type {string} */ l) => log(`  ${l}`) });
   let sandbox;
   let changePath;
-  if (!options.onlyRuntimes) {
+  if (!options.onlyRuntimes && !options.onlyBridge) {
     log(`sandbox benchmarks on ${base.tag} ...`);
     sandbox = await benchSandbox({
       backend: docker.dockerBackend(),
@@ -329,6 +345,19 @@ async function main() {
     });
   }
 
+  let bridgeResult;
+  if (!options.skipBridge && !options.onlyRuntimes) {
+    log('model bridge benchmark: overhead per model call, agent CLI start ...');
+    // The goal is stated over 50 calls; the agents' sessions take seconds each.
+    bridgeResult = await benchBridge({
+      packageRoot: PACKAGE_ROOT,
+      reps: options.quick ? 20 : 50,
+      warmup: options.quick ? 5 : 20,
+      agentReps: options.quick ? 1 : 3,
+      log,
+    });
+  }
+
   const results = {
     schemaVersion: 2,
     date: started.toISOString().slice(0, 10),
@@ -347,6 +376,8 @@ async function main() {
       skipContext: options.skipContext,
       skipRuntimes: options.skipRuntimes,
       onlyRuntimes: options.onlyRuntimes,
+      skipBridge: options.skipBridge,
+      onlyBridge: options.onlyBridge,
     },
     machine: {
       cpus: cpus().length,
@@ -367,6 +398,7 @@ async function main() {
     ...(fleetResult ? { fleet: fleetResult } : {}),
     ...(fleetEvalResult ? { fleetEval: fleetEvalResult } : {}),
     ...(runtimesResult ? { runtimes: runtimesResult } : {}),
+    ...(bridgeResult ? { bridge: bridgeResult } : {}),
   };
   if (evalResult && referenceProblem) evalResult.comparisonProblem = referenceProblem;
   const withTargets = { ...results, targets: evaluateTargets(results) };

@@ -27,7 +27,7 @@ import type { Sandbox } from '../sandbox/types.js';
 import { nestedSink, type EventSink } from './events.js';
 import { trimHistory } from './history.js';
 import { oneLine, toolInputSummary } from './tool-summary.js';
-import type { ToolRegistry } from './tools/registry.js';
+import type { ToolRegistry } from './tools/tool-registry.js';
 import type { DelegateCapability } from './tools/types.js';
 
 export { trimHistory } from './history.js';

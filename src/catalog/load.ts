@@ -7,8 +7,9 @@ import { readFile, realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { ConfigError } from '../errors.js';
 import type { InjectedFile, SandboxResources } from '../sandbox/types.js';
-import { catalogSchema, memoryBytes, type Catalog } from './schema.js';
-import { problemsError, validateYaml, type ValidationProblem } from './yaml-validate.js';
+import { catalogSchema, type Catalog } from './schema.js';
+import { memoryBytes } from './sandbox-schema.js';
+import { problemsError, validateYaml, type ValidationProblem } from '../yaml-validate.js';
 
 /** Where every sandbox finds the catalog, root-owned and read-only so the agent cannot edit the rules. */
 export const CATALOG_SANDBOX_PATH = '/etc/sandbox-harness/catalog.json';

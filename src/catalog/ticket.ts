@@ -14,7 +14,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { UsageError } from '../errors.js';
 import { isInside, readRepoFile } from '../repo-files.js';
-import { parseYamlWithSchema } from './yaml-validate.js';
+import { parseYamlWithSchema } from '../yaml-validate.js';
 
 export type TicketSource = 'file' | 'id' | 'inline' | 'stdin';
 

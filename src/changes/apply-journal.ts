@@ -14,12 +14,17 @@ import { hostname, homedir } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 
-/** `$XDG_STATE_HOME/sandbox-harness/apply`, else `~/.local/state/sandbox-harness/apply`. */
-export function defaultJournalDir(env: NodeJS.ProcessEnv = process.env): string {
+/** The harness's per-user state: `$XDG_STATE_HOME/sandbox-harness`, else `~/.local/state/sandbox-harness`. */
+export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {
   const xdg = env.XDG_STATE_HOME;
   const home = env.HOME && env.HOME.startsWith('/') ? env.HOME : homedir();
   const base = xdg && xdg.startsWith('/') ? xdg : path.join(home, '.local', 'state');
-  return path.join(base, 'sandbox-harness', 'apply');
+  return path.join(base, 'sandbox-harness');
+}
+
+/** `<state>/apply`: where the journals go. */
+export function defaultJournalDir(env: NodeJS.ProcessEnv = process.env): string {
+  return path.join(defaultStateDir(env), 'apply');
 }
 
 /** The journal of the repo whose real path is `root`. */
@@ -39,7 +44,8 @@ const journalSchema = z.object({
     z.object({
       path: z.string(),
       /** The host file before the apply, or null when it did not exist. */
-      before: z.object({ content: z.string(), mode: z.number().int() }).nullable(),
+      // Permission bits only: a restore never sets a set-id or sticky bit.
+      before: z.object({ content: z.string(), mode: z.number().int().min(0).max(0o777) }).nullable(),
       /** sha256 of what the apply writes there. */
       after: z.string(),
     }),

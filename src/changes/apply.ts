@@ -542,7 +542,8 @@ async function replaceFile(
   // Named from the journal's tag, so a crash's leftover temp file is found and removed.
   const temp = tempFileFor(target, tempTag);
   try {
-    await fs.writeNewFile(temp, content, mode);
+    // Permission bits only, whatever asked: the host never gets a set-id or sticky bit from a change.
+    await fs.writeNewFile(temp, content, mode & 0o777);
     await fs.rename(temp, target);
   } catch (error) {
     await fs.unlink(temp).catch(() => undefined);

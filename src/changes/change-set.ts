@@ -18,16 +18,7 @@ import type {
 import { pathProblem, type Allowlist, type RefusedPathKind } from './allowlist.js';
 import { sha256 } from './hash.js';
 import type { ChangeIgnore } from './ignore.js';
-
-export interface PristineFile {
-  content: Buffer;
-  mode: number;
-}
-
-/** The bytes a pristine file had, when the host still has them (for patches). */
-export interface PristineSource {
-  read(path: string): Promise<PristineFile | undefined>;
-}
+import type { PristineSource } from './pristine.js';
 
 export interface ChangeLimits {
   /** Largest single changed file, bytes. */

@@ -22,7 +22,7 @@ import picomatch from 'picomatch';
 import { posix } from 'node:path';
 import type { EntryType, PathChange, WorkspaceTree } from '../sandbox/types.js';
 import { pathProblem } from './allowlist.js';
-import type { PristineSource } from './change-set.js';
+import type { PristineSource } from './pristine.js';
 import { sha256 } from './hash.js';
 import { DEFAULT_IGNORED } from '../catalog/ignore-defaults.js';
 import { GitignoreMatcher, loadGitignores, parseGitignoreLine, type LoadedGitignores } from './gitignore.js';

@@ -6,8 +6,8 @@
  */
 import { join } from 'node:path';
 import type { LoadedCatalog } from '../catalog/load.js';
-import type { BaselineCache, BaselineResult } from '../fix/baseline.js';
-import type { FixDeps } from '../fix/context.js';
+import type { BaselineCache, BaselineResult } from '../fix/baseline-cache.js';
+import type { FixDeps } from '../fix/types.js';
 import { formatDuration } from '../format.js';
 import { catalogImageOptions, fixDeps, reuseImages } from '../fix/deps.js';
 import type { Fleet } from '../fleet/fleet.js';
@@ -15,7 +15,7 @@ import { ImageError } from '../errors.js';
 import { daemonFetches } from '../image-context/dockerfile.js';
 import { readRepoFile } from '../repo-files.js';
 import { sandboxProvider } from '../sandbox/registry.js';
-import type { TrialPlacement } from './runner.js';
+import type { TrialPlacement } from './trial-placement.js';
 
 /** The scheduler's view of a fleet: slots by free capacity, lost engines, retries elsewhere. */
 export function fleetPlacement(fleet: Fleet): TrialPlacement {

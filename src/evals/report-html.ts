@@ -21,8 +21,6 @@ import {
   formatDelta,
   formatInterval,
   formatPercent,
-  instancesTable,
-  INSTANCES_HEADING,
   NO_FLAKY,
   NOT_SCORED_RULE,
   notScoredTable,
@@ -31,16 +29,14 @@ import {
   overallTable,
   perTaskTable,
   provenanceTable,
-  REWARDS_HEADING,
-  REWARDS_NOTE,
-  rewardsTable,
-  rewardTrialsTable,
   taskKTable,
   testsTable,
   TESTS_HEADING,
   TESTS_NOTE,
+  type ReportPlace,
   type Table,
 } from './report-tables.js';
+import { sourceReportSections } from './sources/index.js';
 import type { RateSummary, EvalSummary, SummaryComparison } from './summary.js';
 
 /** A trial in report.html, linked to its page in the exported viewer when it has one. */
@@ -62,16 +58,14 @@ function htmlTable(t: Table): Html {
   );
 }
 
-function htmlRewards(summary: EvalSummary): Html[] {
-  const tasks = rewardsTable(summary);
-  if (!tasks) return [];
-  const trials = rewardTrialsTable(summary);
-  return [
-    html`<h2>${REWARDS_HEADING}</h2>`,
-    htmlTable(tasks),
-    html`<p class="meta">${REWARDS_NOTE}</p>`,
-    ...(trials ? [html`<h3>Reward per trial</h3>`, htmlTable(trials)] : []),
-  ];
+/** The sections task sources add at `place` (their notes below their tables). */
+function htmlSourceSections(summary: EvalSummary, place: ReportPlace): Html[] {
+  return sourceReportSections(summary, place).flatMap((section) => [
+    html`<h2>${section.heading}</h2>`,
+    htmlTable(section.table),
+    ...(section.note ? [html`<p class="meta">${section.note}</p>`] : []),
+    ...(section.subsections ?? []).flatMap((sub) => [html`<h3>${sub.heading}</h3>`, htmlTable(sub.table)]),
+  ]);
 }
 
 function htmlEngines(summary: EvalSummary): Html[] {
@@ -227,7 +221,7 @@ export function renderReportSections(summary: EvalSummary, comparison?: SummaryC
     html`<h3>pass^k per task</h3>`,
     htmlTable(taskKTable(summary, 'pass^')),
   );
-  sections.push(...htmlRewards(summary));
+  sections.push(...htmlSourceSections(summary, 'after-task-tables'));
   const costs = costSection(summary);
   if (costs)
     sections.push(
@@ -255,8 +249,7 @@ export function renderReportSections(summary: EvalSummary, comparison?: SummaryC
   const tests = testsTable(summary);
   if (tests)
     sections.push(html`<h2>${TESTS_HEADING}</h2>`, htmlTable(tests), html`<p class="meta">${TESTS_NOTE}</p>`);
-  const instances = instancesTable(summary);
-  if (instances) sections.push(html`<h2>${INSTANCES_HEADING}</h2>`, htmlTable(instances));
+  sections.push(...htmlSourceSections(summary, 'before-provenance'));
   sections.push(html`<h2>Provenance</h2>`, htmlTable(provenanceTable(summary)));
   return sections;
 }

@@ -102,6 +102,20 @@ export interface Table {
 
 export const rowsOf = (rows: string[][]): Row[] => rows.map((cells) => ({ cells }));
 
+/**
+ * A section a task source adds to the report (`sources/`): a heading, a table and its
+ * sub-tables, and a note (above the table in report.md, below it in report.html).
+ */
+export interface ReportSection {
+  heading: string;
+  note?: string;
+  table: Table;
+  subsections?: Array<{ heading: string; table: Table }>;
+}
+
+/** Where a source's sections go: after the per-task pass@k tables, or last before the provenance. */
+export type ReportPlace = 'after-task-tables' | 'before-provenance';
+
 export function overallTable(summary: EvalSummary): Table {
   const o = summary.overall;
   return {
@@ -317,7 +331,7 @@ export function ks(n: number, symbol: string): string[] {
 }
 
 // ---------------------------------------------------------------------------------------
-// Per-test results (catalog agent.testReport; SWE-bench instances)
+// Per-test results (catalog agent.testReport)
 
 export const TESTS_HEADING = 'Per-test results';
 export const TESTS_NOTE =
@@ -342,39 +356,6 @@ export function testsTable(summary: EvalSummary): Table | undefined {
       }),
     ),
   };
-}
-
-export const INSTANCES_HEADING = 'Gold patches and quarantined tests';
-
-/**
- * An instance eval's flags: instances whose gold patch fails (left out of scoring, never a
- * model's failure), and tests left out as flaky. None for a task suite, or when nothing is flagged.
- */
-export function instancesTable(summary: EvalSummary): Table | undefined {
-  const info = summary.instances;
-  if (!info) return undefined;
-  const rows: string[][] = [];
-  for (const id of info.goldFails)
-    rows.push([
-      id,
-      info.oracle
-        ? 'the gold patch does not resolve it'
-        : 'gold patch fails (quarantine file): not run, not scored',
-      '-',
-    ]);
-  for (const [id, list] of Object.entries(info.flakyTests ?? {}))
-    rows.push([id, 'tests flake under the gold patch', list.join('; ')]);
-  if (!info.oracle)
-    for (const [id, list] of Object.entries(info.quarantined))
-      if (list.length > 0)
-        rows.push([id, 'quarantined tests left out of FAIL_TO_PASS/PASS_TO_PASS', list.join('; ')]);
-  if (rows.length === 0)
-    rows.push([
-      'all',
-      info.oracle ? 'every gold patch resolved its instance; no test flaked' : 'nothing quarantined',
-      '-',
-    ]);
-  return { header: ['instance', 'flag', 'tests'], rows: rowsOf(rows) };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -410,71 +391,6 @@ export function engineTable(summary: EvalSummary): Table | undefined {
 
 export const ENGINES_NOTE =
   'A trial whose first try failed as infrastructure counts on both engines: the failed try where it ran, the retry where that ran.';
-
-// ---------------------------------------------------------------------------------------
-// Rewards (Harbor task folders: the verifier's reward.txt / reward.json)
-
-export const REWARDS_HEADING = 'Rewards';
-export const REWARDS_NOTE =
-  'The score each trial\'s verifier wrote (tests/test.sh: reward.txt, or reward.json\'s "reward" among its named values), read back as hostile data; a trial passes with full marks (1). The mean is over scored trials: a change that never reached the verifier, or a reward that was refused, scores 0.';
-
-function rewardNumber(value: unknown): string {
-  return typeof value === 'number' ? formatNumber(value, 2) : '-';
-}
-
-/** One row per task of a Harbor eval: its mean reward and how its trials scored; none otherwise. */
-export function rewardsTable(summary: EvalSummary): Table | undefined {
-  const harbor = summary.harbor;
-  if (!harbor) return undefined;
-  const trials = harbor.trials;
-  const ids = [...new Set([...summary.tasks.map((t) => t.taskId), ...Object.keys(harbor.meanScore)])];
-  return {
-    header: ['task', 'mean reward', 'scored trials', 'full marks', 'reward refused'],
-    rows: rowsOf(
-      ids.map((id) => {
-        const mine = trials?.filter((t) => t.taskId === id && !t.unscored);
-        const count = (keep: (t: NonNullable<typeof mine>[number]) => boolean): string =>
-          mine ? String(mine.filter(keep).length) : '-';
-        return [
-          id,
-          id in harbor.meanScore ? rewardNumber(harbor.meanScore[id]) : 'n/a',
-          count(() => true),
-          count((t) => typeof t.score === 'number' && t.score >= 1),
-          count((t) => t.refused !== undefined),
-        ];
-      }),
-    ),
-  };
-}
-
-/** Every trial's score, its named values, or why it has none; none for an eval without rewards. */
-export function rewardTrialsTable(summary: EvalSummary): Table | undefined {
-  const trials = summary.harbor?.trials;
-  if (!trials || trials.length === 0) return undefined;
-  return {
-    header: ['task', 'trial', 'category', 'score', 'named values', 'no score because'],
-    rows: rowsOf(
-      trials.map((t) => [
-        t.taskId,
-        String(t.trial),
-        t.category,
-        rewardNumber(t.score),
-        t.values
-          ? Object.entries(t.values)
-              .map(([name, value]) => `${name}=${rewardNumber(value)}`)
-              .join(', ')
-          : '-',
-        t.refused !== undefined
-          ? `refused: ${t.refused}`
-          : t.unscored
-            ? `not scored (${t.category})`
-            : t.score === undefined
-              ? 'the change never reached the verifier (counts 0)'
-              : '',
-      ]),
-    ),
-  };
-}
 
 /** A task's pass counts before and after: `PY-1 2/2 -> 0/2`. */
 function fallOf(c: SummaryComparison, taskId: string): string {

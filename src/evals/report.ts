@@ -18,8 +18,6 @@ import {
   engineTable,
   ENGINES_NOTE,
   flakyLines,
-  instancesTable,
-  INSTANCES_HEADING,
   NO_FLAKY,
   NOT_SCORED_RULE,
   notScoredTable,
@@ -28,17 +26,16 @@ import {
   overallTable,
   perTaskTable,
   provenanceTable,
-  REWARDS_HEADING,
-  REWARDS_NOTE,
-  rewardsTable,
-  rewardTrialsTable,
   taskKTable,
   testsTable,
   TESTS_HEADING,
   TESTS_NOTE,
+  type ReportPlace,
+  type ReportSection,
   type Row,
   type Table,
 } from './report-tables.js';
+import { sourceReportSections } from './sources/index.js';
 import type { EvalSummary, SummaryComparison } from './summary.js';
 
 export { formatInterval, formatPercent, NOT_SCORED_RULE, notScoredCell } from './report-tables.js';
@@ -132,7 +129,7 @@ export function renderMarkdown(summary: EvalSummary, comparison?: SummaryCompari
   out.push('## Per task', '', mdTable(perTaskTable(summary)), '');
   out.push('### pass@k per task', '', mdTable(taskKTable(summary, 'pass@')), '');
   out.push('### pass^k per task', '', mdTable(taskKTable(summary, 'pass^')), '');
-  out.push(...markdownRewards(summary));
+  out.push(...markdownSourceSections(summary, 'after-task-tables'));
   const costs = costSection(summary);
   if (costs)
     out.push('## Cost', '', ...(costs.table ? [mdTable(costs.table), ''] : []), mdCell(costs.note), '');
@@ -147,25 +144,21 @@ export function renderMarkdown(summary: EvalSummary, comparison?: SummaryCompari
   out.push(...markdownEngines(summary));
   const tests = testsTable(summary);
   if (tests) out.push(`## ${TESTS_HEADING}`, '', mdTable(tests), '', TESTS_NOTE, '');
-  const instances = instancesTable(summary);
-  if (instances) out.push(`## ${INSTANCES_HEADING}`, '', mdTable(instances), '');
+  out.push(...markdownSourceSections(summary, 'before-provenance'));
   out.push('## Provenance', '', mdTable(provenanceTable(summary)), '');
   return `${out.join('\n')}`;
 }
 
-function markdownRewards(summary: EvalSummary): string[] {
-  const tasks = rewardsTable(summary);
-  if (!tasks) return [];
-  const trials = rewardTrialsTable(summary);
-  return [
-    `## ${REWARDS_HEADING}`,
+/** The sections task sources add at `place` (their notes above their tables). */
+function markdownSourceSections(summary: EvalSummary, place: ReportPlace): string[] {
+  return sourceReportSections(summary, place).flatMap((section: ReportSection) => [
+    `## ${section.heading}`,
     '',
-    REWARDS_NOTE,
+    ...(section.note ? [section.note, ''] : []),
+    mdTable(section.table),
     '',
-    mdTable(tasks),
-    '',
-    ...(trials ? ['### Reward per trial', '', mdTable(trials), ''] : []),
-  ];
+    ...(section.subsections ?? []).flatMap((sub) => [`### ${sub.heading}`, '', mdTable(sub.table), '']),
+  ]);
 }
 
 function markdownEngines(summary: EvalSummary): string[] {

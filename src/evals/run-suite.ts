@@ -1,18 +1,17 @@
 /**
- * An eval as a library call, like `runFix`: load the suite (or the instances) and every
- * catalog, make each task's image present (locally, or on each engine of a fleet), run the
- * trials with one baseline per image and catalog, and write the summary, the reports and the
- * static viewer. The CLI (`cli/commands/eval.ts`) only turns flags into `SuiteOptions` and a
+ * An eval as a library call, like `runFix`: load the suite (through whichever task source
+ * reads the file or folder: `sources/`) and every catalog, make each task's image present
+ * (locally, or on each engine of a fleet), run the trials with one baseline per image and
+ * catalog, and write the summary, the reports and the static viewer. The CLI (`cli/commands/eval.ts`) only turns flags into `SuiteOptions` and a
  * `SuiteResult` into lines and an exit code.
  */
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { loadCatalog, resourcesFromCatalog } from '../catalog/load.js';
 import { JsonlEventSink } from '../agent/events.js';
-import { UsageError } from '../errors.js';
-import { memoryBaselineCache } from '../fix/baseline.js';
-import type { FixDeps } from '../fix/context.js';
+import { memoryBaselineCache } from '../fix/baseline-cache.js';
+import type { FixDeps } from '../fix/types.js';
 import { catalogImageOptions, fixDeps, reuseImages } from '../fix/deps.js';
 import type { KeepPolicy } from '../fix/run-fix.js';
 import type { EngineSpec } from '../sandbox/registry.js';
@@ -21,20 +20,13 @@ import { DEFAULT_RESOURCES } from '../sandbox/types.js';
 import { sandboxProvider, type SandboxProvider } from '../sandbox/registry.js';
 import { fleetDeps, fleetPlacement, sharedBaselines, type EvalTask } from './engines.js';
 import { fixTrialRunner } from './fix-trial.js';
-import type { ProgressReporter } from './progress.js';
+import type { ProgressReporter } from './eval-progress.js';
 import { writeReports } from './report.js';
-import { runEval, type EvalRun, type TrialPlacement } from './runner.js';
-import {
-  bareInstanceSuite,
-  loadInstanceSuite,
-  looksLikeInstanceSuite,
-  type InstanceSuite,
-} from './sources/instances.js';
-import { materializeInstances } from './sources/materialize.js';
-import { loadHarborSource } from './sources/harbor-suite.js';
-import { harborEvalSummary, materializeHarbor, type HarborSummary } from './sources/harbor-materialize.js';
-import { oracleFindings, readQuarantine, writeQuarantine, type Quarantine } from './sources/quarantine.js';
-import { loadSuite, type Suite } from './suite.js';
+import { runEval, type EvalRun } from './runner.js';
+import type { TrialPlacement } from './trial-placement.js';
+import { checkSourceFlags, recogniseSource, sourceInput } from './sources/index.js';
+import type { MadeSuite, SourceFlags } from './sources/task-source.js';
+import type { Suite } from './suite.js';
 import { readPreviousSummary } from './summary-file.js';
 import {
   compareSummaries,
@@ -67,17 +59,8 @@ export interface SuiteOptions {
   keep?: KeepPolicy;
   costLimitUsd?: number;
   runtime?: string;
-  /** Options of an instances source (refused for a task suite). */
-  instances?: InstanceOptions;
-}
-
-export interface InstanceOptions {
-  /** The folder of local clones (absolute). */
-  repos?: string;
-  visibleTests?: boolean;
-  oracle?: boolean;
-  /** The quarantine file (absolute): written with `oracle`, read without. */
-  quarantine?: string;
+  /** The flags of task sources (`--repos`, `--oracle`, ...), paths absolute; one a source does not take is refused. */
+  sourceFlags?: SourceFlags;
 }
 
 export interface SuiteDeps {
@@ -123,17 +106,12 @@ export interface SuiteResult {
   notRun: number;
 }
 
-interface InstanceRun {
-  oracle: boolean;
-  goldFails: string[];
-  quarantine: Quarantine | undefined;
-}
-
 export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Promise<SuiteResult> {
   const say = deps.say ?? (() => undefined);
   const stamp = new Date().toISOString().replace(/[-:]/g, '').slice(0, 15);
   const defaultOut = (name: string) => join(options.cwd, '.sandbox-harness', 'evals', `${name}-${stamp}`);
-  const { suite, instances, harbor, outDir } = await loadSource(options, defaultOut, say);
+  const { made, outDir } = await loadSource(options, defaultOut, say);
+  const { suite } = made;
   const previous = options.compare
     ? await readPreviousSummary(options.compare.file, options.compare.displayPath)
     : undefined;
@@ -177,8 +155,7 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
     reporter?.finish();
   }
 
-  const summary = await summarizeRun(run, suite, options, instances);
-  if (harbor) summary.harbor = harborEvalSummary(harbor, run.results);
+  const summary = await summarizeRun(run, suite, options, made);
   const comparison = previous ? compareSummaries(summary, previous) : undefined;
   const { files, view } = await writeOutputs(outDir, run, summary, comparison, deps);
   return {
@@ -195,70 +172,21 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
 }
 
 /**
- * Step 1: the suite, or the instances or Harbor task folders made into one (each instance's
- * working copy, each task's repo, written under the out folder).
+ * Step 1: the suite, from the task source that recognises the file or folder (instances and
+ * Harbor task folders made into one under the out folder: each working copy, each task's repo).
  */
 async function loadSource(
   options: SuiteOptions,
   defaultOut: (name: string) => string,
   say: (line: string) => void,
-): Promise<{
-  suite: Suite;
-  instances: InstanceRun | undefined;
-  harbor: HarborSummary | undefined;
-  outDir: string;
-}> {
-  const instanceSource = await loadInstanceSource(options.suiteFile, options.displayPath);
-  const asked = options.instances ?? {};
-  if (!instanceSource) {
-    const harborSource = await loadHarborSource(options.suiteFile, options.displayPath, options.cwd);
-    if (harborSource) {
-      if (asked.repos || asked.visibleTests || asked.quarantine)
-        throw new UsageError('--repos, --visible-tests and --quarantine are for instances (JSONL) only');
-      const outDir = options.outDir ?? defaultOut(harborSource.name);
-      const made = await materializeHarbor(harborSource, {
-        outDir,
-        oracle: asked.oracle === true,
-        onLine: say,
-      });
-      return { suite: made.suite, instances: undefined, harbor: made.summary, outDir };
-    }
-    if (asked.oracle || asked.repos || asked.visibleTests || asked.quarantine)
-      throw new UsageError(
-        '--repos, --visible-tests, --oracle and --quarantine are for instances (JSONL) and Harbor task folders only',
-      );
-    const suite = await loadSuite(options.suiteFile, { displayPath: options.displayPath });
-    return {
-      suite,
-      instances: undefined,
-      harbor: undefined,
-      outDir: options.outDir ?? defaultOut(suite.name),
-    };
-  }
-  const outDir = options.outDir ?? defaultOut(instanceSource.name);
-  const quarantine = asked.quarantine && !asked.oracle ? await readQuarantine(asked.quarantine) : undefined;
-  const made = await materializeInstances(instanceSource, {
-    outDir,
-    ...(asked.repos ? { repos: asked.repos } : {}),
-    ...(asked.visibleTests ? { visibleTests: true } : {}),
-    ...(asked.oracle ? { oracle: true } : {}),
-    ...(quarantine ? { quarantine } : {}),
-    onLine: say,
-  });
-  return {
-    suite: made.suite,
-    instances: { oracle: asked.oracle === true, goldFails: made.goldFails, quarantine },
-    harbor: undefined,
-    outDir,
-  };
-}
-
-/** An instances file (JSONL) or an instance suite (YAML with `instances:`); undefined for a task suite. */
-async function loadInstanceSource(file: string, displayPath: string): Promise<InstanceSuite | undefined> {
-  if (/\.jsonl$/i.test(file)) return bareInstanceSuite(file, displayPath);
-  const text = await readFile(file, 'utf8').catch(() => undefined);
-  if (text !== undefined && looksLikeInstanceSuite(text)) return loadInstanceSuite(file, displayPath);
-  return undefined;
+): Promise<{ made: MadeSuite; outDir: string }> {
+  const input = sourceInput(options.suiteFile, options.displayPath, options.cwd);
+  const flags = options.sourceFlags ?? {};
+  const source = await recogniseSource(input);
+  checkSourceFlags(source, flags);
+  const opened = await source.open(input, flags);
+  const outDir = options.outDir ?? defaultOut(opened.name);
+  return { made: await opened.make({ outDir, say }), outDir };
 }
 
 /** Step 2: every catalog, checked before the first trial: a typo must not look like failed trials. */
@@ -371,12 +299,12 @@ function trialEvents(eventsFile: string): Parameters<typeof fixTrialRunner>[0]['
   };
 }
 
-/** Step 5: the summary, with what an oracle run found (and its quarantine file written). */
+/** Step 5: the summary, and the source's own section of it (written last, under its key). */
 async function summarizeRun(
   run: EvalRun,
   suite: Suite,
   options: SuiteOptions,
-  instances: InstanceRun | undefined,
+  made: MadeSuite,
 ): Promise<EvalSummary> {
   const summary = summarize(run.results, {
     suite,
@@ -386,23 +314,7 @@ async function summarizeRun(
     harnessVersion: await readHarnessVersion(),
     ...(options.costLimitUsd !== undefined ? { costLimitUsd: options.costLimitUsd } : {}),
   });
-  const findings = instances?.oracle ? oracleFindings(run.results) : undefined;
-  if (instances) {
-    summary.instances = {
-      oracle: instances.oracle,
-      goldFails: findings ? findings.goldFails : instances.goldFails,
-      ...(findings ? { flakyTests: findings.flakyTests } : {}),
-      quarantined: findings?.flakyTests ?? instances.quarantine?.tests ?? {},
-    };
-  }
-  const quarantineFile = options.instances?.quarantine;
-  if (findings && quarantineFile) {
-    await writeQuarantine(
-      quarantineFile,
-      findings,
-      suite.tasks.map((t) => t.id),
-    );
-  }
+  if (made.summarize) Object.assign(summary, await made.summarize(run.results));
   return summary;
 }
 

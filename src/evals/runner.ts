@@ -8,89 +8,32 @@
  * one is never used again) and avoided by the retry. A trial whose engine is found lost
  * while it runs is stopped at once and counts as that infrastructure failure.
  */
-import { mkdir, open, readFile, truncate } from 'node:fs/promises';
-import { writeFileAtomic } from '../atomic-write.js';
+import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import {
-  ConfigError,
-  HarnessError,
-  RunTimeout,
-  SandboxUnavailable,
-  UsageError,
-  errorMessage,
-} from '../errors.js';
-import { Placement, type EngineLoad } from '../fleet/placement.js';
+import { SandboxUnavailable, UsageError } from '../errors.js';
+import type { EngineLoad } from '../fleet/placement.js';
 import { PASSING_CATEGORY } from '../outcomes.js';
-import { estimateEtaMs, type EngineProgress, type EvalProgress } from './progress.js';
+import { estimateEtaMs, type EngineProgress, type EvalProgress } from './eval-progress.js';
+import {
+  claimOutDir,
+  openResultsLog,
+  readResults,
+  RESULTS_FILE,
+  trialKey,
+  type ResultsLog,
+} from './results-file.js';
 import { summarizeEngines, type EngineSummary } from './summary.js';
 import { trialSpecs, type Suite } from './suite.js';
-import {
-  trialResultSchema,
-  type TrialCategory,
-  type TrialResult,
-  type TrialRunner,
-  type TrialSpec,
-} from './types.js';
+import { localPlacement, type TrialPlacement, type TrialSlot } from './trial-placement.js';
+import { runOnce } from './trial-try.js';
+import type { TrialResult, TrialRunner, TrialSpec } from './types.js';
 
-export const RESULTS_FILE = 'results.jsonl';
-export const LOCK_FILE = 'suite.lock.json';
-/** The engine name of an eval without a fleet. */
-export const LOCAL_ENGINE = 'local';
 /**
  * How long a trial whose engine was found lost may take to give up by itself before the
  * scheduler stops waiting for it: on an engine that hangs rather than refuses, even its
  * clean-up can wait forever.
  */
 const LOST_ENGINE_GRACE_MS = 30_000;
-
-/** A place for one trial on one engine. */
-export interface TrialSlot {
-  readonly engine: string;
-  /** Aborts (its reason says why) once the engine is found lost. */
-  readonly lost: AbortSignal;
-  /** `handOver`: see `Lease.release` in src/fleet/placement.ts. */
-  release(options?: { handOver?: boolean }): void;
-}
-
-/**
- * Where trials run. Without one, `runEval` uses the local engine with `concurrency` slots; an
- * eval over a fleet passes the fleet's (`fleetPlacement` in ./engines.ts).
- */
-export interface TrialPlacement {
-  /**
-   * A slot as soon as one is free. `avoid`: engines to stay off while another one is live;
-   * `first`: ahead of the trials still waiting; `replacing`: a slot this trial gives up for
-   * the new one (released first, and not to the trials waiting). Rejects with
-   * `SandboxUnavailable` once every engine is lost, and with the signal's reason when it aborts.
-   */
-  acquire(options: {
-    signal: AbortSignal;
-    avoid: ReadonlySet<string>;
-    first: boolean;
-    replacing?: TrialSlot;
-  }): Promise<TrialSlot>;
-  /** After an infrastructure failure on `engine`: does it still answer? (`lost` is final.) */
-  checkEngine(engine: string): Promise<'alive' | 'lost'>;
-  /** Every engine with its capacity, running trials and whether it is lost. */
-  loads(): EngineLoad[];
-  /** Called once for each engine found lost. */
-  onLost?(listener: (engine: string, reason: string) => void): void;
-}
-
-/** One engine, `concurrency` trials at once, never lost: the eval of a single machine. */
-export function localPlacement(concurrency: number, name: string = LOCAL_ENGINE): TrialPlacement {
-  const placement = new Placement([{ name, capacity: concurrency }]);
-  const never = new AbortController().signal;
-  return {
-    async acquire({ replacing, ...options }) {
-      replacing?.release({ handOver: true });
-      const lease = await placement.acquire(options);
-      return { engine: lease.engine, lost: never, release: (o) => lease.release(o) };
-    },
-    checkEngine: async () => 'alive',
-    loads: () => placement.loads(),
-  };
-}
 
 export interface RunEvalOptions {
   suite: Suite;
@@ -129,16 +72,6 @@ export interface EvalRun {
   resultsFile: string;
 }
 
-/** Identifies the suite an output folder belongs to; `--resume` refuses anything else. */
-export interface SuiteLock {
-  version: 1;
-  suiteName: string;
-  suiteFile: string;
-  suiteSha256: string;
-  n: number;
-  createdAt: string;
-}
-
 /**
  * The eval, as named steps: plan the trials -> claim the output folder -> resume what an
  * earlier run finished -> run the trials left (each on a slot, retried elsewhere after an
@@ -150,7 +83,7 @@ export async function runEval(options: RunEvalOptions): Promise<EvalRun> {
   const resultsFile = await claimOutput(options, plan.n);
   const finished = await resumeFinished(options, resultsFile, plan.n);
   const specs = trialSpecs(options.suite, plan.n);
-  const pending = specs.filter((s) => !finished.has(key(s.taskId, s.trial)));
+  const pending = specs.filter((s) => !finished.has(trialKey(s.taskId, s.trial)));
   const state = openEval(options, plan, startedAt, resultsFile, finished, specs.length);
   await runTrials(state, pending);
   return evalRunOf(state);
@@ -231,7 +164,7 @@ async function resumeFinished(
 ): Promise<Map<string, TrialResult>> {
   const previous = options.resume ? await readResults(resultsFile, options.suite, n) : [];
   const finished = new Map<string, TrialResult>();
-  for (const r of previous) finished.set(key(r.taskId, r.trial), r);
+  for (const r of previous) finished.set(trialKey(r.taskId, r.trial), r);
   return finished;
 }
 
@@ -301,33 +234,6 @@ function reportProgress(state: EvalState, last?: TrialResult, notice?: string): 
   if (last) progress.last = last;
   if (notice) progress.notice = notice;
   options.onProgress(progress);
-}
-
-/** The results file, appended to one line per trial, each line synced before the next. */
-interface ResultsLog {
-  append(result: TrialResult): Promise<void>;
-  /** After the last append has settled. */
-  close(): Promise<void>;
-}
-
-async function openResultsLog(file: string): Promise<ResultsLog> {
-  const handle = await open(file, 'a');
-  // Appends are chained so concurrent trials never interleave inside one line.
-  let writes: Promise<void> = Promise.resolve();
-  return {
-    append(result) {
-      const line = `${JSON.stringify(result)}\n`;
-      writes = writes.then(async () => {
-        await handle.appendFile(line, 'utf8');
-        await handle.sync();
-      });
-      return writes;
-    },
-    async close() {
-      await writes.catch(() => undefined);
-      await handle.close();
-    },
-  };
 }
 
 /** Step run: every pending trial, at once up to the slots there are; the first failure to record one is thrown. */
@@ -456,7 +362,7 @@ async function recordTrial(
       state.internal.abort(error);
       throw error;
     }
-    state.finished.set(key(result.taskId, result.trial), result);
+    state.finished.set(trialKey(result.taskId, result.trial), result);
     state.tally.finishedThisRun++;
     count(state.tally, result);
     reportProgress(state, result);
@@ -522,10 +428,6 @@ function engineProgress(loads: readonly EngineLoad[], done: readonly EngineSumma
   return rows;
 }
 
-function key(taskId: string, trial: number): string {
-  return `${taskId}\u0000${trial}`;
-}
-
 function count(
   tally: { passed: number; failed: number; infrastructure: number; errors: number },
   r: TrialResult,
@@ -534,254 +436,4 @@ function count(
   else if (r.category === 'infrastructure') tally.infrastructure++;
   else if (r.category === 'error') tally.errors++;
   else tally.failed++;
-}
-
-async function runOnce(
-  runner: TrialRunner,
-  spec: TrialSpec,
-  userSignal: AbortSignal,
-  internalSignal: AbortSignal,
-  timeoutSec: number | undefined,
-  slot: TrialSlot,
-  graceMs: number,
-): Promise<TrialResult> {
-  const controller = new AbortController();
-  const signal = AbortSignal.any([userSignal, internalSignal, controller.signal, slot.lost]);
-  let timedOut = false;
-  const timer =
-    timeoutSec === undefined
-      ? undefined
-      : setTimeout(() => {
-          timedOut = true;
-          controller.abort(new RunTimeout(`the trial exceeded its ${timeoutSec}s budget`));
-        }, timeoutSec * 1000);
-  const started = Date.now();
-  let result: TrialResult;
-  try {
-    const work = runner(spec, { signal, engine: slot.engine });
-    result = normalise(await giveUpAfterLost(work, slot.lost, graceMs), spec, slot.engine);
-  } catch (error) {
-    const category: TrialCategory =
-      timedOut || error instanceof RunTimeout
-        ? 'timeout'
-        : error instanceof HarnessError && error.category === 'interrupted'
-          ? 'interrupted'
-          : error instanceof HarnessError && error.category === 'infrastructure'
-            ? 'infrastructure'
-            : 'error';
-    result = failedResult(spec, category, started, describeError(error), slot.engine);
-  } finally {
-    if (timer !== undefined) clearTimeout(timer);
-  }
-
-  // Once we pulled the plug, a runner's "infrastructure" is most likely its own reaction to
-  // the abort (a killed exec, a cancelled request); name the real cause instead.
-  const abortLike =
-    result.category === 'infrastructure' || result.category === 'interrupted' || result.category === 'error';
-  if (abortLike && (userSignal.aborted || internalSignal.aborted)) {
-    return { ...result, outcome: 'failed', category: 'interrupted' };
-  }
-  if (abortLike && slot.lost.aborted) {
-    return {
-      ...result,
-      outcome: 'failed',
-      category: 'infrastructure',
-      error: describeError(slot.lost.reason),
-    };
-  }
-  if (abortLike && timedOut) {
-    return {
-      ...result,
-      outcome: 'failed',
-      category: 'timeout',
-      error: result.error ?? `trial exceeded its ${timeoutSec}s budget`,
-    };
-  }
-  return result;
-}
-
-/**
- * The trial's own result, unless its engine was found lost and it has not returned `graceMs`
- * later: then the engine's loss. The trial is left to finish (or not) on its own.
- */
-function giveUpAfterLost<T>(work: Promise<T>, lost: AbortSignal, graceMs: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    let timer: NodeJS.Timeout | undefined;
-    const onLost = () => {
-      timer = setTimeout(() => reject(lost.reason), graceMs);
-      timer.unref();
-    };
-    if (lost.aborted) onLost();
-    else lost.addEventListener('abort', onLost, { once: true });
-    work.then(resolve, reject).finally(() => {
-      if (timer !== undefined) clearTimeout(timer);
-      lost.removeEventListener('abort', onLost);
-    });
-  });
-}
-
-/**
- * The scheduler's counts must not depend on a runner filling in ids and outcome consistently,
- * and the engine is where the scheduler placed the trial.
- */
-function normalise(result: TrialResult, spec: TrialSpec, engine: string): TrialResult {
-  return {
-    ...result,
-    taskId: spec.taskId,
-    trial: spec.trial,
-    outcome: result.category === PASSING_CATEGORY ? 'passed' : 'failed',
-    engine,
-  };
-}
-
-function failedResult(
-  spec: TrialSpec,
-  category: TrialCategory,
-  started: number,
-  error: string,
-  engine: string,
-): TrialResult {
-  const finished = Date.now();
-  return {
-    taskId: spec.taskId,
-    trial: spec.trial,
-    outcome: 'failed',
-    category,
-    turns: 0,
-    inputTokens: 0,
-    outputTokens: 0,
-    durationMs: finished - started,
-    startedAt: new Date(started).toISOString(),
-    finishedAt: new Date(finished).toISOString(),
-    error,
-    engine,
-  };
-}
-
-function describeError(error: unknown): string {
-  return error instanceof HarnessError ? `${error.code}: ${error.message}` : errorMessage(error);
-}
-
-/**
- * Makes sure `outDir` holds this suite's results and nobody else's: a fresh eval refuses a
- * folder that already has results, and a resumed one refuses a folder made for another suite
- * or another n (mixing them would make the statistics meaningless).
- */
-async function claimOutDir(outDir: string, suite: Suite, n: number, resume: boolean): Promise<void> {
-  const lockFile = path.join(outDir, LOCK_FILE);
-  const resultsFile = path.join(outDir, RESULTS_FILE);
-  const lock = await readLock(lockFile);
-  const hasResults = ((await readOptional(resultsFile))?.length ?? 0) > 0;
-
-  if (resume && lock) {
-    const problems: string[] = [];
-    if (lock.suiteSha256 !== suite.sha256) problems.push(`the suite file changed (was ${lock.suiteFile})`);
-    if (lock.n !== n) problems.push(`n was ${lock.n}, now ${n}`);
-    if (problems.length > 0) {
-      throw new UsageError(`cannot resume the eval in ${outDir}: ${problems.join('; ')}`, {
-        hint: 'resume with the same suite file and -n, or start a new eval with another --out',
-      });
-    }
-    return;
-  }
-  if (resume && hasResults) {
-    throw new UsageError(
-      `cannot resume the eval in ${outDir}: ${RESULTS_FILE} exists but ${LOCK_FILE} is missing`,
-      {
-        hint: 'start a new eval with another --out',
-      },
-    );
-  }
-  if (!resume && hasResults) {
-    throw new UsageError(`${outDir} already holds eval results`, {
-      hint: 'pass --resume to finish that eval, or choose another --out',
-    });
-  }
-  const fresh: SuiteLock = {
-    version: 1,
-    suiteName: suite.name,
-    suiteFile: suite.file,
-    suiteSha256: suite.sha256,
-    n,
-    createdAt: new Date().toISOString(),
-  };
-  await writeFileAtomic(lockFile, `${JSON.stringify(fresh, null, 2)}\n`);
-}
-
-async function readOptional(file: string): Promise<Buffer | undefined> {
-  try {
-    return await readFile(file);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw error;
-  }
-}
-
-async function readLock(file: string): Promise<SuiteLock | undefined> {
-  const bytes = await readOptional(file);
-  if (bytes === undefined) return undefined;
-  try {
-    const value = JSON.parse(bytes.toString('utf8')) as Partial<SuiteLock>;
-    if (typeof value.suiteSha256 === 'string' && typeof value.n === 'number') return value as SuiteLock;
-  } catch {
-    // Falls through to the error below.
-  }
-  throw new ConfigError(`${file} is not a suite lock written by this harness`, [], {
-    hint: 'start a new eval with another --out',
-  });
-}
-
-/**
- * Reads finished trials. A crash mid-write can only leave a partial last line (each line is
- * one append + fsync), so that line is ignored and cut off, which keeps the next append on
- * a line of its own. Anything else that does not parse is real damage and is reported.
- */
-export async function readResults(file: string, suite: Suite, n: number): Promise<TrialResult[]> {
-  const bytes = await readOptional(file);
-  if (bytes === undefined || bytes.length === 0) return [];
-  const lastNewline = bytes.lastIndexOf(0x0a);
-  const complete = bytes.subarray(0, lastNewline + 1);
-  if (complete.length < bytes.length) await truncate(file, complete.length);
-
-  const taskIds = new Set(suite.tasks.map((t) => t.id));
-  const results: TrialResult[] = [];
-  const seen = new Set<string>();
-  const problems: string[] = [];
-  const lines = complete.toString('utf8').split('\n');
-  lines.forEach((line, index) => {
-    if (line.trim() === '') return;
-    const where = `${file}:${index + 1}`;
-    let json: unknown;
-    try {
-      json = JSON.parse(line);
-    } catch {
-      problems.push(`${where}: not a JSON line`);
-      return;
-    }
-    const parsed = trialResultSchema.safeParse(json);
-    if (!parsed.success) {
-      const first = parsed.error.issues[0];
-      problems.push(
-        `${where}: not a trial result (${first ? `${first.path.join('.')}: ${first.message}` : 'invalid'})`,
-      );
-      return;
-    }
-    const r = parsed.data;
-    if (!taskIds.has(r.taskId) || r.trial >= n) {
-      problems.push(`${where}: trial ${r.taskId}#${r.trial} is not part of this suite with n=${n}`);
-      return;
-    }
-    // Interrupted trials measured nothing and are run again.
-    if (r.category === 'interrupted') return;
-    const k = key(r.taskId, r.trial);
-    if (seen.has(k)) return;
-    seen.add(k);
-    results.push(r);
-  });
-  if (problems.length > 0) {
-    throw new ConfigError(`${file} is damaged (${problems.length} bad line(s))`, problems, {
-      hint: 'remove the bad lines to resume, or start a new eval with another --out',
-    });
-  }
-  return results;
 }

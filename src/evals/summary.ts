@@ -3,7 +3,6 @@
  * pass@k / pass^k, cost, failure causes, and enough provenance (harness version, images,
  * models, catalog hashes) to tell whether two summaries are comparable at all.
  */
-import type { HarborEvalSummary } from './sources/harbor-materialize.js';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -236,7 +235,7 @@ export interface EngineSummary {
   meanTrialMs: number | null;
 }
 
-export interface EvalSummary {
+export interface EvalSummary extends SourceSections {
   schemaVersion: 1;
   harnessVersion: string;
   suite: { name: string; file: string; sha256: string };
@@ -255,22 +254,15 @@ export interface EvalSummary {
   overall: OverallSummary;
   /** Per engine, in the order engines first appear in the results; results without one as `unknown`. */
   engines: EngineSummary[];
-  /** An eval of SWE-bench-style instances: what the oracle found, or what a quarantine file left out. */
-  instances?: InstancesSummary;
-  /** An eval of Harbor task folders: the mean reward per task, and what the mapping marked. */
-  harbor?: HarborEvalSummary;
 }
 
-export interface InstancesSummary {
-  /** The gold patches were applied instead of a model. */
-  oracle: boolean;
-  /** Instances whose own gold patch does not resolve them: never scored as a model's failure. */
-  goldFails: string[];
-  /** With the oracle: named tests that passed in some runs and not in others, per instance. */
-  flakyTests?: Record<string, string[]>;
-  /** Tests left out of FAIL_TO_PASS/PASS_TO_PASS, per instance. */
-  quarantined: Record<string, string[]>;
-}
+/**
+ * What a task source adds to the summary, each under its own key (`instances`, `harbor`, ...):
+ * every source declares its own (`declare module` in its file in `sources/`), so the summary
+ * names none. Written last in summary.json, after what every eval has.
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type -- filled by the sources' declarations
+export interface SourceSections {}
 
 export interface SummaryMeta {
   suite: { name: string; file: string; sha256: string; tasks: ReadonlyArray<{ id: string }> };

@@ -5,6 +5,14 @@
  * either.
  */
 import { z } from 'zod';
+import {
+  countSchema,
+  durationMsSchema,
+  metricSchema,
+  scoreSchema,
+  tokenCount,
+  usdSchema,
+} from '../numbers.js';
 import { TEST_VERDICTS, TRIAL_CATEGORIES, type TestVerdict, type TrialCategory } from '../outcomes.js';
 
 export { TRIAL_CATEGORIES, UNSCORED_CATEGORIES, PASSING_CATEGORY, type TrialCategory } from '../outcomes.js';
@@ -114,7 +122,7 @@ export interface TrialContext {
 
 export type TrialRunner = (spec: TrialSpec, context: TrialContext) => Promise<TrialResult>;
 
-const count = z.number().int().nonnegative();
+const count = countSchema;
 
 /**
  * Results files written before the vocabulary was unified spelled some categories
@@ -137,9 +145,9 @@ export const trialResultSchema: z.ZodType<TrialResult> = z.object({
   outcome: z.enum(['passed', 'failed']),
   category: z.preprocess((value) => LEGACY_CATEGORIES[String(value)] ?? value, z.enum(TRIAL_CATEGORIES)),
   turns: count,
-  inputTokens: count,
-  outputTokens: count,
-  durationMs: z.number().nonnegative(),
+  inputTokens: tokenCount(),
+  outputTokens: tokenCount(),
+  durationMs: durationMsSchema,
   startedAt: z.string(),
   finishedAt: z.string(),
   runId: z.string().optional(),
@@ -155,7 +163,7 @@ export const trialResultSchema: z.ZodType<TrialResult> = z.object({
     .object({
       engine: z.string().optional(),
       category: z.enum(TRIAL_CATEGORIES),
-      durationMs: z.number().nonnegative(),
+      durationMs: durationMsSchema,
       error: z.string().optional(),
       runId: z.string().optional(),
     })
@@ -164,7 +172,7 @@ export const trialResultSchema: z.ZodType<TrialResult> = z.object({
   runtime: z.string().optional(),
   verified: z.boolean().optional(),
   approved: z.boolean().optional(),
-  costUsd: z.number().nonnegative().optional(),
+  costUsd: usdSchema.optional(),
   unpriced: z.array(z.string()).optional(),
   seededFrom: z.object({ runId: z.string(), attempts: count }).optional(),
   tests: z
@@ -174,13 +182,16 @@ export const trialResultSchema: z.ZodType<TrialResult> = z.object({
       skipped: count,
       refused: z.string().optional(),
       verdict: z.enum(TEST_VERDICTS).optional(),
-      exitCode: z.number().int(),
+      exitCode: z
+        .int()
+        .min(-(2 ** 31))
+        .max(2 ** 31 - 1),
       failing: z.array(z.string()).max(1000),
       quarantined: z.array(z.string()).optional(),
     })
     .optional(),
-  score: z.number().optional(),
+  score: scoreSchema.optional(),
   reward: z
-    .object({ values: z.record(z.string(), z.number()).optional(), refused: z.string().optional() })
+    .object({ values: z.record(z.string(), metricSchema).optional(), refused: z.string().optional() })
     .optional(),
 });

@@ -8,14 +8,10 @@
 import type { EventSink } from '../agent/events.js';
 import { runAgentLoop, type AgentLoopResult } from '../agent/loop.js';
 import { buildFirstUserMessage } from '../agent/prompt.js';
-import type { ToolRegistry } from '../agent/tools/registry.js';
+import type { ToolRegistry } from '../agent/tools/tool-registry.js';
 import type { Allowlist } from '../changes/allowlist.js';
-import {
-  collectChangeSet,
-  gateChangeSet,
-  type ChangeSet,
-  type PristineSource,
-} from '../changes/change-set.js';
+import { collectChangeSet, gateChangeSet, type ChangeSet } from '../changes/change-set.js';
+import type { PristineSource } from '../changes/pristine.js';
 import { NO_TEST_OUTPUTS, withTestOutputs, type ChangeIgnore, type TestOutputs } from '../changes/ignore.js';
 import { changeSetPatch } from '../changes/patch.js';
 import {
@@ -31,7 +27,7 @@ import type { Message, ModelProvider } from '../llm/types.js';
 import { verdictForEmptyLoop, type AttemptVerdict, type LoopStop } from '../outcomes.js';
 import type { AttemptRecord } from '../runs/record.js';
 import type { Sandbox, WorkspaceTree } from '../sandbox/types.js';
-import type { Run } from './context.js';
+import type { Run } from './types.js';
 import { failureFeedback, formatTestRun, type TestLayer, type TestRun } from './test-layers.js';
 import { warmChannel } from './sandboxes.js';
 import { verifyChange, type Verification, type VerificationResults } from './verify.js';
@@ -40,7 +36,7 @@ import { rewardFeedback, rewardRecord } from '../test-results/reward.js';
 import { toolStartDetail } from './progress.js';
 import { reviewChange } from './review.js';
 import type { Continuation } from './continue.js';
-import { shellQuote } from '../agent/tools/paths.js';
+import { shellQuote } from '../agent/tools/workspace-path.js';
 
 /** What every attempt of a run shares, worked out once. */
 export interface AttemptPlan {

@@ -6,60 +6,14 @@
  */
 import { TestCommandBroken } from '../errors.js';
 import { formatTestRun, runTestLayers, type TestLayer, type TestRun } from './test-layers.js';
-import { classifyTestRun, detectRunner, type TestCommandProblemKind } from './test-command.js';
-import type { Run } from './context.js';
+import { classifyTestRun, detectRunner } from './test-command.js';
+import type { Run } from './types.js';
 import { hostRepoLookup, testRunHints } from './import-hints.js';
 import type { RepoImage } from '../image-context/request.js';
 import type { RunRecord } from '../runs/record.js';
 import type { Sandbox } from '../sandbox/types.js';
 import { testOutputsOf, type TestOutputs } from '../changes/ignore.js';
-
-/** A layer whose command did not run the tests at all (see `test-command.ts`). */
-export interface BrokenTestCommand {
-  layer: string;
-  command: string;
-  exitCode: number;
-  kind: TestCommandProblemKind;
-  reason: string;
-}
-
-export interface BaselineResult {
-  passed: boolean;
-  failingLayer?: string;
-  exitCode: number;
-  durationMs: number;
-  /** The whole output, for `baseline-test-output.txt`. */
-  output: string;
-  /** The run that measured it. */
-  runId: string;
-  /** Set when the test command itself failed to run: no attempt can be verified against it. */
-  broken?: BrokenTestCommand;
-  /** What the test command wrote into the untouched workspace (`testOutputsOf`). */
-  testOutputs?: TestOutputs;
-  /** What the tests could not import that no attempt can fix (`import-hints.ts`); set by `runBaseline`. */
-  hints?: string[];
-}
-
-/** Baselines shared between the trials of one eval. */
-export interface BaselineCache {
-  get(key: string, measure: () => Promise<BaselineResult>): Promise<BaselineResult>;
-}
-
-export function memoryBaselineCache(): BaselineCache {
-  const results = new Map<string, Promise<BaselineResult>>();
-  return {
-    get(key, measure) {
-      let pending = results.get(key);
-      if (!pending) {
-        pending = measure();
-        results.set(key, pending);
-        // A failed measurement (Ctrl-C, a lost engine) is not a result: the next trial measures again.
-        pending.catch(() => results.delete(key));
-      }
-      return pending;
-    },
-  };
-}
+import type { BaselineResult, BrokenTestCommand } from './baseline-cache.js';
 
 function baselineKey(run: Run, image: RepoImage, layers: readonly TestLayer[]): string {
   return JSON.stringify([image.imageId, run.catalog.hash, layers.map((l) => [l.name, l.command])]);

@@ -21,8 +21,9 @@ import {
 import { testLayers } from '../catalog/schema.js';
 import { formatDuration } from '../format.js';
 import { newRunId, runsDirFor } from '../runs/record.js';
-import { brokenLayer, type BrokenTestCommand } from './baseline.js';
-import type { FixDeps } from './context.js';
+import { brokenLayer } from './baseline.js';
+import type { BrokenTestCommand } from './baseline-cache.js';
+import type { FixDeps } from './types.js';
 import { catalogImageOptions } from './deps.js';
 import { buildLines, silentProgress, type ProgressSink } from './progress.js';
 import { hostRepoLookup, testRunHints } from './import-hints.js';

@@ -3,8 +3,8 @@ import type { LoadedCatalog } from '../catalog/load.js';
 import { withBuildTimeLimit } from '../image-context/build-limit.js';
 import type { BuildTimeLimit, RepoImage, RepoImageRequest } from '../image-context/request.js';
 import type { SandboxProvider } from '../sandbox/registry.js';
-import type { FixDeps } from './context.js';
-import { buildEgress } from './egress.js';
+import type { FixDeps } from './types.js';
+import { buildEgress } from './egress-phases.js';
 
 /**
  * How a catalog's `sandbox` section asks for its image: prebuilt, or recipe, base and build

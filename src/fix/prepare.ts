@@ -13,7 +13,7 @@ import { chooseProvider, createProvider, ProviderSession } from '../llm/registry
 import type { RetryInfo } from '../llm/retry.js';
 import { CostMeter, defaultPrices } from '../llm/cost.js';
 import type { ModelProvider } from '../llm/types.js';
-import type { FixDeps, FixOptions, Prepared } from './context.js';
+import type { FixDeps, FixOptions, Prepared } from './types.js';
 import { loadContinuation } from './continue.js';
 import { loadSeed } from './seed.js';
 import { runsDirFor } from '../runs/record.js';

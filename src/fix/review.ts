@@ -8,14 +8,14 @@
 import { nestedSink } from '../agent/events.js';
 import { runAgentLoop, type AgentLoopResult } from '../agent/loop.js';
 import { buildReviewRequest, buildSystemPrompt, CHECKER_RULES } from '../agent/prompt.js';
-import { createReviewToolRegistry } from '../agent/tools/registry.js';
+import { createReviewToolRegistry } from '../agent/tools/tool-registry.js';
 import type { SubmittedReview } from '../agent/tools/submit-review.js';
 import { CATALOG_SANDBOX_PATH } from '../catalog/load.js';
 import { hostMode, type ChangeSet } from '../changes/change-set.js';
 import { changeSetPatch } from '../changes/patch.js';
 import type { Message, ModelProvider } from '../llm/types.js';
 import type { ReviewRecord } from '../runs/record.js';
-import type { Run } from './context.js';
+import type { Run } from './types.js';
 import { formatTestRun, tail, type TestRun } from './test-layers.js';
 
 export interface Review {

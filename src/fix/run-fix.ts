@@ -21,7 +21,7 @@ import {
 } from '../catalog/load.js';
 import { testLayers } from '../catalog/schema.js';
 import { ticketHeading } from '../catalog/ticket.js';
-import { catalogAllowlist } from './allowlist.js';
+import { catalogAllowlist } from './catalog-allowlist.js';
 import {
   createChangeIgnore,
   gitExcludes,
@@ -45,22 +45,23 @@ import { RunJournal } from '../runs/journal.js';
 import { harnessVersion } from '../version.js';
 import { formatUsd } from '../format.js';
 import { runAttempt, type AttemptPlan, type AttemptResult } from './attempt.js';
-import { runBaseline, testCommandError, type BaselineResult } from './baseline.js';
-import type { Ending, FixDeps, FixOptions, FixResult, Prepared, Run } from './context.js';
+import { runBaseline, testCommandError } from './baseline.js';
+import type { BaselineResult } from './baseline-cache.js';
+import type { Ending, FixDeps, FixOptions, FixResult, Prepared, Run } from './types.js';
 import type { RepoImage } from '../image-context/request.js';
 import { catalogImageOptions } from './deps.js';
 import { applyVerified } from './apply.js';
-import { heldOutPaths, pristineFromHost, readAgentsMd } from './repo.js';
+import { heldOutPaths, pristineFromHost, readAgentsMd } from './repo-reads.js';
 import { prepare } from './prepare.js';
-import { loadLibrary } from './library.js';
+import { loadLibrary } from './read-library.js';
 import { continuationFeedback } from './continue.js';
 import { buildLines, progressOfEvents, silentProgress, type ProgressSink } from './progress.js';
 import { SandboxPool } from './sandboxes.js';
 import type { WorkspaceGit } from '../sandbox/types.js';
-import { egressSpec } from './egress.js';
+import { egressSpec } from './egress-phases.js';
 import { getsVerifierFiles, loadVerifierFiles } from './verifier-files.js';
 
-export type { FixDeps, FixOptions, FixResult, KeepPolicy } from './context.js';
+export type { FixDeps, FixOptions, FixResult, KeepPolicy } from './types.js';
 export type { HostFileState, RepoImage, RepoImageRequest } from '../image-context/request.js';
 
 /** The first attempt stops when the baseline shows the tests already pass. */

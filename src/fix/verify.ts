@@ -9,7 +9,7 @@ import { VerificationMismatch } from '../errors.js';
 import { hostMode, impliedFolders, type ChangeSet } from '../changes/change-set.js';
 import { sha256 } from '../changes/hash.js';
 import type { Sandbox, WorkspaceTree } from '../sandbox/types.js';
-import type { Run } from './context.js';
+import type { Run } from './types.js';
 import { runTestLayers, type TestLayer, type TestRun } from './test-layers.js';
 import { clearTestReport, readTestReport, type ReportReading } from '../test-results/read.js';
 import { judgeNamedTests, type NamedVerdict } from '../test-results/verdict.js';

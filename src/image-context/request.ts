@@ -3,7 +3,7 @@
  * `sandbox/registry.ts` to the backend that builds it: the same field names at every layer,
  * so nothing is renamed (and nothing dropped) on the way down or back up.
  */
-import type { EgressPolicy } from '../sandbox/egress/policy.js';
+import type { EgressPolicy } from '../egress-policy.js';
 
 /** What the host knew of a repo file when its image was built: the apply compares against it. */
 export interface HostFileState {

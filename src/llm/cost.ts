@@ -11,11 +11,17 @@ import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
+import { NUMBER_CAPS } from '../numbers.js';
+import { estimateRequestTokens } from './tokens.js';
 import type { Completion, CompletionRequest, ModelProvider, ModelRole, Usage } from './types.js';
+import { estimatedUsage, impossibleUsage, usageProblem } from './usage.js';
 
-const usd = z.number({ error: 'expected US dollars per million tokens' }).nonnegative({
-  error: 'expected US dollars per million tokens (0 or more)',
-});
+const usd = z
+  .number({ error: 'expected US dollars per million tokens' })
+  .nonnegative({ error: 'expected US dollars per million tokens (0 or more)' })
+  .max(NUMBER_CAPS.usdPerMillionTokens, {
+    error: `expected US dollars per million tokens (at most ${NUMBER_CAPS.usdPerMillionTokens})`,
+  });
 
 export const priceSchema = z.strictObject({
   input: usd.meta({ description: 'Fresh prompt tokens, USD per million.' }),
@@ -199,11 +205,32 @@ class MeteredProvider implements ModelProvider {
   }
 
   async complete(request: CompletionRequest): Promise<Completion> {
-    const completion = await this.inner.complete(request);
+    const completion = await this.inner.complete({
+      ...request,
+      // An answer refused for impossible token counts was still a call: counted by estimate.
+      onRefusedUsage: (usage, model) => {
+        this.costs.add(this.role, this.pricedModel(model), usage);
+        request.onRefusedUsage?.(usage, model);
+      },
+    });
     // Priced by the model that answered (a router may answer with another than asked).
-    const answered = completion.model && priceFor(completion.model, this.costs.table) ? completion.model : '';
-    this.costs.add(this.role, answered || this.inner.model, completion.usage);
+    const model = this.pricedModel(completion.model);
+    const problem = usageProblem(completion.usage);
+    if (problem) {
+      // Every provider checks its server's counts; one that did not is refused here, counted by estimate.
+      const estimate = estimatedUsage(estimateRequestTokens(request), completion.content);
+      this.costs.add(this.role, model, estimate);
+      throw impossibleUsage(this.inner.name, [problem], estimate);
+    }
+    this.costs.add(this.role, model, completion.usage);
     return completion;
+  }
+
+  /** `model` when the price table knows it, else the model this provider was asked for. */
+  private pricedModel(model: unknown): string {
+    return typeof model === 'string' && model !== '' && priceFor(model, this.costs.table)
+      ? model
+      : this.inner.model;
   }
 
   countTokens(request: CompletionRequest): Promise<number> {

@@ -61,6 +61,7 @@
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { ConfigError, Interrupted, errorMessage } from '../errors.js';
+import { NUMBER_CAPS, tokenCount } from '../numbers.js';
 import { estimateRequestTokens, estimateTokensForText } from './tokens.js';
 import {
   MODEL_ROLES,
@@ -83,15 +84,18 @@ const ToolUseBlockSchema = z.strictObject({
   input: z.unknown(),
 });
 
+const callTokens = tokenCount(NUMBER_CAPS.tokensPerCall);
+
 export const CassetteTurnSchema = z.strictObject({
   content: z.array(z.discriminatedUnion('type', [TextBlockSchema, ToolUseBlockSchema])),
   stopReason: z.enum(['tool_use', 'end_turn', 'max_tokens', 'other']),
   usage: z
     .strictObject({
-      inputTokens: z.number().int().nonnegative(),
-      outputTokens: z.number().int().nonnegative(),
-      cacheReadTokens: z.number().int().nonnegative().optional(),
-      cacheWriteTokens: z.number().int().nonnegative().optional(),
+      // A recorded call's counts: the same bounds as a live server's (see usage.ts).
+      inputTokens: callTokens,
+      outputTokens: callTokens,
+      cacheReadTokens: callTokens.optional(),
+      cacheWriteTokens: callTokens.optional(),
     })
     .optional(),
 });

@@ -29,6 +29,10 @@ export function isRetryableStatus(status: number): boolean {
   return status === 408 || status === 409 || status === 429 || (status >= 500 && status <= 599);
 }
 
+function finiteOrUndefined(value: number): number | undefined {
+  return Number.isFinite(value) ? value : undefined;
+}
+
 /** Retry-After as milliseconds: either delta-seconds or an HTTP date. Unparseable → undefined. */
 export function parseRetryAfter(
   value: string | null | undefined,
@@ -37,7 +41,8 @@ export function parseRetryAfter(
   if (value === null || value === undefined) return undefined;
   const trimmed = value.trim();
   if (trimmed === '') return undefined;
-  if (/^\d+(\.\d+)?$/.test(trimmed)) return Math.round(Number(trimmed) * 1000);
+  // A number too long to be one (it parses as Infinity) is no wish: the usual backoff applies.
+  if (/^\d+(\.\d+)?$/.test(trimmed)) return finiteOrUndefined(Math.round(Number(trimmed) * 1000));
   const date = Date.parse(trimmed);
   if (Number.isNaN(date)) return undefined;
   return Math.max(0, date - now);
@@ -52,8 +57,10 @@ export function retryAfterFromHeaders(
   now: number = Date.now(),
 ): number | undefined {
   const ms = get('retry-after-ms');
-  if (ms !== null && ms !== undefined && /^\d+(\.\d+)?$/.test(ms.trim()))
-    return Math.round(Number(ms.trim()));
+  if (ms !== null && ms !== undefined && /^\d+(\.\d+)?$/.test(ms.trim())) {
+    const value = finiteOrUndefined(Math.round(Number(ms.trim())));
+    if (value !== undefined) return value;
+  }
   return parseRetryAfter(get('retry-after'), now);
 }
 

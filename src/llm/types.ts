@@ -59,6 +59,11 @@ export interface CompletionRequest {
   tools: ToolDefinition[];
   maxTokens: number;
   signal?: AbortSignal;
+  /**
+   * Told of every answer refused for impossible token counts (retried or not): the harness's
+   * own estimate of that call, and the model asked. The cost meter counts it (see `usage.ts`).
+   */
+  onRefusedUsage?: (usage: Usage, model: string) => void;
 }
 
 export type StopReason = 'tool_use' | 'end_turn' | 'max_tokens' | 'other';

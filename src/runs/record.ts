@@ -15,6 +15,14 @@ import { writeFileAtomic } from '../atomic-write.js';
 import { MODEL_ROLES } from '../llm/types.js';
 import { priceSchema } from '../llm/cost.js';
 import { storedEngineRefSchema } from '../sandbox/registry.js';
+import {
+  countSchema,
+  durationMsSchema,
+  metricSchema,
+  scoreSchema,
+  tokenCount,
+  usdSchema,
+} from '../numbers.js';
 
 export const HARNESS_DIR = '.sandbox-harness';
 
@@ -42,8 +50,8 @@ const containerSchema = z.object({
   /** Its egress proxy's log: counts here, every entry (JSON lines) in `file` of the run folder. */
   egress: z
     .object({
-      allowed: z.number().int().nonnegative(),
-      denied: z.number().int().nonnegative(),
+      allowed: countSchema,
+      denied: countSchema,
       file: z.string().regex(/^egress\/[A-Za-z0-9_.-]+\.jsonl$/),
     })
     .optional(),
@@ -55,32 +63,32 @@ const gateSchema = z.object({
 });
 
 const reviewSchema = z.object({
-  round: z.number().int().nonnegative(),
+  round: countSchema,
   verdict: z.enum(['approve', 'request-changes']),
   summary: z.string(),
   reasons: z.array(z.object({ file: z.string().optional(), rule: z.string().optional(), text: z.string() })),
-  turns: z.number().int().nonnegative(),
-  inputTokens: z.number().int().nonnegative(),
-  outputTokens: z.number().int().nonnegative(),
-  durationMs: z.number().nonnegative(),
+  turns: countSchema,
+  inputTokens: tokenCount(),
+  outputTokens: tokenCount(),
+  durationMs: durationMsSchema,
 });
 
-const count = z.number().int().nonnegative();
+const count = countSchema;
 
 export const attemptRecordSchema = z.object({
-  n: z.number().int().positive(),
+  n: countSchema.min(1),
   verdict: z.enum(ATTEMPT_VERDICTS),
   agentStop: z.enum(LOOP_STOPS).optional(),
-  turns: z.number().int().nonnegative(),
-  inputTokens: z.number().int().nonnegative(),
-  outputTokens: z.number().int().nonnegative(),
-  durationMs: z.number().nonnegative(),
+  turns: countSchema,
+  inputTokens: tokenCount(),
+  outputTokens: tokenCount(),
+  durationMs: durationMsSchema,
   /** Paths of the change set (cut to the first 200; `changedCount` has the number). */
   changedFiles: z.array(z.string()),
-  changedCount: z.number().int().nonnegative().optional(),
+  changedCount: countSchema.optional(),
   /** New paths that were not the agent's change (build and test output, git's files), cut to 200. */
   ignoredFiles: z.array(z.string()).optional(),
-  ignoredCount: z.number().int().nonnegative().optional(),
+  ignoredCount: countSchema.optional(),
   gate: gateSchema.optional(),
   failingLayer: z.string().optional(),
   /** Which verdict came from the held-out tests (when the catalog has them). */
@@ -90,7 +98,7 @@ export const attemptRecordSchema = z.object({
   message: z.string().optional(),
   reviews: z.array(reviewSchema).optional(),
   /** What this attempt's model calls cost (maker, sub-agents, checker), in US dollars. */
-  costUsd: z.number().nonnegative().optional(),
+  costUsd: usdSchema.optional(),
   /** The per-test report of the verification (catalog `agent.testReport`). */
   testReport: z
     .object({
@@ -105,8 +113,8 @@ export const attemptRecordSchema = z.object({
   reward: z
     .object({
       status: z.enum(['read', 'refused']),
-      score: z.number().optional(),
-      values: z.record(z.string(), z.number()).optional(),
+      score: scoreSchema.optional(),
+      values: z.record(z.string(), metricSchema).optional(),
       file: z.string().optional(),
       reason: z.string().optional(),
     })
@@ -115,7 +123,10 @@ export const attemptRecordSchema = z.object({
   namedTests: z
     .object({
       verdict: z.enum(TEST_VERDICTS),
-      exitCode: z.number().int(),
+      exitCode: z
+        .int()
+        .min(-(2 ** 31))
+        .max(2 ** 31 - 1),
       failToPass: z.object({ passed: count, total: count }),
       passToPass: z.object({ passed: count, total: count }),
       quarantined: z.array(z.string()),
@@ -124,13 +135,13 @@ export const attemptRecordSchema = z.object({
 });
 
 const costSchema = z.object({
-  usd: z.number().nonnegative(),
-  byRole: z.partialRecord(z.enum(MODEL_ROLES), z.number().nonnegative()),
+  usd: usdSchema,
+  byRole: z.partialRecord(z.enum(MODEL_ROLES), usdSchema),
   /** The price each model was charged at (USD per million tokens), as it was then. */
   prices: z.record(z.string(), priceSchema).optional(),
   /** Models that answered without a price: their calls are counted as 0. */
   unpriced: z.array(z.string()).optional(),
-  limitUsd: z.number().positive().optional(),
+  limitUsd: usdSchema.positive().optional(),
 });
 
 /** Whether the attempt sandboxes' workspace was a git repository of the pristine tree, and if not why. */
@@ -146,7 +157,7 @@ export const runRecordSchema = z.object({
   harnessVersion: z.string(),
   startedAt: z.string(),
   finishedAt: z.string().optional(),
-  durationMs: z.number().nonnegative().optional(),
+  durationMs: durationMsSchema.optional(),
   outcome: z.enum([...RUN_OUTCOMES, 'running']),
   message: z.string().optional(),
   error: z.object({ code: z.string(), category: z.string(), message: z.string() }).optional(),
@@ -186,9 +197,9 @@ export const runRecordSchema = z.object({
   continuedFrom: z
     .object({
       runId: z.string(),
-      attempts: z.number().int().nonnegative(),
+      attempts: countSchema,
       /** A seeded run (eval `seedRun`): how many messages of that run's conversation started this one. */
-      seededMessages: z.number().int().nonnegative().optional(),
+      seededMessages: countSchema.optional(),
     })
     .optional(),
   applied: z.boolean().optional(),
@@ -199,7 +210,7 @@ export const runRecordSchema = z.object({
     .object({
       failing: z.boolean(),
       failingLayer: z.string().optional(),
-      durationMs: z.number().nonnegative(),
+      durationMs: durationMsSchema,
       /** Set when an eval reused the baseline of an earlier trial with the same image and catalog. */
       reusedFrom: z.string().optional(),
       /** Set when the test command itself did not run the tests (see `fix/test-command.ts`). */
@@ -209,10 +220,10 @@ export const runRecordSchema = z.object({
     })
     .optional(),
   attempts: z.array(attemptRecordSchema),
-  tokens: z.object({ input: z.number().int().nonnegative(), output: z.number().int().nonnegative() }),
+  tokens: z.object({ input: tokenCount(), output: tokenCount() }),
   /** What the run's model calls cost, from the price table (absent in records of older versions). */
   cost: costSchema.optional(),
-  turns: z.number().int().nonnegative(),
+  turns: countSchema,
   containers: z.array(containerSchema),
   testCommand: z.array(z.object({ name: z.string(), command: z.string() })),
   heldOutTests: z.array(z.string()).optional(),

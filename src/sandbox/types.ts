@@ -11,7 +11,8 @@
  * - `Interrupted` (or the signal's own reason, e.g. `RunTimeout`): the signal aborted.
  * A command's non-zero exit is data (`ExecResult.exitCode`), never an error.
  */
-import type { EgressPolicy } from './egress/policy.js';
+import type { Writable } from 'node:stream';
+import type { EgressPolicy } from '../egress-policy.js';
 import type { EgressLogEntry } from './egress/proxy.js';
 import type { RepoImage, RepoImageRequest } from '../image-context/request.js';
 
@@ -155,6 +156,28 @@ export interface WriteFile {
   mode?: number;
 }
 
+/**
+ * A long-lived process in a sandbox whose stdin and stdout the host holds (the model bridge's
+ * relay). Everything it writes is the sandbox's word: hostile data, parsed with caps.
+ */
+export interface SandboxProcess {
+  /** The process's stdin; ending it is end of file for the process. */
+  readonly input: NodeJS.WritableStream;
+  /** Resolves with the exit code once the process has ended (the engine's word, never rejected). */
+  readonly exited: Promise<number>;
+  /** Kills the process and everything it started, and stops following it. Idempotent; never throws `SandboxDead`. */
+  kill(): Promise<void>;
+}
+
+export interface SpawnOptions {
+  /** Where its stdout goes, as it arrives (raw bytes). */
+  stdout: Writable;
+  /** Where its stderr goes, as it arrives. */
+  stderr: Writable;
+  /** Extra variables for this process only. Never copied from the host environment. */
+  env?: Record<string, string>;
+}
+
 export interface Sandbox {
   readonly id: string;
   readonly image: string;
@@ -200,6 +223,14 @@ export interface Sandbox {
 
   /** Whether the sandbox still runs. Never throws `SandboxDead`. */
   isAlive(): Promise<boolean>;
+
+  /**
+   * Optional: starts a long-lived process as the sandbox user in the workspace with its stdin
+   * kept open, for a helper the host talks to while the agent runs (the model bridge's relay).
+   * It has no time limit of its own: it lives until `kill`, the freeze or `dispose`. Throws
+   * `SandboxDead`, and `UsageError` when the backend cannot keep a process's stdin open.
+   */
+  spawn?(argv: readonly string[], options: SpawnOptions): Promise<SandboxProcess>;
 
   /** Every request the sandbox's egress proxy allowed or denied so far; absent without egress. */
   egressLog?(): EgressLogEntry[];

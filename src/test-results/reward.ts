@@ -7,6 +7,7 @@
 import { SandboxFileError } from '../errors.js';
 import type { Sandbox } from '../sandbox/types.js';
 import { shellQuote } from '../sandbox/shell.js';
+import { NUMBER_CAPS } from '../numbers.js';
 
 export const REWARD_LIMITS = {
   /** A reward file is a number or a small object; anything bigger is not one. */
@@ -14,7 +15,7 @@ export const REWARD_LIMITS = {
   maxNames: 100,
   maxNameLength: 64,
   /** Scores beyond this are not a reward any verifier means. */
-  maxMagnitude: 1e9,
+  maxMagnitude: NUMBER_CAPS.score,
 } as const;
 
 export interface Reward {
@@ -40,6 +41,14 @@ function finite(value: number, what: string): string | undefined {
   return undefined;
 }
 
+/**
+ * The score is compared with the pass mark and averaged over trials, so it is never negative
+ * (one -1e9 would sink a task's mean); other named values are only shown, and may be.
+ */
+function scoreProblem(score: number, what: string): string | undefined {
+  return score < 0 ? `${what} is negative (${score}); a score is 0 or more` : undefined;
+}
+
 /** reward.txt: one decimal number, optional surrounding white space, nothing else. */
 export function parseRewardText(text: string): RewardReading {
   const trimmed = text.trim();
@@ -49,7 +58,7 @@ export function parseRewardText(text: string): RewardReading {
       reason: `reward.txt refused: expected one number such as 1 or 0.5, got ${JSON.stringify(trimmed.slice(0, 40))}${trimmed.length > 40 ? '…' : ''}`,
     };
   const score = Number(trimmed);
-  const problem = finite(score, 'the reward');
+  const problem = finite(score, 'the reward') ?? scoreProblem(score, 'the reward');
   if (problem) return { ok: false, reason: `reward.txt refused: ${problem}` };
   return { ok: true, reward: { score, values: { reward: score }, file: 'reward.txt' } };
 }
@@ -86,6 +95,8 @@ export function parseRewardJson(text: string): RewardReading {
     return refuse(
       `no "reward" among ${names.length} names (${names.slice(0, 5).join(', ')}): which one is the score?`,
     );
+  const negative = scoreProblem(score, values.reward === undefined ? names[0]! : 'reward');
+  if (negative) return refuse(negative);
   return { ok: true, reward: { score, values: { ...values }, file: 'reward.json' } };
 }
 

@@ -23,6 +23,7 @@ import type {
 } from './bundle.js';
 import {
   badge,
+  baselineVerdict,
   block,
   COLLAPSE,
   dash,
@@ -35,7 +36,7 @@ import {
   text,
   type Column,
   type Row,
-} from './html.js';
+} from './page-blocks.js';
 import { showJson } from './json.js';
 import { page } from './layout.js';
 import { byAttention, type StoredResults } from '../test-results/stored.js';
@@ -305,20 +306,6 @@ function rewardHtml(r: RewardView): Html {
         )
       : '';
   return html`<h4>Reward</h4>${head}${values}`;
-}
-
-/**
- * What the baseline found: a test command that did not run the tests at all is not a
- * ticket's failing tests, and says why.
- */
-function baselineVerdict(b: NonNullable<RunBundle['baseline']>): Html {
-  const layer = (name: string | undefined) => (name ? html` (layer ${text(name)})` : '');
-  if (b.brokenCommand)
-    return html`<span class="problems">the test command did not run the tests${layer(b.brokenCommand.layer)}: ${text(dash(b.brokenCommand.reason))}</span>`;
-  if (b.failing === undefined) return html`-`;
-  return b.failing
-    ? html`tests fail before any change${layer(b.failingLayer)}`
-    : html`tests pass before any change`;
 }
 
 function eventTable(events: ViewEvent[]): Html {

@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
-import { parseYamlWithSchema } from '../catalog/yaml-validate.js';
+import { parseYamlWithSchema } from '../yaml-validate.js';
 
 const id = z.string({ error: 'expected an item id' }).regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, {
   error: 'expected a plain id (letters, digits, . _ -; 64 at most)',

@@ -4,12 +4,13 @@
  * (exit 4, not-applied); `runs` says which runs are applied.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readFile, rm, writeFile } from 'node:fs/promises';
+import { readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { prepareExampleCopy, type ExampleCopy } from '../../src/demo.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { runCli } from '../helpers/cli.js';
 
 let copy: ExampleCopy;
@@ -23,8 +24,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const id of runIds) {
-    for (const c of await dockerEngine().listContainers({ [LABEL.run]: id }))
-      await dockerEngine().removeContainer(c.id);
+    for (const c of await dockerEngine().containers.list({ [LABEL.run]: id }))
+      await dockerEngine().containers.remove(c.id);
   }
   if (copy) await rm(dirname(copy.root), { recursive: true, force: true });
 });
@@ -67,6 +68,47 @@ describe('sandbox-harness apply', () => {
     expect(await readFile(target, 'utf8')).toBe(`${pristine}// a person's edit since the run\n`);
 
     await writeFile(target, pristine);
+    // The record's catalog pointed at a permissive catalog planted beside it, and the saved
+    // change made to carry a test file and other bytes (their hashes recomputed): refused,
+    // exit 2, nothing written. Put back as the run left them, the change applies.
+    const runDir = join(copy.repo, '.sandbox-harness', 'runs', runId);
+    const kept = new Map<string, string>();
+    for (const name of ['run.json', 'verified-change.json'])
+      kept.set(name, await readFile(join(runDir, name), 'utf8'));
+    const permissive = join(runDir, 'catalog.yaml');
+    await writeFile(
+      permissive,
+      (await readFile(copy.catalog, 'utf8'))
+        .replace(/^repo: .*$/m, `repo: ${copy.repo}`)
+        .replace('    - src/shipping.ts', "    - '**'"),
+    );
+    const record = JSON.parse(kept.get('run.json')!) as { catalog: { file: string } };
+    record.catalog.file = permissive;
+    await writeFile(join(runDir, 'run.json'), JSON.stringify(record, null, 2));
+    const saved = JSON.parse(kept.get('verified-change.json')!) as {
+      entries: Record<string, unknown>[];
+    };
+    const evil = Buffer.from('export const FREE_SHIPPING_THRESHOLD = 0;\n');
+    saved.entries[0]!.content = evil.toString('base64');
+    saved.entries[0]!.sha256 = createHash('sha256').update(evil).digest('hex');
+    saved.entries.push({
+      path: 'test/planted.test.ts',
+      kind: 'added',
+      mode: 0o755,
+      sha256: saved.entries[0]!.sha256,
+      content: evil.toString('base64'),
+      expectedSha256: null,
+    });
+    await writeFile(join(runDir, 'verified-change.json'), JSON.stringify(saved, null, 2));
+    const tampered = await runCli(['apply', runId], { cwd: copy.root });
+    expect(tampered.code, tampered.stdout + tampered.stderr).toBe(2);
+    expect(tampered.stderr).toMatch(
+      /was edited after verification.*; refusing to apply it, nothing was written/,
+    );
+    expect(await readFile(target, 'utf8')).toBe(pristine);
+    expect(await readdir(join(copy.repo, 'test'))).not.toContain('planted.test.ts');
+    for (const [name, text] of kept) await writeFile(join(runDir, name), text);
+
     const applied2 = await runCli(['apply', 'last', ...where, '--json'], { cwd: copy.root });
     expect(applied2.code, applied2.stderr).toBe(0);
     expect(JSON.parse(applied2.stdout)).toMatchObject({

@@ -4,12 +4,13 @@
  * --oracle, an empty patch none; a planted flaky test is found by N oracle runs, written to
  * a quarantine file, and left out (and recorded) by the eval after it.
  */
-import { mkdtemp, readFile, readlink, rm, writeFile, mkdir } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, readFile, readlink, rename, rm, stat, writeFile, mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { ROOT, runCli, treeHash } from '../helpers/cli.js';
 import { jsonl, makeInstanceRepos, REPO_SPECS, type InstanceRepos } from '../helpers/instance-repos.js';
 
@@ -135,6 +136,54 @@ describe('instances end to end (real Docker, two local repos)', { timeout: 900_0
       expect(t.tests?.quarantined).toEqual(['the clock is steady']);
     }
     expect(await readFile(join(out, 'report.md'), 'utf8')).toContain('quarantined tests left out');
+  });
+
+  it("the host's git runs nothing the clone's git config names: a smudge filter never runs, the trial still resolves; a .git pointing out of the clone is refused", async () => {
+    const marker = join(root, 'FILTER-RAN');
+    const filter = `sh -c 'echo ran >> ${marker}; cat'`;
+    const plain = { PATH: process.env.PATH, HOME: root, GIT_CONFIG_NOSYSTEM: '1' };
+    const git = (cwd: string, ...args: string[]) =>
+      execFileSync('git', args, { cwd, env: plain, stdio: 'pipe' });
+    // A clone whose .git is a file naming a git folder kept inside it, whose config and
+    // attributes send every file through a filter.
+    const hostile = join(root, 'hostile');
+    const clone = join(hostile, 'acme__parcels');
+    await mkdir(hostile, { recursive: true });
+    git(hostile, 'clone', '-q', '--no-local', join(repos.clones, 'acme__parcels'), clone);
+    await rename(join(clone, '.git'), join(clone, '.gitdata'));
+    await writeFile(join(clone, '.git'), 'gitdir: .gitdata\n');
+    git(clone, 'config', 'filter.evil.smudge', filter);
+    git(clone, 'config', 'filter.evil.clean', filter);
+    await writeFile(join(clone, '.gitdata', 'info', 'attributes'), '* filter=evil\n');
+    // Plain git on that clone runs the filter: the planted config is live.
+    git(clone, 'archive', '--format=tar', '-o', join(root, 'plain.tar'), repos.parcels.base_commit);
+    expect(await readFile(marker, 'utf8')).toMatch(/ran/);
+    await rm(marker);
+
+    await writeFile(join(root, 'parcels.jsonl'), jsonl([repos.parcels]));
+    const hostileSuite = suite('hostile-git', 'parcels.jsonl').replace('repos: clones', 'repos: hostile');
+    await writeFile(join(root, 'hostile.yaml'), hostileSuite);
+    const out = join(root, 'hostile-out');
+    const r = await runCli(['eval', 'hostile.yaml', '--oracle', '--out', out, '--json'], { cwd: root });
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout).summary.overall).toMatchObject({ scored: 1, passes: 1 });
+    await expect(stat(marker)).rejects.toThrow();
+
+    // The same clone with its .git file naming the git folder where it is kept elsewhere.
+    const elsewhere = join(root, 'elsewhere.git');
+    await rename(join(clone, '.gitdata'), elsewhere);
+    await writeFile(join(clone, '.git'), `gitdir: ${elsewhere}\n`);
+    const refused = await runCli(
+      ['eval', 'hostile.yaml', '--oracle', '--out', join(root, 'hostile-out-2'), '--json'],
+      {
+        cwd: root,
+      },
+    );
+    expect(refused.code, refused.stdout + refused.stderr).toBe(2);
+    expect(refused.stdout + refused.stderr).toContain(
+      `${clone}: .git points at ${elsewhere}, outside the repo`,
+    );
+    await expect(stat(marker)).rejects.toThrow();
   });
 
   it('the example instance suite (the bundled shipping service and examples/parcels) resolves with its gold cassettes', async () => {

@@ -10,9 +10,14 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { exampleCopy, liveFixArgs, removeExampleCopies } from '../helpers/example.js';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
-import { startFakeModelServer, type FakeModelServer } from '../fake-model-server/server.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
+import {
+  startFakeModelServer,
+  toOpenAIWire,
+  type FakeModelServer,
+  type ScriptStep,
+} from '../fake-model-server/server.js';
 import { runCli } from '../helpers/cli.js';
 import { canaryEnv, expectNoCanary, expectNoCanaryIn } from '../helpers/canary.js';
 import type { AssistantContent } from '../../src/llm/types.js';
@@ -47,6 +52,47 @@ describe(
       // A failed run keeps its containers; only this file's runs are removed.
       for (const runId of runIds) await runCli(['gc', '--run', runId]);
       await removeExampleCopies();
+    });
+
+    it('a server that reports impossible token counts: its answers are refused and counted by estimate, and the cost limit still ends the run', async () => {
+      const copy = await exampleCopy();
+      const script: ScriptStep[] = [];
+      for (let n = 0; n < 60; n++) {
+        const body = toOpenAIWire(
+          { content: [{ type: 'tool_use', id: `t${n}`, name: 'list_files', input: {} }], model: 'gpt-4.1' },
+          n,
+        ) as Record<string, unknown>;
+        // Every other answer claims minus a million prompt tokens (once: minus a million dollars).
+        const usage =
+          n % 2 === 0
+            ? { prompt_tokens: -1_000_000, completion_tokens: 10 }
+            : { prompt_tokens: 1, completion_tokens: 1 };
+        script.push({ raw: { ...body, usage } });
+      }
+      server = await startFakeModelServer(script);
+      const { env } = canaryEnv({ OPENAI_BASE_URL: server.openaiBaseUrl });
+      const live = await runCli(
+        liveFixArgs(
+          copy,
+          'openai',
+          join(copy.root, 'recorded.json'),
+          '--model',
+          'gpt-4.1',
+          '--cost-limit',
+          '0.02',
+        ),
+        { cwd: copy.root, env },
+      );
+      const result = JSON.parse(live.stdout) as { runId: string; outcome: string; runDir: string };
+      runIds.push(result.runId);
+      expect(result.outcome, live.stderr).toBe('budget');
+      expect(live.code).toBe(1);
+      const record = JSON.parse(await readFile(join(result.runDir, 'run.json'), 'utf8')) as {
+        cost: { usd: number; limitUsd: number };
+      };
+      expect(record.cost.usd).toBeGreaterThanOrEqual(0.02);
+      expect(record.cost.usd).toBeLessThan(1);
+      expect(server.remaining()).toBeGreaterThan(20);
     });
 
     it.each(['anthropic', 'openai'] as const)(

@@ -33,7 +33,9 @@ import {
   type PathChange,
   type Sandbox,
   type SandboxBackend,
+  type SandboxProcess,
   type SandboxSpec,
+  type SpawnOptions,
   type SandboxState,
   type TreeEntry,
   type WorkspaceTree,
@@ -58,6 +60,16 @@ export type MemoryEntry =
   | { type: 'directory'; owner?: Owner; mode?: number }
   | { type: 'symlink'; target: string }
   | { type: 'fifo' };
+
+/**
+ * Answers `spawn`: the test decides what the "process" is (a local child process running a
+ * script, a scripted stream). The fake kills what it spawned when its processes die.
+ */
+export type SpawnHandler = (
+  argv: readonly string[],
+  options: SpawnOptions,
+  sandbox: MemorySandbox,
+) => SandboxProcess | Promise<SandboxProcess>;
 
 export type ExecHandler = (
   command: string,
@@ -116,6 +128,11 @@ export class MemorySandbox implements Sandbox {
   private diskExceeded: DiskBudgetExceeded | undefined;
   frozen = false;
   disposed: { keep: boolean } | undefined;
+  /** What `spawn` runs; without one, `spawn` says the backend cannot. */
+  onSpawn: SpawnHandler | undefined;
+  /** The argv of every process spawned, in order. */
+  readonly spawnedArgv: (readonly string[])[] = [];
+  private readonly processes: SandboxProcess[] = [];
 
   constructor(
     initialFiles: Record<string, MemoryEntry> = {},
@@ -196,6 +213,11 @@ export class MemorySandbox implements Sandbox {
   /** Every process dies (the agent ran `kill -1`); files stay. */
   kill(): void {
     this.alive = false;
+    this.killProcesses();
+  }
+
+  private killProcesses(): void {
+    for (const process of this.processes.splice(0)) void process.kill();
   }
 
   /** The watchdog's verdict: over the disk budget, stopped. */
@@ -468,8 +490,18 @@ export class MemorySandbox implements Sandbox {
     return result;
   }
 
+  async spawn(argv: readonly string[], options: SpawnOptions): Promise<SandboxProcess> {
+    this.ensureAlive();
+    if (!this.onSpawn) throw new UsageError('this memory sandbox has no spawn handler');
+    this.spawnedArgv.push([...argv]);
+    const process = await this.onSpawn(argv, options, this);
+    this.processes.push(process);
+    return process;
+  }
+
   async freeze(): Promise<void> {
     if (this.diskExceeded) throw this.diskExceeded;
+    this.killProcesses();
     // Like a restart: whatever killed its processes, the frozen sandbox serves reads again.
     this.alive = true;
     this.frozen = true;
@@ -483,6 +515,7 @@ export class MemorySandbox implements Sandbox {
     if (this.disposed) return;
     this.disposed = { keep: options.keep ?? false };
     this.alive = false;
+    this.killProcesses();
   }
 
   /** The pristine tree, as a backend's `workspaceTree` would give it. */

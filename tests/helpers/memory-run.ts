@@ -59,7 +59,13 @@ export interface MemoryRun {
 }
 
 export async function memoryRun(
-  options: { turns?: Turn[]; overrides?: Partial<FixOptions>; onExec?: ExecHandler } = {},
+  options: {
+    turns?: Turn[];
+    overrides?: Partial<FixOptions>;
+    onExec?: ExecHandler;
+    /** A model of the test's own (say, a real SDK against the fake model server) instead of `turns`. */
+    provider?: ModelProvider;
+  } = {},
 ): Promise<MemoryRun> {
   const root = await mkdtemp(join(tmpdir(), 'sandbox-harness-memory-run-'));
   await cp(EXAMPLE_DIR, root, { recursive: true, filter: (s) => !s.includes('node_modules') });
@@ -93,7 +99,7 @@ export async function memoryRun(
     provider: 'replay',
     ...options.overrides,
   };
-  const result = await runFix(fixOptions, deps(scripted(options.turns ?? fixingTurns)));
+  const result = await runFix(fixOptions, deps(options.provider ?? scripted(options.turns ?? fixingTurns)));
   return {
     root,
     repo,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { capText } from './output.js';
+import { capText } from './result-text.js';
 import { defineTool } from './types.js';
 
 /** A conclusion is a summary; more than this is noise the main agent delegated to avoid. */

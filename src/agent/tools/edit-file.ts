@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { SandboxFileError } from '../../errors.js';
 import { ToolError } from '../tool-errors.js';
-import { lineNumberAt, listInWords } from './output.js';
-import { assertEditable, resolveFilePath } from './paths.js';
+import { lineNumberAt, listInWords } from './result-text.js';
+import { assertEditable, resolveFilePath } from './workspace-path.js';
 import { defineTool } from './types.js';
 
 /** Start offsets of every occurrence, overlapping ones included: "aa" in "aaa" is ambiguous. */

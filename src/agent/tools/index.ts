@@ -1,5 +1,10 @@
-export { DEFAULT_TOOLS, EVERYTHING_EDITABLE, ToolRegistry, createDefaultToolRegistry } from './registry.js';
-export type { DefaultToolRegistryOptions, ToolRunContext } from './registry.js';
+export {
+  DEFAULT_TOOLS,
+  EVERYTHING_EDITABLE,
+  ToolRegistry,
+  createDefaultToolRegistry,
+} from './tool-registry.js';
+export type { DefaultToolRegistryOptions, ToolRunContext } from './tool-registry.js';
 export { DEFAULT_TOOL_LIMITS, defineTool } from './types.js';
 export type {
   AgentTool,
@@ -18,4 +23,4 @@ export { listFilesTool } from './list-files.js';
 export { searchTool } from './search.js';
 export { runCommandTool } from './run-command.js';
 export { delegateTool } from './delegate.js';
-export { resolveWorkspacePath, shellQuote } from './paths.js';
+export { resolveWorkspacePath, shellQuote } from './workspace-path.js';

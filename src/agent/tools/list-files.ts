@@ -1,7 +1,7 @@
 import picomatch from 'picomatch';
 import { z } from 'zod';
 import { ToolError } from '../tool-errors.js';
-import { resolveWorkspacePath } from './paths.js';
+import { resolveWorkspacePath } from './workspace-path.js';
 import { defineTool } from './types.js';
 
 export const listFilesTool = defineTool({

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { Library } from '../library.js';
 import { ToolError } from '../tool-errors.js';
-import { capText } from './output.js';
+import { capText } from './result-text.js';
 import { defineTool, type AgentTool } from './types.js';
 
 /**

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { SandboxFileError } from '../../errors.js';
 import { ToolError } from '../tool-errors.js';
-import { capText } from './output.js';
-import { resolveFilePath } from './paths.js';
+import { capText } from './result-text.js';
+import { resolveFilePath } from './workspace-path.js';
 import { defineTool } from './types.js';
 
 export const readFileTool = defineTool({

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { ExecResult } from '../../sandbox/types.js';
 import { WORKSPACE } from '../../sandbox/types.js';
 import type { EgressLogEntry } from '../../sandbox/egress/proxy.js';
-import { capText } from './output.js';
+import { capText } from './result-text.js';
 import { defineTool } from './types.js';
 
 export function formatCommandResult(result: ExecResult, maxChars: number, timeoutSec: number): string {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { WORKSPACE } from '../../sandbox/types.js';
 import { ToolError } from '../tool-errors.js';
-import { resolveWorkspacePath, shellQuote } from './paths.js';
+import { resolveWorkspacePath, shellQuote } from './workspace-path.js';
 import { defineTool } from './types.js';
 
 const MAX_LINE_CHARS = 300;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ToolError } from '../tool-errors.js';
-import { assertEditable, resolveFilePath } from './paths.js';
+import { assertEditable, resolveFilePath } from './workspace-path.js';
 import { defineTool } from './types.js';
 
 export const writeFileTool = defineTool({

@@ -17,7 +17,9 @@ function declaration() {
       'after',
       `
 Refused, with nothing written, when a file the change touches is no longer what the run saw
-(exit 4, not-applied), or when the catalog no longer allows one of its paths (exit 2).
+(exit 4, not-applied), when the catalog (--catalog, else the one found here or in the repo,
+never the record's) does not allow one of its paths, or when the run's saved change, patch or
+record was edited after verification (exit 2).
 For a run that ended ready-for-review with --no-apply, or not-applied. Example:
   sandbox-harness apply last`,
     );
@@ -32,7 +34,11 @@ export async function applyCommand(
   const { resolveRun } = await import('../../runs/record.js');
   const { runsDirOf } = await import('../run-lookup.js');
   const stored = await resolveRun(await runsDirOf(ctx, options), id);
-  const result = await applySavedRun(stored, { env: ctx.env });
+  const result = await applySavedRun(stored, {
+    env: ctx.env,
+    cwd: ctx.cwd,
+    ...(options.catalog ? { catalogFile: options.catalog } : {}),
+  });
   const code = exitCodeForRun({ outcome: result.outcome });
   if (options.json) {
     printJson(ctx, {

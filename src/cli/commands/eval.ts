@@ -2,6 +2,7 @@
 import { join, relative, resolve } from 'node:path';
 import { Command } from '@commander-js/extra-typings';
 import type { SuiteOptions, SuiteResult } from '../../evals/run-suite.js';
+import type { SourceFlags } from '../../evals/sources/task-source.js';
 import type { EvalSummary } from '../../evals/summary.js';
 import { alignColumns, costKnown, formatCost, formatUsd } from '../../format.js';
 import { note, print, printJson, type CliContext } from '../cli-context.js';
@@ -114,12 +115,17 @@ export function suiteOptions(ctx: CliContext, suiteFile: string, options: EvalCo
     ...(options.keep !== undefined ? { keep: options.keep } : {}),
     ...(options.costLimit !== undefined ? { costLimitUsd: options.costLimit } : {}),
     ...(options.runtime ? { runtime: options.runtime } : {}),
-    instances: {
-      ...(options.repos ? { repos: at(options.repos) } : {}),
-      ...(options.visibleTests ? { visibleTests: true } : {}),
-      ...(options.oracle ? { oracle: true } : {}),
-      ...(options.quarantine ? { quarantine: at(options.quarantine) } : {}),
-    },
+    sourceFlags: sourceFlags(options, at),
+  };
+}
+
+/** The flags of task sources, their paths through `at`. */
+function sourceFlags(options: EvalCommandOptions, at: (file: string) => string): SourceFlags {
+  return {
+    ...(options.repos ? { repos: at(options.repos) } : {}),
+    ...(options.visibleTests ? { visibleTests: true } : {}),
+    ...(options.oracle ? { oracle: true } : {}),
+    ...(options.quarantine ? { quarantine: at(options.quarantine) } : {}),
   };
 }
 
@@ -129,7 +135,7 @@ export async function evalCommand(
   options: EvalCommandOptions,
 ): Promise<number> {
   const { runSuite } = await import('../../evals/run-suite.js');
-  const { createProgressReporter } = await import('../../evals/progress.js');
+  const { createProgressReporter } = await import('../../evals/eval-progress.js');
   const { exportView } = await import('../../view/export.js');
   const { openViewSource, runHref } = await import('../../view/source.js');
   const { enginesNamed, resolveEngineFlags } = await import('../engine-flags.js');
@@ -184,8 +190,8 @@ async function printSummary(
   // Loaded already by the eval that ran; imported here so that the declaration stays light.
   const { notScoredCell } = await import('../../evals/report.js');
   const { comparisonFindings } = await import('../../evals/report-tables.js');
-  const { formatEngineTally } = await import('../../evals/progress.js');
-  const { harborLines } = await import('../../evals/sources/harbor-materialize.js');
+  const { formatEngineTally } = await import('../../evals/eval-progress.js');
+  const { sourceLines } = await import('../../evals/sources/index.js');
   const { run, summary, comparison, files, view, outDir, notRun } = result;
   print(ctx, `\n${headline(result.suite.name, summary, run)}`);
   if (run.enginesLost) print(ctx, `${run.enginesLost}; ${notRun} trial(s) not run`);
@@ -208,9 +214,11 @@ async function printSummary(
     print(ctx, 'engines:');
     for (const e of summary.engines) print(ctx, `  ${formatEngineTally({ ...e, name: e.engine })}`);
   }
-  if (summary.instances)
-    for (const line of instanceLines(summary.instances, options.quarantine)) print(ctx, line);
-  if (summary.harbor) for (const line of harborLines(summary.harbor)) print(ctx, line);
+  for (const line of sourceLines(
+    summary,
+    sourceFlags(options, (file) => file),
+  ))
+    print(ctx, line);
   if (comparison) for (const line of comparisonFindings(comparison)) print(ctx, line);
   print(
     ctx,
@@ -239,31 +247,6 @@ export function costLine(summary: EvalSummary): string | undefined {
     ? `${formatCost({ usd: cost.totalUsd, unpriced })} in all, ${formatUsd(cost.perTrial.mean)} per trial, ${formatUsd(cost.perSolvedUsd)} per solved task`
     : formatCost({ usd: cost.totalUsd, unpriced });
   return `cost: ${spent}; ${tokens}`;
-}
-
-/** What an oracle run found, or which instances a quarantine file left out. */
-function instanceLines(
-  info: NonNullable<EvalSummary['instances']>,
-  quarantineFile: string | undefined,
-): string[] {
-  const lines: string[] = [];
-  if (info.goldFails.length > 0)
-    lines.push(
-      info.oracle
-        ? `gold patch does not resolve: ${info.goldFails.join(', ')}`
-        : `left out, their gold patch fails (quarantine file): ${info.goldFails.join(', ')}`,
-    );
-  const flaky = Object.entries(info.flakyTests ?? {});
-  if (info.oracle) {
-    if (flaky.length === 0 && info.goldFails.length === 0)
-      lines.push('oracle: every gold patch resolved its instance, no test flaked');
-    for (const [id, tests] of flaky) lines.push(`flaky under the gold patch: ${id}: ${tests.join('; ')}`);
-    if (quarantineFile) lines.push(`quarantine: ${quarantineFile}`);
-  } else {
-    const count = Object.values(info.quarantined).reduce((sum, list) => sum + list.length, 0);
-    if (count > 0) lines.push(`${count} quarantined test(s) left out of FAIL_TO_PASS/PASS_TO_PASS`);
-  }
-  return lines;
 }
 
 function engineFlags(options: EvalCommandOptions): string {

@@ -153,7 +153,7 @@ export async function catalogSpec(
 ): Promise<Pick<SandboxSpec, 'env' | 'resources' | 'files' | 'egress'>> {
   const { catalogSandboxEnv, catalogSandboxFile, resourcesFromCatalog } =
     await import('../../catalog/load.js');
-  const { egressForPhase } = await import('../../fix/egress.js');
+  const { egressForPhase } = await import('../../fix/egress-phases.js');
   const egress = egressForPhase(catalog.catalog.sandbox.egress, 'agent');
   return {
     env: { ...catalog.catalog.sandbox.env, ...catalogSandboxEnv() },

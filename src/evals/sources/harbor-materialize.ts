@@ -29,9 +29,8 @@ import { isIP } from 'node:net';
 import { ConfigError } from '../../errors.js';
 import { shellQuote } from '../../sandbox/shell.js';
 import type { Suite, SuiteDefaults, SuiteTask } from '../suite.js';
-import { UNSCORED_CATEGORIES, type TrialCategory, type TrialResult } from '../types.js';
 import type { HarborTask, TaskToml } from './harbor.js';
-import { sha256 } from './instances.js';
+import { sha256 } from '../../changes/hash.js';
 
 /** The workspace folder the test command copies the reward into; the host reads it from there. */
 export const REWARD_DIR = '.harbor-verifier';
@@ -479,72 +478,4 @@ async function copyTree(from: string, to: string, display: string): Promise<void
     await mkdir(path.dirname(target), { recursive: true });
     await writeFile(target, content, { mode, flag: 'wx' });
   });
-}
-
-/** What the summary says of a Harbor eval: the marks, the mean score per task, and every trial's score. */
-export interface HarborEvalSummary extends HarborSummary {
-  /** Per task: the mean score over its scored trials (a trial whose change never reached the verifier scores 0). */
-  meanScore: Record<string, number>;
-  /** Every trial with a result, in task and trial order (absent in summaries written before it was added). */
-  trials?: HarborTrialScore[];
-}
-
-/** One trial's reward as the reports show it. */
-export interface HarborTrialScore {
-  taskId: string;
-  trial: number;
-  category: TrialCategory;
-  /** Left out of the mean: the trial was not scored (`error`, `infrastructure`, `interrupted`). */
-  unscored?: boolean;
-  /** What the verifier scored (0 when refused); absent when the change never reached the verifier. */
-  score?: number;
-  /** reward.json's named values (reward.txt gives `{reward: score}`). */
-  values?: Record<string, number>;
-  /** Why no score could be read (then the trial scores 0). */
-  refused?: string;
-}
-
-export function harborEvalSummary(
-  summary: HarborSummary,
-  results: ReadonlyArray<Pick<TrialResult, 'taskId' | 'trial' | 'category' | 'score' | 'reward'>>,
-): HarborEvalSummary {
-  const scores = new Map<string, number[]>();
-  for (const r of results) {
-    if (UNSCORED_CATEGORIES.has(r.category)) continue;
-    const list = scores.get(r.taskId) ?? [];
-    list.push(r.score ?? 0);
-    scores.set(r.taskId, list);
-  }
-  const meanScore: Record<string, number> = {};
-  for (const [id, list] of scores) meanScore[id] = list.reduce((a, b) => a + b, 0) / list.length;
-  const order = [...new Set(results.map((r) => r.taskId))];
-  const trials = [...results]
-    .sort((a, b) => order.indexOf(a.taskId) - order.indexOf(b.taskId) || a.trial - b.trial)
-    .map((r): HarborTrialScore => ({
-      taskId: r.taskId,
-      trial: r.trial,
-      category: r.category,
-      ...(UNSCORED_CATEGORIES.has(r.category) ? { unscored: true } : {}),
-      ...(r.score !== undefined ? { score: r.score } : {}),
-      ...(r.reward?.values ? { values: { ...r.reward.values } } : {}),
-      ...(r.reward?.refused !== undefined ? { refused: r.reward.refused } : {}),
-    }));
-  return { ...summary, meanScore, trials };
-}
-
-/** The lines `eval` prints for it (the terminal printer spells out control characters). */
-export function harborLines(summary: HarborEvalSummary): string[] {
-  const lines = Object.entries(summary.meanScore).map(
-    ([id, score]) => `  ${id.padEnd(24)} mean reward ${score.toFixed(2)}`,
-  );
-  const refused = (summary.trials ?? []).flatMap((t) =>
-    t.refused !== undefined ? [`  ${t.taskId}#${t.trial}: no score (${t.refused})`] : [],
-  );
-  const marked = Object.entries(summary.marks).flatMap(([id, marks]) => marks.map((m) => `  ${id}: ${m}`));
-  return [
-    ...(lines.length > 0
-      ? [`Harbor rewards${summary.oracle ? ' (oracle: solution/solve.sh)' : ''}:`, ...lines, ...refused]
-      : []),
-    ...(marked.length > 0 ? ['marked (run, but not as Harbor would):', ...marked] : []),
-  ];
 }

@@ -8,15 +8,14 @@
  * clones are, each repo's test command and report, what else the working copy needs
  * (dependencies installed in the clone's folder), and the eval's defaults.
  */
-import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { problemsError, validateYaml } from '../../catalog/yaml-validate.js';
-import { egressSchema } from '../../catalog/schema.js';
+import { problemsError, validateYaml } from '../../yaml-validate.js';
+import { egressSchema } from '../../catalog/egress-schema.js';
+import { sha256 } from '../../changes/hash.js';
 import { ConfigError } from '../../errors.js';
-import { KEEP_POLICIES, type SuiteDefaults } from '../suite.js';
+import { suiteDefaults, suiteDefaultsSchema, type SuiteDefaults } from '../suite.js';
 
 // Ids end up in folder names, run ids and report anchors.
 const INSTANCE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
@@ -177,16 +176,7 @@ function instanceSuiteSchema() {
     /** A folder with `<instance_id>.json` cassettes (a recorded model per instance). */
     cassettes: z.string().min(1).optional(),
     repoSpecs: z.record(z.string(), repoSpecSchema).default({}),
-    defaults: z
-      .strictObject({
-        provider: z.string().min(1).optional(),
-        model: z.string().min(1).optional(),
-        n: z.number().int().min(1).default(1),
-        concurrency: z.number().int().min(1).optional(),
-        timeouts: z.strictObject({ trialSec: z.number().positive().optional() }).prefault({}),
-        keep: z.enum(KEEP_POLICIES).default('never'),
-      })
-      .prefault({}),
+    defaults: suiteDefaultsSchema,
   });
 }
 
@@ -226,14 +216,7 @@ export async function loadInstanceSuite(file: string, displayPath = file): Promi
     visibleTests: raw.visibleTests,
     ...(raw.cassettes !== undefined ? { cassettes: path.resolve(base, raw.cassettes) } : {}),
     repoSpecs: raw.repoSpecs,
-    defaults: {
-      n: raw.defaults.n,
-      concurrency: raw.defaults.concurrency ?? os.availableParallelism(),
-      timeouts: { ...raw.defaults.timeouts },
-      keep: raw.defaults.keep,
-      ...(raw.defaults.provider !== undefined ? { provider: raw.defaults.provider } : {}),
-      ...(raw.defaults.model !== undefined ? { model: raw.defaults.model } : {}),
-    },
+    defaults: suiteDefaults(raw.defaults),
     sha256: sha256(Buffer.concat([bytes, Buffer.from(instances.sha256)])),
   };
 }
@@ -251,11 +234,7 @@ export async function bareInstanceSuite(file: string, displayPath = file): Promi
     instances,
     visibleTests: false,
     repoSpecs: {},
-    defaults: { n: 1, concurrency: os.availableParallelism(), timeouts: {}, keep: 'never' },
+    defaults: suiteDefaults(),
     sha256: instances.sha256,
   };
-}
-
-export function sha256(bytes: Buffer | string): string {
-  return createHash('sha256').update(bytes).digest('hex');
 }

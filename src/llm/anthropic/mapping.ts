@@ -4,6 +4,7 @@
  * Type-only imports: the SDK itself is loaded only when this provider is chosen.
  */
 import type Anthropic from '@anthropic-ai/sdk';
+import { countOrEstimate, estimatedUsage, reportedCounts, summedCount, usageObject } from '../usage.js';
 import type {
   AssistantContent,
   Completion,
@@ -89,8 +90,19 @@ export function toAnthropicRequest(
   return body;
 }
 
-/** Maps a Messages API response. Block types we do not use (thinking, server tools) are dropped. */
-export function fromAnthropicResponse(response: Anthropic.Message): Completion {
+export interface FromAnthropicOptions {
+  /** The harness's estimate of the request's tokens: what a count the server leaves out becomes. */
+  estimatedInputTokens?: number;
+}
+
+/**
+ * Maps a Messages API response. Block types we do not use (thinking, server tools) are
+ * dropped. Token counts are checked (`usage.ts`): an impossible one refuses the answer.
+ */
+export function fromAnthropicResponse(
+  response: Anthropic.Message,
+  options: FromAnthropicOptions = {},
+): Completion {
   const content: AssistantContent[] = [];
   for (const block of response.content as Array<{ type: string } & Record<string, any>>) {
     if (block.type === 'text' && typeof block['text'] === 'string') {
@@ -104,22 +116,41 @@ export function fromAnthropicResponse(response: Anthropic.Message): Completion {
       });
     }
   }
-  const usage = response.usage as Partial<Anthropic.Usage> | undefined;
+  const estimate = estimatedUsage(options.estimatedInputTokens ?? 0, content);
+  const usage = usageObject('anthropic', (response as { usage?: unknown }).usage, estimate);
+  const counts = reportedCounts(
+    'anthropic',
+    {
+      input_tokens: usage['input_tokens'],
+      output_tokens: usage['output_tokens'],
+      cache_creation_input_tokens: usage['cache_creation_input_tokens'],
+      cache_read_input_tokens: usage['cache_read_input_tokens'],
+    },
+    estimate,
+  );
+  const cacheWrite = counts.cache_creation_input_tokens ?? 0;
+  const cacheRead = counts.cache_read_input_tokens ?? 0;
   // Cached prompt tokens are still prompt tokens: they count towards the context window.
-  const inputTokens =
-    (usage?.input_tokens ?? 0) +
-    (usage?.cache_creation_input_tokens ?? 0) +
-    (usage?.cache_read_input_tokens ?? 0);
+  const input =
+    counts.input_tokens === undefined
+      ? undefined
+      : summedCount(
+          'anthropic',
+          'input tokens with cache',
+          [counts.input_tokens, cacheWrite, cacheRead],
+          estimate,
+        );
   return {
     content,
     stopReason: mapAnthropicStopReason(response.stop_reason),
     usage: {
-      inputTokens,
-      outputTokens: usage?.output_tokens ?? 0,
+      inputTokens: countOrEstimate(input, estimate.inputTokens),
+      outputTokens: countOrEstimate(counts.output_tokens, estimate.outputTokens),
       // Priced apart from fresh prompt tokens (see llm/cost.ts).
-      ...(usage?.cache_read_input_tokens ? { cacheReadTokens: usage.cache_read_input_tokens } : {}),
-      ...(usage?.cache_creation_input_tokens ? { cacheWriteTokens: usage.cache_creation_input_tokens } : {}),
+      ...(cacheRead ? { cacheReadTokens: cacheRead } : {}),
+      ...(cacheWrite ? { cacheWriteTokens: cacheWrite } : {}),
     },
-    model: response.model,
+    // A model name is a string; anything else a server sends there names no model.
+    model: typeof response.model === 'string' ? response.model : '',
   };
 }

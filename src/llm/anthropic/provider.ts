@@ -3,6 +3,8 @@ import { sdkErrorToHarness } from '../sdk-errors.js';
 import { HarnessError, Interrupted, ModelError } from '../../errors.js';
 import { withRetry, type RetryInfo, type RetryPolicy } from '../retry.js';
 import { estimateRequestTokens } from '../tokens.js';
+import { countRefused } from '../usage.js';
+import { tokenCountProblem } from '../../numbers.js';
 import type { Completion, CompletionRequest, ModelProvider } from '../types.js';
 import {
   fromAnthropicResponse,
@@ -54,19 +56,27 @@ class AnthropicProvider implements ModelProvider {
 
   async complete(request: CompletionRequest): Promise<Completion> {
     const body = toAnthropicRequest(request, this.model);
-    const response = await withRetry(
-      () => this.client.messages.create(body, request.signal ? { signal: request.signal } : undefined),
+    const estimatedInputTokens = estimateRequestTokens(request);
+    // The answer is mapped (and its token counts checked) inside the retried call: an answer
+    // refused for its counts is tried again like any other the server got wrong.
+    return withRetry(
+      async () => {
+        const response = await this.client.messages.create(
+          body,
+          request.signal ? { signal: request.signal } : undefined,
+        );
+        if (!response || !Array.isArray((response as any).content)) {
+          throw new ModelError('anthropic API answered with a body that is not a message (no content array)');
+        }
+        return fromAnthropicResponse(response, { estimatedInputTokens });
+      },
       {
-        toError: (error) => this.toError(error),
+        toError: (error) => countRefused(this.toError(error), request, this.model),
         ...(request.signal ? { signal: request.signal } : {}),
         ...(this.options.retry ? { policy: this.options.retry } : {}),
         ...(this.options.onRetry ? { onRetry: this.options.onRetry } : {}),
       },
     );
-    if (!response || !Array.isArray((response as any).content)) {
-      throw new ModelError('anthropic API answered with a body that is not a message (no content array)');
-    }
-    return fromAnthropicResponse(response);
   }
 
   async countTokens(request: CompletionRequest): Promise<number> {
@@ -81,7 +91,9 @@ class AnthropicProvider implements ModelProvider {
         params,
         request.signal ? { signal: request.signal } : undefined,
       );
-      return counted.input_tokens;
+      // A server's count is a number like any other it sends: an impossible one is not used.
+      const tokens: unknown = counted?.input_tokens;
+      return tokenCountProblem(tokens) === undefined ? (tokens as number) : estimateRequestTokens(request);
     } catch (error) {
       const mapped = this.toError(error);
       if (mapped instanceof Interrupted) throw mapped;

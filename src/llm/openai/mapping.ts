@@ -5,6 +5,7 @@
  */
 import type OpenAI from 'openai';
 import { ModelError } from '../../errors.js';
+import { countOrEstimate, estimatedUsage, impossibleUsage, reportedCounts, usageObject } from '../usage.js';
 import type {
   AssistantContent,
   Completion,
@@ -13,6 +14,7 @@ import type {
   StopReason,
   ToolDefinition,
   ToolUseBlock,
+  Usage,
 } from '../types.js';
 
 export function mapOpenAIFinishReason(reason: string | null | undefined): StopReason {
@@ -282,6 +284,8 @@ export interface FromOpenAIOptions {
   /** Ids for calls recovered from text (the server gave them none). */
   newId: () => string;
   fallbackModel: string;
+  /** The harness's estimate of the request's tokens: what a count the server leaves out becomes. */
+  estimatedInputTokens?: number;
 }
 
 export function fromOpenAIResponse(response: OpenAI.ChatCompletion, options: FromOpenAIOptions): Completion {
@@ -316,20 +320,40 @@ export function fromOpenAIResponse(response: OpenAI.ChatCompletion, options: Fro
     content,
     // Ollama answers `stop` even when it returns tool calls; the calls are what matter.
     stopReason: toolUses.length > 0 ? 'tool_use' : mapOpenAIFinishReason(choice.finish_reason),
-    usage: {
-      inputTokens: response.usage?.prompt_tokens ?? 0,
-      outputTokens: response.usage?.completion_tokens ?? 0,
-      ...(cachedPromptTokens(response.usage) ? { cacheReadTokens: cachedPromptTokens(response.usage) } : {}),
-    },
+    usage: openAIUsage(response, estimatedUsage(options.estimatedInputTokens ?? 0, content)),
     model:
       typeof response.model === 'string' && response.model !== '' ? response.model : options.fallbackModel,
   };
 }
 
-/** Prompt tokens an OpenAI-compatible server says it served from its cache (0 when it does not say). */
-function cachedPromptTokens(usage: unknown): number {
-  if (typeof usage !== 'object' || usage === null) return 0;
-  const details = (usage as { prompt_tokens_details?: { cached_tokens?: unknown } }).prompt_tokens_details;
-  const cached = details?.cached_tokens;
-  return typeof cached === 'number' && Number.isInteger(cached) && cached > 0 ? cached : 0;
+/**
+ * The counts of an answer, checked (`usage.ts`): prompt and completion tokens, and the
+ * prompt tokens served from the cache, which cannot be more than the prompt.
+ */
+function openAIUsage(response: OpenAI.ChatCompletion, estimate: Usage): Usage {
+  const usage = usageObject('openai', (response as { usage?: unknown }).usage, estimate);
+  const details = usageObject('openai', usage['prompt_tokens_details'], estimate);
+  const counts = reportedCounts(
+    'openai',
+    {
+      prompt_tokens: usage['prompt_tokens'],
+      completion_tokens: usage['completion_tokens'],
+      'prompt_tokens_details.cached_tokens': details['cached_tokens'],
+    },
+    estimate,
+  );
+  const cached = counts['prompt_tokens_details.cached_tokens'] ?? 0;
+  if (cached > (counts.prompt_tokens ?? 0) && cached > 0)
+    throw impossibleUsage(
+      'openai',
+      [
+        `prompt_tokens_details.cached_tokens: ${cached} cached of ${counts.prompt_tokens ?? 'no'} prompt tokens`,
+      ],
+      estimate,
+    );
+  return {
+    inputTokens: countOrEstimate(counts.prompt_tokens, estimate.inputTokens),
+    outputTokens: countOrEstimate(counts.completion_tokens, estimate.outputTokens),
+    ...(cached > 0 ? { cacheReadTokens: cached } : {}),
+  };
 }

@@ -3,6 +3,7 @@ import { sdkErrorToHarness } from '../sdk-errors.js';
 import { HarnessError, ModelError } from '../../errors.js';
 import { withRetry, type RetryInfo, type RetryPolicy } from '../retry.js';
 import { estimateRequestTokens } from '../tokens.js';
+import { countRefused } from '../usage.js';
 import type { Completion, CompletionRequest, ModelProvider } from '../types.js';
 import { fromOpenAIResponse, toOpenAIRequest } from './mapping.js';
 
@@ -68,24 +69,34 @@ class OpenAIProvider implements ModelProvider {
     const body = toOpenAIRequest(request, this.model, {
       useMaxCompletionTokens: isOfficialOpenAI(this.options.baseUrl),
     });
-    const response = await withRetry(
-      () =>
-        this.client.chat.completions.create(body, request.signal ? { signal: request.signal } : undefined),
+    const estimatedInputTokens = estimateRequestTokens(request);
+    // The answer is mapped (and its token counts checked) inside the retried call: an answer
+    // refused for its counts is tried again like any other the server got wrong.
+    return withRetry(
+      async () => {
+        const response = await this.client.chat.completions.create(
+          body,
+          request.signal ? { signal: request.signal } : undefined,
+        );
+        if (!response || !Array.isArray((response as any).choices)) {
+          throw new ModelError(
+            'the OpenAI-compatible server answered with a body that is not a chat completion',
+          );
+        }
+        return fromOpenAIResponse(response, {
+          knownTools: new Set(request.tools.map((tool) => tool.name)),
+          newId: () => `call_recovered_${++this.recoveredIds}`,
+          fallbackModel: this.model,
+          estimatedInputTokens,
+        });
+      },
       {
-        toError: (error) => this.toError(error),
+        toError: (error) => countRefused(this.toError(error), request, this.model),
         ...(request.signal ? { signal: request.signal } : {}),
         ...(this.options.retry ? { policy: this.options.retry } : {}),
         ...(this.options.onRetry ? { onRetry: this.options.onRetry } : {}),
       },
     );
-    if (!response || !Array.isArray((response as any).choices)) {
-      throw new ModelError('the OpenAI-compatible server answered with a body that is not a chat completion');
-    }
-    return fromOpenAIResponse(response, {
-      knownTools: new Set(request.tools.map((tool) => tool.name)),
-      newId: () => `call_recovered_${++this.recoveredIds}`,
-      fallbackModel: this.model,
-    });
   }
 
   async countTokens(request: CompletionRequest): Promise<number> {

@@ -5,7 +5,7 @@
  * normalise, and to the same thing.
  */
 import { domainToASCII } from 'node:url';
-import { normaliseHost } from './policy.js';
+import { normaliseHost } from '../../egress-policy.js';
 
 export function comparableName(raw: string): string | undefined {
   if (raw.length === 0 || raw.length > 1024) return undefined;

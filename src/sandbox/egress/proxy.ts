@@ -23,7 +23,13 @@ import {
 import { connect, isIP, type LookupFunction, type Socket } from 'node:net';
 import { Resolver } from 'node:dns/promises';
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
-import { addressGuard, decideName, type AddressGuard, type Decision, type EgressPolicy } from './policy.js';
+import {
+  addressGuard,
+  decideName,
+  type AddressGuard,
+  type Decision,
+  type EgressPolicy,
+} from '../../egress-policy.js';
 import { canonicalAddress, hostHas, neverReachable } from './addresses.js';
 import { comparableName, parseHostHeader } from './names.js';
 import { httpDenial, TunnelGuard, type TunnelStep } from './tunnel-guard.js';

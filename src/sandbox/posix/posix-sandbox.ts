@@ -11,6 +11,7 @@ import {
   HarnessError,
   SandboxDead,
   SandboxFileError,
+  UsageError,
   type SandboxFileProblem,
 } from '../../errors.js';
 import { packTar, readTarSafely } from '../tar.js';
@@ -25,6 +26,8 @@ import {
   type FileCallOptions,
   type FileEntry,
   type Sandbox,
+  type SandboxProcess,
+  type SpawnOptions,
   type WorkspaceTree,
   type WriteFile,
 } from '../types.js';
@@ -266,6 +269,40 @@ export abstract class PosixSandbox implements Sandbox {
     const [channel, check] = await Promise.all([this.channel, this.freezeCheck]);
     channel?.close();
     check?.cancel();
+  }
+
+  async spawn(argv: readonly string[], options: SpawnOptions): Promise<SandboxProcess> {
+    await this.checkUsable();
+    // The token names its tree for `kill`, as the exec wrapper's does for a command: even a
+    // child that left its process group is found by it.
+    const token = randomBytes(8).toString('hex');
+    const extra = Object.entries(options.env ?? {}).map(([name, value]) => `${name}=${value}`);
+    const started = await this.guard(() =>
+      this.transport.start({
+        argv: [...argv],
+        cwd: WORKSPACE,
+        env: [...this.env, ...extra, `SANDBOX_HARNESS_EXEC=${token}`],
+        stdin: 'stream',
+        stdout: options.stdout,
+        stderr: options.stderr,
+      }),
+    );
+    const input = started.input;
+    if (!input) {
+      started.detach();
+      throw new UsageError(`the ${this.constructor.name} backend cannot keep a process's stdin open`);
+    }
+    // A write after the process ended fails on the stream; the caller learns it from `exited`.
+    input.on('error', () => undefined);
+    let killed: Promise<void> | undefined;
+    return {
+      input,
+      exited: started.exited.catch(() => -1),
+      kill: () =>
+        (killed ??= killTree(this.transport, token)
+          .catch(() => undefined)
+          .finally(() => started.detach())),
+    };
   }
 
   async readFile(path: string, options: FileCallOptions & { maxBytes?: number } = {}): Promise<Buffer> {

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { MemoryEventSink } from '../../../src/agent/events.js';
 import { runAgentLoop, type AgentLoopOptions } from '../../../src/agent/loop.js';
 import { MAX_CONCLUSION_CHARS } from '../../../src/agent/tools/delegate.js';
-import { createDefaultToolRegistry } from '../../../src/agent/tools/registry.js';
+import { createDefaultToolRegistry } from '../../../src/agent/tools/tool-registry.js';
 import { formatEventLog } from '../../../src/cli/commands/logs.js';
 import { ConfigError, SandboxDead } from '../../../src/errors.js';
 import { CassettePlayer, ReplayProvider, type CassetteTurn } from '../../../src/llm/replay.js';

@@ -5,9 +5,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { docTitle, librarySection, oneLine, parseSkill } from '../../../src/agent/library.js';
-import { loadLibrary } from '../../../src/fix/library.js';
+import { loadLibrary } from '../../../src/fix/read-library.js';
 import { sha256 } from '../../../src/changes/hash.js';
-import type { PristineSource } from '../../../src/changes/change-set.js';
+import type { PristineSource } from '../../../src/changes/pristine.js';
 import type { TreeEntry, WorkspaceTree } from '../../../src/sandbox/types.js';
 
 function image(

@@ -2,7 +2,11 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MemoryEventSink } from '../../../src/agent/events.js';
 import { runAgentLoop, type AgentLoopOptions } from '../../../src/agent/loop.js';
-import { createDefaultToolRegistry, DEFAULT_TOOLS, ToolRegistry } from '../../../src/agent/tools/registry.js';
+import {
+  createDefaultToolRegistry,
+  DEFAULT_TOOLS,
+  ToolRegistry,
+} from '../../../src/agent/tools/tool-registry.js';
 import { defineTool } from '../../../src/agent/tools/types.js';
 import { ConfigError, SandboxDead } from '../../../src/errors.js';
 import { createProvider } from '../../../src/llm/registry.js';

@@ -8,7 +8,7 @@
  * Only POSIX `grep` is needed inside a real sandbox.
  */
 import { expect } from 'vitest';
-import { createDefaultToolRegistry } from '../../../src/agent/tools/registry.js';
+import { createDefaultToolRegistry } from '../../../src/agent/tools/tool-registry.js';
 import { runAgentLoop, type AgentLoopResult } from '../../../src/agent/loop.js';
 import { MemoryEventSink, type EventSink } from '../../../src/agent/events.js';
 import type { Cassette } from '../../../src/llm/replay.js';

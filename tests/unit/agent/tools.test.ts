@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { resolveWorkspacePath, shellQuote } from '../../../src/agent/tools/paths.js';
-import { createDefaultToolRegistry, type ToolRegistry } from '../../../src/agent/tools/registry.js';
+import { resolveWorkspacePath, shellQuote } from '../../../src/agent/tools/workspace-path.js';
+import { createDefaultToolRegistry, type ToolRegistry } from '../../../src/agent/tools/tool-registry.js';
 import { searchCommand } from '../../../src/agent/tools/search.js';
 import type { ExecOptions } from '../../../src/sandbox/types.js';
 import { MemorySandbox, type ExecHandler } from '../../fakes/memory-sandbox.js';

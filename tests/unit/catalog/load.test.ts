@@ -13,7 +13,8 @@ import {
   loadCatalog,
   resourcesFromCatalog,
 } from '../../../src/catalog/load.js';
-import { DEFAULT_TIMEOUTS, memoryBytes, testLayers } from '../../../src/catalog/schema.js';
+import { DEFAULT_TIMEOUTS, memoryBytes } from '../../../src/catalog/sandbox-schema.js';
+import { testLayers } from '../../../src/catalog/schema.js';
 
 const fixture = path.resolve('tests/fixtures/catalogs/valid/catalog.yaml');
 

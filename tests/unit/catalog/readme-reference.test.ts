@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { readmeWithReferences } from '../../../scripts/readme-reference.js';
 import { catalogReferenceMarkdown, replaceMarkedBlock } from '../../../src/catalog/reference.js';
-import { toolsReferenceMarkdown } from '../../../src/agent/tools/reference.js';
+import { toolsReferenceMarkdown } from '../../../src/agent/tools/tools-reference.js';
 
 describe('the README references generated from the zod schemas', () => {
   it('are up to date (run `npm run schema` after changing a catalog key or a tool input)', async () => {

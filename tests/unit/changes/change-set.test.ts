@@ -1,11 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createAllowlist } from '../../../src/changes/allowlist.js';
-import {
-  collectChangeSet,
-  gateChangeSet,
-  type ChangeLimits,
-  type PristineSource,
-} from '../../../src/changes/change-set.js';
+import { collectChangeSet, gateChangeSet, type ChangeLimits } from '../../../src/changes/change-set.js';
+import type { PristineSource } from '../../../src/changes/pristine.js';
 import type { ChangeScan } from '../../../src/sandbox/types.js';
 import { MemorySandbox, type MemoryEntry } from '../../fakes/memory-sandbox.js';
 

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { createAllowlist, HELD_OUT_REASON } from '../../../src/changes/allowlist.js';
 import { loadCatalog } from '../../../src/catalog/load.js';
 import { EXAMPLE_DIR } from '../../../src/demo.js';
-import { catalogAllowlist } from '../../../src/fix/allowlist.js';
+import { catalogAllowlist } from '../../../src/fix/catalog-allowlist.js';
 
 describe('a change to a held-out test', () => {
   it('is refused with the held-out reason, not the catalog one', () => {

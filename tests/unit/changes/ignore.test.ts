@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createAllowlist } from '../../../src/changes/allowlist.js';
-import { collectChangeSet, gateChangeSet, type PristineSource } from '../../../src/changes/change-set.js';
+import { collectChangeSet, gateChangeSet } from '../../../src/changes/change-set.js';
+import type { PristineSource } from '../../../src/changes/pristine.js';
 import {
   createChangeIgnore,
   ignoreSettings,

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createAllowlist } from '../../../src/changes/allowlist.js';
-import { collectChangeSet, type ChangeEntry, type PristineSource } from '../../../src/changes/change-set.js';
+import { collectChangeSet, type ChangeEntry } from '../../../src/changes/change-set.js';
+import type { PristineSource } from '../../../src/changes/pristine.js';
 import { changeSetPatch } from '../../../src/changes/patch.js';
 import { MemorySandbox } from '../../fakes/memory-sandbox.js';
 

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadCatalog } from '../../../src/catalog/load.js';
 import { ConfigError } from '../../../src/errors.js';
-import { buildEgress, egressForRole, phaseOfRole } from '../../../src/fix/egress.js';
+import { buildEgress, egressForRole, phaseOfRole } from '../../../src/fix/egress-phases.js';
 import { catalogImageOptions } from '../../../src/fix/deps.js';
 import { rejection } from '../../helpers/rejection.js';
 import { catalogSpec, egressNote } from '../../../src/cli/commands/exec.js';

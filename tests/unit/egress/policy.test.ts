@@ -6,7 +6,7 @@ import {
   hostMatches,
   parseHostPattern,
   type EgressPolicy,
-} from '../../../src/sandbox/egress/policy.js';
+} from '../../../src/egress-policy.js';
 import { queryName } from '../../../src/sandbox/egress/proxy.js';
 
 const policy: EgressPolicy = {

@@ -8,14 +8,15 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SandboxUnavailable } from '../../../src/errors.js';
 import { fleetPlacement, sharedBaselines } from '../../../src/evals/engines.js';
-import type { EvalProgress } from '../../../src/evals/progress.js';
-import { RESULTS_FILE, runEval } from '../../../src/evals/runner.js';
+import type { EvalProgress } from '../../../src/evals/eval-progress.js';
+import { RESULTS_FILE } from '../../../src/evals/results-file.js';
+import { runEval } from '../../../src/evals/runner.js';
 import type { TrialResult, TrialRunner } from '../../../src/evals/types.js';
-import type { BaselineResult } from '../../../src/fix/baseline.js';
-import { memoryBaselineCache } from '../../../src/fix/baseline.js';
+import type { BaselineResult } from '../../../src/fix/baseline-cache.js';
+import { memoryBaselineCache } from '../../../src/fix/baseline-cache.js';
 import type { EngineSpec } from '../../../src/sandbox/docker/fleet/engines-file.js';
 import { connectFleet, type EngineClient, type Fleet } from '../../../src/fleet/fleet.js';
-import type { EngineInfo } from '../../../src/sandbox/docker/engine.js';
+import type { EngineInfo } from '../../../src/sandbox/docker/engine/index.js';
 import { delay, fakeSuite, result, withTempDir } from './helpers.js';
 
 class FakeEngine implements EngineClient {

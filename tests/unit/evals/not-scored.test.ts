@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { NOT_SCORED_RULE, renderHtml, renderMarkdown } from '../../../src/evals/report.js';
-import { createProgressReporter, formatProgressEvent } from '../../../src/evals/progress.js';
+import { createProgressReporter, formatProgressEvent } from '../../../src/evals/eval-progress.js';
 import { summarize } from '../../../src/evals/summary.js';
 import { headline } from '../../../src/cli/commands/eval.js';
 import { readFile } from 'node:fs/promises';

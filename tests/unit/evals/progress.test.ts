@@ -6,7 +6,7 @@ import {
   formatProgressEvent,
   formatProgressLine,
   type EvalProgress,
-} from '../../../src/evals/progress.js';
+} from '../../../src/evals/eval-progress.js';
 import { result } from './helpers.js';
 
 function progress(extra: Partial<EvalProgress> = {}): EvalProgress {

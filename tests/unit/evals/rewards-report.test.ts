@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { renderHtml, renderMarkdown } from '../../../src/evals/report.js';
-import { harborEvalSummary, harborLines } from '../../../src/evals/sources/harbor-materialize.js';
+import { harborEvalSummary, harborLines } from '../../../src/evals/sources/harbor-source.js';
 import { summarize, type EvalSummary } from '../../../src/evals/summary.js';
 import type { TrialResult } from '../../../src/evals/types.js';
 import { parseRewardJson } from '../../../src/test-results/reward.js';

@@ -32,7 +32,7 @@ const noEngine = {
 describe('runSuite refuses bad input before any engine is used', () => {
   it('instance options on a task suite are a usage error', async () => {
     await withTempDir(async (dir) => {
-      await expect(runSuite(options(dir, { instances: { oracle: true } }), noEngine)).rejects.toThrow(
+      await expect(runSuite(options(dir, { sourceFlags: { oracle: true } }), noEngine)).rejects.toThrow(
         UsageError,
       );
     });

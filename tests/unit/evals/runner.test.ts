@@ -2,8 +2,9 @@ import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, Interrupted, SandboxUnavailable, UsageError } from '../../../src/errors.js';
-import type { EvalProgress } from '../../../src/evals/progress.js';
-import { LOCK_FILE, RESULTS_FILE, runEval } from '../../../src/evals/runner.js';
+import type { EvalProgress } from '../../../src/evals/eval-progress.js';
+import { LOCK_FILE, RESULTS_FILE } from '../../../src/evals/results-file.js';
+import { runEval } from '../../../src/evals/runner.js';
 import type { TrialResult, TrialRunner, TrialSpec } from '../../../src/evals/types.js';
 import { delay, fakeSuite, result, withTempDir } from './helpers.js';
 

@@ -6,7 +6,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../../src/errors.js';
-import { cassetteFor, loadSuite, parseSuite, trialSpecs } from '../../../src/evals/suite.js';
+import { loadSuite, parseSuite } from '../../../src/evals/sources/suite-source.js';
+import { cassetteFor, trialSpecs } from '../../../src/evals/suite.js';
 
 const fixtures = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../fixtures/suites');
 const basic = path.join(fixtures, 'basic');

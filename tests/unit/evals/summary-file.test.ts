@@ -70,4 +70,41 @@ describe('--compare: the previous summary is validated', () => {
     );
     expect((error as Error).message).toMatch(/^--compare: cannot read nope\.json: /);
   });
+
+  it.each([
+    ['a negative count', { scored: -1 }, /overall\.scored: expected an integer of at least 0, got -1$/],
+    ['a fractional count', { passes: 0.5 }, /overall\.passes: expected an integer/],
+    [
+      'a huge count',
+      { scored: 1e15 },
+      /overall\.scored: expected an integer of at most 1000000000, got 1000000000000000$/,
+    ],
+    [
+      'more passes than scored trials',
+      { scored: 1, passes: 5, passRate: 1 },
+      /overall\.passes: expected at most scored \(1\), got 5/,
+    ],
+    ['a rate beyond 1', { passRate: 7 }, /overall\.passRate: expected a number of at most 1, got 7$/],
+    [
+      'a rate that is not passes over scored',
+      { passRate: 0.25 },
+      /overall\.passRate: expected passes \/ scored \(1\), got 0\.25/,
+    ],
+    [
+      'an interval upside down',
+      { interval: { low: 0.9, high: 0.1 } },
+      /overall\.interval: expected low <= high/,
+    ],
+    [
+      'an interval that misses its rate',
+      { interval: { low: 0, high: 0.5 } },
+      /overall\.interval: expected it to hold the rate 1/,
+    ],
+  ])('refuses %s', async (_what, edit, why) => {
+    const summary = aSummary();
+    const error = await problemOf(
+      JSON.stringify({ ...summary, overall: { ...summary.overall, ...edit } }, null, 2),
+    );
+    expect(error.problems.join('\n')).toMatch(why);
+  });
 });

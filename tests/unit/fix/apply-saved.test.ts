@@ -29,12 +29,12 @@ async function verifiedRun(): Promise<MemoryRun> {
 
 describe('apply <run>', () => {
   it('writes the saved change to the repo, marks the record applied, and refuses a second time', async () => {
-    const { repo, runsDir, env } = await verifiedRun();
+    const { repo, runsDir, env, catalog } = await verifiedRun();
     const target = join(repo, 'src', 'shipping.ts');
     expect(await readFile(target, 'utf8')).toContain('= 50;');
     const stored = await resolveRun(runsDir, 'last');
     expect(appliedCell(stored.record)).toBe('no');
-    const result = await applySavedRun(stored, { env });
+    const result = await applySavedRun(stored, { env, catalogFile: catalog });
     expect(result.outcome).toBe('ready-for-review');
     expect(exitCodeForRun(result)).toBe(0);
     expect(result.written).toEqual(['src/shipping.ts']);
@@ -46,14 +46,14 @@ describe('apply <run>', () => {
     // The later apply is on the run's journal too: run.json is still the fold of events.jsonl
     // (its fields; `apply` rewrites the record it read back, in the schema's order).
     await expectRecordIsFoldOfEvents(after.dir, 'fields');
-    await expect(applySavedRun(after, { env })).rejects.toThrow(/already applied/);
+    await expect(applySavedRun(after, { env, catalogFile: catalog })).rejects.toThrow(/already applied/);
   });
 
   it('refuses when a file it touches changed since the run read it: nothing written, not-applied, exit 4', async () => {
-    const { repo, runsDir, env } = await verifiedRun();
+    const { repo, runsDir, env, catalog } = await verifiedRun();
     const target = join(repo, 'src', 'shipping.ts');
     await writeFile(target, '// edited by a person since\n');
-    const result = await applySavedRun(await resolveRun(runsDir, 'last'), { env });
+    const result = await applySavedRun(await resolveRun(runsDir, 'last'), { env, catalogFile: catalog });
     expect(result.outcome).toBe('not-applied');
     expect(exitCodeForRun(result)).toBe(4);
     expect(result.problem).toMatch(/src\/shipping\.ts/);
@@ -66,14 +66,14 @@ describe('apply <run>', () => {
   });
 
   it('checks the change against the catalog as it is now: a path it no longer allows is refused', async () => {
-    const { root, repo, runsDir, env } = await verifiedRun();
+    const { root, repo, runsDir, env, catalog } = await verifiedRun();
     const catalogFile = join(root, 'shipping-service.yaml');
     const yaml = await readFile(catalogFile, 'utf8');
     await writeFile(catalogFile, yaml.replace('    - src/shipping.ts', '    - src/other.ts'));
     expect(await readFile(catalogFile, 'utf8')).toContain('src/other.ts');
-    await expect(applySavedRun(await resolveRun(runsDir, 'last'), { env })).rejects.toThrow(
-      /no longer allows src\/shipping\.ts/,
-    );
+    await expect(
+      applySavedRun(await resolveRun(runsDir, 'last'), { env, catalogFile: catalog }),
+    ).rejects.toThrow(/no longer allows src\/shipping\.ts/);
     expect(await readFile(join(repo, 'src', 'shipping.ts'), 'utf8')).toContain('= 50;');
   });
 

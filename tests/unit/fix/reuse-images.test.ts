@@ -1,7 +1,7 @@
 /** Within an eval, a repo's image is resolved once per catalog; a failure is not remembered. */
 import { describe, expect, it } from 'vitest';
 import { reuseImages } from '../../../src/fix/deps.js';
-import type { FixDeps } from '../../../src/fix/context.js';
+import type { FixDeps } from '../../../src/fix/types.js';
 import type { RepoImage, RepoImageRequest } from '../../../src/image-context/request.js';
 
 function fakeDeps(fail: { next: boolean }): { deps: FixDeps; calls: RepoImageRequest[] } {

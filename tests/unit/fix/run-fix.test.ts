@@ -17,7 +17,7 @@ import {
   type FixResult,
   type HostFileState as HostFile,
 } from '../../../src/fix/run-fix.js';
-import { memoryBaselineCache } from '../../../src/fix/baseline.js';
+import { memoryBaselineCache } from '../../../src/fix/baseline-cache.js';
 import { SandboxDead, SandboxUnavailable } from '../../../src/errors.js';
 import { exitCodeForRun } from '../../../src/cli/exit-codes.js';
 import { fixSummaryJson } from '../../../src/cli/commands/fix.js';

@@ -8,7 +8,7 @@ import { cp, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runFix } from '../../../src/fix/run-fix.js';
-import type { FixDeps, FixOptions } from '../../../src/fix/context.js';
+import type { FixDeps, FixOptions } from '../../../src/fix/types.js';
 import { ConfigError } from '../../../src/errors.js';
 import { exitCodeForError } from '../../../src/cli/exit-codes.js';
 import { EXAMPLE_DIR } from '../../../src/demo.js';

@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { html, type Html } from '../../../src/html/html.js';
 import type { PageOptions } from '../../../src/view/layout.js';
-import { block } from '../../../src/view/html.js';
+import { block } from '../../../src/view/page-blocks.js';
 
 function needsHtml(markup: Html): string {
   return String(markup);

@@ -56,6 +56,10 @@ describe('Retry-After', () => {
     expect(parseRetryAfter('Wed, 21 Oct 2015 07:28:05 GMT', now)).toBe(5000);
   });
   it('ignores garbage', () => expect(parseRetryAfter('soon')).toBeUndefined());
+  it('ignores a number too long to be one (it would parse as Infinity)', () => {
+    expect(parseRetryAfter('9'.repeat(400))).toBeUndefined();
+    expect(retryAfterFromHeaders((name) => (name === 'retry-after-ms' ? '9'.repeat(400) : '2'))).toBe(2000);
+  });
   it('prefers retry-after-ms when present', () => {
     const headers = new Headers({ 'retry-after': '10', 'retry-after-ms': '250' });
     expect(retryAfterFromHeaders((name) => headers.get(name))).toBe(250);

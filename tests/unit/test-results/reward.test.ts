@@ -30,6 +30,8 @@ describe('reward.txt', () => {
     ['1e400', /not a finite number/],
     ['1e12', /beyond/],
     ['0x1', /expected one number/],
+    ['-1', /the reward is negative \(-1\); a score is 0 or more/],
+    ['-1e9', /negative/],
   ])('refuses %j', (text, reason) => {
     const r = parseRewardText(text);
     expect(r.ok).toBe(false);
@@ -44,6 +46,11 @@ describe('reward.json', () => {
       reward: { score: 0.5, values: { reward: 0.5, resolved: 0, f2p: 3 }, file: 'reward.json' },
     });
     expect(parseRewardJson('{"accuracy": 1}')).toMatchObject({ ok: true, reward: { score: 1 } });
+    // Only the score is compared and averaged; another named value may be below 0.
+    expect(parseRewardJson('{"reward": 1, "delta": -0.2}')).toMatchObject({
+      ok: true,
+      reward: { score: 1, values: { delta: -0.2 } },
+    });
   });
 
   it.each([
@@ -59,6 +66,9 @@ describe('reward.json', () => {
       /more than 100 names/,
     ],
     ['{"reward": 1', /not JSON/],
+    ['{"reward": -1000000000, "f2p": 3}', /reward is negative/],
+    ['{"accuracy": -0.5}', /accuracy is negative/],
+    ['{"reward": 1, "delta": -1e12}', /delta is beyond/],
   ])('refuses %s', (text, reason) => {
     const r = parseRewardJson(text);
     expect(r.ok).toBe(false);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { html } from '../../../src/html/html.js';
-import * as view from '../../../src/view/html.js';
+import * as view from '../../../src/view/page-blocks.js';
 
 // The helpers return `Html`; these assertions read the markup it stands for. An attribute
 // value is an interpolation in the `html` template (attr() was folded into it).

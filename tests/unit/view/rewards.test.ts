@@ -6,7 +6,7 @@
  */
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { harborEvalSummary } from '../../../src/evals/sources/harbor-materialize.js';
+import { harborEvalSummary } from '../../../src/evals/sources/harbor-source.js';
 import { summarize } from '../../../src/evals/summary.js';
 import type { TrialResult } from '../../../src/evals/types.js';
 import { renderPage } from '../../../src/view/site.js';

@@ -13,7 +13,7 @@ import { loadCatalog, resourcesFromCatalog } from '../../../../src/catalog/load.
 import { BuildTimeout, Interrupted } from '../../../../src/errors.js';
 import { recipeImages } from '../../../../src/evals/engines.js';
 import { runSuite } from '../../../../src/evals/run-suite.js';
-import { loadHarborSource } from '../../../../src/evals/sources/harbor-suite.js';
+import { loadHarborSource } from '../../../../src/evals/sources/harbor-source.js';
 import { materializeHarbor } from '../../../../src/evals/sources/harbor-materialize.js';
 import { catalogImageOptions } from '../../../../src/fix/deps.js';
 import type { RepoImage, RepoImageRequest } from '../../../../src/image-context/request.js';
@@ -43,7 +43,6 @@ async function task(
 async function mapped(name: string, toml: string, dockerfile?: string) {
   const dir = await task(name, toml, dockerfile);
   const source = await loadHarborSource(dir, `tasks/${name}`, root);
-  if (!source) throw new Error('not a Harbor source');
   const { suite } = await materializeHarbor(source, { outDir: join(root, 'out', name) });
   const suiteTask = suite.tasks[0]!;
   return { suiteTask, catalog: await loadCatalog(suiteTask.catalog, { cwd: root }) };

@@ -7,7 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadCatalog } from '../../../../src/catalog/load.js';
 import { ConfigError } from '../../../../src/errors.js';
 import { parseInstances, loadInstanceSuite } from '../../../../src/evals/sources/instances.js';
-import { materializeInstances } from '../../../../src/evals/sources/materialize.js';
+import { materializeInstances } from '../../../../src/evals/sources/instances-materialize.js';
+import { recogniseSource, sourceInput } from '../../../../src/evals/sources/index.js';
+import { instancesSource } from '../../../../src/evals/sources/instances-source.js';
 import { oracleFindings } from '../../../../src/evals/sources/quarantine.js';
 import { treeHash } from '../../../helpers/cli.js';
 import { jsonl, makeInstanceRepos, REPO_SPECS, type InstanceRepos } from '../../../helpers/instance-repos.js';
@@ -22,6 +24,16 @@ function problems(text: string): string[] {
   }
   throw new Error('accepted');
 }
+
+/** What a trial's test report said: its verdict and the named tests that did not pass. */
+const tests = (verdict: 'resolved' | 'unresolved', failing: string[]) => ({
+  passed: 1,
+  failed: failing.length,
+  skipped: 0,
+  verdict,
+  exitCode: 0,
+  failing,
+});
 
 const good = {
   instance_id: 'a-1',
@@ -173,18 +185,49 @@ describe('instances into tasks', () => {
       }),
     ).toBe('');
   });
+  it('as a task source: --oracle makes the suite, and the summary section says what the runs found and writes the quarantine file', async () => {
+    const quarantine = join(root, 'quarantine.json');
+    const input = sourceInput(join(root, 'suite.yaml'), 'suite.yaml', root);
+    expect(await recogniseSource(input)).toBe(instancesSource);
+    const opened = await instancesSource.open(input, { oracle: true, quarantine });
+    expect(opened.name).toBe('two-repos');
+    const made = await opened.make({ outDir: join(root, 'out-source'), say: () => undefined });
+    const ids = made.suite.tasks.map((t) => t.id);
+    expect(ids).toEqual(['acme__fees-1', 'acme__parcels-1']);
+    const sections = await made.summarize!([
+      result({ taskId: 'acme__fees-1', trial: 0 }, 'ready-for-review', { tests: tests('resolved', []) }),
+      result({ taskId: 'acme__fees-1', trial: 1 }, 'tests-failed', { tests: tests('unresolved', ['clock']) }),
+      result({ taskId: 'acme__parcels-1', trial: 0 }, 'tests-failed', { tests: tests('unresolved', ['kg']) }),
+    ]);
+    expect(sections).toEqual({
+      instances: {
+        oracle: true,
+        goldFails: ['acme__parcels-1'],
+        flakyTests: { 'acme__fees-1': ['clock'] },
+        quarantined: { 'acme__fees-1': ['clock'] },
+      },
+    });
+    expect(JSON.parse(await readFile(quarantine, 'utf8'))).toEqual({
+      version: 1,
+      tests: { 'acme__fees-1': ['clock'] },
+      goldFails: ['acme__parcels-1'],
+    });
+    // Without --oracle the file is read back, and the section says what it left out.
+    const next = await instancesSource.open(input, { quarantine });
+    const again = await next.make({ outDir: join(root, 'out-source-2'), say: () => undefined });
+    expect(again.suite.tasks.map((t) => t.id)).toEqual(['acme__fees-1']);
+    expect(await again.summarize!([])).toEqual({
+      instances: {
+        oracle: false,
+        goldFails: ['acme__parcels-1'],
+        quarantined: { 'acme__fees-1': ['clock'] },
+      },
+    });
+  }, 60_000);
 });
 
 describe('oracle findings', () => {
   it('a named test that passed in some runs and not others flakes; an instance never resolved fails with its gold patch', () => {
-    const tests = (verdict: 'resolved' | 'unresolved', failing: string[]) => ({
-      passed: 1,
-      failed: failing.length,
-      skipped: 0,
-      verdict,
-      exitCode: 0,
-      failing,
-    });
     const findings = oracleFindings([
       result({ taskId: 'a', trial: 0 }, 'ready-for-review', { tests: tests('resolved', []) }),
       result({ taskId: 'a', trial: 1 }, 'tests-failed', { tests: tests('unresolved', ['clock']) }),

@@ -1,0 +1,161 @@
+/**
+ * The types the steps of `fix` share: what the caller asks for (`FixOptions`), what it
+ * injects (`FixDeps`: everything that touches the outside world, so the flow is unit-testable
+ * with fakes), what it gets back (`FixResult`), and the one context a run carries from step
+ * to step (`Run`).
+ */
+import type { Recovery } from '../changes/apply.js';
+import type { LoadedCatalog } from '../catalog/load.js';
+import type { ChangeSet } from '../changes/change-set.js';
+import type { Ticket } from '../catalog/ticket.js';
+import type { EventSink } from '../agent/events.js';
+import type { AgentLoopResult } from '../agent/loop.js';
+import type { HarnessError } from '../errors.js';
+import type { createProvider } from '../llm/registry.js';
+import type { CassetteRecorder } from '../llm/recording.js';
+import type { CostMeter } from '../llm/cost.js';
+import type { Continuation } from './continue.js';
+import type { Message, ModelProvider } from '../llm/types.js';
+import type { RunOutcome } from '../outcomes.js';
+import type { RunDir, RunRecord } from '../runs/record.js';
+import type { RepoImage, RepoImageRequest } from '../image-context/request.js';
+import type { RunJournal } from '../runs/journal.js';
+import type { KeepPolicy, SandboxBackend } from '../sandbox/types.js';
+import type { BaselineCache } from './baseline-cache.js';
+import type { ProgressSink } from './progress.js';
+import type { SandboxPool } from './sandboxes.js';
+
+export type { KeepPolicy } from '../sandbox/types.js';
+
+export interface FixDeps {
+  backend: SandboxBackend;
+  /** Checks the engine answers before anything is written. */
+  ping: () => Promise<void>;
+  /** The run's sandbox image: the one request and result type of every layer below. */
+  image: (request: RepoImageRequest) => Promise<RepoImage>;
+  /** Default: the registry's createProvider. */
+  createProvider?: typeof createProvider;
+  /** Evals share one baseline per (image, catalog, test command) between their trials. */
+  baselines?: BaselineCache;
+  /** How to reach the backend's engine again (an eval on a fleet); recorded with the run. */
+  engineRef?: RunRecord['engineRef'];
+  /**
+   * The runtime sandboxes get when `asked` (or nothing) is asked for; throws `ConfigError` for
+   * one the engine lacks. Absent: the backend has no runtimes to choose from.
+   */
+  runtime?: (asked?: string) => Promise<string>;
+}
+
+export interface FixOptions {
+  ticket: string;
+  catalogFile: string;
+  repoDir?: string;
+  provider?: string;
+  model?: string;
+  cassette?: string;
+  record?: string;
+  maxAttempts?: number;
+  keep: KeepPolicy;
+  apply: boolean;
+  force: boolean;
+  rebuild: boolean;
+  /** Review every verified attempt with an independent checker (also catalog `agent.review`). */
+  review?: boolean;
+  /** Where run records go; default `<repo>/.sandbox-harness/runs`. */
+  runsDir?: string;
+  cwd: string;
+  /** The host environment: read for provider credentials only, never passed to a sandbox. */
+  env: NodeJS.ProcessEnv;
+  signal: AbortSignal;
+  progress?: ProgressSink;
+  readStdin: () => Promise<string>;
+  /** Bytes of failing test output fed back to the model. */
+  feedbackBytes?: number;
+  /** Extra events sink (evals use it to time trials). */
+  events?: EventSink;
+  /** Run id to use (evals choose their own). */
+  runId?: string;
+  /** Stop once the run's model calls cost this many US dollars (overrides catalog `agent.costLimit`). */
+  costLimitUsd?: number;
+  /** Continue this earlier run (an id, a prefix or `last`): its last patch and feedback start attempt 1. */
+  continueFrom?: string;
+  /**
+   * Seed the run from the recorded run in this folder (an eval task's `seedRun`): as with
+   * `continueFrom`, and its last conversation starts the first attempt's history.
+   */
+  seedRun?: string;
+  /** The OCI runtime (`--runtime`); overrides the catalog's `sandbox.runtime`. */
+  runtime?: string;
+  /** How long the first attempt waits for the baseline before calling the model (default 30 s after its test command starts). */
+  baselineHeadStartMs?: number;
+}
+
+export interface FixResult {
+  runId: string;
+  runDir: string;
+  outcome: RunOutcome;
+  record: RunRecord;
+  patch?: string;
+  error?: HarnessError;
+}
+
+/** How a run ended, before it is closed. */
+export interface Ending {
+  outcome: RunOutcome;
+  message: string;
+  /** The verified change, for `ready-for-review`. */
+  changeSet?: ChangeSet;
+  error?: HarnessError;
+}
+
+/** Everything known once the inputs validated; nothing has been written yet. */
+export interface Prepared {
+  catalog: LoadedCatalog;
+  repoDir: string;
+  ticket: Ticket;
+  provider: ModelProvider;
+  /** The sub-agents' provider, when the catalog offers `delegate`. */
+  delegateProvider?: ModelProvider;
+  /** The independent checker's provider, when review is on. */
+  checker?: ModelProvider;
+  /** Records every role's answers, for `--record`. */
+  recorder?: CassetteRecorder;
+  /** What the run's model calls cost so far, per role; every provider above counts into it. */
+  costs: CostMeter;
+  /** With `--continue`: where the earlier run left off. */
+  continuation?: Continuation;
+  /** Where model retries are reported once the event log exists. */
+  retries: { sink?: EventSink };
+  /** An earlier apply to this repo that a crash interrupted, undone before anything read the repo. */
+  recovered?: Recovery;
+  /** The runtime: `asked` by the flag or the catalog (given to every sandbox), `name` what runs. */
+  runtime?: { asked?: string; name: string };
+}
+
+/** One run, from the moment its record exists until it is closed. */
+export interface Run extends Prepared {
+  options: FixOptions;
+  deps: FixDeps;
+  dir: RunDir;
+  /** The fold of the run's journal so far: read it; change it only by appending to `journal`. */
+  record: RunRecord;
+  /** The run's domain events: the one source of `record` (and of `run.json`). */
+  journal: RunJournal;
+  events: EventSink;
+  progress: ProgressSink;
+  /** Ctrl-C and the run time limit; its reason says which. */
+  signal: AbortSignal;
+  sandboxes: SandboxPool;
+  /** The image attempt sandboxes are made from when it is not the run's image (one with git). */
+  attemptImage: { tag?: string };
+  transcript: {
+    attempt: number;
+    role: string;
+    system: string;
+    messages: Message[];
+    /** Leading messages taken from a seed run (no model call of this run made them). */
+    seededMessages?: number;
+    delegations?: AgentLoopResult['delegations'];
+  }[];
+  started: number;
+}
