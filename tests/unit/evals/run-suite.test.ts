@@ -55,29 +55,34 @@ describe('runSuite refuses bad input before any engine is used', () => {
 });
 
 describe('runSuite stops when interrupted', () => {
-  it('while it prepares the images: the build gets the signal, and the eval ends at once', async () => {
-    await withTempDir(async (dir) => {
-      const controller = new AbortController();
-      let asked: AbortSignal | undefined;
-      const provider = {
-        backend: { name: 'fake', engine: 'local' },
-        preflight: async () => undefined,
-        repoImage: (request: RepoImageRequest) => {
-          asked = request.signal;
-          // A build of minutes: it ends only when told to stop.
-          setTimeout(() => controller.abort(), 10);
-          return new Promise((_, reject) =>
-            request.signal?.addEventListener('abort', () => reject(new Interrupted('build stopped'))),
-          );
-        },
-      } as unknown as SandboxProvider;
-      const started = Date.now();
-      const error = await runSuite(options(dir, { signal: controller.signal }), {
-        provider: async () => provider,
-      }).catch((e: unknown) => e);
-      expect(asked).toBeDefined();
-      expect(error).toBeInstanceOf(Interrupted);
-      expect(Date.now() - started).toBeLessThan(5_000);
-    });
-  });
+  // A short limit: without the signal the build never ends, and the test should say so soon.
+  it(
+    'while it prepares the images: the build gets the signal, and the eval ends at once',
+    { timeout: 15_000 },
+    async () => {
+      await withTempDir(async (dir) => {
+        const controller = new AbortController();
+        let asked: AbortSignal | undefined;
+        const provider = {
+          backend: { name: 'fake', engine: 'local' },
+          preflight: async () => undefined,
+          repoImage: (request: RepoImageRequest) => {
+            asked = request.signal;
+            // A build of minutes: it ends only when told to stop.
+            setTimeout(() => controller.abort(), 10);
+            return new Promise((_, reject) =>
+              request.signal?.addEventListener('abort', () => reject(new Interrupted('build stopped'))),
+            );
+          },
+        } as unknown as SandboxProvider;
+        const started = Date.now();
+        const error = await runSuite(options(dir, { signal: controller.signal }), {
+          provider: async () => provider,
+        }).catch((e: unknown) => e);
+        expect(asked).toBeDefined();
+        expect(error).toBeInstanceOf(Interrupted);
+        expect(Date.now() - started).toBeLessThan(5_000);
+      });
+    },
+  );
 });
