@@ -412,7 +412,8 @@ export interface DoctorCheck {
 
 /** What an engine stores, as it reports it. */
 export interface EngineStorageUsage {
-  layersBytes: number;
+  /** Absent when the engine does not say (Podman answers 0 for any number of images). */
+  layersBytes?: number;
   images: number;
   containers: number;
   /** Writable layers of all containers. */

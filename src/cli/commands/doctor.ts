@@ -30,7 +30,8 @@
  *       "engine"?: {            // what the engine said about itself (absent if it did not answer)
  *         "name", "serverVersion", "apiVersion", "cpus", "memoryBytes", "dockerRootDir",
  *         "freeBytes"?, "totalBytes"?,   // file system under the data root, via df in a container
- *         "usage"?: { "layersBytes", "images", "containers", "containersBytes", "volumes", "buildCacheBytes" }
+ *         "usage"?: { "layersBytes"?, "images", "containers", "containersBytes", "volumes", "buildCacheBytes" }
+ *                                  // layersBytes absent: the engine did not say (Podman)
  *       }
  *     }
  *

@@ -247,9 +247,9 @@ async function containerCheck(
   }
 }
 
-function diskCheck(facts: EngineFacts): DoctorCheck {
+export function diskCheck(facts: EngineFacts): DoctorCheck {
   const stored = facts.usage
-    ? `; the engine holds ${facts.usage.images} images (${formatBytes(facts.usage.layersBytes)}), ${facts.usage.containers} containers (${formatBytes(facts.usage.containersBytes)}), build cache ${formatBytes(facts.usage.buildCacheBytes)}`
+    ? `; the engine holds ${facts.usage.images} images (${facts.usage.layersBytes === undefined ? 'size not reported' : formatBytes(facts.usage.layersBytes)}), ${facts.usage.containers} containers (${formatBytes(facts.usage.containersBytes)}), build cache ${formatBytes(facts.usage.buildCacheBytes)}`
     : '';
   const root = facts.dockerRootDir || 'the data root';
   if (facts.freeBytes === undefined || facts.totalBytes === undefined) {
