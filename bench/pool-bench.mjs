@@ -10,6 +10,7 @@
  * Prints a table and writes bench/results/pool-latest.json. Removal is not part of any time.
  */
 import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';

@@ -114,6 +114,46 @@ function isQuantity(value: number | undefined | null): value is number {
 }
 
 // ---------------------------------------------------------------------------------------
+// Money
+
+/**
+ * US dollars: `$1.23` from a dollar up, `$0.0123` below (a run often costs cents, and a
+ * hundredth of a cent still tells two models apart). `-` for an amount that is unknown.
+ */
+export function formatUsd(value: number | null | undefined): string {
+  if (!isQuantity(value)) return '-';
+  return value >= 1 ? `$${value.toFixed(2)}` : `$${value.toFixed(4)}`;
+}
+
+/** What a run, a trial or an eval cost as its record keeps it: dollars, and the models without a price. */
+export interface CostFacts {
+  usd: number;
+  /** Models that answered without a price: their calls are counted as $0. */
+  unpriced?: readonly string[] | undefined;
+}
+
+/**
+ * Whether a cost is known at all: `false` when it is $0 only because no model that answered
+ * had a price (a replayed cassette, a local model nobody priced). Such a cost is said once as
+ * "no price", never shown as a column of `$0.0000`.
+ */
+export function costKnown(cost: CostFacts | undefined): boolean {
+  return cost !== undefined && !(cost.usd === 0 && (cost.unpriced?.length ?? 0) > 0);
+}
+
+/**
+ * A cost in one phrase: `$0.0123`; `$0.0123 (no price for m)` when some model had none;
+ * `no price for m` when none had one (nothing to add up); `-` for a record without a cost.
+ */
+export function formatCost(cost: CostFacts | undefined): string {
+  if (cost === undefined) return '-';
+  const unpriced = cost.unpriced ?? [];
+  const none = unpriced.length > 0 ? `no price for ${unpriced.join(', ')}` : '';
+  if (!costKnown(cost)) return none;
+  return none ? `${formatUsd(cost.usd)} (${none})` : formatUsd(cost.usd);
+}
+
+// ---------------------------------------------------------------------------------------
 // Tables
 
 /**

@@ -1,8 +1,9 @@
 /**
  * The run's event log: one JSON object per line (time, kind, tool, duration, exit code,
- * tokens). Events carry facts about calls, never their inputs, environment values or
- * headers; the file sink also scrubs secret-looking environment values in case a message
- * ever quotes one.
+ * tokens). Events carry facts about calls and, of a tool call, a one-line summary of its
+ * input (the command, the path, the pattern: `tool-summary.ts`), never whole inputs,
+ * environment values or headers; the file sink also scrubs secret-looking environment
+ * values in case a message or a command ever quotes one.
  */
 import { appendFileSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -28,6 +29,8 @@ export interface HarnessEvent {
   turn?: number;
   tool?: string;
   toolUseId?: string;
+  /** Of a tool call: its input in one cut line (the command, path or pattern it used). */
+  input?: string;
   durationMs?: number;
   exitCode?: number;
   isError?: boolean;

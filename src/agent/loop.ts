@@ -26,6 +26,7 @@ import type {
 import type { Sandbox } from '../sandbox/types.js';
 import { nestedSink, type EventSink } from './events.js';
 import { trimHistory } from './history.js';
+import { oneLine, toolInputSummary } from './tool-summary.js';
 import type { ToolRegistry } from './tools/tool-registry.js';
 import type { DelegateCapability } from './tools/types.js';
 
@@ -36,8 +37,7 @@ export const TOOL_ERROR_SUMMARY_CHARS = 300;
 
 /** A tool error as one capped line (the terminal escapes it; the event log is JSON). */
 export function errorSummary(content: string): string {
-  const line = content.replace(/\s+/g, ' ').trim();
-  return line.length > TOOL_ERROR_SUMMARY_CHARS ? `${line.slice(0, TOOL_ERROR_SUMMARY_CHARS - 1)}…` : line;
+  return oneLine(content, TOOL_ERROR_SUMMARY_CHARS);
 }
 
 export interface LoopLimits {
@@ -77,8 +77,9 @@ export interface AgentLoopOptions {
   /** Lets the `delegate` tool start sub-agents; without it, `delegate` answers that it is unavailable. */
   subAgent?: SubAgentOptions | undefined;
   /**
-   * Called as a tool call starts (the progress line shows `running: <command>` during a long
-   * command). Not an event: events carry facts about calls, never their inputs.
+   * Called as a tool call starts (a live progress line shows `running: <command>` during a
+   * long command). Not an event: the call's one event (`tool_call`) is written when it ends,
+   * with its exit code and time, so a log holds one line per call.
    */
   onToolStart?: (call: { name: string; input: unknown; turn: number }) => void;
   /**
@@ -422,12 +423,15 @@ async function execute(
     // What ends a sub-agent's loop by throwing (a dead sandbox, a failed model API) ends
     // this one too, rather than becoming a tool result the model would try to work around.
     if ('error' in subAgentFailure) throw subAgentFailure.error;
+    const input = toolInputSummary(call.name, call.input);
     events.emit({
       ...base,
       kind: 'tool_call',
       turn: state.turns,
       tool: call.name,
       toolUseId: call.id,
+      // Which file, command or pattern: what a reader of the log looks for first.
+      ...(input === undefined ? {} : { input }),
       durationMs: Date.now() - toolStarted,
       ...(result.exitCode === undefined ? {} : { exitCode: result.exitCode }),
       isError: result.isError,

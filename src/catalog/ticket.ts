@@ -182,6 +182,21 @@ export function parseTicket(rawText: string, context: ParseContext): Ticket {
     : { id, title, body, source: context.source, file: context.file };
 }
 
+/**
+ * A ticket as a heading: `OPS-412: Free shipping ...`. A title taken from a body that starts
+ * `# OPS-412: Free shipping` already names the id, so it is not said twice.
+ */
+export function ticketHeading(ticket: { id?: string | undefined; title?: string | undefined }): string {
+  const id = ticket.id?.trim() ?? '';
+  const title = ticket.title?.trim() ?? '';
+  if (id === '') return title;
+  if (title === '') return id;
+  const rest = title.slice(id.length);
+  const namesId =
+    title.toLowerCase().startsWith(id.toLowerCase()) && (rest === '' || /^[\s:.,\-–—]/.test(rest));
+  return namesId ? title : `${id}: ${title}`;
+}
+
 function titleFromBody(body: string): string {
   const first = body.split('\n').find((line) => line.trim() !== '') ?? '';
   const title = first.replace(/^#+\s*/, '').trim();

@@ -97,6 +97,14 @@ export function exitCodeForWork(statuses: readonly string[]): number {
   return statuses.every((s) => s === 'passing') ? EXIT_CODES.ok : EXIT_CODES.taskFailed;
 }
 
+/**
+ * `work --status`: 1 only when an item is blocked (it failed); items pending or left running
+ * by a killed `work` are work still to do, not a failure, so a script may poll the status.
+ */
+export function exitCodeForWorkStatus(statuses: readonly string[]): number {
+  return statuses.some((s) => s === 'blocked') ? EXIT_CODES.taskFailed : EXIT_CODES.ok;
+}
+
 export interface CheckEnding {
   verdict: 'broken' | 'failing' | 'passing';
   /** The tests did what was asked of them (`--expect`): fail for a ticket, by default. */

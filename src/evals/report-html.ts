@@ -10,10 +10,10 @@ import { table } from '../html/table.js';
 import { formatMs } from '../format.js';
 import {
   categoriesTable,
+  dropsFinding,
   comparisonLead,
   comparisonTable,
-  costNote,
-  costTable,
+  costSection,
   DIFFERENCES_LEAD,
   engineTable,
   ENGINES_NOTE,
@@ -222,9 +222,13 @@ export function renderReportSections(summary: EvalSummary, comparison?: SummaryC
     htmlTable(taskKTable(summary, 'pass^')),
   );
   sections.push(...htmlSourceSections(summary, 'after-task-tables'));
-  const costs = costTable(summary);
+  const costs = costSection(summary);
   if (costs)
-    sections.push(html`<h2>Cost</h2>`, htmlTable(costs), html`<p class="meta">${costNote(summary)}</p>`);
+    sections.push(
+      html`<h2>Cost</h2>`,
+      ...(costs.table ? [htmlTable(costs.table)] : []),
+      html`<p class="meta">${costs.note}</p>`,
+    );
   const notScored = notScoredTable(summary);
   if (notScored)
     sections.push(
@@ -256,6 +260,8 @@ function htmlComparison(c: SummaryComparison): Html[] {
   if (c.regressions.length > 0) {
     out.push(html`<p class="flag-regression">Regressions: ${c.regressions.join(', ')}</p>`);
   }
+  const drops = dropsFinding(c);
+  if (drops) out.push(html`<p class="flag-regression">${drops}</p>`);
   if (c.improvements.length > 0) {
     out.push(html`<p class="flag-improvement">Improvements: ${c.improvements.join(', ')}</p>`);
   }

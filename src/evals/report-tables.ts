@@ -2,7 +2,7 @@
  * The eval report's content, built once and rendered twice (report.md, report.html): the
  * tables as rows of plain text cells, the notes under them, and how numbers are written.
  */
-import { formatMs } from '../format.js';
+import { costKnown, formatMs, formatUsd } from '../format.js';
 import type { Interval } from './stats.js';
 import type {
   CostSummary,
@@ -186,15 +186,23 @@ export function perTaskTable(summary: EvalSummary): Table {
   };
 }
 
-export function formatUsd(value: number | null | undefined): string {
-  if (value === null || value === undefined) return '-';
-  return value >= 1 ? `$${value.toFixed(2)}` : `$${value.toFixed(4)}`;
-}
-
-/** Money per task and overall; none when no trial carried a cost (records of older versions). */
-export function costTable(summary: EvalSummary): Table | undefined {
+/**
+ * The Cost section: a table of money per task and overall with a note on how it is counted,
+ * or, when no model that answered had a price (replayed cassettes), that one sentence alone
+ * rather than a table of `$0.0000`; none when no trial carried a cost (older records).
+ */
+export function costSection(summary: EvalSummary): { table?: Table; note: string } | undefined {
   const overall = summary.overall.cost;
   if (!overall) return undefined;
+  const unpriced = overall.unpriced ?? [];
+  if (!costKnown({ usd: overall.totalUsd, unpriced }))
+    return {
+      note: `No price for: ${unpriced.join(', ')}, so what the trials cost is not known (a model gets a price in the catalog's agent.prices).`,
+    };
+  return { table: costTable(overall, summary), note: costNote(unpriced) };
+}
+
+function costTable(overall: CostSummary, summary: EvalSummary): Table {
   const budget = overall.atBudget;
   const cells = (id: string, c: CostSummary | undefined): string[] => [
     id,
@@ -218,8 +226,7 @@ export function costTable(summary: EvalSummary): Table | undefined {
   };
 }
 
-export function costNote(summary: EvalSummary): string {
-  const unpriced = summary.overall.cost?.unpriced ?? [];
+function costNote(unpriced: readonly string[]): string {
   return (
     "Cost is the price table (prices/default.yaml, overridden by the catalog) times the tokens each trial used, every role included; cost per solved task is the scored trials' cost over their passes." +
     (unpriced.length > 0 ? ` No price for: ${unpriced.join(', ')} (counted as $0).` : '')
@@ -235,17 +242,20 @@ export function taskKTable(summary: EvalSummary, symbol: 'pass@' | 'pass^'): Tab
   };
 }
 
+/**
+ * Failures per task and category: a column for each category some trial ended in (fifteen
+ * columns of mostly zeros overflow a page and hide the ones that count), or one `failures`
+ * column of zeros when nothing failed.
+ */
 export function categoriesTable(summary: EvalSummary): Table {
+  const shown = FAILURE_CATEGORIES.filter((c) => summary.overall.categories[c] > 0);
+  const cells = (counts: EvalSummary['overall']['categories']): string[] =>
+    shown.length > 0 ? shown.map((c) => String(counts[c])) : ['0'];
   return {
-    header: ['task', ...FAILURE_CATEGORIES],
+    header: ['task', ...(shown.length > 0 ? shown : ['failures'])],
     rows: [
-      ...rowsOf(
-        summary.tasks.map((t) => [t.taskId, ...FAILURE_CATEGORIES.map((c) => String(t.categories[c]))]),
-      ),
-      {
-        cells: ['all', ...FAILURE_CATEGORIES.map((c) => String(summary.overall.categories[c]))],
-        total: true,
-      },
+      ...rowsOf(summary.tasks.map((t) => [t.taskId, ...cells(t.categories)])),
+      { cells: ['all', ...cells(summary.overall.categories)], total: true },
     ],
   };
 }
@@ -381,3 +391,31 @@ export function engineTable(summary: EvalSummary): Table | undefined {
 
 export const ENGINES_NOTE =
   'A trial whose first try failed as infrastructure counts on both engines: the failed try where it ran, the retry where that ran.';
+
+/** A task's pass counts before and after: `PY-1 2/2 -> 0/2`. */
+function fallOf(c: SummaryComparison, taskId: string): string {
+  const t = c.tasks.find((x) => x.taskId === taskId);
+  const counts = (r: { passes: number; scored: number } | null | undefined) =>
+    r ? `${r.passes}/${r.scored}` : '-';
+  return `${taskId} ${counts(t?.previous)} -> ${counts(t?.current)}`;
+}
+
+/** Tasks whose rate fell within the noise, named with their counts; undefined when none did. */
+export function dropsFinding(c: SummaryComparison): string | undefined {
+  if (c.drops.length === 0) return undefined;
+  return `Fell, but within the noise (the 95% intervals overlap; run more trials to tell): ${c.drops.map((id) => fallOf(c, id)).join(', ')}`;
+}
+
+/**
+ * What the comparison found, one sentence per finding: regressions, then tasks whose rate fell
+ * within the noise (named, with their counts), else that nothing fell.
+ */
+export function comparisonFindings(c: SummaryComparison): string[] {
+  const out: string[] = [];
+  if (c.regressions.length > 0)
+    out.push(`Regressions: ${c.regressions.map((id) => fallOf(c, id)).join(', ')}`);
+  const drops = dropsFinding(c);
+  if (drops) out.push(drops);
+  if (out.length === 0) out.push('No task fell against the previous summary.');
+  return out;
+}

@@ -9,10 +9,10 @@ import path from 'node:path';
 import { formatMs } from '../format.js';
 import { renderHtml, type TrialLink } from './report-html.js';
 import {
+  dropsFinding,
   comparisonLead,
   comparisonTable,
-  costNote,
-  costTable,
+  costSection,
   categoriesTable,
   DIFFERENCES_LEAD,
   engineTable,
@@ -130,8 +130,9 @@ export function renderMarkdown(summary: EvalSummary, comparison?: SummaryCompari
   out.push('### pass@k per task', '', mdTable(taskKTable(summary, 'pass@')), '');
   out.push('### pass^k per task', '', mdTable(taskKTable(summary, 'pass^')), '');
   out.push(...markdownSourceSections(summary, 'after-task-tables'));
-  const costs = costTable(summary);
-  if (costs) out.push('## Cost', '', mdTable(costs), '', mdCell(costNote(summary)), '');
+  const costs = costSection(summary);
+  if (costs)
+    out.push('## Cost', '', ...(costs.table ? [mdTable(costs.table), ''] : []), mdCell(costs.note), '');
   const notScored = notScoredTable(summary);
   if (notScored) out.push('## Not scored', '', NOT_SCORED_RULE, '', mdTable(notScored), '');
   out.push('## Failure categories', '', mdTable(categoriesTable(summary)), '');
@@ -169,6 +170,8 @@ function markdownComparison(c: SummaryComparison): string[] {
   const out: string[] = ['## Comparison with the previous summary', ''];
   out.push(mdCell(comparisonLead(c)), '');
   if (c.regressions.length > 0) out.push(`**Regressions:** ${c.regressions.map(mdCell).join(', ')}`, '');
+  const drops = dropsFinding(c);
+  if (drops) out.push(mdCell(drops), '');
   if (c.improvements.length > 0) out.push(`**Improvements:** ${c.improvements.map(mdCell).join(', ')}`, '');
   out.push(mdTable(comparisonTable(c)), '');
   if (c.differences.length > 0) {

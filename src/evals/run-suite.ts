@@ -150,6 +150,7 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
         baselines,
         say,
         provider: deps.provider,
+        signal: options.signal,
       });
 
   const n = settings.n ?? suite.defaults.n;
@@ -296,7 +297,7 @@ interface PrepareContext {
 async function prepareLocal(
   runtime: string | undefined,
   tasks: readonly EvalTask[],
-  context: PrepareContext & { provider: SuiteDeps['provider'] },
+  context: PrepareContext & { provider: SuiteDeps['provider']; signal: AbortSignal },
 ): Promise<FixDeps> {
   const provider = await (context.provider ?? (() => sandboxProvider()))();
   const local = reuseImages(fixDeps(provider, { baselines: context.baselines }));
@@ -313,6 +314,8 @@ async function prepareLocal(
       rebuild: false,
       logFile: join(context.outDir, `image-${task.id}.log`),
       onProgress: () => undefined,
+      // Ctrl-C or SIGTERM stops a build here too (a first eval builds for minutes).
+      signal: context.signal,
     });
   }
   return local;

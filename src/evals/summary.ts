@@ -493,6 +493,11 @@ export interface SummaryComparison {
   tasks: TaskComparison[];
   overall: RateComparison;
   regressions: string[];
+  /**
+   * Tasks whose pass rate fell without it being a regression (the 95% intervals overlap, as
+   * from 2/2 to 0/2): said by name, never read as "no regression".
+   */
+  drops: string[];
   improvements: string[];
   /**
    * What differs between the two runs besides the agent's luck (harness version, models,
@@ -567,6 +572,7 @@ export function compareSummaries(current: EvalSummary, previous: PreviousSummary
     tasks,
     overall: compareRates(current.overall, previous.overall),
     regressions: tasks.filter((t) => t.regression).map((t) => t.taskId),
+    drops: tasks.filter((t) => !t.regression && t.delta !== null && t.delta < 0).map((t) => t.taskId),
     improvements: tasks.filter((t) => t.improvement).map((t) => t.taskId),
     differences,
   };

@@ -5,6 +5,7 @@
  * it until the change is written); and, when review is on, the checker. Each
  * ends the attempt with one verdict and, unless it passed, feedback for the next one.
  */
+import type { EventSink } from '../agent/events.js';
 import { runAgentLoop, type AgentLoopResult } from '../agent/loop.js';
 import { buildFirstUserMessage } from '../agent/prompt.js';
 import type { ToolRegistry } from '../agent/tools/tool-registry.js';
@@ -24,13 +25,12 @@ import {
 import { roundUsd } from '../llm/cost.js';
 import type { Message, ModelProvider } from '../llm/types.js';
 import { verdictForEmptyLoop, type AttemptVerdict, type LoopStop } from '../outcomes.js';
-import type { AttemptRecord } from '../runs/record.js';
 import type { Sandbox, WorkspaceTree } from '../sandbox/types.js';
 import type { PlannedStep, Run } from './types.js';
-import { failureFeedback, formatTestRun, type TestLayer, type TestRun } from './test-layers.js';
+import type { TestLayer, TestRun } from './test-layers.js';
 import { warmChannel } from './sandboxes.js';
-import { verifyChange, type Verification, type VerificationResults } from './verify.js';
-import { tally, type NamedVerdict } from '../test-results/verdict.js';
+import { verifyChange, type Verification } from './verify.js';
+import { formatForRecord, namedFeedback, recordResults, testFeedback } from './verification-report.js';
 import { rewardFeedback, rewardRecord } from '../test-results/reward.js';
 import { toolStartDetail } from './progress.js';
 import { reviewChange } from './review.js';
@@ -117,7 +117,9 @@ export async function runAttempt(
 ): Promise<AttemptResult> {
   const started = Date.now();
   const { journal } = run;
-  journal.append({ kind: 'attempt_start', attempt: n, of: plan.maxAttempts });
+  // `of`: the last attempt this run may make (a continued run numbers its attempts on).
+  const last = (run.continuation?.attemptsBefore ?? 0) + plan.maxAttempts;
+  journal.append({ kind: 'attempt_start', attempt: n, of: last });
   const spentBefore = run.costs.totalUsd;
   const finish = async (ending: Ending): Promise<AttemptResult> => {
     journal.append({
@@ -147,7 +149,10 @@ export async function runAttempt(
     // Steps make each step's verification sandbox ahead themselves.
     if (!plan.steps) run.sandboxes.makeAhead(`verify-${n}`);
     const continued = run.continuation;
-    if (continued && n === continued.attemptsBefore + 1) await replayEarlierChange(box, continued, signal);
+    if (continued && n === continued.attemptsBefore + 1) {
+      run.sandboxes.touched(box);
+      await replayEarlierChange(box, continued, signal);
+    }
     return await finish(await attemptSteps({ run, plan, n, box, signal }, feedback, loop));
   } catch (error) {
     const ending = await endingOfError(run, error, loop.ended);
@@ -221,6 +226,8 @@ const SANDBOX_DIED_NOTICE =
 /** The attempt's sandbox (the agent's), on the record before anything runs in it. */
 async function openAttemptSandbox(run: Run, plan: AttemptPlan, n: number): Promise<Sandbox> {
   const box = await run.sandboxes.create(`attempt-${n}`, { hidden: plan.heldOut });
+  // Kept after a failure only once the agent (or a continued run's change) used it.
+  run.sandboxes.untilTouched(box);
   run.journal.append({
     kind: 'sandbox',
     attempt: n,
@@ -260,6 +267,20 @@ async function agentStep(
   };
   run.transcript.push(entry);
   const used = run.record.tokens.input + run.record.tokens.output;
+  // What the loop spent, from its own last event: a loop that throws (a model API that failed,
+  // a cassette that ran out) returns nothing, and its turns still happened.
+  let spent: { turns: number; input: number; output: number } | undefined;
+  const events: EventSink = {
+    emit: (event) => {
+      if (event.kind === 'loop_end' && event.agent === undefined)
+        spent = {
+          turns: event.turn ?? 0,
+          input: event.tokens?.input ?? 0,
+          output: event.tokens?.output ?? 0,
+        };
+      run.events.emit(event);
+    },
+  };
   const loop = await runAgentLoop({
     sandbox: box,
     provider: run.provider,
@@ -275,17 +296,29 @@ async function agentStep(
       attemptDeadlineMs: (step?.attemptSec ?? run.catalog.catalog.sandbox.timeouts.attemptSec) * 1000,
       costExceeded: () => run.costs.exceeded(),
     },
-    events: run.events,
-    // The one step on the progress line with no event behind it: what a tool call runs, as
-    // it starts, quotes the model's input (a whole command line), which the event log never
-    // holds (events carry facts about calls, not their inputs); the call's end is its
-    // `tool_call` event. A live line that says what a long command is outweighs the rule.
-    onToolStart: (call) => run.progress.detail(toolStartDetail(call)),
+    events,
+    // The one step on the progress line with no event behind it: a call's start, on a live
+    // terminal line only (a long command then says what it is while it runs). The call's one
+    // line in a log is its end, the `tool_call` event, with its exit code and time.
+    onToolStart: (call) => {
+      run.sandboxes.touched(box);
+      run.progress.tick?.(toolStartDetail(call));
+    },
     signal,
     attempt: n,
     messages,
     ...(plan.contextWindow ? { contextWindowTokens: plan.contextWindow } : {}),
     ...(run.delegateProvider ? { subAgent: { provider: run.delegateProvider } } : {}),
+  }).catch((error: unknown) => {
+    if (spent && spent.turns > 0)
+      run.journal.append({
+        kind: 'agent_error',
+        attempt: n,
+        turns: spent.turns,
+        inputTokens: spent.input,
+        outputTokens: spent.output,
+      });
+    throw error;
   });
   if (loop.delegations.length > 0) entry.delegations = loop.delegations;
   return endOfAgent(attempt, loop);
@@ -589,83 +622,4 @@ async function engineAnswers(run: Run): Promise<boolean> {
   } catch {
     return false;
   }
-}
-
-/** The per-test results: counts in the record, every test in `attempts/<n>/test-results.json`. */
-async function recordResults(
-  run: Run,
-  n: number,
-  results: VerificationResults,
-): Promise<Pick<AttemptRecord, 'testReport' | 'namedTests'>> {
-  const file = `attempts/${n}/test-results.json`;
-  const { reading, named } = results;
-  await run.dir.writeFile(
-    file,
-    `${JSON.stringify(
-      {
-        ...(reading.ok ? { tests: reading.report.tests } : { refused: reading.reason, tests: [] }),
-        ...(named ? { named } : {}),
-        exitCode: results.exitCode,
-      },
-      null,
-      2,
-    )}\n`,
-  );
-  return {
-    testReport: reading.ok
-      ? { status: 'read', counts: reading.report.counts, file }
-      : { status: 'refused', reason: reading.reason, file },
-    ...(named
-      ? {
-          namedTests: {
-            verdict: named.verdict,
-            exitCode: results.exitCode,
-            failToPass: tally(named.failToPass),
-            passToPass: tally(named.passToPass),
-            quarantined: named.quarantined,
-          },
-        }
-      : {}),
-  };
-}
-
-/**
- * Feedback when the named tests decide: how many did not pass, never their names (the
- * FAIL_TO_PASS tests are held out from the agent).
- */
-function namedFeedback(named: NamedVerdict): string {
-  if (named.verdict === 'no-report')
-    return `Your change was applied to a fresh copy of the repository, but the tests' report could not be read (${named.reason ?? 'no report'}), so no test counts as passed.`;
-  const f = tally(named.failToPass);
-  const p = tally(named.passToPass);
-  return `Your change was applied to a fresh copy of the repository and tests were run that you may not see: ${f.total - f.passed} of ${f.total} tests that must start passing did not pass, and ${p.total - p.passed} of ${p.total} tests that passed before no longer pass. Read the ticket again and fix the behaviour it describes.`;
-}
-
-/**
- * What the maker is told about failing tests. With held-out tests, only what the visible
- * tests alone printed, and the fact that held-out tests failed: never the output of a run
- * that included them (their file names, assertions and expected values).
- */
-function testFeedback(verification: Verification, plan: AttemptPlan, bytes: number): string {
-  if (verification.heldOut === 'failed') return HELD_OUT_FAILED;
-  if (plan.heldOut.length === 0) return failureFeedback(verification.tests, bytes, plan.layers.length);
-  const visible = verification.visible;
-  const shown = visible && !visible.passed ? failureFeedback(visible, bytes, plan.layers.length) : '';
-  return `${shown || 'Your change was applied to a fresh copy of the repository and the tests failed.'}\n${HELD_OUT_ALSO}`;
-}
-
-const HELD_OUT_FAILED =
-  'Your change was applied to a fresh copy of the repository. The visible tests pass there, but held-out tests that you cannot see failed: the change does not do what the ticket asks in every case. Read the ticket and the business rules again and fix the behaviour, not the visible tests.';
-const HELD_OUT_ALSO =
-  '(Held-out tests that you cannot see ran too; what they printed is not shown. The output above is of the visible tests alone.)';
-
-/** The record keeps everything, for people: the run with the held-out tests, and the visible one. */
-function formatForRecord(verification: Verification): string {
-  const text = formatTestRun(verification.tests);
-  const visible = verification.visible
-    ? `\n=== the visible tests alone (what the agent was shown)\n${formatTestRun(verification.visible)}`
-    : '';
-  return verification.heldOut || verification.visible
-    ? `${text}\n=== held-out tests: ${verification.heldOut ?? 'ran (the visible tests fail too)'}\n${visible}`
-    : text;
 }

@@ -25,7 +25,7 @@ import { brokenLayer } from './baseline.js';
 import type { BrokenTestCommand } from './baseline-cache.js';
 import type { FixDeps } from './types.js';
 import { catalogImageOptions } from './deps.js';
-import { silentProgress, type ProgressSink } from './progress.js';
+import { buildLines, silentProgress, type ProgressSink } from './progress.js';
 import { hostRepoLookup, testRunHints } from './import-hints.js';
 import { formatTestRun, runTestLayers } from './test-layers.js';
 
@@ -109,7 +109,7 @@ export async function runCheck(options: CheckOptions, deps: FixDeps): Promise<Ch
     ...catalogImageOptions(catalog),
     rebuild: options.rebuild,
     logFile: join(dir, 'image-build.log'),
-    onProgress: (line) => progress.detail(line.slice(0, 120)),
+    onProgress: buildLines(progress),
     signal: options.signal,
   });
   const buildMs = Date.now() - buildStarted;

@@ -19,6 +19,7 @@ export function catalogImageOptions(
   const egress = buildEgress(sandbox.egress);
   const buildSec = sandbox.timeouts.buildSec;
   return {
+    name: catalog.catalog.name,
     ...(buildSec !== undefined
       ? {
           timeLimit: {

@@ -45,9 +45,16 @@ export function egressPolicy(config: EgressConfig): EgressPolicy {
 
 /** The policy for the sandbox of `role`, or undefined (network none). */
 export function egressForRole(config: EgressConfig | undefined, role: string): EgressPolicy | undefined {
-  if (!config) return undefined;
   const phase = phaseOfRole(role);
-  return phase && config.phases.includes(phase) ? egressPolicy(config) : undefined;
+  return phase ? egressForPhase(config, phase) : undefined;
+}
+
+/** The policy of a sandbox of `phase` (`exec --catalog` is the agent's), or undefined (network none). */
+export function egressForPhase(
+  config: EgressConfig | undefined,
+  phase: EgressPhase,
+): EgressPolicy | undefined {
+  return config?.phases.includes(phase) ? egressPolicy(config) : undefined;
 }
 
 /** The policy of the image build's steps (phase `build`), or undefined (network none, or build.network). */

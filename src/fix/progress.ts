@@ -1,9 +1,10 @@
 import type { EventInput, EventSink } from '../agent/events.js';
+import { oneLine, toolInputSummary } from '../agent/tool-summary.js';
 import { formatDuration } from '../format.js';
 import { isRunEvent, type RunEvent } from '../runs/journal.js';
 
-/** What the fix loop reports while it works; the CLI decides how it looks. */
-export type Phase = 'validate' | 'image' | 'baseline' | 'attempt' | 'verify' | 'apply' | 'done';
+/** What the fix loop (and a backlog's `item`) reports while it works; the CLI decides how it looks. */
+export type Phase = 'validate' | 'image' | 'baseline' | 'attempt' | 'verify' | 'apply' | 'done' | 'item';
 
 export interface ProgressSink {
   /** A new phase begins (a new line on a terminal). */
@@ -25,28 +26,48 @@ export const silentProgress: ProgressSink = {
   end: () => undefined,
 };
 
-/** Longest command a progress line quotes. */
-const COMMAND_CHARS = 100;
+/** Longest input a progress line quotes. */
+const INPUT_CHARS = 100;
+
+/** A call's input as a progress line quotes it (the event's summary, cut shorter). */
+function inputOf(input: string | undefined): string {
+  return input === undefined ? '' : ` ${oneLine(input, INPUT_CHARS)}`;
+}
 
 /**
- * The progress detail as a tool call starts: `running: <command>` for a command (a long one
- * then shows what it is while it runs), the tool and its path otherwise. The text is the
- * model's: the terminal sink escapes it.
+ * The live line as a tool call starts: `running: <command>` for a command (a long one then
+ * shows what it is while it runs), the tool and its path otherwise. Shown on a live terminal
+ * line only (`tick`): the call's one line in a log is its end (`toolEndDetail`). The text is
+ * the model's: the terminal sink escapes it.
  */
 export function toolStartDetail(call: { name: string; input: unknown; turn: number }): string {
-  const input = (typeof call.input === 'object' && call.input !== null ? call.input : {}) as Record<
-    string,
-    unknown
-  >;
-  const field = (key: string): string | undefined =>
-    typeof input[key] === 'string' ? (input[key] as string) : undefined;
-  const command = call.name === 'run_command' ? field('command') : undefined;
-  if (command !== undefined) {
-    const line = command.replace(/\s+/g, ' ').trim();
-    return `turn ${call.turn}: running: ${line.length > COMMAND_CHARS ? `${line.slice(0, COMMAND_CHARS - 1)}…` : line}`;
-  }
-  const path = field('path');
-  return `turn ${call.turn}: ${call.name}${path ? ` ${path}` : ''}`;
+  const input = toolInputSummary(call.name, call.input);
+  if (call.name === 'run_command' && input !== undefined)
+    return `turn ${call.turn}: running:${inputOf(input)}`;
+  return `turn ${call.turn}: ${call.name}${inputOf(input)}`;
+}
+
+/**
+ * A tool call's one progress line, as it ends: the tool, what it used, its exit code and how
+ * long it took (`turn 4: run_command npm test (exit 1, 7.1s)`), and what went wrong when it failed.
+ */
+export function toolEndDetail(event: EventInput): string {
+  const facts = [
+    event.exitCode === undefined ? '' : `exit ${event.exitCode}`,
+    event.durationMs === undefined ? '' : formatDuration(event.durationMs),
+  ].filter(Boolean);
+  const error = event.isError ? ` error: ${event.message ?? 'failed'}` : '';
+  const took = facts.length > 0 ? ` (${facts.join(', ')})` : '';
+  return `turn ${event.turn ?? '?'}: ${event.tool}${inputOf(event.input)}${took}${error}`;
+}
+
+/**
+ * Where an image build's output lines go: a live terminal line shows the latest (a build
+ * takes a while), a log leaves them out (the phase's end says built or cached, the whole log
+ * is a file of the run, and a failed build's error quotes its last lines).
+ */
+export function buildLines(progress: ProgressSink | undefined): (line: string) => void {
+  return (line) => progress?.tick?.(line.slice(0, 120));
 }
 
 /**
@@ -88,6 +109,9 @@ function runEventProgress(progress: ProgressSink, event: RunEvent): void {
     case 'agent_end':
       progress.end(`agent ${event.status} after ${event.turns} turns`);
       return;
+    case 'agent_error':
+      progress.end(`agent stopped by an error after ${event.turns} turns`);
+      return;
     case 'collect_start':
       progress.phase('verify', `attempt ${event.attempt}: checking the change`);
       return;
@@ -121,10 +145,7 @@ function runEventProgress(progress: ProgressSink, event: RunEvent): void {
 function loopEventProgress(progress: ProgressSink, event: EventInput): void {
   switch (event.kind) {
     case 'tool_call':
-      if (event.tool)
-        progress.detail(
-          `turn ${event.turn ?? '?'}: ${event.tool}${event.isError ? ` error: ${event.message ?? 'failed'}` : ''}`,
-        );
+      if (event.tool) progress.detail(toolEndDetail(event));
       return;
     case 'model_call':
       progress.detail(`turn ${event.turn ?? '?'}: model answered`);

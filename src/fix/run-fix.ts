@@ -20,6 +20,7 @@ import {
   resourcesFromCatalog,
 } from '../catalog/load.js';
 import { testLayers } from '../catalog/schema.js';
+import { ticketHeading } from '../catalog/ticket.js';
 import { catalogAllowlist } from './catalog-allowlist.js';
 import {
   createChangeIgnore,
@@ -42,6 +43,7 @@ import type { RunOutcome } from '../outcomes.js';
 import { RunDir, runsDirFor, type ContainerRecord, type RunRecord } from '../runs/record.js';
 import { RunJournal } from '../runs/journal.js';
 import { harnessVersion } from '../version.js';
+import { formatUsd } from '../format.js';
 import { runAttempt, type AttemptPlan, type AttemptResult } from './attempt.js';
 import { runBaseline, testCommandError } from './baseline.js';
 import type { BaselineResult } from './baseline-cache.js';
@@ -53,7 +55,7 @@ import { heldOutPaths, pristineFromHost, readAgentsMd } from './repo-reads.js';
 import { prepare } from './prepare.js';
 import { loadLibrary } from './read-library.js';
 import { continuationFeedback } from './continue.js';
-import { progressOfEvents, silentProgress, type ProgressSink } from './progress.js';
+import { buildLines, progressOfEvents, silentProgress, type ProgressSink } from './progress.js';
 import { WarmPool, poolCapacity } from '../sandbox/pool/warm-pool.js';
 import { SandboxPool } from './sandboxes.js';
 import type { InjectedFile, WorkspaceGit } from '../sandbox/types.js';
@@ -117,7 +119,7 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
   const journal = new RunJournal(events, dir, openingRecord(prepared, options, deps, dir.id, started));
   const record = journal.record;
   await journal.save();
-  await dir.writeFile('ticket.md', `# ${ticket.id}: ${ticket.title}\n\n${ticket.body}\n`);
+  await dir.writeFile('ticket.md', `# ${ticketHeading(ticket)}\n\n${ticket.body}\n`);
 
   const { signal, stopTimer } = runSignal(options, catalog.catalog.sandbox.timeouts.runSec);
   const attemptImage: Run['attemptImage'] = {};
@@ -288,7 +290,7 @@ async function resolveImage(run: Run): Promise<RepoImage> {
     rebuild: run.options.rebuild,
     logFile: run.dir.path('image-build.log'),
     // The build's steps pass on a live line only (no event: its log file holds every line).
-    onProgress: (line) => run.progress.tick?.(line.slice(0, 120)),
+    onProgress: buildLines(run.progress),
     signal: run.signal,
   });
   run.journal.append({
@@ -490,11 +492,9 @@ async function attemptsWithBaseline(
         throw error;
       }
       if (error instanceof BaselinePasses) {
-        run.journal.append({
-          kind: 'attempt_note',
-          attempt: n,
-          message: 'stopped: the tests already pass without a change',
-        });
+        // Stopped because there is nothing to fix: not an attempt that was interrupted. What
+        // its turns spent stays in the run's turns, tokens and cost, its words in the transcript.
+        run.journal.append({ kind: 'attempt_dropped', attempt: n });
         return 'nothing-to-fix';
       }
       throw error;
@@ -519,10 +519,9 @@ function firstAttempt(run: Run): number {
 
 function failedEnding(run: Run, last: AttemptResult): Ending {
   if (run.costs.exceeded()) {
-    const spent = run.costs.totalUsd.toFixed(4);
     return {
       outcome: 'budget',
-      message: `The cost limit ($${run.costs.limitUsd}) was reached after ${run.record.attempts.length} attempt(s) ($${spent} spent) without a verified fix; the last was ${last.verdict}.`,
+      message: `The cost limit ($${run.costs.limitUsd}) was reached after ${run.record.attempts.length} attempt(s) (${formatUsd(run.costs.totalUsd)} spent) without a verified fix; the last was ${last.verdict}.`,
     };
   }
   const outcome: RunOutcome =

@@ -14,6 +14,13 @@ interface Tracked {
   role: string;
   /** Never kept, whatever the policy says (the baseline of an `on-failure` run). */
   throwaway: boolean;
+  /**
+   * Nothing has run in it yet (an attempt's sandbox before the agent's first tool call): it
+   * is the image and nothing more, so `on-failure` does not keep it (no `shell` into a
+   * sandbox where nothing happened, after a broken test command, Ctrl-C or a model that
+   * never answered).
+   */
+  untouched: boolean;
 }
 
 /**
@@ -51,7 +58,7 @@ export class SandboxPool {
       return made;
     }
     const sandbox = await this.backend.create({ ...this.spec(role), ...extra });
-    this.live.push({ sandbox, role, throwaway });
+    this.live.push({ sandbox, role, throwaway, untouched: false });
     this.order.push(sandbox.id);
     return sandbox;
   }
@@ -90,6 +97,21 @@ export class SandboxPool {
     this.order.splice(this.order.indexOf(sandbox.id), 1);
   }
 
+  /**
+   * Marks a sandbox as holding nothing worth keeping until `touched` says something ran in
+   * it (an attempt's, before the agent's first tool call). `--keep always` keeps it anyway.
+   */
+  untilTouched(sandbox: Sandbox): void {
+    const tracked = this.live.find((t) => t.sandbox === sandbox);
+    if (tracked) tracked.untouched = true;
+  }
+
+  /** Something ran in the sandbox, or was written to it: it is evidence now. */
+  touched(sandbox: Sandbox): void {
+    const tracked = this.live.find((t) => t.sandbox === sandbox);
+    if (tracked) tracked.untouched = false;
+  }
+
   /** Disposes one sandbox now (a baseline, a throwaway): kept only under `--keep always`. */
   async release(sandbox: Sandbox): Promise<void> {
     const index = this.live.findIndex((t) => t.sandbox === sandbox);
@@ -106,12 +128,13 @@ export class SandboxPool {
     await Promise.all([...this.ahead.keys()].map((role) => this.dropAhead(role)));
     // What the pool made for steps that never came is removed, never kept nor recorded.
     if (this.backend instanceof WarmPool) await this.backend.drain();
-    const keep = this.policy === 'always' || (this.policy === 'on-failure' && failed);
+    const always = this.policy === 'always';
+    const onFailure = this.policy === 'on-failure' && failed;
     // All at once: each is a round trip to the engine, and none waits for another.
     await Promise.all(
       this.live.splice(0).map(async (tracked) => {
         try {
-          await this.dispose(tracked, keep && !tracked.throwaway);
+          await this.dispose(tracked, !tracked.throwaway && (always || (onFailure && !tracked.untouched)));
         } catch (error) {
           onError(tracked.role, errorMessage(error));
         }

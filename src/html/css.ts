@@ -7,6 +7,7 @@ body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem au
 h1{font-size:1.5rem;margin-bottom:.25rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #d0d7de;padding-bottom:.25rem}
 .meta{color:#57606a}
 table{border-collapse:collapse;margin:.5rem 0;font-variant-numeric:tabular-nums}
+.table-wrap{max-width:100%;overflow-x:auto}
 th,td{border:1px solid #d0d7de;padding:.25rem .5rem;text-align:right}
 th:first-child,td:first-child{text-align:left}
 thead th{background:#f6f8fa}

@@ -28,7 +28,9 @@ export function table(
     const cells = r.cells.map((cell, i) => html`<td${num(i)}>${cell}</td>`);
     return html`<tr${classes ? html` class="${classes}"` : ''}${r.attrs}>${cells}</tr>\n`;
   });
-  return html`<table><thead><tr>${head}</tr></thead><tbody>\n${body}</tbody></table>`;
+  // In a box of its own that scrolls sideways: a table wider than the page (many columns, a
+  // long unbroken cell) scrolls by itself instead of pushing the whole page past the window.
+  return html`<div class="table-wrap"><table><thead><tr>${head}</tr></thead><tbody>\n${body}</tbody></table></div>`;
 }
 
 function isRow(row: TableRow | readonly HtmlValue[]): row is TableRow {

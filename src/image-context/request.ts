@@ -15,6 +15,8 @@ export interface HostFileState {
 
 export interface RepoImageRequest {
   repoDir: string;
+  /** What the image is named after: the service (the catalog's `name`); default the repo's folder. */
+  name?: string;
   /** A prebuilt image used as it is (catalog `sandbox.image`); it must hold the repo at /workspace. */
   prebuilt?: string;
   /**

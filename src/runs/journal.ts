@@ -55,7 +55,7 @@ export type RunEvent =
       hints?: string[];
       baseline: Defined<RunRecord['baseline']>;
     }
-  /** `of`: how many attempts the run may make. */
+  /** `of`: the number of the last attempt the run may make (a continued run numbers on). */
   | { kind: 'attempt_start'; attempt: number; of?: number }
   /** A sandbox made for an attempt (its own, its verification's). */
   | { kind: 'sandbox'; attempt: number; container: ContainerRecord }
@@ -64,6 +64,17 @@ export type RunEvent =
       kind: 'agent_end';
       attempt: number;
       status: LoopStop;
+      turns: number;
+      inputTokens: number;
+      outputTokens: number;
+    }
+  /**
+   * The maker's loop ended with an error (a model API that failed, a cassette that ran out)
+   * after some turns: what it spent until then, so the record does not say "0 turns".
+   */
+  | {
+      kind: 'agent_error';
+      attempt: number;
       turns: number;
       inputTokens: number;
       outputTokens: number;
@@ -145,7 +156,10 @@ export type RunEvent =
     }
   /** Something the run learned about an attempt after it ended (why it was stopped). */
   | { kind: 'attempt_note'; attempt: number; message: string }
-  /** An attempt that never was one (stopped before its first model call): left out of the record. */
+  /**
+   * An attempt that never was one (stopped before its first model call, or because the
+   * baseline showed there was nothing to fix): left out of the record.
+   */
   | { kind: 'attempt_dropped'; attempt: number }
   | { kind: 'patch_saved'; patchFile: string }
   /** The verified change is being written to the host repo (not with `--no-apply`). */
@@ -182,6 +196,7 @@ const KIND_LIST: Record<RunEventKind, true> = {
   attempt_start: true,
   sandbox: true,
   agent_end: true,
+  agent_error: true,
   collect_start: true,
   change: true,
   gate: true,
@@ -292,6 +307,7 @@ export function applyRunEvent(record: RunRecord, event: RunEvent): void {
       }
       return;
     case 'agent_end':
+    case 'agent_error':
       record.turns += event.turns;
       record.tokens.input += event.inputTokens;
       record.tokens.output += event.outputTokens;
@@ -325,6 +341,7 @@ function foldAttemptEvent(
       kind:
         | 'sandbox'
         | 'agent_end'
+        | 'agent_error'
         | 'change'
         | 'gate'
         | 'verify'
@@ -340,10 +357,11 @@ function foldAttemptEvent(
       attempt.containers.push(structuredClone(event.container));
       return;
     case 'agent_end':
+    case 'agent_error':
       attempt.turns += event.turns;
       attempt.inputTokens += event.inputTokens;
       attempt.outputTokens += event.outputTokens;
-      attempt.agentStop = event.status;
+      if (event.kind === 'agent_end') attempt.agentStop = event.status;
       return;
     case 'change':
       attempt.changedFiles = [...event.changedFiles];

@@ -435,7 +435,8 @@ export interface DoctorCheck {
 
 /** What an engine stores, as it reports it. */
 export interface EngineStorageUsage {
-  layersBytes: number;
+  /** Absent when the engine does not say (Podman answers 0 for any number of images). */
+  layersBytes?: number;
   images: number;
   containers: number;
   /** Writable layers of all containers. */
@@ -446,6 +447,8 @@ export interface EngineStorageUsage {
 
 export interface EngineFacts {
   name: string;
+  /** The program that answers (`Docker`, `Podman`), for people; its version is `serverVersion`. */
+  product?: string;
   serverVersion: string;
   apiVersion: string;
   cpus: number;

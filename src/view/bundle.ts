@@ -180,6 +180,10 @@ export interface RunBundle {
         failingLayer?: string | undefined;
         durationMs?: number | undefined;
         reusedFrom?: string | undefined;
+        /** The test command itself did not run the tests: why (not a ticket's failing tests). */
+        brokenCommand?:
+          | { layer?: string | undefined; command?: string | undefined; reason?: string | undefined }
+          | undefined;
       }
     | undefined;
   testCommand: { name?: string | undefined; command?: string | undefined }[];
@@ -221,6 +225,7 @@ function eventOf(e: JsonObject): ViewEvent {
     turn: asNumber(e.turn),
     tool: asString(e.tool),
     toolUseId: asString(e.toolUseId),
+    input: asString(e.input),
     durationMs: asNumber(e.durationMs),
     exitCode: asNumber(e.exitCode),
     isError: asBoolean(e.isError),
@@ -498,6 +503,7 @@ export async function loadRunBundle(source: ViewSource, folder: string): Promise
             failingLayer: asString(baseline.failingLayer),
             durationMs: asNumber(baseline.durationMs),
             reusedFrom: asString(baseline.reusedFrom),
+            ...brokenCommandOf(baseline.brokenCommand),
           },
         }
       : {}),
@@ -535,4 +541,19 @@ function historyOfEvents(values: readonly JsonObject[], problems: string[]): Jso
     problems.push(`events.jsonl: the run's journal could not be read (${String(error)}); run.json is shown`);
     return undefined;
   }
+}
+
+/** A baseline's broken test command as read back: the fields that are strings, or nothing. */
+function brokenCommandOf(value: unknown): {
+  brokenCommand?: { layer?: string | undefined; command?: string | undefined; reason?: string | undefined };
+} {
+  const broken = asObject(value);
+  if (!broken) return {};
+  return {
+    brokenCommand: {
+      layer: asString(broken.layer),
+      command: asString(broken.command),
+      reason: asString(broken.reason),
+    },
+  };
 }

@@ -7,6 +7,7 @@
 import { formatBytes } from '../format.js';
 import { html, joinHtml, text, type Html, type HtmlValue } from '../html/html.js';
 import type { TableRow } from '../html/table.js';
+import type { RunBundle } from './bundle.js';
 
 export { spell, text } from '../html/html.js';
 export { table, type Column } from '../html/table.js';
@@ -133,4 +134,18 @@ export function diffHtml(diff: string): Html {
     return kind ? html`<span class="d-${kind}">${markCuts(line)}</span>` : markCuts(line);
   });
   return joinHtml(lines, '\n');
+}
+
+/**
+ * What the baseline found: a test command that did not run the tests at all is not a
+ * ticket's failing tests, and says why.
+ */
+export function baselineVerdict(b: NonNullable<RunBundle['baseline']>): Html {
+  const layer = (name: string | undefined) => (name ? html` (layer ${text(name)})` : '');
+  if (b.brokenCommand)
+    return html`<span class="problems">the test command did not run the tests${layer(b.brokenCommand.layer)}: ${text(dash(b.brokenCommand.reason))}</span>`;
+  if (b.failing === undefined) return html`-`;
+  return b.failing
+    ? html`tests fail before any change${layer(b.failingLayer)}`
+    : html`tests pass before any change`;
 }

@@ -6,6 +6,7 @@
  * `Html` value of the `html` template, which escapes every value that is not `Html`; links
  * are built only from slugs (`source.ts`).
  */
+import { ticketHeading } from '../catalog/ticket.js';
 import { renderReportSections } from '../evals/report-html.js';
 import type { EvalSummary, SummaryComparison } from '../evals/summary.js';
 import { html, joinHtml, type Html, type HtmlValue } from '../html/html.js';
@@ -23,6 +24,7 @@ import type {
 } from './bundle.js';
 import {
   badge,
+  baselineVerdict,
   block,
   COLLAPSE,
   dash,
@@ -321,6 +323,7 @@ function eventTable(events: ViewEvent[]): Html {
       dash(e.attempt),
       dash(e.turn),
       text(dash(e.tool)),
+      text(dash(e.input)),
       e.durationMs === undefined ? '-' : formatMs(e.durationMs),
       dash(e.exitCode),
       tokens || '-',
@@ -334,6 +337,7 @@ function eventTable(events: ViewEvent[]): Html {
     { label: 'attempt', numeric: true },
     { label: 'turn', numeric: true },
     { label: 'tool' },
+    { label: 'input' },
     { label: 'took', numeric: true },
     { label: 'exit', numeric: true },
     { label: 'tokens in+out' },
@@ -563,7 +567,7 @@ export function renderRunPage(bundle: RunBundle, ctx: PageContext): string {
     optional.push(['reward', text(`${rewardLine(rewarded.reward)}, attempt ${rewarded.n}`)]);
   out.push(
     facts([
-      ['ticket', text(`${dash(s.task)}${s.title ? `: ${s.title}` : ''}`)],
+      ['ticket', text(dash(ticketHeading({ id: s.task, title: s.title })))],
       ['model', text(`${dash(bundle.provider)} ${bundle.model ?? ''}`)],
       ...optional,
       [
@@ -622,6 +626,12 @@ export function renderRunPage(bundle: RunBundle, ctx: PageContext): string {
       ...(why ? [block('what it was told, or what happened', why.slice(0, 4000), {})] : []),
     );
   }
+  // A run with a verified patch opens with it: what a reviewer came for, before every attempt's
+  // whole conversation.
+  const finalPatch = bundle.finalPatch
+    ? fileBlock('patch.diff (verified)', bundle.finalPatch, 'diff')
+    : undefined;
+  if (finalPatch) out.push(html`<h2>Final patch</h2>`, finalPatch);
   out.push(
     html`<h2>Ticket</h2>`,
     bundle.ticket ? fileBlock('ticket.md', bundle.ticket) : html`<p class="muted">No ticket.md.</p>`,
@@ -630,19 +640,14 @@ export function renderRunPage(bundle: RunBundle, ctx: PageContext): string {
   const b = bundle.baseline;
   out.push(
     b
-      ? html`<p>${b.failing === undefined ? '-' : b.failing ? html`tests fail before any change${b.failingLayer ? html` (layer ${text(b.failingLayer)})` : ''}` : 'tests pass before any change'}, ${formatMs(b.durationMs)}${b.reusedFrom ? text(` (reused from run ${b.reusedFrom})`) : ''}</p>`
+      ? html`<p>${baselineVerdict(b)}, ${formatMs(b.durationMs)}${b.reusedFrom ? text(` (reused from run ${b.reusedFrom})`) : ''}</p>`
       : html`<p class="muted">No baseline recorded.</p>`,
   );
   out.push(fileBlock('baseline test output', bundle.baselineOutput, undefined) ?? '');
   out.push(html`<h2>Containers</h2>`, containersTable(bundle));
   if (bundle.egress.length > 0) out.push(html`<h2>Egress</h2>`, egressTables(bundle));
   out.push(...bundle.attempts.map(attemptSection));
-  out.push(html`<h2>Final patch</h2>`);
-  out.push(
-    bundle.finalPatch
-      ? fileBlock('patch.diff (verified)', bundle.finalPatch, 'diff')
-      : html`<p class="muted">No verified patch.</p>`,
-  );
+  if (!finalPatch) out.push(html`<h2>Final patch</h2>`, html`<p class="muted">No verified patch.</p>`);
   out.push(html`<h2>All events</h2>`);
   out.push(
     html`<details class="block"><summary>${bundle.events.length} events</summary>${eventTable(bundle.events)}</details>`,

@@ -14,6 +14,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { writeFileAtomic } from '../atomic-write.js';
 import { ConfigError, errorMessage, Interrupted } from '../errors.js';
+import { silentProgress, type ProgressSink } from '../fix/progress.js';
 import type { FixResult } from '../fix/run-fix.js';
 import type { Backlog, BacklogItem } from './backlog.js';
 
@@ -41,8 +42,11 @@ export interface Verification {
 }
 
 export interface WorkDeps {
-  /** `fix` on the item, applying its verified patch to the working tree. */
-  fix(item: BacklogItem, signal: AbortSignal): Promise<FixResult>;
+  /**
+   * `fix` on the item, applying its verified patch to the working tree; `progress` shows its
+   * steps (turns, verification, apply) under the item's own line.
+   */
+  fix(item: BacklogItem, signal: AbortSignal, progress: ProgressSink): Promise<FixResult>;
   /** The item's verification in a fresh sandbox of the repo as it is now. */
   verify(item: BacklogItem, signal: AbortSignal): Promise<Verification>;
 }
@@ -53,7 +57,11 @@ export interface WorkOptions {
   /** Go on with the items that do not depend on a blocked one, instead of stopping. */
   keepGoing: boolean;
   signal: AbortSignal;
-  onProgress?: (line: string) => void;
+  /**
+   * One phase per item, from its start to its verdict (so its time is the item's), with the
+   * item's `fix` and verification inside it as details.
+   */
+  progress?: ProgressSink;
 }
 
 /** The state file of a backlog: `<name>.state.json` beside it. */
@@ -98,7 +106,7 @@ export async function runBacklog(options: WorkOptions, deps: WorkDeps): Promise<
   const { backlog, stateFile, signal } = options;
   const state = await readWorkState(stateFile, backlog);
   const save = () => writeFileAtomic(stateFile, `${JSON.stringify(state, null, 2)}\n`);
-  const progress = options.onProgress ?? (() => undefined);
+  const progress = options.progress ?? silentProgress;
   for (;;) {
     if (signal.aborted) throw new Interrupted();
     const item = nextItem(backlog, state);
@@ -112,11 +120,13 @@ export async function runBacklog(options: WorkOptions, deps: WorkDeps): Promise<
     delete entry.output;
     delete entry.finishedAt;
     await save();
-    progress(`${item.id}: fix ${item.ticket}`);
-    const ended = await doItem(item, entry, deps, signal);
+    progress.phase('item', `${item.id}: fix ${item.ticket}`);
+    const ended = await doItem(item, entry, deps, signal, progress);
     entry.finishedAt = new Date().toISOString();
     await save();
-    progress(`${item.id}: ${entry.status}${entry.reason ? ` (${entry.reason})` : ''}`);
+    progress.end(
+      `${item.id}: ${ended === 'interrupted' ? 'interrupted' : entry.status}${entry.reason ? ` (${entry.reason})` : ''}`,
+    );
     if (ended === 'interrupted') throw new Interrupted();
     if (entry.status === 'blocked' && !options.keepGoing) break;
   }
@@ -144,10 +154,11 @@ async function doItem(
   entry: ItemState,
   deps: WorkDeps,
   signal: AbortSignal,
+  progress: ProgressSink,
 ): Promise<'done' | 'interrupted'> {
   let fixed: FixResult;
   try {
-    fixed = await deps.fix(item, signal);
+    fixed = await deps.fix(item, signal, withinPhase(progress));
   } catch (error) {
     if (error instanceof Interrupted || signal.aborted) return 'interrupted';
     Object.assign(entry, { status: 'blocked', reason: `fix could not run: ${errorMessage(error)}` });
@@ -166,6 +177,9 @@ async function doItem(
     return 'done';
   }
   let verification: Verification;
+  progress.detail(
+    `${item.id}: verifying ${item.verify ? `(${item.verify})` : "with the catalog's tests"} in a fresh sandbox with every applied item`,
+  );
   try {
     verification = await deps.verify(item, signal);
   } catch (error) {
@@ -186,4 +200,18 @@ async function doItem(
     output: verification.output.slice(-TAIL),
   });
   return 'done';
+}
+
+/**
+ * A `fix` inside an item: its phases and their ends become details of the item's phase
+ * (`attempt 1/3`, `turn 2: run_command npm test (exit 1, 7.1s)`, `verified: ...`), so the
+ * item's one line goes on moving and its time is the item's whole time.
+ */
+export function withinPhase(outer: ProgressSink): ProgressSink {
+  return {
+    phase: (_phase, text) => outer.detail(text),
+    detail: (text) => outer.detail(text),
+    tick: (text) => outer.tick?.(text),
+    end: (text) => outer.detail(text),
+  };
 }

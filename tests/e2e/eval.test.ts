@@ -10,7 +10,8 @@ import { exampleCopy, removeExampleCopies } from '../helpers/example.js';
 import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
-import { runCli, startCli, treeHash, ROOT } from '../helpers/cli.js';
+import { spawn } from 'node:child_process';
+import { CLI, cleanEnv, runCli, startCli, treeHash, ROOT } from '../helpers/cli.js';
 
 interface KValue {
   k: number;
@@ -238,6 +239,48 @@ describe('eval end to end (real Docker, offline suite)', { timeout: 600_000 }, (
         d.startsWith(`${done.taskId}-t${done.trial}-`),
       );
       expect(runDirs).toHaveLength(1);
+    }
+  });
+
+  it('started with SIGINT ignored (a background job of a script), SIGINT still stops it, and so does SIGTERM', async () => {
+    const { suite, root } = await exampleWithSuite();
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+      const out = join(root, `out-${signal}`);
+      // What `sandbox-harness eval ... &` in a script does: the shell starts it with SIGINT ignored.
+      const child = spawn(
+        'sh',
+        [
+          '-c',
+          'trap "" INT; exec "$0" "$@"',
+          process.execPath,
+          CLI,
+          'eval',
+          suite,
+          '-n',
+          '2',
+          '--concurrency',
+          '1',
+          '--out',
+          out,
+          '--json',
+        ],
+        { cwd: root, env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      let stdout = '';
+      child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+      const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+      const deadline = Date.now() + 300_000;
+      // Once a trial has started (its run folder exists), the eval is well under way.
+      while ((await readdir(join(out, 'runs')).catch(() => [])).length === 0) {
+        if (Date.now() > deadline) throw new Error('no trial started');
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      const sent = Date.now();
+      child.kill(signal);
+      expect(await exited, stdout).toBe(130);
+      expect(Date.now() - sent).toBeLessThan(60_000);
+      expect(JSON.parse(stdout)).toMatchObject({ interrupted: true });
+      for (const runDir of await readdir(join(out, 'runs'))) await runCli(['gc', '--run', runDir]);
     }
   });
 

@@ -381,7 +381,9 @@ describe('fix end to end (real Docker, replayed model)', { timeout: 300_000 }, (
       );
       expect(r.code).toBe(3);
       expect(r.stderr).toMatch(/cannot reach the Docker daemon/);
-      expect(r.stderr).toMatch(/hint: .*(setup|doctor)/);
+      // What doctor says: start that engine or unset DOCKER_HOST (setup would start another one).
+      expect(r.stderr).toMatch(/hint: Nothing answers at DOCKER_HOST=.*`unset DOCKER_HOST`/);
+      expect(r.stderr).not.toMatch(/sandbox-harness setup/);
       expectUntouched();
     });
 

@@ -213,6 +213,21 @@ describe('view in a real browser (offline eval example, real Docker, Chromium)',
   it('the static export that eval wrote works from disk, and report.html links each trial to it', async () => {
     const page = await newPage();
     await page.goto(pathToFileURL(join(out, 'report.html')).href);
+    // At 1280 px nothing pushes the page sideways: the failure table shows the categories that
+    // occurred (not fifteen columns), and a table wider than the page scrolls in its own box.
+    const sideways = await page.evaluate(() => {
+      const root = (
+        globalThis as unknown as {
+          document: { documentElement: { scrollWidth: number; clientWidth: number } };
+        }
+      ).document.documentElement;
+      return root.scrollWidth - root.clientWidth;
+    });
+    expect(sideways).toBe(0);
+    const failures = page.locator('h2:text("Failure categories") + .table-wrap table');
+    const box = await failures.boundingBox();
+    expect(box!.x + box!.width).toBeLessThanOrEqual(1280);
+    await page.screenshot({ path: join(SHOTS, 'report.png'), fullPage: true });
     const links = page.locator('a', { hasText: 'conversation, diff, test output' });
     expect(await links.count()).toBe(results.length);
     await page.locator('tr', { hasText: 'wrong-fix' }).locator('a').click();

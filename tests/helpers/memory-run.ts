@@ -37,7 +37,7 @@ export const npmTest: ExecHandler = (command, _options, sandbox) => {
   return (sandbox.text('src/shipping.ts') ?? '').includes('= 39;') ? { exitCode: 0 } : { exitCode: 1 };
 };
 
-async function listFiles(dir: string, base = dir): Promise<string[]> {
+export async function listFiles(dir: string, base = dir): Promise<string[]> {
   const out: string[] = [];
   for (const entry of await readdir(dir, { withFileTypes: true })) {
     const full = join(dir, entry.name);

@@ -30,7 +30,8 @@
  *       "engine"?: {            // what the engine said about itself (absent if it did not answer)
  *         "name", "serverVersion", "apiVersion", "cpus", "memoryBytes", "dockerRootDir",
  *         "freeBytes"?, "totalBytes"?,   // file system under the data root, via df in a container
- *         "usage"?: { "layersBytes", "images", "containers", "containersBytes", "volumes", "buildCacheBytes" }
+ *         "usage"?: { "layersBytes"?, "images", "containers", "containersBytes", "volumes", "buildCacheBytes" }
+ *                                  // layersBytes absent: the engine did not say (Podman)
  *       }
  *     }
  *
@@ -101,8 +102,11 @@ export async function checkLocalEngine(): Promise<DoctorResult> {
   return { ...report, checks, exitCode: doctorExitCode(report) };
 }
 
-export function formatDoctor(result: DoctorResult, what = 'Docker engine at'): string {
-  const lines = [`${what} ${result.endpoint}`, ...formatChecks(result.checks, '  ')];
+export function formatDoctor(result: DoctorResult, what?: string): string {
+  const lines = [
+    `${what ?? `${result.engine?.product ?? 'Docker'} engine at`} ${result.endpoint}`,
+    ...formatChecks(result.checks, '  '),
+  ];
   const problems = result.checks.filter((c) => !c.ok).length;
   const notes = result.checks.filter((c) => c.ok && c.warning).length;
   lines.push(

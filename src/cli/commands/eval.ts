@@ -5,7 +5,8 @@ import { Command } from '@commander-js/extra-typings';
 import type { SuiteOptions, SuiteResult } from '../../evals/run-suite.js';
 import { chooseShard } from '../../evals/shards.js';
 import type { SourceFlags } from '../../evals/sources/task-source.js';
-import { alignColumns, formatDuration } from '../../format.js';
+import type { EvalSummary } from '../../evals/summary.js';
+import { alignColumns, costKnown, formatCost, formatDuration, formatUsd } from '../../format.js';
 import { note, print, printJson, type CliContext } from '../cli-context.js';
 import { headline, percent } from '../eval-headline.js';
 import { addDeclared, declareCommand, type DeclaredCommand, type OptionsOf } from '../declare-command.js';
@@ -116,6 +117,11 @@ and the reports say which engine ran what. Kept containers stay on their engine:
 Exit codes: 0 every trial scored, no regression; 1 a regression (--compare); 2 a trial ended
 in error (bad configuration); 3 a trial could not be scored for infrastructure (or every
 engine was lost); 130 interrupted.
+Stopping: Ctrl-C (SIGINT) or SIGTERM stops the eval, image builds included: trials in flight
+end interrupted, finished ones stay in results.jsonl (--resume goes on), the reports are
+written; a second signal exits at once. Both work when the eval was started with SIGINT
+ignored (a background job of a script). A wrapper such as \`npx\` may not pass a signal on:
+send it to the eval's own process.
 Resume: --resume (or --rerun-unscored) takes -n, the task sources' flags, --cost-limit and
 --runtime from <out>/suite.lock.json; a flag given that disagrees with it is refused (exit 2).
 Shards: every shard computes the same plan (trials sorted by trial number and task id, dealt
@@ -342,6 +348,7 @@ async function printSummary(
 ): Promise<void> {
   // Loaded already by the eval that ran; imported here so that the declaration stays light.
   const { notScoredCell } = await import('../../evals/report.js');
+  const { comparisonFindings } = await import('../../evals/report-tables.js');
   const { formatEngineTally } = await import('../../evals/eval-progress.js');
   const { sourceLines } = await import('../../evals/sources/index.js');
   const { run, summary, comparison, files, view, outDir, notRun } = result;
@@ -355,6 +362,8 @@ async function printSummary(
     t.notScored ? `not scored ${notScoredCell(t)}` : '',
   ]);
   for (const line of alignColumns(taskRows, [1, 2])) print(ctx, `  ${line}`);
+  const cost = costLine(summary);
+  if (cost) print(ctx, cost);
   const notScored = summary.tasks.flatMap((t) => t.notScoredTrials);
   if (notScored.length > 0) {
     print(ctx, 'not scored (left out of the pass rates; the eval exits non-zero):');
@@ -369,15 +378,7 @@ async function printSummary(
     sourceFlags(options, (file) => file),
   ))
     print(ctx, line);
-  if (comparison) {
-    const regressions = comparison.tasks.filter((t) => t.regression).map((t) => t.taskId);
-    print(
-      ctx,
-      regressions.length
-        ? `regressions: ${regressions.join(', ')}`
-        : 'no regression against the previous summary',
-    );
-  }
+  if (comparison) for (const line of comparisonFindings(comparison)) print(ctx, line);
   if (files)
     print(
       ctx,
@@ -400,6 +401,20 @@ async function printSummary(
       ctx,
       `run the unscored trials again with: ${resumeCommand(ctx, suiteFile, options, result, '--rerun-unscored')}`,
     );
+}
+
+/** What the trials cost and used, in one line; "no price" said once when no model had one. */
+export function costLine(summary: EvalSummary): string | undefined {
+  const o = summary.overall;
+  const cost = o.cost;
+  // The scored trials' tokens (the report's tables count the same).
+  const tokens = `${o.inputTokens.total}+${o.outputTokens.total} tokens`;
+  if (!cost) return `tokens: ${tokens}`;
+  const unpriced = cost.unpriced ?? [];
+  const spent = costKnown({ usd: cost.totalUsd, unpriced })
+    ? `${formatCost({ usd: cost.totalUsd, unpriced })} in all, ${formatUsd(cost.perTrial.mean)} per trial, ${formatUsd(cost.perSolvedUsd)} per solved task`
+    : formatCost({ usd: cost.totalUsd, unpriced });
+  return `cost: ${spent}; ${tokens}`;
 }
 
 /**

@@ -20,7 +20,7 @@ function declaration() {
     .option('--image <image>', 'use this image instead of building one')
     .option(
       '-c, --catalog <file>',
-      "build and run the sandbox as this catalog's runs do (recipe, base image, build options, env, limits; repo: the catalog's)",
+      "build and run the sandbox as this catalog's agent sandbox is (recipe, base image, build options, env, limits, sandbox.egress of the agent phase; repo: the catalog's)",
     )
     .option(
       '--base-image <ref>',
@@ -61,6 +61,7 @@ export async function execCommand(
   const { withBuildTimeLimit } = await import('../../image-context/build-limit.js');
   const { sandboxProvider } = await import('../../sandbox/registry.js');
   const { shellJoin } = await import('../../sandbox/shell.js');
+  const { buildLines } = await import('../../fix/progress.js');
   const catalog = options.catalog
     ? await loadCatalog(resolve(ctx.cwd, options.catalog), { cwd: ctx.cwd })
     : undefined;
@@ -85,7 +86,7 @@ export async function execCommand(
         ...(catalog ? catalogImageOptions(catalog) : {}),
         ...(options.baseImage ? { baseImage: options.baseImage } : {}),
         rebuild: options.rebuild ?? false,
-        onProgress: (l) => progress?.detail(l.slice(0, 120)),
+        onProgress: buildLines(progress),
         signal: ctx.signal,
       },
       (request) => provider.repoImage(request),
@@ -97,11 +98,14 @@ export async function execCommand(
     image = built.tag;
   }
   progress?.phase('validate', `running in a sandbox: ${command.join(' ')}`);
+  const spec = catalog ? await catalogSpec(catalog) : {};
+  // What network it gets, said before it runs: a smoke test of egress must not guess.
+  progress?.detail(egressNote(catalog, spec.egress));
   const sandbox = await provider.backend.create({
     image,
     role: 'exec',
     ...(options.runtime ? { runtime: options.runtime } : {}),
-    ...(catalog ? await catalogSpec(catalog) : {}),
+    ...spec,
   });
   try {
     // One argument is a shell command line; several are argv words, quoted for the shell.
@@ -114,12 +118,20 @@ export async function execCommand(
       `exit ${result.exitCode}${result.timedOut ? ' (timed out)' : ''} in ${formatDuration(result.durationMs)}`,
     );
     if (options.json) {
+      const requests = sandbox.egressLog?.() ?? [];
       printJson(ctx, {
         image,
         ...(baseImage ? { baseImage } : {}),
         ...(catalog ? { catalog: catalog.file } : {}),
         container: sandbox.id,
         ...(runtime ? { runtime } : {}),
+        egress: spec.egress
+          ? {
+              allow: spec.egress.allow.map((r) => r.host),
+              allowed: requests.filter((e) => e.allowed).length,
+              denied: requests.filter((e) => !e.allowed).length,
+            }
+          : null,
         ...result,
       });
     } else {
@@ -132,17 +144,33 @@ export async function execCommand(
   }
 }
 
-/** What a run's sandboxes get from the catalog: its env, its limits, the catalog itself read-only. */
-async function catalogSpec(
+/**
+ * What the agent's sandbox of a run gets from the catalog: its env, its limits, the catalog
+ * itself read-only, and egress as `sandbox.egress` gives the agent phase (no more: network
+ * none when the catalog has no egress or does not list that phase).
+ */
+export async function catalogSpec(
   catalog: LoadedCatalog,
-): Promise<Pick<SandboxSpec, 'env' | 'resources' | 'files'>> {
+): Promise<Pick<SandboxSpec, 'env' | 'resources' | 'files' | 'egress'>> {
   const { catalogSandboxEnv, catalogSandboxFile, resourcesFromCatalog } =
     await import('../../catalog/load.js');
+  const { egressForPhase } = await import('../../fix/egress-phases.js');
+  const egress = egressForPhase(catalog.catalog.sandbox.egress, 'agent');
   return {
     env: { ...catalog.catalog.sandbox.env, ...catalogSandboxEnv() },
     resources: resourcesFromCatalog(catalog.catalog),
     files: [catalogSandboxFile(catalog)],
+    ...(egress ? { egress } : {}),
   };
+}
+
+/** The network the exec sandbox gets, in one line. */
+export function egressNote(catalog: LoadedCatalog | undefined, egress: SandboxSpec['egress']): string {
+  if (egress)
+    return `egress as the agent's (sandbox.egress): ${egress.allow.map((r) => r.host).join(', ') || 'no name allowed'}`;
+  if (catalog?.catalog.sandbox.egress)
+    return `network none: sandbox.egress does not list the agent phase (phases: ${catalog.catalog.sandbox.egress.phases.join(', ')})`;
+  return 'network none';
 }
 
 export const exec = declareCommand(declaration, execCommand);

@@ -2,7 +2,7 @@
 import { resolve } from 'node:path';
 import { Command } from '@commander-js/extra-typings';
 import type { FixResult } from '../../fix/run-fix.js';
-import { formatDuration } from '../../format.js';
+import { formatCost, formatDuration } from '../../format.js';
 import { print, printJson, type CliContext } from '../cli-context.js';
 import { declareCommand, type OptionsOf } from '../declare-command.js';
 import { exitCodeForRun } from '../exit-codes.js';
@@ -122,6 +122,7 @@ export function fixSummaryJson(result: FixResult) {
     checker: r.checker,
     turns: r.turns,
     tokens: r.tokens,
+    ...(r.cost ? { cost: r.cost } : {}),
     durationMs: r.durationMs,
     keptContainers: r.containers.filter((c) => c.kept),
     error: result.error
@@ -186,7 +187,7 @@ export async function fixCommand(
 }
 
 /** What a person reads at the end: the outcome, each attempt, the patch, and where to look next. */
-function printOutcome(ctx: CliContext, result: FixResult, options: FixCommandOptions): void {
+export function printOutcome(ctx: CliContext, result: FixResult, options: FixCommandOptions): void {
   const r = result.record;
   print(ctx, '');
   print(ctx, `outcome: ${result.outcome}${r.message ? ` — ${r.message}` : ''}`);
@@ -220,6 +221,7 @@ function printOutcome(ctx: CliContext, result: FixResult, options: FixCommandOpt
     ctx,
     `run record: ${shortPath(ctx.cwd, result.runDir)}  (${r.turns} turns, ${r.tokens.input + r.tokens.output} tokens, ${formatDuration(r.durationMs ?? 0)})`,
   );
+  if (r.cost) print(ctx, `cost: ${formatCost(r.cost)}`);
   const kept = r.containers.filter((c) => c.kept);
   if (kept.length > 0) {
     print(ctx, `kept container(s): ${kept.map((c) => `${c.role} ${c.id.slice(0, 12)}`).join(', ')}`);

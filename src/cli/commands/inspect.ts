@@ -3,8 +3,8 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Command } from '@commander-js/extra-typings';
 import { HarnessError, UsageError } from '../../errors.js';
-import { formatDuration } from '../../format.js';
-import type { AttemptRecord, StoredRun } from '../../runs/record.js';
+import { costKnown, formatCost, formatDuration, formatUsd } from '../../format.js';
+import type { AttemptRecord, RunRecord, StoredRun } from '../../runs/record.js';
 import type { SandboxBackend } from '../../sandbox/types.js';
 import type { byAttention as ByAttention, StoredResults } from '../../test-results/stored.js';
 import { print, printJson, type CliContext } from '../cli-context.js';
@@ -44,6 +44,7 @@ export async function inspectCommand(ctx: CliContext, ref: string, options: Insp
   const { byAttention, parseStoredResults } = await import('../../test-results/stored.js');
   const { backendOfRun, removedStatus, runsDirOf } = await import('../run-lookup.js');
   const { formatEgressLine, readEgressLogs } = await import('../egress-log-lines.js');
+  const { ticketHeading } = await import('../../catalog/ticket.js');
   const run = await resolveRun(await runsDirOf(ctx, options), ref);
   const record = run.record;
   const kept = record.containers.filter((c) => c.kept);
@@ -105,14 +106,15 @@ export async function inspectCommand(ctx: CliContext, ref: string, options: Insp
   }
   const lines = [
     `run ${record.id}  (${run.dir})`,
-    `  ticket    ${record.ticket.id}: ${record.ticket.title ?? ''}`,
+    `  ticket    ${ticketHeading(record.ticket)}`,
     `  catalog   ${record.catalog.name} (${record.catalog.hash.slice(0, 12)})`,
     `  model     ${record.provider.name} ${record.provider.model}${record.checker ? `; checker ${record.checker.name} ${record.checker.model}` : ''}`,
     `  image     ${record.image ? `${record.image.tag} ${record.image.id.slice(7, 19)}${record.image.buildNetwork ? ' (built with network)' : ''}` : '-'}`,
-    ...(record.engine && record.engine !== 'local' ? [`  engine    ${record.engine}`] : []),
+    `  engine    ${record.engine ?? 'local'} (${record.backend ?? 'docker'}), runtime ${record.runtime ?? '-'}`,
     `  baseline  ${record.baseline ? `${record.baseline.brokenCommand ? `the test command did not run the tests: ${record.baseline.brokenCommand.reason}` : record.baseline.failing ? 'tests fail' : 'tests pass'}${record.baseline.reusedFrom ? ` (reused from ${record.baseline.reusedFrom})` : ''}` : '-'}`,
     `  outcome   ${record.outcome}${record.message ? ` — ${record.message}` : ''}`,
     `  duration  ${record.durationMs === undefined ? '-' : formatDuration(record.durationMs)}, ${record.turns} turns, ${record.tokens.input}+${record.tokens.output} tokens`,
+    `  cost      ${costLine(record.cost)}`,
     '',
     'attempts:',
   ];
@@ -169,6 +171,13 @@ export async function inspectCommand(ctx: CliContext, ref: string, options: Insp
     print(ctx, `\ntest output (attempt ${shown}):\n${tailText}`);
   }
   return 0;
+}
+
+/** The run's cost, and each role's part when more than one model role spent. */
+function costLine(cost: RunRecord['cost']): string {
+  const roles = Object.entries(cost?.byRole ?? {});
+  if (!costKnown(cost) || roles.length < 2) return formatCost(cost);
+  return `${formatCost(cost)} (${roles.map(([role, usd]) => `${role} ${formatUsd(usd)}`).join(', ')})`;
 }
 
 /** An attempt's per-test summary: the report's counts, and the named tests' verdict next to the exit code. */

@@ -1,6 +1,7 @@
 /** `logs <run>`: a run's event log (model calls, tool calls, attempts), readable. */
 import { Command } from '@commander-js/extra-typings';
-import { formatDuration } from '../../format.js';
+import { oneLine } from '../../agent/tool-summary.js';
+import { costKnown, formatCost, formatDuration, formatUsd } from '../../format.js';
 import { print, printJson, type CliContext } from '../cli-context.js';
 import { formatConversation } from '../conversation-text.js';
 import { declareCommand, type OptionsOf } from '../declare-command.js';
@@ -28,6 +29,8 @@ export interface LoggedEvent {
   turn?: number;
   tool?: string;
   toolUseId?: string;
+  /** Of a tool call: its input in one line (the command, path or pattern). */
+  input?: string;
   durationMs?: number;
   exitCode?: number;
   isError?: boolean;
@@ -36,6 +39,25 @@ export interface LoggedEvent {
   message?: string;
   agent?: string;
   parent?: string;
+  /** Of an attempt's end: what it cost; of it and the run's end, the run's cost so far. */
+  costUsd?: number;
+  cost?: { usd: number; unpriced?: string[] };
+}
+
+/**
+ * What an attempt or the run cost, as the log line says it: an attempt's dollars when the
+ * run's models had a price, the run's cost (or its "no price") once at its end. Read back as
+ * data: a field of the wrong shape says nothing.
+ */
+function costFact(e: LoggedEvent): string {
+  const cost = e.cost;
+  if (typeof cost !== 'object' || cost === null || typeof cost.usd !== 'number') return '';
+  const unpriced = Array.isArray(cost.unpriced) ? cost.unpriced.filter((m) => typeof m === 'string') : [];
+  const facts = { usd: cost.usd, unpriced };
+  if (e.kind === 'run_end') return formatCost(facts);
+  if (e.kind === 'attempt_end' && typeof e.costUsd === 'number' && costKnown(facts))
+    return formatUsd(e.costUsd);
+  return '';
 }
 
 /** A call's identity in a log: tool-use ids repeat across attempts and trials (cassettes reuse them). */
@@ -79,11 +101,14 @@ export function formatEventLog(events: readonly LoggedEvent[]): string[] {
       .join(' ');
     const facts = [
       e.tool,
+      // Written by the loop, read back as data: one line, whatever a tampered log holds.
+      typeof e.input === 'string' ? oneLine(e.input) : '',
       e.status,
       e.exitCode !== undefined ? `exit ${e.exitCode}` : '',
       e.isError ? 'error' : '',
       e.durationMs !== undefined ? formatDuration(e.durationMs) : '',
       e.tokens ? `${e.tokens.input}+${e.tokens.output} tok` : '',
+      costFact(e),
       e.message ?? '',
     ]
       .filter(Boolean)

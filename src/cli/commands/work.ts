@@ -11,7 +11,7 @@ import type { Backlog, BacklogItem } from '../../work/backlog.js';
 import type { Verification, WorkState } from '../../work/run-backlog.js';
 import { print, printJson, type CliContext } from '../cli-context.js';
 import { declareCommand, type OptionsOf } from '../declare-command.js';
-import { exitCodeForWork } from '../exit-codes.js';
+import { exitCodeForWork, exitCodeForWorkStatus } from '../exit-codes.js';
 import { terminalProgress } from '../progress-line.js';
 import { providerOption } from '../shared-options.js';
 import { terminalSafe } from '../terminal.js';
@@ -38,7 +38,15 @@ verify: command, else the catalog's tests) passes in a fresh sandbox of the repo
 earlier item applied. Anything else makes it blocked, with the reason; work stops there unless
 --keep-going. The state file (<backlog>.state.json) is written after every step: a killed work
 continues where it was, passing items are never redone. Nothing is committed or pushed.
-Exit codes: 0 every item passing, 1 an item blocked or left, 2 a bad backlog or catalog.`,
+
+Each item's fix runs its catalog's testCommand: it must fail before the item's change (the
+baseline) and pass after it. When every ticket comes with its own failing test, the whole suite
+fails until the last item is done, so give each item a catalog whose testCommand runs that
+item's tests (catalog: on the item), and a verify: that runs every item's tests so far
+(docs/backlogs.md has an example).
+
+Exit codes: 0 every item passing, 1 an item blocked or left, 2 a bad backlog or catalog.
+With --status: 0 unless an item is blocked (pending items are not a failure).`,
     );
 }
 
@@ -81,7 +89,7 @@ export async function workCommand(
     const state = await readWorkState(stateFile, backlog);
     if (options.json) printJson(ctx, { stateFile, items: state.items });
     else for (const line of statusLines(backlog, state)) print(ctx, line);
-    return exitCodeForWork(backlog.items.map((i) => state.items[i.id]?.status ?? 'pending'));
+    return exitCodeForWorkStatus(backlog.items.map((i) => state.items[i.id]?.status ?? 'pending'));
   }
   const provider = await sandboxProvider();
   const deps = fixDeps(provider);
@@ -92,13 +100,10 @@ export async function workCommand(
       stateFile,
       keepGoing: options.keepGoing ?? false,
       signal: ctx.signal,
-      onProgress: (line) => {
-        progress?.phase('attempt', line);
-        progress?.end(line);
-      },
+      ...(progress ? { progress } : {}),
     },
     {
-      fix: (item, signal) =>
+      fix: (item, signal, itemProgress) =>
         runFix(
           {
             ticket: item.ticket,
@@ -114,7 +119,7 @@ export async function workCommand(
             env: ctx.env,
             signal,
             readStdin: async () => '',
-            progress: silentProgress,
+            progress: options.json ? silentProgress : itemProgress,
           },
           deps,
         ),

@@ -185,9 +185,9 @@ describe('delegate', () => {
     );
     expect(lines).toEqual([
       'model_call a1 t1',
-      'tool_call a1 t1 delegate',
+      `tool_call a1 t1 delegate ${FIND}`,
       '  model_call a1 t1',
-      '  tool_call a1 t1 read_file',
+      '  tool_call a1 t1 read_file src/shipping.ts',
       '  model_call a1 t2',
       '  loop_end a1 t2 completed',
       'model_call a1 t2',

@@ -11,6 +11,7 @@ import { ConfigError } from '../../../src/errors.js';
 import { buildEgress, egressForRole, phaseOfRole } from '../../../src/fix/egress-phases.js';
 import { catalogImageOptions } from '../../../src/fix/deps.js';
 import { rejection } from '../../helpers/rejection.js';
+import { catalogSpec, egressNote } from '../../../src/cli/commands/exec.js';
 
 let dir: string;
 beforeEach(async () => {
@@ -140,5 +141,22 @@ describe('catalog sandbox.egress', () => {
     expect(
       await problems('  image: node:20\n  egress:\n    allow: [a.example]\n    phases: [agent, build]'),
     ).toEqual([expect.stringMatching(/sandbox\.egress\.phases: egress phase "build" only applies when/)]);
+  });
+
+  it('exec --catalog gives its sandbox the egress of the agent phase, says so, and no more', async () => {
+    const agent = await load('  egress:\n    allow: [registry.npmjs.org]');
+    const spec = await catalogSpec(agent);
+    expect(spec.egress).toMatchObject({ allow: [{ host: 'registry.npmjs.org', ports: [443, 80] }] });
+    expect(egressNote(agent, spec.egress)).toBe("egress as the agent's (sandbox.egress): registry.npmjs.org");
+    // Listed for the verification only: the exec sandbox (the agent's) gets network none, and says why.
+    const verifyOnly = await load('  egress:\n    allow: [registry.npmjs.org]\n    phases: [verify]');
+    const none = await catalogSpec(verifyOnly);
+    expect(none).not.toHaveProperty('egress');
+    expect(egressNote(verifyOnly, none.egress)).toBe(
+      'network none: sandbox.egress does not list the agent phase (phases: verify)',
+    );
+    const plain = await load('  env: {A: "1"}');
+    expect(await catalogSpec(plain)).not.toHaveProperty('egress');
+    expect(egressNote(plain, undefined)).toBe('network none');
   });
 });

@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { summarize } from '../../../src/evals/summary.js';
 import { renderMarkdown } from '../../../src/evals/report.js';
+import { renderHtml } from '../../../src/evals/report-html.js';
 import type { TrialResult } from '../../../src/evals/types.js';
 import { fakeSuite, result } from './helpers.js';
 
@@ -60,5 +61,17 @@ describe('eval cost summary', () => {
     expect(md).toContain('No price for: mystery-model');
     const old = results.map(({ costUsd: _c, unpriced: _u, ...rest }) => rest);
     expect(renderMarkdown(summarize(old, meta()))).not.toContain('## Cost');
+  });
+
+  it('says "no price" once when no model that answered had one (replayed cassettes), not a table of $0.0000', () => {
+    const replayed = results.map((r) => ({ ...r, costUsd: 0, unpriced: ['recorded-demo'] }));
+    const md = renderMarkdown(summarize(replayed, meta()));
+    expect(md).toContain('## Cost');
+    expect(md).not.toContain('$0.0000');
+    expect(md.match(/No price for: recorded-demo/g)).toHaveLength(1);
+    expect(md).toContain('not known');
+    const page = renderHtml(summarize(replayed, meta()));
+    expect(page).not.toContain('$0.0000');
+    expect(page).toContain('No price for: recorded-demo');
   });
 });

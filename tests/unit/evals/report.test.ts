@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { escapeHtml, renderHtml, renderMarkdown, writeReports } from '../../../src/evals/report.js';
+import { comparisonFindings } from '../../../src/evals/report-tables.js';
 import { compareSummaries, summarize, type EvalSummary } from '../../../src/evals/summary.js';
 import type { TrialCategory, TrialResult } from '../../../src/evals/types.js';
 import { fakeSuite, result, withTempDir } from './helpers.js';
@@ -138,6 +139,26 @@ describe('renderHtml with a comparison', () => {
     expect(flaggedRows(worseHtml, 'regression')).toEqual(['always', 'overall']);
     expect(worseHtml.match(/class="row-regression"/g)).toHaveLength(1);
     expect(worseHtml).toContain('REGRESSION');
+  });
+
+  it('names a task that fell within the noise (2/2 -> 0/2) instead of saying there was no regression', () => {
+    const before = summaryFor({
+      a: ['ready-for-review', 'ready-for-review'],
+      b: ['tests-failed', 'tests-failed'],
+    });
+    const after = summaryFor({ a: ['tests-failed', 'tests-failed'], b: ['tests-failed', 'tests-failed'] });
+    const c = compareSummaries(after, before);
+    // Two trials each: the 95% intervals overlap, so it is no regression, and it is a drop.
+    expect(c.regressions).toEqual([]);
+    expect(c.drops).toEqual(['a']);
+    expect(comparisonFindings(c)).toEqual([
+      'Fell, but within the noise (the 95% intervals overlap; run more trials to tell): a 2/2 -> 0/2',
+    ]);
+    expect(renderMarkdown(after, c)).toContain('a 2/2 -> 0/2');
+    expect(renderHtml(after, c)).toContain('a 2/2 -&gt; 0/2');
+    expect(comparisonFindings(compareSummaries(before, before))).toEqual([
+      'No task fell against the previous summary.',
+    ]);
   });
 
   it('shows what differs between the two runs', () => {

@@ -1,7 +1,9 @@
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, UsageError } from '../../../src/errors.js';
+import { ConfigError, Interrupted, UsageError } from '../../../src/errors.js';
+import type { RepoImageRequest } from '../../../src/image-context/request.js';
+import type { SandboxProvider } from '../../../src/sandbox/types.js';
 import { runSuite, type SuiteOptions } from '../../../src/evals/run-suite.js';
 import { ROOT } from '../../helpers/cli.js';
 import { withTempDir } from './helpers.js';
@@ -50,4 +52,37 @@ describe('runSuite refuses bad input before any engine is used', () => {
       );
     });
   });
+});
+
+describe('runSuite stops when interrupted', () => {
+  // A short limit: without the signal the build never ends, and the test should say so soon.
+  it(
+    'while it prepares the images: the build gets the signal, and the eval ends at once',
+    { timeout: 15_000 },
+    async () => {
+      await withTempDir(async (dir) => {
+        const controller = new AbortController();
+        let asked: AbortSignal | undefined;
+        const provider = {
+          backend: { name: 'fake', engine: 'local' },
+          preflight: async () => undefined,
+          repoImage: (request: RepoImageRequest) => {
+            asked = request.signal;
+            // A build of minutes: it ends only when told to stop.
+            setTimeout(() => controller.abort(), 10);
+            return new Promise((_, reject) =>
+              request.signal?.addEventListener('abort', () => reject(new Interrupted('build stopped'))),
+            );
+          },
+        } as unknown as SandboxProvider;
+        const started = Date.now();
+        const error = await runSuite(options(dir, { signal: controller.signal }), {
+          provider: async () => provider,
+        }).catch((e: unknown) => e);
+        expect(asked).toBeDefined();
+        expect(error).toBeInstanceOf(Interrupted);
+        expect(Date.now() - started).toBeLessThan(5_000);
+      });
+    },
+  );
 });

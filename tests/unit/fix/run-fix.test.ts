@@ -20,6 +20,7 @@ import {
 import { memoryBaselineCache } from '../../../src/fix/baseline-cache.js';
 import { SandboxDead, SandboxUnavailable } from '../../../src/errors.js';
 import { exitCodeForRun } from '../../../src/cli/exit-codes.js';
+import { fixSummaryJson } from '../../../src/cli/commands/fix.js';
 import { sha256 } from '../../../src/changes/hash.js';
 import { defaultJournalDir } from '../../../src/changes/apply-journal.js';
 import { applyThatDies } from '../../helpers/apply.js';
@@ -298,8 +299,10 @@ describe('runFix with fakes', () => {
     // The baseline outlasts the first attempt's head start (no wait here): the agent works beside it.
     const result = await runFix(h.options({ baselineHeadStartMs: 0 }), h.deps(scripted(turns), handler));
     expect(result.outcome).toBe('nothing-to-fix');
-    expect(result.record.attempts.map((a) => a.verdict)).toEqual(['interrupted']);
-    expect(result.record.attempts[0]?.message).toMatch(/already pass/);
+    // Not an attempt that was interrupted: there was nothing to fix. What it spent still counts.
+    expect(result.record.attempts).toEqual([]);
+    expect(result.record.turns).toBe(2);
+    expect(fixSummaryJson(result).attempts).toEqual([]);
   });
 
   it('a test command that cannot run (no such npm script) ends the run as a configuration error before any model call', async () => {
@@ -395,10 +398,9 @@ describe('runFix with fakes', () => {
 
   it("a failed run keeps every failed attempt's sandboxes by default, and none with --keep never", async () => {
     const h = await harness();
-    const failed = await runFix(
-      h.options({ maxAttempts: 2 }),
-      h.deps(scripted([...idleTurns, ...idleTurns])),
-    );
+    // Each attempt runs a command in its sandbox: there is something to look at in it.
+    const looked: Turn[] = [{ content: [toolUse('l', 'run_command', { command: 'ls' })] }, ...idleTurns];
+    const failed = await runFix(h.options({ maxAttempts: 2 }), h.deps(scripted([...looked, ...looked])));
     expect(failed.outcome).toBe('failed');
     expect(exitCode(failed)).toBe(1);
     const kept = h.created.filter((c) => c.sandbox.disposed?.keep).map((c) => c.spec.role);
@@ -411,6 +413,85 @@ describe('runFix with fakes', () => {
     const h2 = await harness();
     await runFix(h2.options({ maxAttempts: 1, keep: 'never' }), h2.deps(scripted(idleTurns)));
     expect(h2.created.filter((c) => c.sandbox.disposed?.keep)).toEqual([]);
+  });
+
+  it('a run that never reached an attempt keeps no sandbox: a broken test command, a model that never answered, Ctrl-C before the first tool call', async () => {
+    // A broken test command: the run stops before the agent's first model call.
+    const broken = await harness();
+    await broken.catalog((yaml) => yaml.replace('testCommand: npm test', 'testCommand: npm run tset'));
+    const missing: ExecHandler = (command) =>
+      command === 'npm run tset'
+        ? { exitCode: 1, stderr: 'npm ERR! Missing script: "tset"\n' }
+        : { exitCode: 0 };
+    const stopped = await runFix(broken.options(), broken.deps(scripted(fixingTurns), missing));
+    expect(stopped.outcome).toBe('error');
+    expect(broken.created.some((c) => c.spec.role === 'attempt-1')).toBe(true);
+    expect(stopped.record.containers.filter((c) => c.kept)).toEqual([]);
+
+    // A cassette with no turn at all: the model never answered.
+    const empty = await harness();
+    const none = await runFix(empty.options(), empty.deps(scripted([])));
+    expect(none.outcome).toBe('error');
+    expect(none.record.containers.filter((c) => c.kept)).toEqual([]);
+
+    // Ctrl-C while the first model call is under way: nothing ran in the sandbox yet.
+    const ctrlC = await harness();
+    const controller = new AbortController();
+    const hanging: ModelProvider = {
+      name: 'replay',
+      model: 'hanging',
+      complete: async (request) => {
+        controller.abort();
+        await new Promise((_, reject) =>
+          request.signal?.addEventListener('abort', () => reject(new Error('aborted'))),
+        );
+        throw new Error('not reached');
+      },
+      countTokens: async () => 0,
+    };
+    const interrupted = await runFix(ctrlC.options({ signal: controller.signal }), ctrlC.deps(hanging));
+    expect(interrupted.outcome).toBe('interrupted');
+    expect(interrupted.record.containers.filter((c) => c.kept)).toEqual([]);
+    expect(ctrlC.created.filter((c) => c.sandbox.disposed?.keep)).toEqual([]);
+  });
+
+  it('Ctrl-C after a tool call keeps that sandbox (something ran in it); --keep always keeps even an untouched one', async () => {
+    const h = await harness();
+    const controller = new AbortController();
+    const onExec: ExecHandler = (command, options, sandbox) => {
+      if (command === 'ls') controller.abort();
+      return npmTest(command, options, sandbox);
+    };
+    const turns: Turn[] = [{ content: [toolUse('l', 'run_command', { command: 'ls' })] }, ...idleTurns];
+    const result = await runFix(h.options({ signal: controller.signal }), h.deps(scripted(turns), onExec));
+    expect(result.outcome).toBe('interrupted');
+    expect(result.record.containers.filter((c) => c.kept).map((c) => c.role)).toEqual(['attempt-1']);
+
+    const always = await harness();
+    await always.catalog((yaml) => yaml.replace('testCommand: npm test', 'testCommand: npm run tset'));
+    const missing: ExecHandler = (command) =>
+      command === 'npm run tset'
+        ? { exitCode: 1, stderr: 'npm ERR! Missing script: "tset"\n' }
+        : { exitCode: 0 };
+    const kept = await runFix(
+      always.options({ keep: 'always' }),
+      always.deps(scripted(fixingTurns), missing),
+    );
+    expect(kept.record.containers.filter((c) => c.kept).map((c) => c.role)).toContain('attempt-1');
+  });
+
+  it('a model that fails after some turns (a cassette that ran out) leaves those turns on the record, and its sandbox', async () => {
+    const h = await harness();
+    const result = await runFix(
+      h.options({ maxAttempts: 1 }),
+      h.deps(scripted([{ content: [toolUse('l', 'run_command', { command: 'ls' })] }])),
+    );
+    expect(result.outcome).toBe('error');
+    expect(result.record.message).toMatch(/ran out/);
+    expect(result.record.turns).toBe(1);
+    expect(result.record.attempts[0]).toMatchObject({ turns: 1, verdict: 'error' });
+    expect(result.record.tokens.input).toBeGreaterThan(0);
+    expect(result.record.containers.filter((c) => c.kept).map((c) => c.role)).toEqual(['attempt-1']);
   });
 
   it('makes the verification sandbox while the agent works, and removes it unused, even under --keep always', async () => {
@@ -1379,6 +1460,26 @@ describe('runFix --continue', () => {
     expect(await readFile(join(h.repo, 'src', 'shipping.ts'), 'utf8')).toContain('= 39;');
   });
 
+  it('a continued run of one attempt numbers it on without reading "attempt 2/1"', async () => {
+    const h = await harness();
+    const failed = await runFix(
+      h.options({ maxAttempts: 1 }),
+      h.deps(scripted([{ content: [WRONG_EDIT] }, { content: [text('done')] }])),
+    );
+    const lines: string[] = [];
+    const progress: ProgressSink = {
+      phase: (_phase, text) => lines.push(text),
+      detail: () => undefined,
+      end: () => undefined,
+    };
+    await runFix(
+      h.options({ continueFrom: failed.runId, maxAttempts: 1, progress }),
+      h.deps(scripted(fixingTurns)),
+    );
+    expect(lines).toContain('attempt 2/2');
+    expect(lines.join('\n')).not.toMatch(/attempt 2\/1/);
+  });
+
   it('a run whose patch no longer applies to the repo says so, and nothing runs', async () => {
     const h = await harness();
     const failed = await runFix(
@@ -1443,8 +1544,8 @@ describe('runFix: the progress line follows from the journal', () => {
   /**
    * The run's progress line is what its events say, line for line, but for the lines said
    * directly for a reason written where they are said (`direct`, in order): the checks before
-   * the run and its journal exist, a tool call as it starts (it quotes the model's input,
-   * which the log never holds), an image build's steps (live lines only, the build log has them).
+   * the run and its journal exist, a tool call as it starts (a live line only: the call's one
+   * line in a log is its end), an image build's steps (live lines only, the build log has them).
    */
   function expectProgressFollowsEvents(live: string[], events: MemoryEventSink, direct: string[]): void {
     const replayed: string[] = [];
@@ -1458,7 +1559,7 @@ describe('runFix: the progress line follows from the journal', () => {
     'phase validate checking catalog, ticket and model provider',
     'end shipping-service: ticket OPS-412, replay scripted',
   ];
-  const toolStart = 'detail turn 1: edit_file src/shipping.ts';
+  const toolStart = 'tick turn 1: edit_file src/shipping.ts';
 
   it('for every step: image, baseline, attempts, the change checked, each test layer, review rounds, apply', async () => {
     const h = await harness();

@@ -160,8 +160,15 @@ describe('resolveEngines combines the file and --engine', () => {
     expect(specs.map((s) => [s.name, s.origin])).toEqual([
       ['build-box', 'engines.yaml:2:5'],
       ['default', '--engine default'],
-      ['local', '--engine unix:///run/third.sock'],
+      ['third', '--engine unix:///run/third.sock'],
     ]);
+  });
+
+  it("names an engine reached by its socket after the socket: Podman's is podman, Docker's is local", async () => {
+    const named = async (ref: string) => (await resolveEngines({ refs: [ref], cwd: dir, env }))[0]?.name;
+    expect(await named('unix:///run/podman/podman.sock')).toBe('podman');
+    expect(await named('unix:///run/user/1000/docker.sock')).toBe('local');
+    expect(await named('unix:///run/-.sock')).toBe('local');
   });
 
   it('refuses two engines with one name, and one engine listed twice (its capacity would count twice)', async () => {

@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BuildRefused, ImageError } from '../../../src/errors.js';
-import { BUILD_NETWORK_LABEL } from '../../../src/sandbox/docker/labels.js';
+import { BUILD_NETWORK_LABEL, REPO_LABEL } from '../../../src/sandbox/docker/labels.js';
 import { buildRepoImage, type BuildRepoImageOptions } from '../../../src/sandbox/docker/images/repo-image.js';
 import { DEFAULT_BASE_IMAGE } from '../../../src/sandbox/docker/images/base-images.js';
 import { canaryToken } from '../../helpers/fake-secrets.js';
@@ -184,5 +184,24 @@ describe('repo image builds: what the daemon would fetch', () => {
     await put('Dockerfile.sandbox', 'ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nCOPY . /workspace\n');
     await build(fake);
     expect(fake.builds.map((b) => b.networkMode)).toEqual([undefined, 'none']);
+  });
+});
+
+describe('repo image names and labels', () => {
+  it("is named after the service (the catalog's name), and its labels hold no host path", async () => {
+    const fake = fakeEngine();
+    const image = await build(fake, { name: 'shipping-service' });
+    expect(image.tag).toMatch(/^sandbox-harness\/repo-shipping-service:[0-9a-f]{16}$/);
+    const labels = fake.builds[0]!.labels;
+    expect(labels[REPO_LABEL]).toBe('shipping-service');
+    // Shared by every checkout with the same content and shipped to other engines: no path.
+    for (const value of Object.values(labels)) expect(value).not.toContain(root);
+  });
+
+  it('without a service name it is named after the folder, still with no path in a label', async () => {
+    const fake = fakeEngine();
+    const image = await build(fake);
+    expect(image.tag).toMatch(/^sandbox-harness\/repo-repo:/);
+    expect(fake.builds[0]!.labels[REPO_LABEL]).toBe('repo');
   });
 });

@@ -4,10 +4,13 @@
 import { describe, expect, it } from 'vitest';
 import {
   apiAtLeast,
+  diskCheck,
   MIN_API,
   serverVersionCheck,
 } from '../../../src/sandbox/docker/operator/engine-doctor.js';
 import type { EngineInfo } from '../../../src/sandbox/docker/engine/index.js';
+import { formatDoctor } from '../../../src/cli/commands/doctor.js';
+import { storageUsageOf } from '../../../src/sandbox/docker/engine/docker-engine.js';
 
 const info = (serverVersion: string, apiVersion: string): EngineInfo => ({
   serverVersion,
@@ -67,9 +70,60 @@ describe('engine API version', () => {
     );
   });
 
+  it('names Podman as Podman, with its own version, not as "Docker 4.3.1"', () => {
+    const podman = { ...info('4.3.1', '1.41'), product: 'podman' as const, podmanVersion: '4.3.1' };
+    expect(serverVersionCheck(podman).detail).toBe('Podman 4.3.1 (API 1.41) on Debian GNU/Linux 12');
+    expect(
+      formatDoctor({
+        ok: true,
+        usable: true,
+        endpoint: 'unix:///run/podman/podman.sock',
+        checks: [],
+        engine: {
+          name: 'x',
+          product: 'Podman',
+          serverVersion: '4.3.1',
+          apiVersion: '1.41',
+          cpus: 2,
+          memoryBytes: 1,
+          dockerRootDir: '/var/lib/containers',
+        },
+        exitCode: 0,
+      }).split('\n')[0],
+    ).toBe('Podman engine at unix:///run/podman/podman.sock');
+  });
+
   it('refuses an engine that does not say its API version', () => {
     const check = serverVersionCheck(info('', ''));
     expect(check).toMatchObject({ ok: false, fatal: true });
     expect(check.detail).toMatch(/did not say its API version, and sandbox-harness needs 1\.41 or newer/);
+  });
+});
+
+describe("doctor's disk line", () => {
+  const facts = (df: Parameters<typeof storageUsageOf>[0]) => ({
+    name: 'x',
+    serverVersion: '4.3.1',
+    apiVersion: '1.41',
+    cpus: 2,
+    memoryBytes: 1,
+    dockerRootDir: '/var/lib/containers/storage',
+    freeBytes: 20 * 2 ** 30,
+    totalBytes: 40 * 2 ** 30,
+    usage: storageUsageOf(df),
+  });
+  const images = [{ Size: 510315976 }, { Size: 536542728 }];
+
+  it('an engine that answers LayersSize 0 for its images (Podman) is not said to hold "0 B"', () => {
+    const detail = diskCheck(facts({ LayersSize: 0, Images: images })).detail;
+    expect(detail).toMatch(/holds 2 images \(size not reported\)/);
+    expect(detail).not.toMatch(/images \(0 B\)/);
+  });
+
+  it("Docker's LayersSize is shown as it is, and no images are 0 B", () => {
+    expect(diskCheck(facts({ LayersSize: 2 * 2 ** 30, Images: images })).detail).toMatch(
+      /holds 2 images \(2(\.0)? GiB\)/,
+    );
+    expect(diskCheck(facts({ LayersSize: 0, Images: [] })).detail).toMatch(/holds 0 images \(0 B\)/);
   });
 });

@@ -5,7 +5,7 @@
  */
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { EngineExec } from '../../../src/sandbox/docker/engine/index.js';
+import { EngineExec, translateDaemonError } from '../../../src/sandbox/docker/engine/index.js';
 
 function engineWhoseExec(fails: { at: 'create' | 'start'; statusCode: number; reason: string }): EngineExec {
   const error = Object.assign(new Error(`(HTTP code ${fails.statusCode}) ${fails.reason}`), {
@@ -65,5 +65,34 @@ describe('EngineExec.start refusals', () => {
     await expect(engine.start('5a83124bcfda', options)).rejects.not.toMatchObject({
       code: 'SANDBOX_DEAD',
     });
+  });
+});
+
+describe('an engine that does not answer', () => {
+  const refused = Object.assign(new Error('connect ENOENT /tmp/nothing.sock'), { code: 'ENOENT' });
+
+  it('with DOCKER_HOST at a dead socket: fix, check and eval say what doctor says (start it, or unset DOCKER_HOST), not setup', () => {
+    const saved = process.env.DOCKER_HOST;
+    process.env.DOCKER_HOST = 'unix:///tmp/nothing.sock';
+    try {
+      const error = translateDaemonError(refused, 'Docker engine check');
+      expect(error.hint).toMatch(
+        /^Nothing answers at DOCKER_HOST=unix:\/\/\/tmp\/nothing\.sock: start that engine, or `unset DOCKER_HOST` to use the local socket\./,
+      );
+      expect(error.hint).not.toContain('setup');
+    } finally {
+      if (saved === undefined) delete process.env.DOCKER_HOST;
+      else process.env.DOCKER_HOST = saved;
+    }
+  });
+
+  it('without DOCKER_HOST: setup starts the local engine', () => {
+    const saved = process.env.DOCKER_HOST;
+    delete process.env.DOCKER_HOST;
+    try {
+      expect(translateDaemonError(refused, 'Docker engine check').hint).toMatch(/sandbox-harness setup/);
+    } finally {
+      if (saved !== undefined) process.env.DOCKER_HOST = saved;
+    }
   });
 });

@@ -144,6 +144,7 @@ export async function writeRun(runsDir: string, folder: string, o: RunOptions = 
       turn: 1,
       tool: 'run_command',
       toolUseId: 't1',
+      input: 'npm test # </script>',
       durationMs: 812,
       exitCode: 1,
       isError: false,

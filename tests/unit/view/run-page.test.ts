@@ -39,6 +39,8 @@ describe('run page: what the agent did, per attempt', () => {
     expect(html).toContain('<b class="tool-name">run_command</b>');
     expect(html).toContain('<pre class="cmd">$ npm test # &lt;/script&gt;');
     expect(html).toContain('<b class="tool-name">edit_file</b>');
+    // The event table names what each call used (the log's one-line summary, escaped).
+    expect(html).toMatch(/<td>run_command<\/td><td>npm test # &lt;\/script&gt;<\/td>/);
     expect(html).toContain('&quot;replacement&quot;: &quot;40 &lt;/script&gt;');
     // The result, with the exit code and duration from the event log, and the cut marked.
     expect(html).toContain('result of run_command · exit code 1 · 812 ms');
@@ -61,6 +63,43 @@ describe('run page: what the agent did, per attempt', () => {
     expect(html).toContain('<dt>duration</dt><dd>8.0 s</dd>');
     expect(html).toContain('The tests fail: expected 0, got 4.95');
     expect(html).toContain('Running the tests first.');
+  });
+
+  it('a broken test command is not shown as "tests fail before any change", but as what it was', async () => {
+    const run = await writeRun(runs, '20261130-100000-abc123');
+    await editRecord(run, (r) => {
+      r.baseline = {
+        failing: true,
+        failingLayer: 'test',
+        durationMs: 900,
+        brokenCommand: {
+          layer: 'test',
+          command: 'npm run tset',
+          kind: 'no-script',
+          reason: 'npm has no script "tset"',
+        },
+      };
+    });
+    const html = await runPage('20261130-100000-abc123');
+    expect(html).not.toContain('tests fail before any change');
+    expect(html).toContain(
+      'the test command did not run the tests (layer test): npm has no script &quot;tset&quot;',
+    );
+  });
+
+  it("puts a passing run's verified patch before the attempts' whole conversations", async () => {
+    const run = await writeRun(runs, '20261130-100000-abc123');
+    await editRecord(run, (r) => {
+      r.outcome = 'ready-for-review';
+      r.patchFile = 'patch.diff';
+    });
+    await writeFile(join(run, 'patch.diff'), '--- a/src/x.ts\n+++ b/src/x.ts\n@@ -1 +1 @@\n-a\n+b\n');
+    const html = await runPage('20261130-100000-abc123');
+    const patch = html.indexOf('<h2>Final patch</h2>');
+    expect(patch).toBeGreaterThan(0);
+    expect(patch).toBeLessThan(html.indexOf('<h2>Attempt 1'));
+    expect(patch).toBeLessThan(html.indexOf('Running the tests first.'));
+    expect(html.match(/<h2>Final patch<\/h2>/g)).toHaveLength(1);
   });
 
   it('shows the kept container and the command that opens a shell in it', async () => {

@@ -7,6 +7,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
+import { terminalProgress } from '../../../src/cli/progress-line.js';
+import { exitCodeForWork, exitCodeForWorkStatus } from '../../../src/cli/exit-codes.js';
 import { ConfigError, Interrupted } from '../../../src/errors.js';
 import type { FixResult } from '../../../src/fix/run-fix.js';
 import type { RunOutcome } from '../../../src/outcomes.js';
@@ -200,5 +203,62 @@ describe('loadBacklog', () => {
     expect(((await loadBacklog(order).catch((e: unknown) => e)) as ConfigError).problems.join('\n')).toMatch(
       /"b" must come before "a"/,
     );
+  });
+});
+
+describe('watching a backlog', () => {
+  it("each item is one line from its start to its verdict, its fix's steps shown inside it, with real durations", async () => {
+    const file = await backlogFile(THREE);
+    const backlog = await loadBacklog(file);
+    const out = new PassThrough();
+    let text = '';
+    out.on('data', (chunk: Buffer) => (text += chunk.toString()));
+    const deps: WorkDeps = {
+      fix: async (item, _signal, progress) => {
+        progress.phase('attempt', 'attempt 1/3');
+        progress.detail('turn 1: run_command npm test (exit 1, 7.1s)');
+        await new Promise((r) => setTimeout(r, 120));
+        progress.end('agent completed after 1 turns');
+        progress.phase('apply', 'applying the verified patch to the host repo');
+        progress.end('1 file(s) written');
+        return fakeResult(item.id, 'ready-for-review');
+      },
+      verify: async () => ({ passed: true, exitCode: 0, output: '' }),
+    };
+    await runBacklog(
+      {
+        backlog,
+        stateFile: stateFileFor(file),
+        keepGoing: false,
+        signal,
+        progress: terminalProgress(out, false),
+      },
+      deps,
+    );
+    const lines = text.split('\n');
+    const one = lines.slice(0, lines.findIndex((l) => l.startsWith('  -> one:')) + 1);
+    expect(one).toEqual([
+      '[item] one: fix ONE',
+      '  attempt 1/3',
+      '  turn 1: run_command npm test (exit 1, 7.1s)',
+      '  agent completed after 1 turns',
+      '  applying the verified patch to the host repo',
+      '  1 file(s) written',
+      "  one: verifying with the catalog's tests in a fresh sandbox with every applied item",
+      expect.stringMatching(/^ {2}-> one: passing \((\d+)ms\)$/),
+    ]);
+    // The item's time is its fix's and its verification's, not the 0 ms of a line said at the start.
+    expect(Number(/\((\d+)ms\)$/.exec(one.at(-1)!)![1])).toBeGreaterThanOrEqual(100);
+    expect(text).toContain('three: verifying (make check) in a fresh sandbox with every applied item');
+  });
+});
+
+describe('work --status', () => {
+  it('exits 0 while items are pending or were left running, 1 once one is blocked', () => {
+    expect(exitCodeForWorkStatus(['passing', 'pending', 'pending'])).toBe(0);
+    expect(exitCodeForWorkStatus(['passing', 'running', 'pending'])).toBe(0);
+    expect(exitCodeForWorkStatus(['passing', 'blocked', 'pending'])).toBe(1);
+    // A work that ran and left items undone is not a success.
+    expect(exitCodeForWork(['passing', 'pending'])).toBe(1);
   });
 });

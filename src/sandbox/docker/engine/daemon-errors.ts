@@ -45,6 +45,15 @@ export function isConnectionError(error: unknown): boolean {
   return code !== undefined && CONNECTION_CODES.has(code);
 }
 
+/**
+ * What to do when DOCKER_HOST names an engine that does not answer: start that one, or drop
+ * the variable. Never `setup`, which starts a local engine the variable would still hide.
+ */
+export function dockerHostHint(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  if (!env.DOCKER_HOST) return undefined;
+  return `Nothing answers at DOCKER_HOST=${env.DOCKER_HOST}: start that engine, or \`unset DOCKER_HOST\` to use the local socket.`;
+}
+
 function describeDaemon(where?: string): string {
   if (where) return `the Docker engine at ${where}`;
   return process.env.DOCKER_HOST
@@ -67,7 +76,7 @@ export function translateDaemonError(error: unknown, context: string, where?: st
       {
         hint: where
           ? `Check that the engine at ${where} runs and that this machine reaches it; \`sandbox-harness doctor --engine ...\` shows what is wrong.`
-          : 'Start the engine with `sandbox-harness setup` (Debian, root) or check DOCKER_HOST; `sandbox-harness doctor` shows what is wrong.',
+          : `${dockerHostHint() ?? 'Start the engine with `sandbox-harness setup` (Debian, root).'} \`sandbox-harness doctor\` shows what is wrong.`,
         cause: error,
       },
     );

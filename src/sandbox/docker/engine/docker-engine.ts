@@ -122,25 +122,34 @@ export class DockerEngine {
   /** What the engine stores (`GET /system/df`). It does not say how much disk is free. */
   async storageUsage(): Promise<EngineStorageUsage> {
     try {
-      const df = (await this.docker.df()) as {
-        LayersSize?: number;
-        Images?: unknown[] | null;
-        Containers?: Array<{ SizeRw?: number }> | null;
-        Volumes?: unknown[] | null;
-        BuildCache?: Array<{ Size?: number }> | null;
-      };
-      return {
-        layersBytes: Number(df.LayersSize ?? 0),
-        images: (df.Images ?? []).length,
-        containers: (df.Containers ?? []).length,
-        containersBytes: (df.Containers ?? []).reduce((sum, c) => sum + Number(c.SizeRw ?? 0), 0),
-        volumes: (df.Volumes ?? []).length,
-        buildCacheBytes: (df.BuildCache ?? []).reduce((sum, b) => sum + Number(b.Size ?? 0), 0),
-      };
+      return storageUsageOf((await this.docker.df()) as DiskUsageAnswer);
     } catch (error) {
       throw translateDaemonError(error, 'reading disk usage', this.where);
     }
   }
+}
+
+/** The part of `GET /system/df` the harness reads. */
+export interface DiskUsageAnswer {
+  LayersSize?: number;
+  Images?: unknown[] | null;
+  Containers?: Array<{ SizeRw?: number }> | null;
+  Volumes?: unknown[] | null;
+  BuildCache?: Array<{ Size?: number }> | null;
+}
+
+export function storageUsageOf(df: DiskUsageAnswer): EngineStorageUsage {
+  const images = (df.Images ?? []).length;
+  const layers = Number(df.LayersSize ?? 0);
+  return {
+    // Podman's Docker API answers LayersSize 0 however many images it holds: not a size.
+    ...(layers > 0 || images === 0 ? { layersBytes: layers } : {}),
+    images,
+    containers: (df.Containers ?? []).length,
+    containersBytes: (df.Containers ?? []).reduce((sum, c) => sum + Number(c.SizeRw ?? 0), 0),
+    volumes: (df.Volumes ?? []).length,
+    buildCacheBytes: (df.BuildCache ?? []).reduce((sum, b) => sum + Number(b.Size ?? 0), 0),
+  };
 }
 
 let shared: DockerEngine | undefined;

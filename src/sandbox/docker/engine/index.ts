@@ -7,6 +7,7 @@ export {
   type RawChange,
 } from './containers.js';
 export {
+  dockerHostHint,
   isConnectionError,
   NetworkConflict,
   statusOf,

@@ -183,7 +183,18 @@ async function engineFromRef(ref: string, env: NodeJS.ProcessEnv): Promise<Engin
 }
 
 function defaultName(endpoint: EngineEndpoint): string {
-  if (endpoint.transport === 'unix') return 'local';
+  if (endpoint.transport === 'unix') {
+    // Docker's own socket is the local engine; another socket is named after itself, so
+    // Podman's (`/run/podman/podman.sock`) is `podman` in results and reports, not `local`.
+    const name = endpoint.socketPath
+      .split('/')
+      .pop()!
+      .replace(/\.sock$/, '')
+      .replace(/[^A-Za-z0-9_.-]/g, '-')
+      .replace(/^[^A-Za-z0-9]+/, '')
+      .slice(0, 63);
+    return name === '' || name === 'docker' ? 'local' : name;
+  }
   const name = endpoint.transport === 'ssh' ? endpoint.host : `${endpoint.host}-${endpoint.port}`;
   return name.replace(/[^A-Za-z0-9_.-]/g, '-').slice(0, 63);
 }

@@ -36,9 +36,12 @@ export interface BuildRepoImageOptions extends Omit<RepoImageRequest, 'prebuilt'
   engine?: DockerEngine;
 }
 
-/** Docker repository names allow lowercase letters, digits and separators only. */
-export function repoSlug(repoDir: string): string {
-  const slug = basename(resolve(repoDir))
+/**
+ * The name a repo image goes by: the service's (`name`, the catalog's), else the repo's folder.
+ * Docker repository names allow lowercase letters, digits and separators only.
+ */
+export function repoSlug(repoDir: string, name?: string): string {
+  const slug = (name ?? basename(resolve(repoDir)))
     .toLowerCase()
     .replace(/[^a-z0-9]+/g, '-')
     .replace(/^-+|-+$/g, '')
@@ -47,8 +50,8 @@ export function repoSlug(repoDir: string): string {
   return slug || 'repo';
 }
 
-export function repoImageTag(repoDir: string, contentHash: string): string {
-  return `sandbox-harness/repo-${repoSlug(repoDir)}:${contentHash.slice(0, 16)}`;
+export function repoImageTag(repoDir: string, contentHash: string, name?: string): string {
+  return `sandbox-harness/repo-${repoSlug(repoDir, name)}:${contentHash.slice(0, 16)}`;
 }
 
 /** The harness's own per-project recipe, used when a repo has no Dockerfile.sandbox. */
@@ -117,7 +120,7 @@ export async function buildRepoImage(options: BuildRepoImageOptions): Promise<Bu
     if (ours && !options.buildEgress) assertOfflineRecipeCanWork(repoDir, baseImage, context);
     else await assertNothingToFetch(engine, dockerfile, context, buildArgs);
   }
-  const tag = repoImageTag(repoDir, context.contentHash);
+  const tag = repoImageTag(repoDir, context.contentHash, options.name);
   // The base the final stage really starts from (a recipe may ignore BASE_IMAGE altogether).
   // Only a name (a FROM the simple reading cannot resolve is not recorded as one).
   const final = finalBaseImage(context.dockerfileBytes.toString('utf8'), buildArgs);
@@ -168,7 +171,10 @@ async function buildOrReuse(
   }
   const logPath =
     options.logFile ??
-    join(await logsDir(), `build-${repoSlug(options.repoDir)}-${context.contentHash.slice(0, 16)}.log`);
+    join(
+      await logsDir(),
+      `build-${repoSlug(options.repoDir, options.name)}-${context.contentHash.slice(0, 16)}.log`,
+    );
   const log = new LogFile(logPath);
   log.line(
     `# ${new Date().toISOString()} building ${options.tag} from ${options.repoDir} with ${options.dockerfile}, ${options.network ? 'with network (sandbox.build.network)' : options.buildEgress ? `with egress by name to ${options.buildEgress.allow.map((r) => `${r.host}:${r.ports.join(',')}`).join(' ') || 'nothing'} (sandbox.egress phase build)` : 'without network'}`,
@@ -181,7 +187,9 @@ async function buildOrReuse(
         [LABEL.marker]: '1',
         [LABEL.kind]: 'repo',
         [CONTENT_HASH_LABEL]: context.contentHash,
-        [REPO_LABEL]: options.repoDir,
+        // The name in the tag, never a host path: an image is shared by every checkout
+        // with the same content, and travels to other engines.
+        [REPO_LABEL]: repoSlug(options.repoDir, options.name),
         [BUILD_NETWORK_LABEL]: options.network ? 'default' : options.buildEgress ? 'egress' : 'none',
       },
       noCache: options.rebuild === true,

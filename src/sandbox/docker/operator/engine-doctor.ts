@@ -12,6 +12,7 @@ export type { DoctorCheck, DoctorReport, EngineFacts } from '../../types.js';
 import { findOnPath, isDebianRoot } from '../host-tools.js';
 import {
   dockerEngine,
+  dockerHostHint,
   StorageQuotaUnsupported,
   type DockerEngine,
   type EngineInfo,
@@ -89,9 +90,8 @@ async function daemonFix(error: unknown): Promise<string> {
   if (code === 'EACCES') {
     return 'Your user may not use the Docker socket: `sudo usermod -aG docker "$USER"` and log in again (or run as root).';
   }
-  if (process.env.DOCKER_HOST) {
-    return `Nothing answers at DOCKER_HOST=${process.env.DOCKER_HOST}: start that engine, or \`unset DOCKER_HOST\` to use the local socket.`;
-  }
+  const dockerHost = dockerHostHint();
+  if (dockerHost) return dockerHost;
   if (await isDebianRoot()) {
     return '`sandbox-harness setup` (or `bash scripts/ensure-docker.sh`): installs docker.io if needed and starts dockerd.';
   }
@@ -109,7 +109,8 @@ export function apiAtLeast(version: string, [major, minor]: readonly [number, nu
 
 /** The engine must speak API 1.41 or newer; an older or unknown one is refused, saying why. */
 export function serverVersionCheck(info: EngineInfo): DoctorCheck {
-  const found = `Docker ${info.serverVersion || 'unknown'} (API ${info.apiVersion || 'unknown'}) on ${info.operatingSystem || 'unknown OS'}`;
+  // Podman answers the Docker API with its own version: named as what it is.
+  const found = `${productName(info)} ${info.serverVersion || 'unknown'} (API ${info.apiVersion || 'unknown'}) on ${info.operatingSystem || 'unknown OS'}`;
   if (apiAtLeast(info.apiVersion, MIN_API)) return { name: 'server-version', ok: true, detail: found };
   return {
     name: 'server-version',
@@ -120,6 +121,11 @@ export function serverVersionCheck(info: EngineInfo): DoctorCheck {
       : `${found}: the engine did not say its API version, and sandbox-harness needs ${MIN_API.join('.')} or newer`,
     fix: `Upgrade the Docker engine to ${MIN_DOCKER} or newer (Debian: \`apt-get install -y docker.io\`). Why: ${MIN_API_WHY}`,
   };
+}
+
+/** Which program answers the engine's API, as people call it. */
+export function productName(info: Pick<EngineInfo, 'product'>): 'Docker' | 'Podman' {
+  return info.product === 'podman' ? 'Podman' : 'Docker';
 }
 
 function versionChecks(info: EngineInfo): DoctorCheck[] {
@@ -241,9 +247,9 @@ async function containerCheck(
   }
 }
 
-function diskCheck(facts: EngineFacts): DoctorCheck {
+export function diskCheck(facts: EngineFacts): DoctorCheck {
   const stored = facts.usage
-    ? `; the engine holds ${facts.usage.images} images (${formatBytes(facts.usage.layersBytes)}), ${facts.usage.containers} containers (${formatBytes(facts.usage.containersBytes)}), build cache ${formatBytes(facts.usage.buildCacheBytes)}`
+    ? `; the engine holds ${facts.usage.images} images (${facts.usage.layersBytes === undefined ? 'size not reported' : formatBytes(facts.usage.layersBytes)}), ${facts.usage.containers} containers (${formatBytes(facts.usage.containersBytes)}), build cache ${formatBytes(facts.usage.buildCacheBytes)}`
     : '';
   const root = facts.dockerRootDir || 'the data root';
   if (facts.freeBytes === undefined || facts.totalBytes === undefined) {
@@ -363,6 +369,7 @@ export async function runDoctor(options: DoctorOptions = {}): Promise<DoctorRepo
   }
   const facts: EngineFacts = {
     name: info.name,
+    product: productName(info),
     serverVersion: info.serverVersion,
     apiVersion: info.apiVersion,
     cpus: info.cpus,
