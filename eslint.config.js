@@ -22,7 +22,7 @@ export default tseslint.config(
       'no-restricted-imports': [
         'error',
         {
-          paths: [{ name: 'dockerode', message: 'Only src/sandbox/docker/engine.ts may import dockerode.' }],
+          paths: [{ name: 'dockerode', message: 'Only src/sandbox/docker/engine/ may import dockerode.' }],
         },
       ],
     },
@@ -35,7 +35,7 @@ export default tseslint.config(
       'no-restricted-imports': [
         'error',
         {
-          paths: [{ name: 'dockerode', message: 'Only src/sandbox/docker/engine.ts may import dockerode.' }],
+          paths: [{ name: 'dockerode', message: 'Only src/sandbox/docker/engine/ may import dockerode.' }],
           patterns: [
             {
               regex: '(^|/)sandbox/docker/|^\\.\\.?/docker/',
@@ -48,7 +48,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['src/sandbox/docker/engine.ts'],
+    files: ['src/sandbox/docker/engine/**/*.ts'],
     rules: { 'no-restricted-imports': 'off' },
   },
   {

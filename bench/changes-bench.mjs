@@ -17,7 +17,7 @@
  *   against its start marker, plus the host's pristine tree (cached per image, warmed before
  *   timing), turned into changes. Then, on the same sandbox, `engineDiff` (diagnostic):
  *   `DockerEngine.containerChanges`, the daemon's own diff, which the hot path no longer uses.
- * - `archivePull`: one file changed, `DockerEngine.getArchive('/workspace')` with every byte
+ * - `archivePull`: one file changed, `DockerEngine.containers.getArchive('/workspace')` with every byte
  *   drained: what a harness without a change list would have to read (its own sandbox, so
  *   it reads a workspace as cold as the scan does).
  * - `changes.hundred`, `changes.thousand`: 100 and 1,000 files changed, spread over all 400
@@ -194,7 +194,7 @@ export async function benchChanges(o) {
       () =>
         scanAfterChanging(sets.one, s.one, 'one', keep, async (box) => {
           // The daemon computes its diff on the host side; the scan before it does not make it cheaper.
-          const diff = await timed(s.engineDiff, keep, () => o.engine.containerChanges(box.id));
+          const diff = await timed(s.engineDiff, keep, () => o.engine.containers.changes(box.id));
           if (!diff.some((c) => c.path === `/workspace/${CHANGED_FILE}`))
             checks.engineDiffListsTheChange = false;
         }),
@@ -203,7 +203,7 @@ export async function benchChanges(o) {
         inFresh(image.tag, async (box) => {
           await execOk(box, changeCommand(sets.one));
           await timed(s.archivePull, keep, async () => {
-            const stream = await o.engine.getArchive(box.id, '/workspace');
+            const stream = await o.engine.containers.getArchive(box.id, '/workspace');
             if (!stream) throw new Error('getArchive(/workspace) found nothing');
             let bytes = 0;
             for await (const chunk of stream) bytes += chunk.length;

@@ -17,7 +17,7 @@
  * intermediate layers along). The repo methods alternate (build, ship, ship, build, ...);
  * the base image is built once (minutes, an order of magnitude above shipping) and shipped
  * in every repetition.
- * The defaults in `src/sandbox/docker/fleet/images.ts` (`DEFAULT_PRESENCE`) are compared with the winner.
+ * The defaults in `src/sandbox/docker/images/image-shipping.ts` (`DEFAULT_PRESENCE`) are compared with the winner.
  */
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -55,10 +55,10 @@ export async function benchFleet(o) {
   }
   const dist = (/** @type {string} */ p) => import(pathToFileURL(join(o.packageRoot, 'dist', p)).href);
   const [{ DockerEngine, dockerEngine }, { readTlsDir }, fleet, images] = await Promise.all([
-    dist('sandbox/docker/engine.js'),
-    dist('sandbox/docker/endpoint.js'),
-    dist('sandbox/docker/fleet/images.js'),
-    dist('sandbox/docker/images.js'),
+    dist('sandbox/docker/engine/index.js'),
+    dist('sandbox/docker/engine/endpoint.js'),
+    dist('sandbox/docker/images/image-shipping.js'),
+    dist('sandbox/docker/index.js'),
   ]);
   const local = dockerEngine();
   const baseTag = images.DEFAULT_BASE_IMAGE;
@@ -83,14 +83,14 @@ export async function benchFleet(o) {
     const tls = await readTlsDir(info.certDir);
     const target = new DockerEngine({ transport: 'tcp', host: url.hostname, port: Number(url.port), tls });
     const engineInfo = await target.info();
-    const localBase = await local.inspectImage(baseTag);
+    const localBase = await local.images.inspect(baseTag);
     if (!localBase) throw new Error(`${baseTag} is missing on the local engine`);
 
     /** Removes every image on the engine: the next repetition starts from nothing. */
     const wipe = async (/** @type {string[]} */ keep = []) => {
-      for (const image of await target.listImages({})) {
+      for (const image of await target.images.list({})) {
         if (image.tags.some((t) => keep.includes(t))) continue;
-        for (const ref of image.tags.length ? image.tags : [image.id]) await target.removeImage(ref);
+        for (const ref of image.tags.length ? image.tags : [image.id]) await target.images.remove(ref);
       }
     };
     const time = async (/** @type {() => Promise<{ how: string, bytes?: number }>} */ fn) => {
@@ -132,7 +132,7 @@ export async function benchFleet(o) {
       for (const method of order) {
         await wipe([baseTag]);
         // Shipping the repo image re-tags the base; it must still be the local one's.
-        if ((await target.inspectImage(baseTag))?.id !== localBase.id) {
+        if ((await target.images.inspect(baseTag))?.id !== localBase.id) {
           await fleet.ensureBaseImageOn(target, { source: local, method: 'ship' });
         }
         o.log(`  repo image, ${method} (${rep + 1}/${o.reps}) ...`);

@@ -322,7 +322,7 @@ export function formatTables(results) {
       ]),
     );
     out.push(
-      `(${fl.reps} repetition(s) per method; defaults in src/sandbox/docker/fleet/images.ts: base ${fl.defaults.base}, repo ${fl.defaults.repo}${fl.defaultsMatchMeasurement ? ', as measured' : ' — NOT what was measured faster'})`,
+      `(${fl.reps} repetition(s) per method; defaults in src/sandbox/docker/images/image-shipping.ts: base ${fl.defaults.base}, repo ${fl.defaults.repo}${fl.defaultsMatchMeasurement ? ', as measured' : ' — NOT what was measured faster'})`,
     );
   }
   const fe = results.fleetEval;

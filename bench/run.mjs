@@ -47,7 +47,7 @@
  * 6. Fleet (`fleet-bench.mjs`): on a fresh extra engine (own network namespace, TCP with
  *    mutual TLS), the base image and a repo image made present by shipping (save/load
  *    stream from the local engine) against building there; which is faster, and whether
- *    that is what `src/sandbox/docker/fleet/images.ts` does by default.
+ *    that is what `src/sandbox/docker/images/image-shipping.ts` does by default.
  * 7. Fleet eval (`fleet-eval-bench.mjs`): the example suite on the local engine alone
  *    against the same eval over three engines on this machine at the same total
  *    concurrency (3): trials per minute, trial time and harness overhead of each, and their
@@ -171,7 +171,7 @@ async function loadDist() {
   if (!present)
     throw new Error('dist/ is missing: run `npm run build` (or use `npm run bench`, which builds first)');
   const docker = await import(pathToFileURL(file('sandbox/docker/index.js')).href);
-  const images = await import(pathToFileURL(file('sandbox/docker/images.js')).href);
+  const images = await import(pathToFileURL(file('sandbox/docker/index.js')).href);
   const buildContext = await import(pathToFileURL(file('image-context/build-context.js')).href);
   const verify = await import(pathToFileURL(file('fix/verify.js')).href);
   const changeSet = await import(pathToFileURL(file('changes/change-set.js')).href);

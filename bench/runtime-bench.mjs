@@ -40,9 +40,9 @@ const dist = (p) => import(pathToFileURL(join(ROOT, 'dist', p)).href);
  */
 export async function benchRuntimes(options) {
   const { DockerBackend } = await dist('sandbox/docker/docker-sandbox.js');
-  const { DockerEngine, dockerEngine } = await dist('sandbox/docker/engine.js');
-  const { buildRepoImage, ensureBaseImage } = await dist('sandbox/docker/images.js');
-  const { shipImages } = await dist('sandbox/docker/fleet/images.js');
+  const { DockerEngine, dockerEngine } = await dist('sandbox/docker/engine/index.js');
+  const { buildRepoImage, ensureBaseImage } = await dist('sandbox/docker/index.js');
+  const { shipImages } = await dist('sandbox/docker/images/image-shipping.js');
   const local = dockerEngine();
   await ensureBaseImage('node', { onLine: () => undefined });
   const example = await buildRepoImage({ repoDir: join(ROOT, 'examples', 'shipping-service', 'repo') });
@@ -59,7 +59,7 @@ export async function benchRuntimes(options) {
   if (options.podman) {
     const podman = new DockerEngine({ transport: 'unix', socketPath: PODMAN_SOCKET });
     await podman.ping(3000);
-    const there = await podman.inspectImage(example.tag);
+    const there = await podman.images.inspect(example.tag);
     if (there?.id !== example.imageId) await shipImages(local, podman, [example.tag]);
     sides.push({
       name: 'podman',

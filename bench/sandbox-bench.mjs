@@ -28,7 +28,7 @@
  *   capture, and polling the daemon's exec state until the command is known to have exited.
  *   What tests, scans and every verdict use.
  * - `exec.engineExec`: the daemon exec without the harness's wrapper or polling:
- *   `DockerEngine.startExec(['true'])`, wait for the stream to end, one inspect.
+ *   `DockerEngine.exec.start(['true'])`, wait for the stream to end, one inspect.
  * - `exec.dockerExecCli`: `docker exec <id> true` through the docker CLI on the same
  *   container (spawned from Node, CLI start-up included).
  */
@@ -171,7 +171,7 @@ async function benchExec(o) {
     };
     const engineOnce = async (/** @type {boolean} */ keep) => {
       const t0 = performance.now();
-      const running = await o.engine.startExec(box.id, {
+      const running = await o.engine.exec.start(box.id, {
         cmd: ['true'],
         user: '1000:1000',
         workingDir: '/workspace',

@@ -4,6 +4,7 @@
  * time limits, runtime) and its egress (`egress-schema.ts`).
  */
 import { z } from 'zod';
+import { imageRefProblem, RUNTIME_NAME } from '../object-names.js';
 import { egressSchema } from './egress-schema.js';
 import {
   hasControlCharacter,
@@ -101,6 +102,13 @@ export const buildSchema = z
   )
   .meta({ description: 'How the sandbox image is built from the repo.' });
 
+/** An image name, parsed with the reference grammar before anything uses it (src/names.ts). */
+const imageReference = (what: string) =>
+  nonEmpty(what).superRefine((value, ctx) => {
+    const problem = imageRefProblem(value);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem });
+  });
+
 export const sandboxSchema = z
   .strictObject({
     dockerfile: repoRelativePath
@@ -109,10 +117,10 @@ export const sandboxSchema = z
           'Dockerfile in the repo to build the sandbox from (default: Dockerfile.sandbox, else the harness image).',
       })
       .optional(),
-    image: nonEmpty('an image reference such as "node:20-bookworm"')
+    image: imageReference('an image reference such as "node:20-bookworm"')
       .meta({ description: 'A prebuilt image to use instead of building one.' })
       .optional(),
-    baseImage: nonEmpty('an image reference such as "node:20-bookworm"')
+    baseImage: imageReference('an image reference such as "node:20-bookworm"')
       .meta({
         description:
           'The image the sandbox recipe builds on, passed as its BASE_IMAGE build argument: "sandbox-harness/base-python:3" for a Python project (make it with `sandbox-harness images ensure python`). Default: the recipe\'s own `ARG BASE_IMAGE=` default, else "sandbox-harness/base-node:20".',
@@ -125,7 +133,7 @@ export const sandboxSchema = z
     timeouts: timeoutsSchema.prefault({}),
     runtime: z
       .string({ error: 'expected a runtime name the engine lists, such as "runc" or "runsc"' })
-      .regex(/^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$/, {
+      .regex(RUNTIME_NAME, {
         error: 'expected a runtime name the engine lists, such as "runc" or "runsc"',
       })
       .meta({

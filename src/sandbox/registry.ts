@@ -31,9 +31,10 @@ export type {
   SandboxProvider,
 } from './types.js';
 // Docker-only: the harness's base images (no engine code: cheap to load).
-export { BASE_IMAGES, DEFAULT_BASE_IMAGE, isBaseKind, type BaseKind } from './docker/base-images.js';
-export type { EnsureBaseImageResult, HarnessImage } from './docker/images.js';
-export type { GvisorSetupResult } from './docker/gvisor-setup.js';
+export { BASE_IMAGES, DEFAULT_BASE_IMAGE, isBaseKind, type BaseKind } from './docker/images/base-images.js';
+export type { EnsureBaseImageResult } from './docker/images/ensure-base.js';
+export type { HarnessImage } from './docker/images/image-inventory.js';
+export type { GvisorSetupResult } from './docker/operator/gvisor-setup.js';
 export { packageRoot } from '../package-root.js';
 // The engines a fleet names are Docker engines today (contexts, tcp:// with TLS, ssh://): the
 // engines file and its specs are the Docker backend's, reached from above only through here.
@@ -49,7 +50,7 @@ export async function sandboxProvider(
 ): Promise<SandboxProvider> {
   switch (name) {
     case 'docker': {
-      const docker = await import('./docker/provider.js');
+      const docker = await import('./docker/docker-provider.js');
       return options.engine ? docker.dockerProviderFor(options.engine) : docker.dockerProvider();
     }
     default:
@@ -99,7 +100,7 @@ export function describeStoredEngine(ref: StoredEngineRef): string {
 export async function engineConnector(): Promise<
   (spec: Pick<EngineSpec, 'name' | 'endpoint'>) => EngineHandle
 > {
-  const docker = await import('./docker/provider.js');
+  const docker = await import('./docker/docker-provider.js');
   return (spec) => docker.connectEngine(spec);
 }
 
@@ -110,7 +111,7 @@ export async function connectEngine(spec: Pick<EngineSpec, 'name' | 'endpoint'>)
 
 /** Where an engine of a spec is, for messages; no secrets. */
 export async function describeEngine(spec: Pick<EngineSpec, 'endpoint'>): Promise<string> {
-  return (await import('./docker/endpoint.js')).describeEndpoint(spec.endpoint);
+  return (await import('./docker/engine/endpoint.js')).describeEndpoint(spec.endpoint);
 }
 
 /**
@@ -119,15 +120,16 @@ export async function describeEngine(spec: Pick<EngineSpec, 'endpoint'>): Promis
  * are Docker-only; this is their one way in.
  */
 export async function dockerOnly() {
-  const [images, gvisor, doctor, engine] = await Promise.all([
-    import('./docker/images.js'),
-    import('./docker/gvisor-setup.js'),
-    import('./docker/doctor.js'),
-    import('./docker/engine.js'),
+  const [base, inventory, gvisor, doctor, engine] = await Promise.all([
+    import('./docker/images/ensure-base.js'),
+    import('./docker/images/image-inventory.js'),
+    import('./docker/operator/gvisor-setup.js'),
+    import('./docker/operator/engine-doctor.js'),
+    import('./docker/engine/index.js'),
   ]);
   return {
-    ensureBaseImage: images.ensureBaseImage,
-    listHarnessImages: images.listHarnessImages,
+    ensureBaseImage: base.ensureBaseImage,
+    listHarnessImages: inventory.listHarnessImages,
     /** Where the local engine is looked for: DOCKER_HOST, else the default socket. */
     localEndpoint: (): string => doctor.dockerEndpoint(),
     /** Whether the local engine answers within `timeoutMs` (throws `SandboxUnavailable` if not). */

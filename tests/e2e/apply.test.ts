@@ -8,9 +8,9 @@ import { readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { prepareExampleCopy, type ExampleCopy } from '../../src/demo.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { runCli } from '../helpers/cli.js';
 
 let copy: ExampleCopy;
@@ -24,8 +24,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const id of runIds) {
-    for (const c of await dockerEngine().listContainers({ [LABEL.run]: id }))
-      await dockerEngine().removeContainer(c.id);
+    for (const c of await dockerEngine().containers.list({ [LABEL.run]: id }))
+      await dockerEngine().containers.remove(c.id);
   }
   if (copy) await rm(dirname(copy.root), { recursive: true, force: true });
 });

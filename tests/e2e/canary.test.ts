@@ -14,8 +14,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { exampleCopy, liveFixArgs, removeExampleCopies } from '../helpers/example.js';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
 import type { AssistantContent } from '../../src/llm/types.js';
 import { startFakeModelServer, type FakeModelServer } from '../fake-model-server/server.js';
@@ -44,7 +44,7 @@ async function demoTurns(): Promise<AssistantContent[][]> {
 
 /** The daemon's view of every container of a run, and of the image they were made from. */
 async function engineViewOfRun(runId: string): Promise<{ containers: number; text: string }> {
-  const containers = await dockerEngine().listContainers({ [LABEL.run]: runId });
+  const containers = await dockerEngine().containers.list({ [LABEL.run]: runId });
   const parts: unknown[] = [];
   const images = new Set<string>();
   for (const c of containers) {

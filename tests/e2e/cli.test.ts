@@ -7,7 +7,7 @@ import { runCli, ROOT } from '../helpers/cli.js';
 import { FIXTURES, fixtureImage } from '../helpers/docker.js';
 import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
 import { randomBytes } from 'node:crypto';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 
 describe('sandbox-harness CLI', () => {
   it('--help lists every command and the exit codes', async () => {
@@ -73,7 +73,7 @@ describe('sandbox-harness CLI', () => {
     expect(r.code, r.stderr).toBe(0);
     const json = JSON.parse(r.stdout) as { exitCode: number; stdout: string; container: string };
     expect(json.stdout).toBe('hello\n1000\n');
-    expect(await dockerEngine().inspectContainer(json.container)).toBeUndefined();
+    expect(await dockerEngine().containers.inspect(json.container)).toBeUndefined();
     const gone = await runCli(['exec', '--image', 'sandbox-harness/no-such-image:x', '--', 'true']);
     expect(gone.code).toBe(3);
     expect(gone.stderr).toMatch(/does not exist/);
@@ -103,16 +103,16 @@ describe('sandbox-harness CLI', () => {
         { id: sandbox.id, name: expect.any(String), run: runId, kept: true },
       ]);
       expect(await planned('--run', runId)).toHaveLength(1);
-      expect(await dockerEngine().inspectContainer(sandbox.id)).toBeDefined();
+      expect(await dockerEngine().containers.inspect(sandbox.id)).toBeDefined();
 
       const removed = await runCli(['gc', '--run', runId]);
       expect(removed.code, removed.stderr).toBe(0);
       expect(removed.stdout).toMatch(
         new RegExp(`removed 1 container\\(s\\) and 0 image\\(s\\) of run ${runId}`),
       );
-      expect(await dockerEngine().inspectContainer(sandbox.id)).toBeUndefined();
+      expect(await dockerEngine().containers.inspect(sandbox.id)).toBeUndefined();
     } finally {
-      await dockerEngine().removeContainer(sandbox.id);
+      await dockerEngine().containers.remove(sandbox.id);
     }
   });
 

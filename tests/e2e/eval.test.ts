@@ -7,8 +7,8 @@ import { cp, readFile, readdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { ExampleCopy } from '../../src/demo.js';
 import { exampleCopy, removeExampleCopies } from '../helpers/example.js';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
 import { runCli, startCli, treeHash, ROOT } from '../helpers/cli.js';
 
@@ -142,7 +142,7 @@ describe('eval end to end (real Docker, offline suite)', { timeout: 600_000 }, (
       expect(source.taskId === 'hard-codes-reviewed').toBe(x.taskId === 'hard-codes-reviewed');
     });
     for (const x of results)
-      expect(await dockerEngine().listContainers({ [LABEL.run]: x.runId })).toEqual([]);
+      expect(await dockerEngine().containers.list({ [LABEL.run]: x.runId })).toEqual([]);
     expect(treeHash(copy.repo)).toBe(before);
 
     // Concurrency 2 really overlapped trials: from the event log's times per trial.
@@ -179,8 +179,8 @@ describe('eval end to end (real Docker, offline suite)', { timeout: 600_000 }, (
     const results = await readResults(out);
     const passed = results.find((x) => x.taskId === 'fixes-threshold')!;
     const failed = results.find((x) => x.taskId === 'gives-up')!;
-    expect(await dockerEngine().listContainers({ [LABEL.run]: passed.runId })).toEqual([]);
-    const kept = await dockerEngine().listContainers({ [LABEL.run]: failed.runId });
+    expect(await dockerEngine().containers.list({ [LABEL.run]: passed.runId })).toEqual([]);
+    const kept = await dockerEngine().containers.list({ [LABEL.run]: failed.runId });
     expect(kept.length).toBeGreaterThan(0);
     for (const c of kept) expect(c.state).not.toBe('running');
     // Only this trial's containers: an eval trial's run id, its record under the eval's own folder.
@@ -189,7 +189,7 @@ describe('eval end to end (real Docker, offline suite)', { timeout: 600_000 }, (
     });
     expect(gc.code, gc.stderr).toBe(0);
     expect(JSON.parse(gc.stdout)).toMatchObject({ run: failed.runId });
-    expect(await dockerEngine().listContainers({ [LABEL.run]: failed.runId })).toEqual([]);
+    expect(await dockerEngine().containers.list({ [LABEL.run]: failed.runId })).toEqual([]);
   });
 
   it('killed part-way, --resume completes without re-running finished trials', async () => {
@@ -227,7 +227,7 @@ describe('eval end to end (real Docker, offline suite)', { timeout: 600_000 }, (
     // create the daemon was still finishing can appear after that, so this test removes
     // them itself, by their run ids.
     for (const x of results)
-      expect(await dockerEngine().listContainers({ [LABEL.run]: x.runId }), x.runId).toEqual([]);
+      expect(await dockerEngine().containers.list({ [LABEL.run]: x.runId }), x.runId).toEqual([]);
     const finished = new Set(results.map((x) => x.runId));
     for (const runDir of await readdir(join(out, 'runs')))
       if (!finished.has(runDir)) await runCli(['gc', '--run', runDir]);

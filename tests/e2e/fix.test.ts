@@ -8,8 +8,8 @@ import { readFile, writeFile, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ExampleCopy } from '../../src/demo.js';
 import { exampleCopy, removeExampleCopies } from '../helpers/example.js';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
 import { cleanEnv, runCli, startCli, treeHash, ROOT } from '../helpers/cli.js';
 import { atifTrajectorySchema } from '../helpers/atif-schema.js';
@@ -66,7 +66,7 @@ async function waitForFirstModelCall(runsDir: string): Promise<string> {
 }
 
 async function containersOfRun(runId: string) {
-  return dockerEngine().listContainers({ [LABEL.run]: runId });
+  return dockerEngine().containers.list({ [LABEL.run]: runId });
 }
 
 /**

@@ -11,8 +11,9 @@ import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
-import { DEFAULT_BASE_IMAGE, ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
+import { DEFAULT_BASE_IMAGE } from '../../src/sandbox/docker/images/base-images.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
 import { cleanEnv, ROOT, runCli } from '../helpers/cli.js';
 import { startEngines, stopEngines, type TestEngine } from '../helpers/engines.js';
@@ -39,7 +40,7 @@ let root: string;
 beforeAll(async () => {
   await dockerEngine().ping(5000);
   await ensureBaseImage('node', { onLine: () => undefined });
-  await dockerEngine().tagImage(DEFAULT_BASE_IMAGE, FROM_REPO, FROM_TAG);
+  await dockerEngine().images.tag(DEFAULT_BASE_IMAGE, FROM_REPO, FROM_TAG);
   root = await mkdtemp(join(tmpdir(), 'sandbox-harness-harbor-fleet-'));
   const task = join(root, 'tasks', TASK);
   await cp(join(ROOT, 'examples', 'harbor', TASK), task, { recursive: true });
@@ -71,10 +72,10 @@ afterAll(async () => {
   for (const line of (await readFile(join(out, 'results.jsonl'), 'utf8').catch(() => '')).split('\n')) {
     const runId = line.trim() ? (JSON.parse(line) as Result).runId : undefined;
     if (!runId) continue;
-    for (const c of await dockerEngine().listContainers({ [LABEL.run]: runId }))
-      await dockerEngine().removeContainer(c.id);
+    for (const c of await dockerEngine().containers.list({ [LABEL.run]: runId }))
+      await dockerEngine().containers.remove(c.id);
   }
-  await dockerEngine().removeImage(`${FROM_REPO}:${FROM_TAG}`);
+  await dockerEngine().images.remove(`${FROM_REPO}:${FROM_TAG}`);
   if (root) await rm(root, { recursive: true, force: true });
 }, 120_000);
 
@@ -122,8 +123,8 @@ describe('a Harbor task over two engines', () => {
     };
     expect(record.engine).toBe('a');
     // The environment's FROM image was shipped to a, and its image built there.
-    expect(await a.engine.inspectImage(`${FROM_REPO}:${FROM_TAG}`)).toBeDefined();
-    expect(await a.engine.inspectImage(record.image.tag)).toBeDefined();
+    expect(await a.engine.images.inspect(`${FROM_REPO}:${FROM_TAG}`)).toBeDefined();
+    expect(await a.engine.images.inspect(record.image.tag)).toBeDefined();
     // The reports carry the rewards.
     expect(await readFile(join(out, 'report.md'), 'utf8')).toContain(`| ${TASK} | 1 | 2 | 2 | 0 |`);
   }, 900_000);

@@ -7,8 +7,8 @@ import { readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prepareExampleCopy, type ExampleCopy } from '../../src/demo.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { runCli } from '../helpers/cli.js';
 import { canaryToken } from '../helpers/fake-secrets.js';
 

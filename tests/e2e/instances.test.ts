@@ -9,8 +9,8 @@ import { mkdtemp, readFile, readlink, rename, rm, stat, writeFile, mkdir } from 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { ROOT, runCli, treeHash } from '../helpers/cli.js';
 import { jsonl, makeInstanceRepos, REPO_SPECS, type InstanceRepos } from '../helpers/instance-repos.js';
 

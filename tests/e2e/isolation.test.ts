@@ -7,9 +7,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { prepareExampleCopy, type ExampleCopy } from '../../src/demo.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
-import { ensureBaseImage, DEFAULT_BASE_IMAGE } from '../../src/sandbox/docker/images.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
+import { DEFAULT_BASE_IMAGE } from '../../src/sandbox/docker/images/base-images.js';
 import { runCli, ROOT } from '../helpers/cli.js';
 import { foreignContainer } from '../helpers/docker.js';
 
@@ -24,8 +25,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const id of runIds) {
-    for (const c of await dockerEngine().listContainers({ [LABEL.run]: id }))
-      await dockerEngine().removeContainer(c.id);
+    for (const c of await dockerEngine().containers.list({ [LABEL.run]: id }))
+      await dockerEngine().containers.remove(c.id);
   }
   if (copy) await rm(dirname(copy.root), { recursive: true, force: true });
 });
@@ -85,9 +86,9 @@ describe('run records are data, not instructions', () => {
         expect(r.code, `${command}: ${r.stderr}`).toBe(2);
         expect(r.stderr).toMatch(/is not a sandbox of run 20990101-000000-f0f0f0; refusing to use it/);
       }
-      expect((await dockerEngine().inspectContainer(foreign))?.running).toBe(true);
+      expect((await dockerEngine().containers.inspect(foreign))?.running).toBe(true);
     } finally {
-      await dockerEngine().removeContainer(foreign);
+      await dockerEngine().containers.remove(foreign);
     }
   });
 

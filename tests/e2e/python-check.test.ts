@@ -15,8 +15,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { cleanEnv, runCli } from '../helpers/cli.js';
 import { writeGitProject } from '../helpers/project.js';
 

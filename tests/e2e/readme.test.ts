@@ -16,8 +16,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
 import type { AssistantContent } from '../../src/llm/types.js';
 import { startFakeModelServer, type FakeModelServer } from '../fake-model-server/server.js';
@@ -279,6 +279,6 @@ describe('README "Using it"', () => {
     }
     // `gc --run last` removed the kept containers of the fix run; nothing of it is left.
     expect(runIds).toHaveLength(1);
-    expect(await dockerEngine().listContainers({ [LABEL.run]: runIds[0]! })).toEqual([]);
+    expect(await dockerEngine().containers.list({ [LABEL.run]: runIds[0]! })).toEqual([]);
   }, 1_200_000);
 });

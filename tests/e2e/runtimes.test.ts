@@ -16,8 +16,9 @@
 import { cp, readFile, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_BASE_IMAGE, ensureBaseImage } from '../../src/sandbox/docker/images.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { DEFAULT_BASE_IMAGE } from '../../src/sandbox/docker/images/base-images.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { exampleCopy, removeExampleCopies } from '../helpers/example.js';
 import { cleanEnv, runCli, ROOT } from '../helpers/cli.js';
 import { PODMAN_SOCKET, podmanEngine, shipToPodman, stopPodman } from '../helpers/podman.js';

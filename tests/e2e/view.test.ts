@@ -13,8 +13,8 @@ import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { prepareExampleCopy } from '../../src/demo.js';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
 import { runCli, startCli, ROOT } from '../helpers/cli.js';
 
@@ -129,8 +129,8 @@ describe('view in a real browser (offline eval example, real Docker, Chromium)',
     await context?.close();
     // Only what this test made: the kept containers of its own runs, its temp folder.
     for (const r of results) {
-      for (const c of await dockerEngine().listContainers({ [LABEL.run]: r.runId })) {
-        await dockerEngine().removeContainer(c.id);
+      for (const c of await dockerEngine().containers.list({ [LABEL.run]: r.runId })) {
+        await dockerEngine().containers.remove(c.id);
       }
     }
     if (root) await rm(root, { recursive: true, force: true });

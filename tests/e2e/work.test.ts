@@ -14,8 +14,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { runCli, startCli } from '../helpers/cli.js';
 import type { ExampleCopy } from '../../src/demo.js';
 import { exampleCopy, removeExampleCopies } from '../helpers/example.js';

@@ -3,6 +3,7 @@
  * no registry answers) and small repo images built from fixtures. Docker tests never skip:
  * when the engine is missing they fail with the command that fixes it.
  */
+import { hardenedContainer, IDLE_CONTAINER_LIMITS } from '../../src/sandbox/container/container-spec.js';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { cp, mkdtemp, rm } from 'node:fs/promises';
@@ -10,12 +11,9 @@ import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import { dockerEngine, IDLE_CONTAINER_LIMITS } from '../../src/sandbox/docker/engine.js';
-import {
-  buildRepoImage,
-  ensureBaseImage,
-  type BuildRepoImageOptions,
-} from '../../src/sandbox/docker/images.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
+import { buildRepoImage, type BuildRepoImageOptions } from '../../src/sandbox/docker/images/repo-image.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 
 const run = promisify(execFile);
 
@@ -65,7 +63,7 @@ export class ScratchRepos {
   }
 
   async cleanUp(): Promise<void> {
-    for (const ref of [...this.tags, ...this.ids]) await dockerEngine().removeImage(ref);
+    for (const ref of [...this.tags, ...this.ids]) await dockerEngine().images.remove(ref);
     if (this.dir) await rm(this.dir, { recursive: true, force: true });
   }
 
@@ -102,16 +100,18 @@ export async function inImage(image: string, script: string): Promise<string> {
  */
 export async function foreignContainer(image: string, options: { start: boolean }): Promise<string> {
   const engine = dockerEngine();
-  const id = await engine.createContainer({
-    image,
-    entrypoint: ['sleep'],
-    cmd: ['infinity'],
-    user: '1000:1000',
-    workingDir: '/',
-    env: [],
-    labels: { purpose: 'someone else' },
-    ...IDLE_CONTAINER_LIMITS,
-  });
-  if (options.start) await engine.startContainer(id);
+  const id = await engine.containers.create(
+    hardenedContainer({
+      image,
+      entrypoint: ['sleep'],
+      cmd: ['infinity'],
+      user: '1000:1000',
+      workingDir: '/',
+      env: [],
+      labels: { purpose: 'someone else' },
+      ...IDLE_CONTAINER_LIMITS,
+    }),
+  );
+  if (options.start) await engine.containers.start(id);
   return id;
 }

@@ -25,9 +25,13 @@ import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { shipImages } from '../../src/sandbox/docker/fleet/images.js';
-import { readTlsFiles, type EngineEndpoint, type TlsMaterial } from '../../src/sandbox/docker/endpoint.js';
-import { dockerEngine, DockerEngine } from '../../src/sandbox/docker/engine.js';
+import { shipImages } from '../../src/sandbox/docker/images/image-shipping.js';
+import {
+  readTlsFiles,
+  type EngineEndpoint,
+  type TlsMaterial,
+} from '../../src/sandbox/docker/engine/endpoint.js';
+import { dockerEngine, DockerEngine } from '../../src/sandbox/docker/engine/index.js';
 
 const run = promisify(execFile);
 
@@ -462,7 +466,7 @@ async function imageCacheEntry(
 ): Promise<CacheEntry> {
   const ids = new Map<string, string>();
   for (const ref of [...new Set(refs)].sort()) {
-    const image = await source.inspectImage(ref);
+    const image = await source.images.inspect(ref);
     if (!image) {
       throw new Error(
         `cannot put ${ref} on the test engines: it is not on ${source.where ?? 'the local engine'} (\`bash scripts/setup.sh\` makes the base images)`,
@@ -598,7 +602,7 @@ async function evictStaleEntries(keep: string, ids: Map<string, string>): Promis
 
 async function hasImages(engine: DockerEngine, ids: Map<string, string>): Promise<boolean> {
   for (const [ref, id] of ids) {
-    if ((await engine.inspectImage(ref))?.id !== id) return false;
+    if ((await engine.images.inspect(ref))?.id !== id) return false;
   }
   return true;
 }

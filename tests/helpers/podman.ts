@@ -7,8 +7,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { access, mkdir } from 'node:fs/promises';
-import { DockerEngine, dockerEngine } from '../../src/sandbox/docker/engine.js';
-import { shipImages } from '../../src/sandbox/docker/fleet/images.js';
+import { DockerEngine, dockerEngine } from '../../src/sandbox/docker/engine/index.js';
+import { shipImages } from '../../src/sandbox/docker/images/image-shipping.js';
 
 export const PODMAN_SOCKET = process.env.SANDBOX_HARNESS_PODMAN_SOCKET ?? '/run/podman/podman.sock';
 const LOG = '/var/log/sandbox-harness-podman.log';
@@ -72,7 +72,7 @@ export function stopPodman(): void {
 export async function shipToPodman(engine: DockerEngine, refs: string[]): Promise<void> {
   const missing: string[] = [];
   for (const ref of refs) {
-    const [here, there] = await Promise.all([dockerEngine().inspectImage(ref), engine.inspectImage(ref)]);
+    const [here, there] = await Promise.all([dockerEngine().images.inspect(ref), engine.images.inspect(ref)]);
     if (!here) throw new Error(`${ref} is not on the local engine`);
     if (there?.id !== here.id) missing.push(ref);
   }

@@ -34,7 +34,7 @@ import { chmod, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { DEFAULT_BASE_IMAGE } from '../../src/sandbox/docker/base-images.js';
+import { DEFAULT_BASE_IMAGE } from '../../src/sandbox/docker/images/base-images.js';
 import {
   claimFolder,
   ENGINE_PREFIX,

@@ -8,7 +8,7 @@ import { mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { dockerBackend } from '../../src/sandbox/docker/index.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import type { Sandbox } from '../../src/sandbox/types.js';
 import { createProvider } from '../../src/llm/registry.js';
 import { ReplayProvider } from '../../src/llm/replay.js';
@@ -97,7 +97,7 @@ describe('agent loop in a real Docker sandbox', () => {
         `grep -rl ${JSON.stringify(CANARY)} /workspace /tmp /home 2>/dev/null | wc -l`,
       );
       expect(grep.stdout.trim()).toBe('0');
-      const inspected = await dockerEngine().inspectContainer(box.id);
+      const inspected = await dockerEngine().containers.inspect(box.id);
       expect(JSON.stringify(inspected?.env)).not.toContain(CANARY);
     }
     expect(runs[0]).toBe(runs[1]);

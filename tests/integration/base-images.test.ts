@@ -9,8 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildRepoImage, ensureBaseImage } from '../../src/sandbox/docker/images.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { buildRepoImage } from '../../src/sandbox/docker/images/repo-image.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { cleanEnv, runCli, ROOT } from '../helpers/cli.js';
 
 const ENV = cleanEnv();
@@ -56,7 +57,7 @@ describe('base images (real Docker)', { timeout: 300_000 }, () => {
   afterAll(async () => {
     for (const image of images)
       await dockerEngine()
-        .removeImage(image)
+        .images.remove(image)
         .catch(() => undefined);
     await rm(scratch, { recursive: true, force: true });
   });
@@ -171,7 +172,7 @@ describe('base images (real Docker)', { timeout: 300_000 }, () => {
     expect(row.ok).toBe(true);
     const human = await runCli(['doctor'], { env: ENV });
     const line = human.stdout.split('\n').find((l) => l.includes('base-images'))!;
-    const python = await dockerEngine().inspectImage('sandbox-harness/base-python:3');
+    const python = await dockerEngine().images.inspect('sandbox-harness/base-python:3');
     if (python) {
       expect(row.detail).toContain('python: sandbox-harness/base-python:3');
       expect(line.trim().startsWith('✓')).toBe(true);

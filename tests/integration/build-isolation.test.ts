@@ -12,7 +12,7 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BuildRefused } from '../../src/errors.js';
-import { buildRepoImage } from '../../src/sandbox/docker/images.js';
+import { buildRepoImage } from '../../src/sandbox/docker/images/repo-image.js';
 import { inImage, ScratchRepos } from '../helpers/docker.js';
 import { canaryToken, TOKENS } from '../helpers/fake-secrets.js';
 import { rejection } from '../helpers/rejection.js';

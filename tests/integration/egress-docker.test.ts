@@ -19,11 +19,12 @@ import { sandboxProvider } from '../../src/sandbox/registry.js';
 import { runCli } from '../helpers/cli.js';
 import { scripted, text, toolUse } from '../unit/agent/helpers.js';
 import { promisify } from 'node:util';
-import { collectGarbage, reapOrphans } from '../../src/sandbox/docker/gc.js';
+import { collectGarbage, reapOrphans } from '../../src/sandbox/docker/operator/collect-garbage.js';
 import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
-import { BUILD_NETWORK_LABEL, buildRepoImage } from '../../src/sandbox/docker/images.js';
+import { BUILD_NETWORK_LABEL } from '../../src/sandbox/docker/labels.js';
+import { buildRepoImage } from '../../src/sandbox/docker/images/repo-image.js';
 import type { EgressPolicy } from '../../src/egress-policy.js';
 import { EgressProxy, type EgressLogEntry } from '../../src/sandbox/egress/proxy.js';
 import { canonicalAddress, listedHostAddress } from '../../src/sandbox/egress/addresses.js';
@@ -211,7 +212,7 @@ describe('egress through the proxy, on a fake internet', () => {
     const flood = await make(policy(net), 'flood');
     const send = `const s=require('dgram').createSocket('udp4');let i=0;const go=()=>{if(i++<300)s.send('x',7012,'${net.address}',go);else s.close()};go()`;
     expect((await flood.exec(`node -e "${send}"`, { timeoutMs: 30_000 })).exitCode).toBe(0);
-    const [network] = await dockerEngine().listNetworks({ [LABEL.run]: RUN_ID, [LABEL.role]: 'flood' });
+    const [network] = await dockerEngine().networks.list({ [LABEL.run]: RUN_ID, [LABEL.role]: 'flood' });
     expect(await rawRules()).toContain(network!.bridgeName);
     await flood.dispose();
     const log = flood.egressLog!();
@@ -253,17 +254,17 @@ describe('egress through the proxy, on a fake internet', () => {
     const plain = await make(undefined, 'plain');
     expect(plain.egressLog).toBeDefined();
     expect(plain.egressLog!()).toEqual([]);
-    const details = await dockerEngine().inspectContainer(plain.id);
+    const details = await dockerEngine().containers.inspect(plain.id);
     expect(details?.hostConfig.NetworkMode).toBe('none');
     expect((await probe(plain, 'tcp', net.address, '443')).ok).toBe(false);
   });
 
   it('disposing removes the network and its proxy; nothing labelled for the run is left', async () => {
     const short = await make(policy(net), 'short');
-    const networks = await dockerEngine().listNetworks({ [LABEL.run]: RUN_ID });
+    const networks = await dockerEngine().networks.list({ [LABEL.run]: RUN_ID });
     expect(networks.length).toBeGreaterThanOrEqual(2);
     await short.dispose();
-    const after = await dockerEngine().listNetworks({ [LABEL.run]: RUN_ID });
+    const after = await dockerEngine().networks.list({ [LABEL.run]: RUN_ID });
     expect(after.length).toBe(networks.length - 1);
   });
 });
@@ -582,7 +583,7 @@ describe('egress clean-up', () => {
     child.stderr.on('data', (c: Buffer) => (out += c.toString()));
     await until(() => out.includes('made '), 60_000);
     expect(out).toContain('made ');
-    const [network] = await dockerEngine().listNetworks({ [LABEL.run]: runId });
+    const [network] = await dockerEngine().networks.list({ [LABEL.run]: runId });
     expect(network).toBeDefined();
     expect(await firewallRules()).toContain(network!.bridgeName);
     expect(await rawRules()).toContain(network!.bridgeName);
@@ -590,8 +591,8 @@ describe('egress clean-up', () => {
     await new Promise((r) => child.once('exit', r));
     // The next harness process's reaper (the first create, or `gc`) removes all of it.
     await reapOrphans(dockerEngine());
-    expect(await dockerEngine().listContainers({ [LABEL.run]: runId })).toEqual([]);
-    expect(await dockerEngine().listNetworks({ [LABEL.run]: runId })).toEqual([]);
+    expect(await dockerEngine().containers.list({ [LABEL.run]: runId })).toEqual([]);
+    expect(await dockerEngine().networks.list({ [LABEL.run]: runId })).toEqual([]);
     expect(await firewallRules()).not.toContain(network!.bridgeName);
     expect(await rawRules()).not.toContain(network!.bridgeName);
   }, 120_000);
@@ -605,10 +606,10 @@ describe('egress clean-up', () => {
       ),
     );
     made.push(...boxes);
-    const networks = await dockerEngine().listNetworks({ [LABEL.run]: RUN_ID });
+    const networks = await dockerEngine().networks.list({ [LABEL.run]: RUN_ID });
     expect(networks.length).toBeGreaterThanOrEqual(40);
     await Promise.all(boxes.map((b) => b.dispose()));
-    const after = await dockerEngine().listNetworks({ [LABEL.run]: RUN_ID });
+    const after = await dockerEngine().networks.list({ [LABEL.run]: RUN_ID });
     expect(after.length).toBe(networks.length - 40);
   }, 300_000);
 });
@@ -716,10 +717,10 @@ describe('egress in a fix run', () => {
         // Kept sandboxes: the attempt's on its egress network, the verification's on none.
         const attempt = result.record.containers.find((c) => c.role === 'attempt-1')!;
         const verify = result.record.containers.find((c) => c.role === 'verify-1')!;
-        expect((await dockerEngine().inspectContainer(attempt.id))?.hostConfig.NetworkMode).toMatch(
+        expect((await dockerEngine().containers.inspect(attempt.id))?.hostConfig.NetworkMode).toMatch(
           /^sandbox-harness-/,
         );
-        expect((await dockerEngine().inspectContainer(verify.id))?.hostConfig.NetworkMode).toBe('none');
+        expect((await dockerEngine().containers.inspect(verify.id))?.hostConfig.NetworkMode).toBe('none');
         expect(attempt.egress).toEqual({ allowed: 1, denied: 1, file: 'egress/attempt-1.jsonl' });
         expect(verify.egress).toBeUndefined();
         const runs = join(repo, '.sandbox-harness', 'runs');
@@ -735,7 +736,7 @@ describe('egress in a fix run', () => {
       } finally {
         const report = await collectGarbage(dockerEngine(), { runId: result.runId });
         expect(report.networks?.length).toBe(1);
-        expect(await dockerEngine().listNetworks({ [LABEL.run]: result.runId })).toEqual([]);
+        expect(await dockerEngine().networks.list({ [LABEL.run]: result.runId })).toEqual([]);
       }
     } finally {
       await rm(root, { recursive: true, force: true });
@@ -803,7 +804,7 @@ describe('egress in an image build', () => {
       expect(output).toContain(`# egress denied TCP ${net.address}:7000 a TCP packet`);
       expect(output).toContain(`# egress denied UDP ${net.address}:7001 a UDP packet`);
       // The steps had the proxy; nothing of it stays in the image.
-      const details = await dockerEngine().inspectImage(image.tag);
+      const details = await dockerEngine().images.inspect(image.tag);
       expect(details?.labels[BUILD_NETWORK_LABEL]).toBe('egress');
       const box = await dockerBackend().create({ image: image.tag, runId: RUN_ID, role: 'built' });
       made.push(box);
@@ -812,7 +813,7 @@ describe('egress in an image build', () => {
         /# egress allowed CONNECT registry\.fake\.test:443/,
       );
       // The build's network and its firewall hole are gone with the build.
-      const left = (await dockerEngine().listNetworks({ [LABEL.role]: 'image-build' })).filter(
+      const left = (await dockerEngine().networks.list({ [LABEL.role]: 'image-build' })).filter(
         (n) => n.labels[LABEL.ownerPid] === String(process.pid),
       );
       expect(left).toEqual([]);
@@ -825,7 +826,7 @@ describe('egress in an image build', () => {
     } finally {
       if (tag)
         await dockerEngine()
-          .removeImage(tag)
+          .images.remove(tag)
           .catch(() => undefined);
       await rm(root, { recursive: true, force: true });
     }

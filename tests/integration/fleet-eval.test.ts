@@ -10,8 +10,8 @@ import { cp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prepareExampleCopy } from '../../src/demo.js';
-import { dockerEngine, type DockerEngine } from '../../src/sandbox/docker/engine.js';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { dockerEngine, type DockerEngine } from '../../src/sandbox/docker/engine/index.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
 import { cleanEnv, ROOT, runCli, startCli } from '../helpers/cli.js';
 import { killEngine, restartEngine, startEngines, stopEngines, type TestEngine } from '../helpers/engines.js';
@@ -70,8 +70,8 @@ afterAll(async () => {
   await stopEngines(engines);
   // On the shared local engine, only the containers of this file's runs.
   for (const runId of await runIdsOf(outDirs)) {
-    for (const c of await dockerEngine().listContainers({ [LABEL.run]: runId })) {
-      await dockerEngine().removeContainer(c.id);
+    for (const c of await dockerEngine().containers.list({ [LABEL.run]: runId })) {
+      await dockerEngine().containers.remove(c.id);
     }
   }
   if (root) await rm(root, { recursive: true, force: true });
@@ -112,7 +112,7 @@ async function runIdsOf(outs: string[]): Promise<string[]> {
 
 /** Containers of this tool on an engine that belong to the given runs. */
 async function containersOf(engine: DockerEngine, runIds: string[]) {
-  const all = await engine.listContainers({ [LABEL.marker]: true });
+  const all = await engine.containers.list({ [LABEL.marker]: true });
   return all.filter((c) => runIds.includes(c.labels[LABEL.run] ?? ''));
 }
 
@@ -136,7 +136,7 @@ describe('eval over three engines, one killed mid-eval', () => {
     for (;;) {
       if (exited) throw new Error(`the eval ended before a trial ran on b:\n${(await cli.done).stderr}`);
       if (Date.now() > deadline) throw new Error('no trial reached engine b');
-      const onB = await b.engine.listContainers({ [LABEL.marker]: true }).catch(() => []);
+      const onB = await b.engine.containers.list({ [LABEL.marker]: true }).catch(() => []);
       if (onB.some((c) => c.labels[LABEL.role]?.startsWith('attempt-') && c.state === 'running')) break;
       await new Promise((r) => setTimeout(r, 200));
     }
@@ -222,7 +222,7 @@ describe('eval over three engines, one killed mid-eval', () => {
     expect(report.engines[0]?.containers.map((c) => c.id)).toEqual(
       expect.arrayContaining(left.map((c) => c.id)),
     );
-    expect(await b.engine.listContainers({ [LABEL.marker]: true })).toEqual([]);
+    expect(await b.engine.containers.list({ [LABEL.marker]: true })).toEqual([]);
   }, 180_000);
 });
 
@@ -246,7 +246,7 @@ describe('kept containers on another engine', () => {
     const record = await runJson(out, failed.runId!);
     expect(record.engineRef).toEqual({ backend: 'docker', url: a.url });
     const kept = record.containers.find((c) => c.kept)!;
-    expect((await a.engine.inspectContainer(kept.id))?.running).toBe(false);
+    expect((await a.engine.containers.inspect(kept.id))?.running).toBe(false);
 
     const runsDir = join(out, 'runs');
     const inspect = await runCli(['inspect', failed.runId!, '--runs-dir', runsDir, '--json'], {
@@ -268,7 +268,7 @@ describe('kept containers on another engine', () => {
     });
     expect(rerun.code, rerun.stderr).toBe(1);
     expect(JSON.parse(rerun.stdout)).toMatchObject({ container: kept.id, passed: false });
-    expect((await a.engine.inspectContainer(kept.id))?.running).toBe(false);
+    expect((await a.engine.containers.inspect(kept.id))?.running).toBe(false);
 
     // Without the TLS files the record's URL cannot be reached; the record is still shown.
     const blind = await runCli(['inspect', failed.runId!, '--runs-dir', runsDir, '--json'], {

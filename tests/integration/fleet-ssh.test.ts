@@ -13,8 +13,8 @@ import { join } from 'node:path';
 import { Server, utils, type Connection } from 'ssh2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, SandboxUnavailable } from '../../src/errors.js';
-import { localEndpoint, parseEngineUrl } from '../../src/sandbox/docker/endpoint.js';
-import { DockerEngine, dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { localEndpoint, parseEngineUrl } from '../../src/sandbox/docker/engine/endpoint.js';
+import { DockerEngine, dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 
 let dir: string;
 let server: Server;

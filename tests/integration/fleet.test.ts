@@ -5,6 +5,7 @@
  * and by building on the target; `doctor --engines` checks them all; the test engines are
  * taken down without a trace, also after a crash. Everything started here is stopped here.
  */
+import { hardenedContainer } from '../../src/sandbox/container/container-spec.js';
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -19,9 +20,11 @@ import {
   ensureImagesOn,
   ensureRepoImageOn,
   shipImages,
-} from '../../src/sandbox/docker/fleet/images.js';
-import { DockerEngine, dockerEngine } from '../../src/sandbox/docker/engine.js';
-import { CONTENT_HASH_LABEL, DEFAULT_BASE_IMAGE, ensureBaseImage } from '../../src/sandbox/docker/images.js';
+} from '../../src/sandbox/docker/images/image-shipping.js';
+import { DockerEngine, dockerEngine } from '../../src/sandbox/docker/engine/index.js';
+import { CONTENT_HASH_LABEL } from '../../src/sandbox/docker/labels.js';
+import { DEFAULT_BASE_IMAGE } from '../../src/sandbox/docker/images/base-images.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { cleanEnv, runCli } from '../helpers/cli.js';
 import {
   ENGINES_ROOT,
@@ -55,7 +58,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await stopEngines(engines);
-  for (const tag of localTags) await dockerEngine().removeImage(tag);
+  for (const tag of localTags) await dockerEngine().images.remove(tag);
   if (scratch) await rm(scratch, { recursive: true, force: true });
 });
 
@@ -93,13 +96,13 @@ describe('test engines', () => {
 
 describe('images on other engines', () => {
   it('ships the base image through this process, engine to engine, and does nothing the second time', async () => {
-    const local = await dockerEngine().inspectImage(DEFAULT_BASE_IMAGE);
-    expect(await a.engine.inspectImage(DEFAULT_BASE_IMAGE)).toBeUndefined();
+    const local = await dockerEngine().images.inspect(DEFAULT_BASE_IMAGE);
+    expect(await a.engine.images.inspect(DEFAULT_BASE_IMAGE)).toBeUndefined();
 
     const first = await ensureBaseImageOn(a.engine, { source: dockerEngine() });
     expect(first).toMatchObject({ tag: DEFAULT_BASE_IMAGE, how: 'shipped', imageId: local?.id });
     expect(first.bytes).toBeGreaterThan(100 * 1024 * 1024);
-    expect((await a.engine.inspectImage(DEFAULT_BASE_IMAGE))?.id).toBe(local?.id);
+    expect((await a.engine.images.inspect(DEFAULT_BASE_IMAGE))?.id).toBe(local?.id);
 
     const again = await ensureBaseImageOn(a.engine, { source: dockerEngine() });
     expect(again).toMatchObject({ how: 'present', imageId: local?.id });
@@ -125,7 +128,7 @@ describe('images on other engines', () => {
     localTags.add(onLocal.tag);
     expect(built.tag).toBe(onLocal.tag);
     expect(built.image.contentHash).toBe(onLocal.image.contentHash);
-    expect((await b.engine.inspectImage(built.tag))?.labels[CONTENT_HASH_LABEL]).toBe(
+    expect((await b.engine.images.inspect(built.tag))?.labels[CONTENT_HASH_LABEL]).toBe(
       built.image.contentHash,
     );
 
@@ -144,8 +147,8 @@ describe('images on other engines', () => {
       method: 'ship',
     });
     expect(shipped.how).toBe('shipped');
-    const onA = await a.engine.inspectImage(shipped.tag);
-    expect(onA?.id).toBe((await b.engine.inspectImage(shipped.tag))?.id);
+    const onA = await a.engine.images.inspect(shipped.tag);
+    expect(onA?.id).toBe((await b.engine.images.inspect(shipped.tag))?.id);
     expect(onA?.labels[CONTENT_HASH_LABEL]).toBe(shipped.image.contentHash);
 
     const again = await ensureRepoImageOn(a.engine, { source: b.engine, repo: { repoDir }, method: 'ship' });
@@ -157,12 +160,12 @@ describe('images on other engines', () => {
 
   it('loads nothing under a tag from a stream that breaks off', async () => {
     const scratchTag = `sandbox-harness/fleet-cut:${randomBytes(4).toString('hex')}`;
-    await a.engine.tagImage(
+    await a.engine.images.tag(
       DEFAULT_BASE_IMAGE,
       scratchTag.split(':')[0] ?? '',
       scratchTag.split(':')[1] ?? '',
     );
-    const full = await a.engine.saveImages([scratchTag]);
+    const full = await a.engine.images.save([scratchTag]);
     const head: Buffer[] = [];
     let size = 0;
     for await (const chunk of full) {
@@ -171,10 +174,10 @@ describe('images on other engines', () => {
       if (size > 8 * 1024 * 1024) break;
     }
     full.destroy();
-    await a.engine.removeImage(scratchTag);
+    await a.engine.images.remove(scratchTag);
 
-    await expect(b.engine.loadImages(Readable.from(Buffer.concat(head)))).rejects.toBeInstanceOf(ImageError);
-    expect(await b.engine.inspectImage(scratchTag)).toBeUndefined();
+    await expect(b.engine.images.load(Readable.from(Buffer.concat(head)))).rejects.toBeInstanceOf(ImageError);
+    expect(await b.engine.images.inspect(scratchTag)).toBeUndefined();
     // Shipping checks ids afterwards; an image missing at the source is refused before any stream.
     await expect(shipImages(a.engine, b.engine, [scratchTag])).rejects.toThrow(/not on tcp:\/\//);
   }, 120_000);
@@ -267,29 +270,31 @@ describe('doctor --engines', () => {
     ]);
     // The hardened test containers are gone from every engine.
     for (const engine of [a.engine, b.engine]) {
-      expect(await engine.listContainers({ 'sandbox-harness.role': 'doctor' })).toEqual([]);
+      expect(await engine.containers.list({ 'sandbox-harness.role': 'doctor' })).toEqual([]);
     }
   }, 180_000);
 });
 
 describe('stopping test engines', () => {
   it('reaps an engine whose owner died after dockerd was killed with a container running, and nothing else', async () => {
-    const container = await b.engine.createContainer({
-      image: DEFAULT_BASE_IMAGE,
-      entrypoint: ['sleep'],
-      cmd: ['1000'],
-      user: '1000:1000',
-      workingDir: '/',
-      env: [],
-      labels: { 'sandbox-harness.role': 'fleet-test' },
-      memoryBytes: 256 * 1024 * 1024,
-      nanoCpus: 500_000_000,
-      pids: 64,
-      maxFileBytes: 1024 * 1024,
-      tmpfsBytes: 1024 * 1024,
-      nofile: 256,
-    });
-    await b.engine.startContainer(container);
+    const container = await b.engine.containers.create(
+      hardenedContainer({
+        image: DEFAULT_BASE_IMAGE,
+        entrypoint: ['sleep'],
+        cmd: ['1000'],
+        user: '1000:1000',
+        workingDir: '/',
+        env: [],
+        labels: { 'sandbox-harness.role': 'fleet-test' },
+        memoryBytes: 256 * 1024 * 1024,
+        nanoCpus: 500_000_000,
+        pids: 64,
+        maxFileBytes: 1024 * 1024,
+        tmpfsBytes: 1024 * 1024,
+        nofile: 256,
+      }),
+    );
+    await b.engine.containers.start(container);
     // B's owner becomes a process that has exited, and its dockerd dies without cleaning up.
     const owner = spawn('true');
     await new Promise((resolve) => owner.once('exit', resolve));

@@ -11,9 +11,10 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ImageError } from '../../src/errors.js';
 import { doctorExitCode } from '../../src/cli/commands/doctor.js';
-import { runDoctor } from '../../src/sandbox/docker/doctor.js';
-import { DockerEngine } from '../../src/sandbox/docker/engine.js';
-import { buildRepoImage, ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { runDoctor } from '../../src/sandbox/docker/operator/engine-doctor.js';
+import { DockerEngine } from '../../src/sandbox/docker/engine/index.js';
+import { buildRepoImage } from '../../src/sandbox/docker/images/repo-image.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { inImage, ScratchRepos } from '../helpers/docker.js';
 import { until } from '../helpers/poll.js';
 

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { dockerBackend, ExecTransport } from '../../src/sandbox/docker/docker-sandbox.js';
-import { DockerEngine, dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { dockerEngine, EngineContainers } from '../../src/sandbox/docker/engine/index.js';
 import { standbyScript } from '../../src/sandbox/posix/exec.js';
 import { PosixSandbox } from '../../src/sandbox/posix/posix-sandbox.js';
 import { SURVIVORS_SCRIPT } from '../../src/sandbox/posix/scripts.js';
@@ -77,7 +77,7 @@ describe('a freeze nothing survives', () => {
   it('the check after the freeze, run as root, finds a process of the sandbox user and fails', async () => {
     const sandbox = await make();
     await sandbox.exec('sleep 600 > /dev/null 2>&1 &');
-    const engine = (await import('../../src/sandbox/docker/engine.js')).dockerEngine();
+    const engine = (await import('../../src/sandbox/docker/engine/index.js')).dockerEngine();
     const { runScript } = await import('../../src/sandbox/posix/exec.js');
     const { ExecTransport } = await import('../../src/sandbox/docker/docker-sandbox.js');
     const transport = new ExecTransport(engine, sandbox.id);
@@ -110,7 +110,7 @@ describe('a freeze nothing survives', () => {
         'stopProcesses',
       )
       .mockResolvedValue(undefined);
-    const restarts = vi.spyOn(DockerEngine.prototype, 'restartContainer');
+    const restarts = vi.spyOn(EngineContainers.prototype, 'restart');
     try {
       await sandbox.freeze();
       expect(restarts).toHaveBeenCalledTimes(1);

@@ -10,8 +10,9 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
-import { BASE_IMAGES, ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
+import { BASE_IMAGES } from '../../src/sandbox/docker/images/base-images.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { cleanEnv, runCli } from '../helpers/cli.js';
 
 const ENV = cleanEnv();
@@ -29,7 +30,7 @@ describe('the Python base image (real Docker)', { timeout: 300_000 }, () => {
   afterAll(async () => {
     for (const image of images)
       await dockerEngine()
-        .removeImage(image)
+        .images.remove(image)
         .catch(() => undefined);
     if (scratch) await rm(scratch, { recursive: true, force: true });
   });

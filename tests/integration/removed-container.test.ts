@@ -10,7 +10,7 @@ import { exitCodeForError } from '../../src/cli/exit-codes.js';
 import { inspectCommand } from '../../src/cli/commands/inspect.js';
 import { rerunTestsCommand } from '../../src/cli/commands/rerun-tests.js';
 import { shellCommand } from '../../src/cli/commands/shell.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { memoryRun, type MemoryRun } from '../helpers/memory-run.js';
 import { capturedContext } from '../helpers/cli.js';
 import { text } from '../unit/agent/helpers.js';

@@ -9,8 +9,8 @@ import { mkdtemp, rm, writeFile, mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
-import { buildRepoImage } from '../../src/sandbox/docker/images.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
+import { buildRepoImage } from '../../src/sandbox/docker/images/repo-image.js';
 import { containerLabels } from '../../src/sandbox/docker/labels.js';
 import type { Sandbox } from '../../src/sandbox/types.js';
 import { fixtureImage, foreignContainer } from '../helpers/docker.js';
@@ -69,7 +69,7 @@ describe('disk budget', () => {
 describe('what else a container could reach', () => {
   it('keeps no container logs, so writing to pid 1 output grows nothing', async () => {
     const sandbox = await make();
-    const details = await dockerEngine().inspectContainer(sandbox.id);
+    const details = await dockerEngine().containers.inspect(sandbox.id);
     expect((details?.hostConfig as { LogConfig?: { Type?: string } }).LogConfig?.Type).toBe('none');
     const write = await sandbox.exec('head -c 1M /dev/zero > /proc/1/fd/1; echo $?');
     expect(write.stdout.trim()).not.toBe('');
@@ -136,9 +136,9 @@ describe('kept containers are ours', () => {
       await expect(backend.attach({ id: foreign, runId: 'the-real-run' })).rejects.toMatchObject({
         code: 'USAGE',
       });
-      expect((await dockerEngine().inspectContainer(foreign))?.running).toBe(false);
+      expect((await dockerEngine().containers.inspect(foreign))?.running).toBe(false);
     } finally {
-      await dockerEngine().removeContainer(foreign);
+      await dockerEngine().containers.remove(foreign);
     }
     // The marks of a real run are still accepted.
     expect((await backend.state({ id: sandbox.id, runId: 'the-real-run' })).exists).toBe(true);

@@ -9,7 +9,7 @@
  * and Slurm kills the old batch script when the node returns, but not that container.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_BASE_IMAGE } from '../../src/sandbox/docker/base-images.js';
+import { DEFAULT_BASE_IMAGE } from '../../src/sandbox/docker/images/base-images.js';
 import {
   drainNode,
   killNode,
@@ -44,7 +44,7 @@ const node = (name: string): SlurmNode => {
 
 /** A node's engine asked from the host: names of its running containers of `job`. */
 async function running(n: SlurmNode, job: string): Promise<string[]> {
-  const containers = await n.engine.engine.listContainers({ 'shlab.job': job });
+  const containers = await n.engine.engine.containers.list({ 'shlab.job': job });
   return containers
     .filter((c) => c.state === 'running')
     .map((c) => c.name)

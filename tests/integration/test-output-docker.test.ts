@@ -17,9 +17,10 @@ import { runFix } from '../../src/fix/run-fix.js';
 import { fixDeps } from '../../src/fix/deps.js';
 import { sandboxProvider } from '../../src/sandbox/registry.js';
 import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
-import { buildRepoImage, ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { buildRepoImage } from '../../src/sandbox/docker/images/repo-image.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { requireDocker } from '../helpers/docker.js';
 import { scripted, text, toolUse, type Turn } from '../unit/agent/helpers.js';
 
@@ -158,8 +159,8 @@ describe("what tests leave behind is not the agent's change (real Docker)", () =
 
   afterAll(async () => {
     for (const id of runIds) {
-      for (const c of await dockerEngine().listContainers({ [LABEL.run]: id }))
-        await dockerEngine().removeContainer(c.id);
+      for (const c of await dockerEngine().containers.list({ [LABEL.run]: id }))
+        await dockerEngine().containers.remove(c.id);
     }
     await Promise.all(roots.map((r) => rm(r, { recursive: true, force: true })));
   });

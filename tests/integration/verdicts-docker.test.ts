@@ -12,9 +12,9 @@ import { join } from 'node:path';
 import { runFix, type FixOptions } from '../../src/fix/run-fix.js';
 import { fixDeps } from '../../src/fix/deps.js';
 import { sandboxProvider } from '../../src/sandbox/registry.js';
-import { dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
-import { ensureBaseImage } from '../../src/sandbox/docker/images.js';
+import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { FIXTURES, requireDocker } from '../helpers/docker.js';
 import { scripted, text, toolUse, type Turn } from '../unit/agent/helpers.js';
 
@@ -82,8 +82,8 @@ describe('honest verdicts with real Docker', () => {
   afterAll(async () => {
     // Only what these tests made, by their run ids.
     for (const id of runIds) {
-      for (const c of await dockerEngine().listContainers({ [LABEL.run]: id }))
-        await dockerEngine().removeContainer(c.id);
+      for (const c of await dockerEngine().containers.list({ [LABEL.run]: id }))
+        await dockerEngine().containers.remove(c.id);
     }
     await Promise.all(roots.map((r) => rm(r, { recursive: true, force: true })));
   });
@@ -192,6 +192,6 @@ describe('honest verdicts with real Docker', () => {
     const { result } = await fix([{ content: [run('s', 'sleep 300')] }], { catalogExtra: ', runSec: 8' });
     expect(result.outcome).toBe('timeout');
     expect(result.error?.code).toBe('RUN_TIMEOUT');
-    expect(await dockerEngine().listContainers({ [LABEL.run]: result.runId })).toEqual([]);
+    expect(await dockerEngine().containers.list({ [LABEL.run]: result.runId })).toEqual([]);
   });
 });

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
-import { DockerEngine } from '../../src/sandbox/docker/engine.js';
+import { EngineExec } from '../../src/sandbox/docker/engine/index.js';
 import type { Sandbox } from '../../src/sandbox/types.js';
 import { fixtureImage } from '../helpers/docker.js';
 
@@ -101,7 +101,7 @@ describe('the command channel over many commands', () => {
 describe('file calls over the command channel', () => {
   it('read, write and list with no exec of their own once the channel runs, bytes exact', async () => {
     await sandbox.exec('true', { fast: true });
-    const execs = vi.spyOn(DockerEngine.prototype, 'startExec');
+    const execs = vi.spyOn(EngineExec.prototype, 'start');
     try {
       const bytes = Buffer.from([0, 1, 2, 255, 10, 0x53, 0x48, 0x58, 0]);
       await sandbox.writeFiles([{ path: 'channel/bin.dat', content: bytes, mode: 0o600 }], { fast: true });

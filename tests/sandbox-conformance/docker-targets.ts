@@ -8,6 +8,7 @@
  * To run the suite under another engine or runtime, add a target: a `DockerTarget` and a
  * test file that calls `describeDockerConformance(target)`.
  */
+import { hardenedContainer } from '../../src/sandbox/container/container-spec.js';
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { lstat, readFile } from 'node:fs/promises';
@@ -16,9 +17,14 @@ import { PassThrough } from 'node:stream';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
-import { DockerEngine, dockerEngine } from '../../src/sandbox/docker/engine.js';
+import {
+  DockerEngine,
+  dockerEngine,
+  EngineContainers,
+  EngineExec,
+} from '../../src/sandbox/docker/engine/index.js';
 import { KEPT_NAME_PREFIX, LABEL, containerLabels } from '../../src/sandbox/docker/labels.js';
-import { reapOrphans } from '../../src/sandbox/docker/gc.js';
+import { reapOrphans } from '../../src/sandbox/docker/operator/collect-garbage.js';
 import { shellQuote } from '../../src/sandbox/shell.js';
 import type { Sandbox, SandboxBackend, SandboxSpec } from '../../src/sandbox/types.js';
 import { describeSandboxConformance } from './conformance.js';
@@ -212,7 +218,7 @@ export function describeDockerConformance(target: DockerTarget): void {
       name: target.name,
       backend: (): SandboxBackend => backend(),
       image: async () => ready().image,
-      reportedEnv: async (sandbox) => (await ready().engine.inspectContainer(sandbox.id))?.env ?? [],
+      reportedEnv: async (sandbox) => (await ready().engine.containers.inspect(sandbox.id))?.env ?? [],
       network: {
         hostAddress: bridgeAddress,
         connectFromNetworked,
@@ -220,9 +226,9 @@ export function describeDockerConformance(target: DockerTarget): void {
         ...(target.runtime === 'runsc' ? { noRoute: ['EHOSTUNREACH'] } : {}),
       },
       ...(target.runtime === 'runsc' ? { forkBomb: 'may-end-sandbox' as const } : {}),
-      exists: async (id) => (await ready().engine.inspectContainer(id)) !== undefined,
+      exists: async (id) => (await ready().engine.containers.inspect(id)) !== undefined,
       sandboxesOfRun: async (runId) =>
-        (await ready().engine.listContainers({ [LABEL.run]: runId })).map((c) => c.id),
+        (await ready().engine.containers.list({ [LABEL.run]: runId })).map((c) => c.id),
     });
 
     // Three ways to the same behaviour: changes and exports read from the container's layers on
@@ -267,7 +273,7 @@ export function describeDockerConformance(target: DockerTarget): void {
 
       it('applies the hardening baseline, under the runtime asked for', async () => {
         const sandbox = await make({ role: 'hardening' });
-        const details = await ready().engine.inspectContainer(sandbox.id);
+        const details = await ready().engine.containers.inspect(sandbox.id);
         const product = (await ready().engine.info()).product;
         expect(details?.hostConfig).toMatchObject({
           NetworkMode: 'none',
@@ -337,7 +343,7 @@ export function describeDockerConformance(target: DockerTarget): void {
         // The sandbox user is never root inside, whatever the host's view.
         expect(uid).toBeGreaterThan(0);
         // What it wrote sits in the writable layer on this host, owned by its ids as mapped.
-        const details = await engine.inspectContainer(sandbox.id);
+        const details = await engine.containers.inspect(sandbox.id);
         const upperDir = details!.graphDriver.upperDir!;
         const file = await lstat(join(upperDir, 'workspace', 'owned.txt'));
         expect([file.uid, file.gid]).toEqual([base.uid + uid!, base.gid + gid!]);
@@ -358,7 +364,7 @@ export function describeDockerConformance(target: DockerTarget): void {
 
       it('enforces the file-size, open-files and CPU limits it sets', async () => {
         const sandbox = await make({ role: 'limits', resources: { cpus: 0.5, maxFileBytes: 1024 * 1024 } });
-        const details = await ready().engine.inspectContainer(sandbox.id);
+        const details = await ready().engine.containers.inspect(sandbox.id);
         const host = details!.hostConfig as { NanoCpus: number; Ulimits: { Name: string; Soft: number }[] };
         expect(host.NanoCpus).toBe(500_000_000);
         // Docker says `fsize`, Podman `RLIMIT_FSIZE`: one name for both.
@@ -461,8 +467,8 @@ export function describeDockerConformance(target: DockerTarget): void {
           { fast: true },
         );
         await new Promise((r) => setTimeout(r, 300));
-        const execs = vi.spyOn(DockerEngine.prototype, 'startExec');
-        const restarts = vi.spyOn(DockerEngine.prototype, 'restartContainer');
+        const execs = vi.spyOn(EngineExec.prototype, 'start');
+        const restarts = vi.spyOn(EngineContainers.prototype, 'restart');
         try {
           await sandbox.freeze();
           // The freeze went over the channel and root's look was started with it: neither
@@ -498,7 +504,7 @@ export function describeDockerConformance(target: DockerTarget): void {
             )
           ).stdout.trim();
         expect(await until(async () => (await count()) !== '0', 10_000)).toBe(true);
-        const restarts = vi.spyOn(DockerEngine.prototype, 'restartContainer');
+        const restarts = vi.spyOn(EngineContainers.prototype, 'restart');
         try {
           await sandbox.freeze();
           expect(restarts).not.toHaveBeenCalled();
@@ -514,7 +520,7 @@ export function describeDockerConformance(target: DockerTarget): void {
         await sandbox.exec(
           'printf fresh > src/greeting.txt && mkdir -p added && printf new > added/file.txt && rm README.md',
         );
-        const execs = vi.spyOn(DockerEngine.prototype, 'startExec');
+        const execs = vi.spyOn(EngineExec.prototype, 'start');
         try {
           const changes = (await sandbox.changes()).changes.map((c) => `${c.kind} ${c.path}`).sort();
           expect(changes).toEqual([
@@ -543,21 +549,22 @@ export function describeDockerConformance(target: DockerTarget): void {
         });
         const runId = sandbox.labels[LABEL.run]!;
         await sandbox.dispose({ keep: true });
-        const details = await ready().engine.inspectContainer(sandbox.id);
+        const details = await ready().engine.containers.inspect(sandbox.id);
         expect(details?.running).toBe(false);
         expect(details?.name).toMatch(/^sandbox-harness-kept-/);
         const again = await backend().attach({ id: sandbox.id, runId });
         expect((await again.exec('cat src/greeting.txt')).stdout).toBe('hello\n');
         await again.dispose();
-        expect(await ready().engine.inspectContainer(sandbox.id)).toBeUndefined();
+        expect(await ready().engine.containers.inspect(sandbox.id)).toBeUndefined();
       });
 
       it('an engine stream that breaks off while the pristine tree is read is the engine failing, not the run', async () => {
         const engine = ready().engine;
-        const real = engine.getArchive.bind(engine);
-        const cut = Object.create(engine) as DockerEngine;
+        const real = engine.containers.getArchive.bind(engine.containers);
+        const containers = Object.create(engine.containers) as EngineContainers;
+        const cut = Object.assign(Object.create(engine) as DockerEngine, { containers });
         // The archive starts to arrive, then the connection dies (an engine killed mid-read).
-        cut.getArchive = async (id, path) => {
+        containers.getArchive = async (id, path) => {
           const stream = await real(id, path);
           const broken = new PassThrough();
           stream?.once('data', (chunk: Buffer) => {
@@ -586,22 +593,24 @@ async function orphanContainer(engine: DockerEngine, image: string, name: string
     const child = spawn('true');
     child.on('exit', () => resolve(child.pid!));
   });
-  return engine.createContainer({
-    name,
-    image,
-    entrypoint: ['sleep'],
-    cmd: ['infinity'],
-    user: '1000:1000',
-    workingDir: '/workspace',
-    env: [],
-    labels: { ...containerLabels({ role: 'orphan' }), [LABEL.ownerPid]: String(deadPid) },
-    memoryBytes: 256 * 1024 * 1024,
-    nanoCpus: 1e9,
-    pids: 64,
-    maxFileBytes: 1024 * 1024,
-    tmpfsBytes: 1024 * 1024,
-    nofile: 256,
-  });
+  return engine.containers.create(
+    hardenedContainer({
+      name,
+      image,
+      entrypoint: ['sleep'],
+      cmd: ['infinity'],
+      user: '1000:1000',
+      workingDir: '/workspace',
+      env: [],
+      labels: { ...containerLabels({ role: 'orphan' }), [LABEL.ownerPid]: String(deadPid) },
+      memoryBytes: 256 * 1024 * 1024,
+      nanoCpus: 1e9,
+      pids: 64,
+      maxFileBytes: 1024 * 1024,
+      tmpfsBytes: 1024 * 1024,
+      nofile: 256,
+    }),
+  );
 }
 
 /** What only the local engine needs checking once: the orphan reaper, an unreachable daemon. */
@@ -615,11 +624,11 @@ function describeLocalEngineSpecifics(ready: () => PreparedTarget): void {
       const removed = await reapOrphans(engine);
       expect(removed).toContain(orphan);
       expect(removed).not.toContain(kept);
-      expect(await engine.inspectContainer(orphan)).toBeUndefined();
-      expect(await engine.inspectContainer(kept)).toBeDefined();
+      expect(await engine.containers.inspect(orphan)).toBeUndefined();
+      expect(await engine.containers.inspect(kept)).toBeDefined();
     } finally {
-      await engine.removeContainer(orphan);
-      await engine.removeContainer(kept);
+      await engine.containers.remove(orphan);
+      await engine.containers.remove(kept);
     }
   });
 
@@ -633,14 +642,14 @@ function describeLocalEngineSpecifics(ready: () => PreparedTarget): void {
     try {
       const first = await backend.create({ image, role: 'startup' });
       made.push(first.id);
-      expect(await engine.inspectContainer(before)).toBeUndefined();
+      expect(await engine.containers.inspect(before)).toBeUndefined();
       // The reaper runs once per backend: an orphan that appears later waits for the next start-up.
       after = await orphanContainer(engine, image, `sandbox-harness-orphan-later-${suffix}`);
       const second = await backend.create({ image, role: 'startup' });
       made.push(second.id);
-      expect(await engine.inspectContainer(after)).toBeDefined();
+      expect(await engine.containers.inspect(after)).toBeDefined();
     } finally {
-      for (const id of [before, ...(after ? [after] : []), ...made]) await engine.removeContainer(id);
+      for (const id of [before, ...(after ? [after] : []), ...made]) await engine.containers.remove(id);
     }
   });
 

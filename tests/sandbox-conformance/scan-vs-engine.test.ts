@@ -7,7 +7,7 @@
  */
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
-import { DockerEngine, dockerEngine } from '../../src/sandbox/docker/engine.js';
+import { dockerEngine, EngineExec } from '../../src/sandbox/docker/engine/index.js';
 import type { Sandbox, TreeEntry } from '../../src/sandbox/types.js';
 import { fixtureImage } from '../helpers/docker.js';
 
@@ -21,7 +21,7 @@ afterAll(async () => {
  * lists because something inside them changed (a folder that is still the folder it was).
  */
 async function engineView(sandbox: Sandbox, tree: ReadonlyMap<string, TreeEntry>): Promise<string[]> {
-  const raw = await dockerEngine().containerChanges(sandbox.id);
+  const raw = await dockerEngine().containers.changes(sandbox.id);
   const under = raw
     .filter((c) => c.path.startsWith('/workspace/'))
     .map((c) => ({ path: c.path.slice('/workspace/'.length), kind: c.kind }));
@@ -50,7 +50,7 @@ const view = (changes: { kind: string; path: string }[]) => changes.map((c) => `
 
 /** What `changes()` says, and proof of which way it found out: how many execs it started. */
 async function changesOf(sandbox: Sandbox): Promise<{ view: string[]; execs: number }> {
-  const execs = vi.spyOn(DockerEngine.prototype, 'startExec');
+  const execs = vi.spyOn(EngineExec.prototype, 'start');
   try {
     return { view: view((await sandbox.changes()).changes), execs: execs.mock.calls.length };
   } finally {
@@ -152,7 +152,7 @@ describe('the writable layer, read from the host', () => {
     const sandbox = await dockerBackend().create({ image, role: 'scan-vs-engine' });
     made.push(sandbox);
     await sandbox.exec('echo x > new.txt');
-    await dockerEngine().stopContainer(sandbox.id, 0);
+    await dockerEngine().containers.stop(sandbox.id, 0);
     await expect(sandbox.changes()).rejects.toMatchObject({ code: 'SANDBOX_DEAD' });
   });
 
@@ -185,7 +185,7 @@ describe('the writable layer, read from the host', () => {
       'lib/root/etc/passwd',
     ];
     const exportOf = async (box: Sandbox) => {
-      const execs = vi.spyOn(DockerEngine.prototype, 'startExec');
+      const execs = vi.spyOn(EngineExec.prototype, 'start');
       try {
         const result = await box.exportFiles(paths, { maxFileBytes: 2048 });
         return {

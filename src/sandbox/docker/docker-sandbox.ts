@@ -38,18 +38,13 @@ import {
   type WorkspaceGit,
   type WorkspaceTree,
 } from '../types.js';
-import {
-  dockerEngine,
-  IDLE_CONTAINER_LIMITS,
-  StorageQuotaUnsupported,
-  type DockerEngine,
-  type EngineInfo,
-} from './engine.js';
+import { hardenedContainer, IDLE_CONTAINER_LIMITS, withoutDiskQuota } from '../container/container-spec.js';
+import { dockerEngine, StorageQuotaUnsupported, type DockerEngine, type EngineInfo } from './engine/index.js';
 import { isGvisor, processLimits } from './runtimes.js';
-import { KEPT_NAME_PREFIX, LABEL, containerLabels, containerName } from './labels.js';
-import { reapOrphans } from './gc.js';
+import { BUILT_FROM_LABEL, KEPT_NAME_PREFIX, LABEL, containerLabels, containerName } from './labels.js';
+import { reapOrphans } from './operator/collect-garbage.js';
 import { exportOverlay, layerMarker, scanOverlay, type OverlayLayers } from './upper-dir.js';
-import { egressProblem, openEgress, type EgressHandle } from './egress.js';
+import { egressProblem, openEgress, type EgressHandle } from './network/egress-network.js';
 import type { EgressLogEntry } from '../egress/proxy.js';
 
 const USER = `${SANDBOX_UID}:${SANDBOX_GID}`;
@@ -86,7 +81,7 @@ export class ExecTransport implements Transport {
   ) {}
 
   async start(spec: ProcessSpec): Promise<StartedProcess> {
-    const running = await this.engine.startExec(this.containerId, {
+    const running = await this.engine.exec.start(this.containerId, {
       cmd: spec.argv,
       user: spec.user === 'root' ? ROOT : USER,
       workingDir: spec.cwd,
@@ -178,7 +173,7 @@ export class DockerSandbox extends PosixSandbox {
   }
 
   private async findLayers(): Promise<OverlayLayers | undefined> {
-    const driver = (await this.engine.inspectContainer(this.id).catch(() => undefined))?.graphDriver;
+    const driver = (await this.engine.containers.inspect(this.id).catch(() => undefined))?.graphDriver;
     // Docker names it overlay2, Podman overlay: the same upper and merged folders; the marker proves them.
     if ((driver?.name !== 'overlay2' && driver?.name !== 'overlay') || !driver.upperDir || !driver.mergedDir)
       return undefined;
@@ -196,13 +191,13 @@ export class DockerSandbox extends PosixSandbox {
     this.watchdog = setInterval(() => {
       if (busy) return;
       busy = true;
-      void this.engine
-        .containerDiskUsage(this.id)
+      void this.engine.containers
+        .diskUsage(this.id)
         .then(async (used) => {
           if (used <= budget || this.diskExceeded) return;
           this.diskExceeded = new DiskBudgetExceeded(used, budget);
           this.stopWatching();
-          await this.engine.stopContainer(this.id, 0);
+          await this.engine.containers.stop(this.id, 0);
         })
         .catch(() => this.stopWatching())
         .finally(() => {
@@ -223,14 +218,14 @@ export class DockerSandbox extends PosixSandbox {
 
   protected override async hardFreeze(reason: string): Promise<void> {
     // A restart kills every process of the container at once; the writable layer stays.
-    await this.engine.restartContainer(this.id).catch((error: unknown) => {
+    await this.engine.containers.restart(this.id).catch((error: unknown) => {
       throw new SandboxDead(`${reason}; restarting the sandbox failed too`, { cause: error });
     });
   }
 
   async isAlive(): Promise<boolean> {
     if (this.diskExceeded) return false;
-    const details = await this.engine.inspectContainer(this.id).catch(() => undefined);
+    const details = await this.engine.containers.inspect(this.id).catch(() => undefined);
     return details?.running ?? false;
   }
 
@@ -240,7 +235,7 @@ export class DockerSandbox extends PosixSandbox {
     this.stopWatching();
     await this.closeChannel();
     if (!options.keep) {
-      await this.engine.removeContainer(this.id);
+      await this.engine.containers.remove(this.id);
       await this.egress?.close();
       return;
     }
@@ -249,10 +244,10 @@ export class DockerSandbox extends PosixSandbox {
     await this.egress?.close({ keepNetwork: true });
     // Kept for `inspect` and `shell`: stopped to free its memory and pids, renamed so the
     // orphan reaper leaves it alone (labels cannot change after creation).
-    await this.engine.stopContainer(this.id);
-    const details = await this.engine.inspectContainer(this.id);
+    await this.engine.containers.stop(this.id);
+    const details = await this.engine.containers.inspect(this.id);
     if (details && !details.name.startsWith(KEPT_NAME_PREFIX)) {
-      await this.engine.renameContainer(
+      await this.engine.containers.rename(
         this.id,
         `${KEPT_NAME_PREFIX}${details.name.replace(/^sandbox-harness-/, '')}`,
       );
@@ -333,12 +328,12 @@ export class DockerBackend implements SandboxBackend {
     }
     const resources = { ...DEFAULT_RESOURCES, ...spec.resources };
     const labels = containerLabels({
-      ...(spec.runId ? { runId: spec.runId } : {}),
-      ...(spec.role ? { role: spec.role } : {}),
+      runId: spec.runId,
+      role: spec.role,
       keep: spec.keep ?? 'never',
       runtime: spec.runtime ?? 'default',
     });
-    const image = await engine.inspectImage(spec.image);
+    const image = await engine.images.inspect(spec.image);
     if (!image) {
       throw new ImageError(`image ${spec.image} does not exist`, {
         hint: "Build it first (`sandbox-harness images ensure node` for the base image) or check the catalog's sandbox.image.",
@@ -358,7 +353,7 @@ export class DockerBackend implements SandboxBackend {
     const name = containerName(spec.runId, spec.role);
     const egress = spec.egress ? await openEgress(engine, spec.egress, labels, name) : undefined;
     const env = [...BASE_ENV, ...envList(spec.env), ...envList(egress?.env)];
-    const options = {
+    const container = hardenedContainer({
       files,
       name,
       image: spec.image,
@@ -374,26 +369,27 @@ export class DockerBackend implements SandboxBackend {
       memoryBytes: resources.memoryBytes,
       nanoCpus: Math.round(resources.cpus * 1e9),
       pids: processes.pids,
-      ...(processes.nproc ? { nproc: processes.nproc } : {}),
+      nproc: processes.nproc,
       maxFileBytes: resources.maxFileBytes,
       tmpfsBytes: resources.tmpfsBytes,
       nofile: 4096,
-      ...(spec.runtime ? { runtime: spec.runtime } : {}),
-      ...(egress ? { network: { name: egress.networkName, dns: egress.dns } } : {}),
-    };
+      runtime: spec.runtime,
+      network: egress ? { name: egress.networkName, dns: egress.dns } : undefined,
+      diskBytes: resources.diskBytes,
+    });
     let id: string;
     try {
       if (this.quotaSupported !== false) {
         try {
-          id = await engine.createContainer({ ...options, diskBytes: resources.diskBytes });
+          id = await engine.containers.create(container);
           this.quotaSupported = true;
         } catch (error) {
           if (!(error instanceof StorageQuotaUnsupported)) throw error;
           this.quotaSupported = false;
-          id = await engine.createContainer(options);
+          id = await engine.containers.create(withoutDiskQuota(container));
         }
       } else {
-        id = await engine.createContainer(options);
+        id = await engine.containers.create(withoutDiskQuota(container));
       }
     } catch (error) {
       await egress?.close().catch(() => undefined);
@@ -412,7 +408,7 @@ export class DockerBackend implements SandboxBackend {
       ...(egress ? { egress } : {}),
     });
     try {
-      await engine.startContainer(id);
+      await engine.containers.start(id);
       if (spec.hidden && spec.hidden.length > 0) {
         const hidden = await runScript(
           new ExecTransport(engine, id),
@@ -462,7 +458,7 @@ export class DockerBackend implements SandboxBackend {
   ): Promise<WorkspaceGit> {
     const engine = this.dockerEngineRef;
     const started = Date.now();
-    const source = await engine.inspectImage(image);
+    const source = await engine.images.inspect(image);
     if (!source) throw new ImageError(`image ${image} does not exist`);
     const hidden = [...options.hidden].map((p) => workspaceRelative(p)).sort();
     const hash = createHash('sha256')
@@ -470,23 +466,25 @@ export class DockerBackend implements SandboxBackend {
       .digest('hex')
       .slice(0, 16);
     const tag = `${GIT_IMAGE_REPO}:${hash}`;
-    const existing = await engine.inspectImage(tag);
+    const existing = await engine.images.inspect(tag);
     if (existing && existing.labels[GIT_IMAGE_LABEL] === hash) {
       return { state: 'created', image: tag, reused: true, durationMs: Date.now() - started };
     }
-    const id = await engine.createContainer({
-      name: containerName(undefined, 'workspace-git'),
-      image,
-      entrypoint: ['sleep'],
-      cmd: ['infinity'],
-      user: USER,
-      workingDir: WORKSPACE,
-      env: [...BASE_ENV],
-      labels: containerLabels({ role: 'workspace-git' }),
-      ...DEFAULT_GIT_STEP_LIMITS,
-    });
+    const id = await engine.containers.create(
+      hardenedContainer({
+        name: containerName(undefined, 'workspace-git'),
+        image,
+        entrypoint: ['sleep'],
+        cmd: ['infinity'],
+        user: USER,
+        workingDir: WORKSPACE,
+        env: [...BASE_ENV],
+        labels: containerLabels({ role: 'workspace-git' }),
+        ...DEFAULT_GIT_STEP_LIMITS,
+      }),
+    );
     try {
-      await engine.startContainer(id);
+      await engine.containers.start(id);
       // Pathspecs on stdin: the workspace, minus each held-out path taken literally.
       const pathspecs = ['.', ...hidden.map((p) => `:(exclude,literal)${p}`)].join('\0') + '\0';
       const made = await runScript(new ExecTransport(engine, id), GIT_INIT_SCRIPT, options.exclude, {
@@ -511,20 +509,20 @@ export class DockerBackend implements SandboxBackend {
           note: `making the workspace a git repository failed (exit ${made.exitCode}): ${made.stderr.toString().trim().slice(0, 300)}`,
         };
       }
-      await engine.stopContainer(id);
-      await engine.commitContainer(id, {
+      await engine.containers.stop(id);
+      await engine.containers.commit(id, {
         repo: GIT_IMAGE_REPO,
         tag: hash,
         labels: {
           [LABEL.marker]: '1',
           [LABEL.kind]: 'repo',
           [GIT_IMAGE_LABEL]: hash,
-          'sandbox-harness.built-from': source.id,
+          [BUILT_FROM_LABEL]: source.id,
         },
       });
       return { state: 'created', image: tag, reused: false, durationMs: Date.now() - started };
     } finally {
-      await engine.removeContainer(id).catch(() => undefined);
+      await engine.containers.remove(id).catch(() => undefined);
     }
   }
 
@@ -541,19 +539,21 @@ export class DockerBackend implements SandboxBackend {
   /** The engine's own archive of /workspace from a container that is never started. */
   private async readTree(image: string): Promise<WorkspaceTree> {
     const engine = this.dockerEngineRef;
-    const id = await engine.createContainer({
-      name: containerName(undefined, 'tree'),
-      image,
-      entrypoint: ['true'],
-      cmd: [],
-      user: USER,
-      workingDir: '/',
-      env: [],
-      labels: containerLabels({ role: 'tree' }),
-      ...IDLE_CONTAINER_LIMITS,
-    });
+    const id = await engine.containers.create(
+      hardenedContainer({
+        name: containerName(undefined, 'tree'),
+        image,
+        entrypoint: ['true'],
+        cmd: [],
+        user: USER,
+        workingDir: '/',
+        env: [],
+        labels: containerLabels({ role: 'tree' }),
+        ...IDLE_CONTAINER_LIMITS,
+      }),
+    );
     try {
-      const stream = await engine.getArchive(id, WORKSPACE);
+      const stream = await engine.containers.getArchive(id, WORKSPACE);
       if (!stream) throw new ImageError(`image ${image} has no ${WORKSPACE} folder`);
       try {
         return (await readTarTree(stream, posix.basename(WORKSPACE))) as Map<string, TreeEntry>;
@@ -567,13 +567,13 @@ export class DockerBackend implements SandboxBackend {
         );
       }
     } finally {
-      await engine.removeContainer(id).catch(() => undefined);
+      await engine.containers.remove(id).catch(() => undefined);
     }
   }
 
   /** The container, if it carries this tool's marks and the run id asked about. */
   private async owned(request: AttachRequest) {
-    const details = await this.dockerEngineRef.inspectContainer(request.id);
+    const details = await this.dockerEngineRef.containers.inspect(request.id);
     if (!details) return undefined;
     if (details.labels[LABEL.marker] !== '1' || details.labels[LABEL.run] !== request.runId) {
       throw new UsageError(
@@ -589,7 +589,7 @@ export class DockerBackend implements SandboxBackend {
   async attach(request: AttachRequest): Promise<Sandbox> {
     const details = await this.owned(request);
     if (!details) throw new SandboxDead(`container ${request.id.slice(0, 12)} no longer exists`);
-    if (!details.running) await this.dockerEngineRef.startContainer(details.id);
+    if (!details.running) await this.dockerEngineRef.containers.start(details.id);
     return new DockerSandbox(this.dockerEngineRef, {
       id: details.id,
       image: details.image,
@@ -601,7 +601,7 @@ export class DockerBackend implements SandboxBackend {
   }
 
   async release(request: AttachRequest): Promise<void> {
-    if (await this.owned(request)) await this.dockerEngineRef.stopContainer(request.id);
+    if (await this.owned(request)) await this.dockerEngineRef.containers.stop(request.id);
   }
 
   async state(request: AttachRequest): Promise<SandboxState> {
@@ -616,7 +616,7 @@ export class DockerBackend implements SandboxBackend {
   ): Promise<number> {
     const sandbox = await this.attach(request);
     const bash = (await sandbox.exec('command -v bash', { timeoutMs: 10_000 })).exitCode === 0;
-    return this.dockerEngineRef.attachInteractive(
+    return this.dockerEngineRef.exec.attachInteractive(
       sandbox.id,
       {
         cmd: bash ? ['/bin/bash', '-l'] : ['/bin/sh'],

@@ -23,11 +23,11 @@ export const KEPT_NAME_PREFIX = 'sandbox-harness-kept-';
 export const SESSION_ID = `${Date.now().toString(36)}-${process.pid}-${randomBytes(3).toString('hex')}`;
 
 export function containerLabels(options: {
-  runId?: string;
-  role?: string;
-  keep?: string;
-  runtime?: string;
-  extra?: Record<string, string>;
+  runId?: string | undefined;
+  role?: string | undefined;
+  keep?: string | undefined;
+  runtime?: string | undefined;
+  extra?: Record<string, string> | undefined;
 }): Record<string, string> {
   return {
     ...options.extra,
@@ -47,3 +47,12 @@ export function containerName(runId: string | undefined, role: string | undefine
   const safe = (s: string) => s.replace(/[^a-zA-Z0-9_.-]/g, '-').slice(0, 40);
   return `sandbox-harness-${safe(runId ?? 'adhoc')}-${safe(role ?? 'sandbox')}-${randomBytes(3).toString('hex')}`;
 }
+
+// Labels of the images this tool makes (besides `marker` and `kind`).
+export const CONTENT_HASH_LABEL = 'sandbox-harness.content-hash';
+export const REPO_LABEL = 'sandbox-harness.repo';
+export const BASE_LABEL = 'sandbox-harness.base';
+export const ORIGIN_LABEL = 'sandbox-harness.origin';
+export const BUILT_FROM_LABEL = 'sandbox-harness.built-from';
+/** `none` or `default`: whether the build steps of a repo image had network. */
+export const BUILD_NETWORK_LABEL = 'sandbox-harness.build-network';

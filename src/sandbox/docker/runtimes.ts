@@ -6,7 +6,8 @@
  * assumed from the name.
  */
 import { ConfigError } from '../../errors.js';
-import type { DockerEngine, EngineInfo } from './engine.js';
+import { runtimeNameProblem } from '../../object-names.js';
+import type { DockerEngine, EngineInfo } from './engine/index.js';
 
 /** The name runc has on every Docker engine; the default when neither catalog nor flag names one. */
 export const DEFAULT_RUNTIME = 'runc';
@@ -22,7 +23,7 @@ export const GVISOR_SETUP = 'sandbox-harness setup --runtime runsc';
 
 /** A runtime name as an engine spells it: what `docker run --runtime` takes. */
 export function validRuntimeName(name: string): boolean {
-  return /^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$/.test(name);
+  return runtimeNameProblem(name) === undefined;
 }
 
 /** The runtime a sandbox gets: the one asked for, else the engine's default (runc on Docker). */
@@ -68,47 +69,6 @@ export async function requireRuntime(engine: DockerEngine, runtime: string): Pro
   );
 }
 
-export interface RuntimeEntry {
-  path: string;
-  runtimeArgs?: string[];
-}
-
-/** runsc for sandboxes: `--network=none` or a network-none container fails to start. */
-export const RUNSC_ENTRY: RuntimeEntry = { path: '/usr/bin/runsc', runtimeArgs: ['--network=none'] };
-
-/**
- * daemon.json with `name` registered, keeping everything else it says; `changed: false` when
- * it already had exactly that entry. A file that is not a JSON object is refused, never
- * overwritten: it is the engine's configuration, and someone else's.
- */
-export function mergeDaemonRuntime(
-  text: string | undefined,
-  name: string,
-  entry: RuntimeEntry,
-): { text: string; changed: boolean } {
-  let config: Record<string, unknown> = {};
-  if (text !== undefined && text.trim() !== '') {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch (error) {
-      throw new ConfigError(`daemon.json is not valid JSON (${(error as Error).message}); not changed`);
-    }
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-      throw new ConfigError('daemon.json is not a JSON object; not changed');
-    }
-    config = parsed as Record<string, unknown>;
-  }
-  const runtimes = config.runtimes ?? {};
-  if (typeof runtimes !== 'object' || runtimes === null || Array.isArray(runtimes)) {
-    throw new ConfigError('daemon.json has a "runtimes" that is not an object; not changed');
-  }
-  const existing = (runtimes as Record<string, unknown>)[name];
-  if (JSON.stringify(existing) === JSON.stringify(entry)) return { text: text ?? '', changed: false };
-  const merged = { ...config, runtimes: { ...(runtimes as Record<string, unknown>), [name]: entry } };
-  return { text: `${JSON.stringify(merged, null, 2)}\n`, changed: true };
-}
-
 /** Whether `runtime` (or the engine's default) is gVisor, by the program the engine runs for it. */
 export function isGvisor(
   info: Pick<EngineInfo, 'defaultRuntime' | 'runtimePaths'>,
@@ -140,54 +100,4 @@ export const GVISOR_HOST_TASKS = { base: 256, perProcess: 16 } as const;
 export function processLimits(pids: number, gvisor: boolean): { pids: number; nproc?: number } {
   if (!gvisor) return { pids };
   return { pids: pids * GVISOR_HOST_TASKS.perProcess + GVISOR_HOST_TASKS.base, nproc: pids };
-}
-
-/** What a probe of one runtime found: whether a hardened sandbox held its baseline under it. */
-export interface RuntimeProbe {
-  runtime: string;
-  /** The sandbox started and held the baseline (non-root, no capabilities, no network but lo). */
-  holdsBaseline: boolean;
-  /** The kernel the sandbox sees (`4.4.0` is gVisor's). */
-  kernel?: string;
-  /** What is different or wrong, in words. */
-  notes: string[];
-}
-
-/**
- * Run inside a probe sandbox: uid, effective capabilities, network interfaces, kernel, and
- * whether coreutils' stat works (gVisor before 2023 refuses its statx flags).
- */
-export const RUNTIME_PROBE_SCRIPT = [
-  'echo "uid=$(id -u)"',
-  'echo "cap=$(awk \'/^CapEff/ {print $2}\' /proc/self/status)"',
-  'echo "net=$(awk -F: \'NR>2 {gsub(/ /, "", $1); printf "%s,", $1}\' /proc/net/dev)"',
-  'echo "kernel=$(uname -r)"',
-  'if stat / >/dev/null 2>&1; then echo stat=ok; else echo stat=fails; fi',
-].join('; ');
-
-/** Reads what RUNTIME_PROBE_SCRIPT printed. */
-export function readRuntimeProbe(runtime: string, output: string): RuntimeProbe {
-  const facts = new Map(
-    output
-      .split('\n')
-      .map((line) => line.split('='))
-      .filter((parts) => parts.length >= 2)
-      .map(([key, ...rest]) => [key!, rest.join('=')] as const),
-  );
-  const notes: string[] = [];
-  const uid = facts.get('uid');
-  const cap = facts.get('cap') ?? '';
-  const net = (facts.get('net') ?? '').split(',').filter(Boolean);
-  if (uid === undefined || uid === '0')
-    notes.push(`commands ran as uid ${uid ?? 'unknown'}, not the sandbox user`);
-  if (!/^0+$/.test(cap)) notes.push(`commands kept capabilities (${cap || 'unknown'})`);
-  if (net.join(',') !== 'lo') notes.push(`network interfaces ${net.join(', ') || 'unknown'}, not only lo`);
-  const kernel = facts.get('kernel');
-  if (kernel === '4.4.0') notes.push("gVisor's own kernel (4.4.0) between the sandbox and the host");
-  if (facts.get('stat') === 'fails')
-    notes.push(
-      "coreutils' stat and ls -l fail with EINVAL (this gVisor refuses their statx flags); the harness does not use them",
-    );
-  const holdsBaseline = uid !== undefined && uid !== '0' && /^0+$/.test(cap) && net.join(',') === 'lo';
-  return { runtime, holdsBaseline, ...(kernel ? { kernel } : {}), notes };
 }

@@ -6,9 +6,9 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { buildRepoImage } from '../../../src/sandbox/docker/images.js';
-import { EgressUnsupported } from '../../../src/sandbox/docker/egress.js';
-import type { DockerEngine } from '../../../src/sandbox/docker/engine.js';
+import { buildRepoImage } from '../../../src/sandbox/docker/images/repo-image.js';
+import { EgressUnsupported } from '../../../src/sandbox/docker/network/egress-network.js';
+import type { DockerEngine } from '../../../src/sandbox/docker/engine/index.js';
 import type { EgressPolicy } from '../../../src/egress-policy.js';
 import { rejection } from '../../helpers/rejection.js';
 

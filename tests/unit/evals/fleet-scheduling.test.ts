@@ -16,7 +16,7 @@ import type { BaselineResult } from '../../../src/fix/baseline-cache.js';
 import { memoryBaselineCache } from '../../../src/fix/baseline-cache.js';
 import type { EngineSpec } from '../../../src/sandbox/docker/fleet/engines-file.js';
 import { connectFleet, type EngineClient, type Fleet } from '../../../src/fleet/fleet.js';
-import type { EngineInfo } from '../../../src/sandbox/docker/engine.js';
+import type { EngineInfo } from '../../../src/sandbox/docker/engine/index.js';
 import { delay, fakeSuite, result, withTempDir } from './helpers.js';
 
 class FakeEngine implements EngineClient {

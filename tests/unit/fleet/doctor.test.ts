@@ -6,7 +6,7 @@ import {
 } from '../../../src/cli/commands/doctor.js';
 import type { CliContext } from '../../../src/cli/cli-context.js';
 import { UsageError } from '../../../src/errors.js';
-import { parseDf } from '../../../src/sandbox/docker/doctor.js';
+import { parseDf } from '../../../src/sandbox/docker/operator/engine-doctor.js';
 
 describe('free disk of an engine, read from df inside a container', () => {
   it('takes total and available 1K blocks from the last line of df -Pk', () => {

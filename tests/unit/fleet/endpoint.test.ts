@@ -10,8 +10,8 @@ import {
   parseEngineUrl,
   resolveContext,
   resolveEngineRef,
-} from '../../../src/sandbox/docker/endpoint.js';
-import { DockerEngine } from '../../../src/sandbox/docker/engine.js';
+} from '../../../src/sandbox/docker/engine/endpoint.js';
+import { DockerEngine } from '../../../src/sandbox/docker/engine/index.js';
 
 const HOST_KEY = 'AAAAC3NzaC1lZDI1NTE5AAAAIJZKOkoU4T0kFRbMTuXxLXbM4dnpYHsgCHMHnL9kOc67';
 

@@ -8,7 +8,7 @@ import {
   resolveEngines,
   resolveStoredEngine,
 } from '../../../src/sandbox/docker/fleet/engines-file.js';
-import { contextId, describeEndpoint } from '../../../src/sandbox/docker/endpoint.js';
+import { contextId, describeEndpoint } from '../../../src/sandbox/docker/engine/endpoint.js';
 
 const HOST_KEY = 'AAAAC3NzaC1lZDI1NTE5AAAAIJZKOkoU4T0kFRbMTuXxLXbM4dnpYHsgCHMHnL9kOc67';
 

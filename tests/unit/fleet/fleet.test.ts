@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { SandboxUnavailable } from '../../../src/errors.js';
 import type { EngineSpec } from '../../../src/sandbox/docker/fleet/engines-file.js';
 import { connectFleet, type EngineClient } from '../../../src/fleet/fleet.js';
-import type { EngineInfo } from '../../../src/sandbox/docker/engine.js';
+import type { EngineInfo } from '../../../src/sandbox/docker/engine/index.js';
 
 /** An engine that answers (or not) as the test says, with the CPUs it says. */
 class FakeEngine implements EngineClient {

@@ -1,8 +1,8 @@
 import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { ImageError } from '../../../src/errors.js';
-import { shipImages } from '../../../src/sandbox/docker/fleet/images.js';
-import type { DockerEngine, ImageDetails } from '../../../src/sandbox/docker/engine.js';
+import { shipImages } from '../../../src/sandbox/docker/images/image-shipping.js';
+import type { DockerEngine, ImageDetails } from '../../../src/sandbox/docker/engine/index.js';
 
 /** Just enough of an engine for shipping: images by reference, save and load as streams. */
 class FakeEngine {
@@ -29,7 +29,15 @@ class FakeEngine {
   }
 }
 
-const engine = (fake: FakeEngine) => fake as unknown as DockerEngine;
+const engine = (fake: FakeEngine) =>
+  ({
+    where: fake.where,
+    images: {
+      inspect: (ref: string) => fake.inspectImage(ref),
+      save: (refs: string[]) => fake.saveImages(refs),
+      load: (tar: Readable) => fake.loadImages(tar),
+    },
+  }) as unknown as DockerEngine;
 
 describe('shipping images between engines', () => {
   it('streams the images once however many callers want them on the same engine at once', async () => {

@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { hostKeyAccepted, knownHostsName, parseKnownHosts } from '../../../src/sandbox/docker/known-hosts.js';
+import {
+  hostKeyAccepted,
+  knownHostsName,
+  parseKnownHosts,
+} from '../../../src/sandbox/docker/engine/known-hosts.js';
 
 // Made with ssh-keygen: two ed25519 keys, then `ssh-keygen -H` for the hashed forms.
 const KEY_RUNNER = 'AAAAC3NzaC1lZDI1NTE5AAAAIJZKOkoU4T0kFRbMTuXxLXbM4dnpYHsgCHMHnL9kOc67';

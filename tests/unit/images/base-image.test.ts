@@ -22,13 +22,13 @@ const ensureMmdebstrap = vi.fn(async () => {
   mmdebstrap.running--;
   return '/usr/bin/mmdebstrap';
 });
-vi.mock('../../../src/sandbox/docker/bootstrap.js', async (importOriginal) => ({
-  ...(await importOriginal<typeof import('../../../src/sandbox/docker/bootstrap.js')>()),
+vi.mock('../../../src/sandbox/docker/images/rootfs-bootstrap.js', async (importOriginal) => ({
+  ...(await importOriginal<typeof import('../../../src/sandbox/docker/images/rootfs-bootstrap.js')>()),
   bootstrapRootfs: (...args: [unknown, { repo: string; tag: string }]) => bootstrapRootfs(...args),
   ensureMmdebstrap: () => ensureMmdebstrap(),
 }));
 
-const { ensureBaseImage } = await import('../../../src/sandbox/docker/images.js');
+const { ensureBaseImage } = await import('../../../src/sandbox/docker/images/ensure-base.js');
 const { fakeEngine } = await import('./fake-engine.js');
 
 let cache: string;

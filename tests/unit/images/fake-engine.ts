@@ -5,7 +5,7 @@
  */
 import type { Readable } from 'node:stream';
 import { ImageError } from '../../../src/errors.js';
-import type { BuildOptions, DockerEngine, ImageDetails } from '../../../src/sandbox/docker/engine.js';
+import type { BuildOptions, DockerEngine, ImageDetails } from '../../../src/sandbox/docker/engine/index.js';
 
 export interface FakeEngine {
   images: Map<string, ImageDetails>;
@@ -30,23 +30,25 @@ export function fakeEngine(present: string[] = []): FakeEngine {
     engine: undefined as unknown as DockerEngine,
   };
   fake.engine = {
-    inspectImage: async (ref: string) => fake.images.get(ref),
-    pullImage: async (ref: string, onLine?: (line: string) => void, options?: { signal?: AbortSignal }) => {
-      fake.pulls.push(ref);
-      await fake.pull(ref, onLine, options);
+    images: {
+      inspect: async (ref: string) => fake.images.get(ref),
+      pull: async (ref: string, onLine?: (line: string) => void, options?: { signal?: AbortSignal }) => {
+        fake.pulls.push(ref);
+        await fake.pull(ref, onLine, options);
+      },
+      build: async (context: Readable, options: BuildOptions) => {
+        for await (const _chunk of context) {
+          // drain: the tar must be produced completely, as for the real daemon
+        }
+        fake.builds.push(options);
+        if (fake.failBuildOn && options.buildArgs.BASE === fake.failBuildOn)
+          throw new ImageError('apt-get: network unreachable');
+        const id = `sha256:${String(fake.builds.length).padStart(64, '0')}`;
+        fake.images.set(options.tag, imageDetails(options.tag, id, options.labels));
+        return id;
+      },
+      remove: async () => true,
     },
-    buildImage: async (context: Readable, options: BuildOptions) => {
-      for await (const _chunk of context) {
-        // drain: the tar must be produced completely, as for the real daemon
-      }
-      fake.builds.push(options);
-      if (fake.failBuildOn && options.buildArgs.BASE === fake.failBuildOn)
-        throw new ImageError('apt-get: network unreachable');
-      const id = `sha256:${String(fake.builds.length).padStart(64, '0')}`;
-      fake.images.set(options.tag, imageDetails(options.tag, id, options.labels));
-      return id;
-    },
-    removeImage: async () => true,
   } as unknown as DockerEngine;
   return fake;
 }

@@ -10,12 +10,9 @@ import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BuildRefused, ImageError } from '../../../src/errors.js';
-import {
-  BUILD_NETWORK_LABEL,
-  buildRepoImage,
-  DEFAULT_BASE_IMAGE,
-  type BuildRepoImageOptions,
-} from '../../../src/sandbox/docker/images.js';
+import { BUILD_NETWORK_LABEL } from '../../../src/sandbox/docker/labels.js';
+import { buildRepoImage, type BuildRepoImageOptions } from '../../../src/sandbox/docker/images/repo-image.js';
+import { DEFAULT_BASE_IMAGE } from '../../../src/sandbox/docker/images/base-images.js';
 import { canaryToken } from '../../helpers/fake-secrets.js';
 import { rejection } from '../../helpers/rejection.js';
 import { fakeEngine as fakeEngineWith, type FakeEngine } from './fake-engine.js';
@@ -75,7 +72,7 @@ describe('repo image builds: network', () => {
 
   it("a failed no-network build's hint says how to opt in", async () => {
     const fake = fakeEngine();
-    fake.engine.buildImage = async (context: Readable) => {
+    fake.engine.images.build = async (context: Readable) => {
       for await (const _chunk of context) {
         // drain
       }

@@ -5,12 +5,16 @@
  */
 import { describe, expect, it } from 'vitest';
 import { DockerSandbox, ExecTransport } from '../../../src/sandbox/docker/docker-sandbox.js';
-import type { DockerEngine, ExecStartOptions, RunningExec } from '../../../src/sandbox/docker/engine.js';
+import type {
+  DockerEngine,
+  ExecStartOptions,
+  RunningExec,
+} from '../../../src/sandbox/docker/engine/index.js';
 
 function scriptedEngine(states: { running: boolean; exitCode: number | null }[], output = 'done\n') {
   const calls: string[][] = [];
-  const engine = {
-    async startExec(_id: string, options: ExecStartOptions): Promise<RunningExec> {
+  const exec = {
+    async start(_id: string, options: ExecStartOptions): Promise<RunningExec> {
       calls.push(options.cmd);
       let inspections = 0;
       let endStream: () => void = () => undefined;
@@ -30,7 +34,7 @@ function scriptedEngine(states: { running: boolean; exitCode: number | null }[],
       };
     },
   };
-  return { engine: engine as unknown as DockerEngine, calls };
+  return { engine: { exec } as unknown as DockerEngine, calls };
 }
 
 function sandboxOn(engine: DockerEngine): DockerSandbox {
@@ -86,28 +90,32 @@ function killedEngine(options: {
   let looks = 0;
   const probes: string[][] = [];
   const engine = {
-    async inspectContainer() {
-      looks += 1;
-      return { running: looks <= options.runningLooks };
+    containers: {
+      async inspect() {
+        looks += 1;
+        return { running: looks <= options.runningLooks };
+      },
     },
-    async startExec(_id: string, exec: ExecStartOptions): Promise<RunningExec> {
-      const probe = exec.cmd.includes('echo "$1"');
-      if (probe) probes.push(exec.cmd);
-      let endStream: () => void = () => undefined;
-      const streamEnded = new Promise<void>((resolve) => (endStream = resolve));
-      return {
-        streamEnded,
-        inspect: async () => {
-          if (probe && options.probesRun) exec.stdout.write(`${exec.cmd.at(-1)}\n`);
-          if (!probe && options.output) exec.stdout.write(options.output);
-          endStream();
-          return {
-            running: false,
-            exitCode: probe ? (options.probesRun ? 0 : 137) : (options.exitCode ?? 137),
-          };
-        },
-        detach: () => undefined,
-      };
+    exec: {
+      async start(_id: string, exec: ExecStartOptions): Promise<RunningExec> {
+        const probe = exec.cmd.includes('echo "$1"');
+        if (probe) probes.push(exec.cmd);
+        let endStream: () => void = () => undefined;
+        const streamEnded = new Promise<void>((resolve) => (endStream = resolve));
+        return {
+          streamEnded,
+          inspect: async () => {
+            if (probe && options.probesRun) exec.stdout.write(`${exec.cmd.at(-1)}\n`);
+            if (!probe && options.output) exec.stdout.write(options.output);
+            endStream();
+            return {
+              running: false,
+              exitCode: probe ? (options.probesRun ? 0 : 137) : (options.exitCode ?? 137),
+            };
+          },
+          detach: () => undefined,
+        };
+      },
     },
   };
   return { engine: engine as unknown as DockerEngine, probes, looks: () => looks };

@@ -2,8 +2,12 @@
  * `doctor` refuses a Docker engine older than API 1.41 (Docker 20.10) and says why.
  */
 import { describe, expect, it } from 'vitest';
-import { apiAtLeast, MIN_API, serverVersionCheck } from '../../../src/sandbox/docker/doctor.js';
-import type { EngineInfo } from '../../../src/sandbox/docker/engine.js';
+import {
+  apiAtLeast,
+  MIN_API,
+  serverVersionCheck,
+} from '../../../src/sandbox/docker/operator/engine-doctor.js';
+import type { EngineInfo } from '../../../src/sandbox/docker/engine/index.js';
 
 const info = (serverVersion: string, apiVersion: string): EngineInfo => ({
   serverVersion,

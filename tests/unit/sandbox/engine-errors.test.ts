@@ -5,14 +5,9 @@
  */
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { DockerEngine } from '../../../src/sandbox/docker/engine.js';
+import { EngineExec } from '../../../src/sandbox/docker/engine/index.js';
 
-function engineWhoseExec(fails: {
-  at: 'create' | 'start';
-  statusCode: number;
-  reason: string;
-}): DockerEngine {
-  const engine = new DockerEngine({ transport: 'unix', socketPath: '/nonexistent.sock' });
+function engineWhoseExec(fails: { at: 'create' | 'start'; statusCode: number; reason: string }): EngineExec {
   const error = Object.assign(new Error(`(HTTP code ${fails.statusCode}) ${fails.reason}`), {
     statusCode: fails.statusCode,
     reason: fails.reason,
@@ -30,8 +25,7 @@ function engineWhoseExec(fails: {
       },
     }),
   };
-  (engine as unknown as { docker: unknown }).docker = docker;
-  return engine;
+  return new EngineExec(docker as unknown as ConstructorParameters<typeof EngineExec>[0], undefined);
 }
 
 const options = {
@@ -43,14 +37,14 @@ const options = {
   stderr: new PassThrough(),
 };
 
-describe('DockerEngine.startExec refusals', () => {
+describe('EngineExec.start refusals', () => {
   it('an exec started on a sandbox that stopped after its creation (500 "container not running") is SandboxDead', async () => {
     const engine = engineWhoseExec({
       at: 'start',
       statusCode: 500,
       reason: 'container not running - Container 5a83 is not running: Exited (2) Less than a second ago',
     });
-    await expect(engine.startExec('5a83124bcfda', options)).rejects.toMatchObject({ code: 'SANDBOX_DEAD' });
+    await expect(engine.start('5a83124bcfda', options)).rejects.toMatchObject({ code: 'SANDBOX_DEAD' });
   });
 
   it('an exec made on a stopped sandbox (409) is SandboxDead', async () => {
@@ -59,7 +53,7 @@ describe('DockerEngine.startExec refusals', () => {
       statusCode: 409,
       reason: 'Container 5a83 is not running',
     });
-    await expect(engine.startExec('5a83124bcfda', options)).rejects.toMatchObject({ code: 'SANDBOX_DEAD' });
+    await expect(engine.start('5a83124bcfda', options)).rejects.toMatchObject({ code: 'SANDBOX_DEAD' });
   });
 
   it('another daemon error is not mistaken for a dead sandbox', async () => {
@@ -68,7 +62,7 @@ describe('DockerEngine.startExec refusals', () => {
       statusCode: 500,
       reason: 'OCI runtime exec failed: no space left',
     });
-    await expect(engine.startExec('5a83124bcfda', options)).rejects.not.toMatchObject({
+    await expect(engine.start('5a83124bcfda', options)).rejects.not.toMatchObject({
       code: 'SANDBOX_DEAD',
     });
   });

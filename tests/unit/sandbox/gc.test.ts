@@ -5,8 +5,12 @@
 import { spawn } from 'node:child_process';
 import { hostname } from 'node:os';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { ContainerSummary, ImageSummary } from '../../../src/sandbox/docker/engine.js';
-import { collectGarbage, reapOrphans, type GcEngine } from '../../../src/sandbox/docker/gc.js';
+import type { ContainerSummary, ImageSummary } from '../../../src/sandbox/docker/engine/index.js';
+import {
+  collectGarbage,
+  reapOrphans,
+  type GcEngine,
+} from '../../../src/sandbox/docker/operator/collect-garbage.js';
 import { KEPT_NAME_PREFIX, LABEL } from '../../../src/sandbox/docker/labels.js';
 
 const HOUR = 3_600_000;
@@ -65,14 +69,18 @@ function matches(labels: Record<string, string>, filter: Record<string, string |
 function fakeEngine(containers: ContainerSummary[], images: ImageSummary[] = []) {
   const removed = { containers: [] as string[], images: [] as string[] };
   const engine: GcEngine = {
-    listContainers: async (filter) => containers.filter((c) => matches(c.labels, filter)),
-    removeContainer: async (id) => {
-      removed.containers.push(id);
+    containers: {
+      list: async (filter) => containers.filter((c) => matches(c.labels, filter)),
+      remove: async (id) => {
+        removed.containers.push(id);
+      },
     },
-    listImages: async (filter) => images.filter((i) => matches(i.labels, filter)),
-    removeImage: async (ref) => {
-      removed.images.push(ref);
-      return true;
+    images: {
+      list: async (filter) => images.filter((i) => matches(i.labels, filter)),
+      remove: async (ref) => {
+        removed.images.push(ref);
+        return true;
+      },
     },
   };
   return { engine, removed };

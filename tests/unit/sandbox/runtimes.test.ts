@@ -3,7 +3,8 @@
  * nothing when the entry is there, and never overwrites a file it cannot read as an object.
  */
 import { describe, expect, it } from 'vitest';
-import { mergeDaemonRuntime, RUNSC_ENTRY, validRuntimeName } from '../../../src/sandbox/docker/runtimes.js';
+import { mergeDaemonRuntime, RUNSC_ENTRY } from '../../../src/sandbox/docker/operator/gvisor-setup.js';
+import { validRuntimeName } from '../../../src/sandbox/docker/runtimes.js';
 import { sandboxSchema } from '../../../src/catalog/sandbox-schema.js';
 
 describe('daemon.json runtime registration', () => {

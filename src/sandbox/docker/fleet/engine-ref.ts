@@ -6,6 +6,7 @@
  * here (zod only), so reading a record does not load the backend.
  */
 import { z } from 'zod';
+import { CONTEXT_NAME, ENGINE_NAME } from '../../../object-names.js';
 
 /** The Docker backend's fields of a reference (never a secret: TLS and ssh keys are read again from where they are kept). */
 export type DockerEngineFields = { file: string; entry: string } | { context: string } | { url: string };
@@ -17,8 +18,6 @@ export type EngineRef = { backend: 'docker' } & DockerEngineFields;
 export function dockerEngineRef(fields: DockerEngineFields): EngineRef {
   return { backend: 'docker', ...fields };
 }
-
-const ENGINE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
 
 /**
  * A reference as read back from a record: hostile data like the rest of it. Plain names, an
@@ -38,9 +37,7 @@ export const dockerEngineRefSchema = z.union([
   }),
   z.strictObject({
     backend,
-    context: z
-      .string()
-      .regex(/^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$/, { error: 'expected a docker context name' }),
+    context: z.string().regex(CONTEXT_NAME, { error: 'expected a docker context name' }),
   }),
   z.strictObject({
     backend,
@@ -54,7 +51,9 @@ export const dockerEngineRefSchema = z.union([
 ]);
 
 /** The fields alone, whatever `backend` said. */
-export function dockerEngineFields(ref: DockerEngineFields & { backend?: string }): DockerEngineFields {
+export function dockerEngineFields(
+  ref: DockerEngineFields & { backend?: string | undefined },
+): DockerEngineFields {
   if ('file' in ref) return { file: ref.file, entry: ref.entry };
   return 'context' in ref ? { context: ref.context } : { url: ref.url };
 }

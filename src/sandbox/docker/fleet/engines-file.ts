@@ -22,6 +22,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError, HarnessError, UsageError } from '../../../errors.js';
 import { problemsError, validateYaml, type ValidationProblem } from '../../../yaml-validate.js';
+import { CONTEXT_NAME, ENGINE_NAME, parseContextName } from '../../../object-names.js';
 import {
   describeEndpoint,
   endpointKey,
@@ -31,7 +32,7 @@ import {
   resolveContext,
   resolveEngineRef,
   type EngineEndpoint,
-} from '../endpoint.js';
+} from '../engine/endpoint.js';
 import { dockerEngineRef, type DockerEngineFields, type EngineRef } from './engine-ref.js';
 
 export type { EngineRef } from './engine-ref.js';
@@ -48,15 +49,18 @@ export interface EngineSpec {
   origin: string;
 }
 
-const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
-
 const entrySchema = z
   .strictObject({
     name: z
       .string({ error: 'expected a name of letters, digits, ".", "_" or "-"' })
-      .regex(NAME, { error: 'expected a name of letters, digits, ".", "_" or "-" (at most 63)' })
+      .regex(ENGINE_NAME, { error: 'expected a name of letters, digits, ".", "_" or "-" (at most 63)' })
       .optional(),
-    context: z.string({ error: 'expected the name of a docker context' }).min(1).optional(),
+    context: z
+      .string({ error: 'expected the name of a docker context' })
+      .regex(CONTEXT_NAME, {
+        error: 'expected the name of a docker context (letters, digits, ".", "_", "+" or "-")',
+      })
+      .optional(),
     host: z
       .string({ error: 'expected an engine URL: tcp://HOST:2376, ssh://USER@HOST or unix:///PATH' })
       .min(1)
@@ -161,8 +165,10 @@ export async function resolveEngines(options: ResolveEnginesOptions = {}): Promi
 async function engineFromRef(ref: string, env: NodeJS.ProcessEnv): Promise<EngineSpec> {
   const origin = `--engine ${ref}`;
   try {
-    const endpoint = await resolveEngineRef(ref, { env, label: origin });
     const isUrl = ref.includes('://');
+    // A context's name also names the engine in progress, results and records.
+    if (!isUrl) parseContextName(ref, origin);
+    const endpoint = await resolveEngineRef(ref, { env, label: origin });
     const name = isUrl ? defaultName(endpoint) : ref;
     return { name, endpoint, origin, ref: dockerEngineRef(isUrl ? { url: ref } : { context: ref }) };
   } catch (error) {

@@ -12,11 +12,11 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
-import type { EgressPolicy } from '../../egress-policy.js';
-import type { EgressLogEntry } from '../egress/proxy.js';
-import { egressProblem, EgressUnsupported, openEgress } from './egress.js';
-import type { DockerEngine } from './engine.js';
-import { containerLabels } from './labels.js';
+import type { EgressPolicy } from '../../../egress-policy.js';
+import type { EgressLogEntry } from '../../egress/proxy.js';
+import { egressProblem, EgressUnsupported, openEgress } from './egress-network.js';
+import type { DockerEngine } from '../engine/index.js';
+import { containerLabels } from '../labels.js';
 
 /** What the content hash says of a build with egress: the same files with other names allowed may differ. */
 export function buildEgressHashInput(policy: EgressPolicy): string {

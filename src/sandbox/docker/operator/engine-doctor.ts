@@ -2,28 +2,25 @@
  * Is the Docker engine fit to run sandboxes? Each check says what it found and, when
  * something is wrong, the command that fixes it. `fatal` problems make the engine unusable.
  */
-import { egressProblem } from './egress.js';
-import { buildResolverProblem } from './build-egress.js';
-import { randomBytes } from 'node:crypto';
-import { HarnessError, errorMessage } from '../../errors.js';
-import { formatBytes, formatDuration } from '../../format.js';
-import {
-  DEFAULT_RESOURCES,
-  SANDBOX_GID,
-  SANDBOX_UID,
-  WORKSPACE,
-  type DoctorCheck,
-  type DoctorReport,
-  type EngineFacts,
-} from '../types.js';
+import { egressProblem } from '../network/egress-network.js';
+import { buildResolverProblem } from '../network/build-egress.js';
+import { HarnessError, errorMessage } from '../../../errors.js';
+import { formatBytes, formatDuration } from '../../../format.js';
+import { DEFAULT_RESOURCES, type DoctorCheck, type DoctorReport, type EngineFacts } from '../../types.js';
 
-export type { DoctorCheck, DoctorReport, EngineFacts } from '../types.js';
-import { findOnPath, isDebianRoot } from './bootstrap.js';
-import { dockerEngine, StorageQuotaUnsupported, type DockerEngine, type EngineInfo } from './engine.js';
-import { BASE_IMAGES, baseImageStatus, DEFAULT_BASE_IMAGE } from './images.js';
-import { containerLabels } from './labels.js';
-import { BoundedBuffer } from '../posix/sinks.js';
-import { runtimeChecks } from './doctor-runtimes.js';
+export type { DoctorCheck, DoctorReport, EngineFacts } from '../../types.js';
+import { findOnPath, isDebianRoot } from '../host-tools.js';
+import {
+  dockerEngine,
+  StorageQuotaUnsupported,
+  type DockerEngine,
+  type EngineInfo,
+} from '../engine/index.js';
+import { BASE_IMAGES, DEFAULT_BASE_IMAGE } from '../images/base-images.js';
+import { baseImageStatus } from '../images/image-inventory.js';
+import { hardenedContainer } from '../../container/container-spec.js';
+import { probeContainerRequest, runProbe, type ProbeContainer } from './probe-container.js';
+import { runtimeChecks } from './runtime-doctor.js';
 
 export interface DoctorOptions {
   engine?: DockerEngine;
@@ -187,19 +184,18 @@ export function parseDf(output: string): { freeBytes: number; totalBytes: number
 }
 
 /** A probe runs as a sandbox would: its user, its folder, its default limits, no network. */
-function probeContainer() {
+function doctorProbe(image: string): ProbeContainer {
   return {
-    name: `sandbox-harness-doctor-${randomBytes(4).toString('hex')}`,
-    user: `${SANDBOX_UID}:${SANDBOX_GID}`,
-    workingDir: WORKSPACE,
-    env: [],
-    labels: containerLabels({ runId: 'doctor', role: 'doctor' }),
-    memoryBytes: DEFAULT_RESOURCES.memoryBytes,
-    nanoCpus: Math.round(DEFAULT_RESOURCES.cpus * 1e9),
-    pids: DEFAULT_RESOURCES.pids,
-    maxFileBytes: DEFAULT_RESOURCES.maxFileBytes,
-    tmpfsBytes: DEFAULT_RESOURCES.tmpfsBytes,
-    nofile: 1024,
+    image,
+    role: 'doctor',
+    limits: {
+      memoryBytes: DEFAULT_RESOURCES.memoryBytes,
+      nanoCpus: Math.round(DEFAULT_RESOURCES.cpus * 1e9),
+      pids: DEFAULT_RESOURCES.pids,
+      maxFileBytes: DEFAULT_RESOURCES.maxFileBytes,
+      tmpfsBytes: DEFAULT_RESOURCES.tmpfsBytes,
+      nofile: 1024,
+    },
   };
 }
 
@@ -208,51 +204,24 @@ async function containerCheck(
   image: string,
   timeoutMs: number,
 ): Promise<ContainerResult> {
-  const started = Date.now();
-  let id: string | undefined;
   try {
-    id = await engine.createContainer({
-      image,
-      entrypoint: ['sleep'],
-      cmd: ['60'],
-      ...probeContainer(),
-      env: ['LANG=C.UTF-8'],
-    });
-    await engine.startContainer(id);
-    const state = await engine.inspectContainer(id);
-    if (!state?.running) throw new Error(`the container did not start (${state?.status ?? 'gone'})`);
-    const network = String(state.hostConfig.NetworkMode ?? '');
-    if (network !== 'none') throw new Error(`the container got network mode "${network}", not "none"`);
-    // Its logs are off like every sandbox's, so the command runs as an exec, as tool calls do.
     // df is a hint about free disk, never a reason for the check to fail.
-    const out = new BoundedBuffer(4096);
-    const running = await engine.startExec(id, {
-      cmd: ['sh', '-c', 'df -Pk / 2>/dev/null; true'],
-      user: `${SANDBOX_UID}:${SANDBOX_GID}`,
-      workingDir: WORKSPACE,
-      env: [],
-      stdout: out,
-      stderr: new BoundedBuffer(1024),
+    const probe = await runProbe(engine, {
+      ...doctorProbe(image),
+      script: 'df -Pk / 2>/dev/null; true',
+      timeoutMs,
+      check: (details) => {
+        const network = String(details.hostConfig.NetworkMode ?? '');
+        if (network !== 'none') throw new Error(`the container got network mode "${network}", not "none"`);
+      },
     });
-    for (;;) {
-      const exec = await running.inspect();
-      if (!exec.running && exec.exitCode !== null) {
-        if (exec.exitCode !== 0) throw new Error(`a command in it exited with ${exec.exitCode}`);
-        break;
-      }
-      if (Date.now() - started > timeoutMs)
-        throw new Error(`a command in it did not finish within ${formatDuration(timeoutMs)}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    await Promise.race([running.streamEnded, new Promise((r) => setTimeout(r, 1000))]);
-    running.detach();
-    const elapsed = Date.now() - started;
-    const disk = parseDf(out.bytes().toString('utf8'));
+    if (probe.exitCode !== 0) throw new Error(`a command in it exited with ${probe.exitCode}`);
+    const disk = parseDf(probe.stdout);
     return {
       check: {
         name: 'sandbox-container',
         ok: true,
-        detail: `a hardened --network none container of ${image} started and ran in ${formatDuration(elapsed)}`,
+        detail: `a hardened --network none container of ${image} started and ran in ${formatDuration(probe.elapsedMs)}`,
       },
       ...(disk ? { disk } : {}),
     };
@@ -269,8 +238,6 @@ async function containerCheck(
             : 'Read the engine log (`/var/log/sandbox-harness-dockerd.log` when `sandbox-harness setup` started it); the engine must support --init, cap-drop, pids and memory limits.',
       },
     };
-  } finally {
-    if (id) await engine.removeContainer(id).catch(() => undefined);
   }
 }
 
@@ -311,13 +278,16 @@ function diskCheck(facts: EngineFacts): DoctorCheck {
 async function diskBudgetCheck(engine: DockerEngine, image: string, driver: string): Promise<DoctorCheck> {
   let id: string | undefined;
   try {
-    id = await engine.createContainer({
-      image,
-      entrypoint: ['true'],
-      cmd: [],
-      ...probeContainer(),
-      diskBytes: DEFAULT_RESOURCES.diskBytes,
-    });
+    // Made, never started: whether the engine takes the quota is all this asks.
+    id = await engine.containers.create(
+      hardenedContainer({
+        ...probeContainerRequest(doctorProbe(image)),
+        entrypoint: ['true'],
+        cmd: [],
+        env: [],
+        diskBytes: DEFAULT_RESOURCES.diskBytes,
+      }),
+    );
     return {
       name: 'disk-budget',
       ok: true,
@@ -340,7 +310,7 @@ async function diskBudgetCheck(engine: DockerEngine, image: string, driver: stri
       fix: 'Run `sandbox-harness doctor` again; if it persists, read the engine log.',
     };
   } finally {
-    if (id) await engine.removeContainer(id).catch(() => undefined);
+    if (id) await engine.containers.remove(id).catch(() => undefined);
   }
 }
 
@@ -400,7 +370,7 @@ export async function runDoctor(options: DoctorOptions = {}): Promise<DoctorRepo
     dockerRootDir: info.dockerRootDir,
   };
   known.facts = facts;
-  const usage = await engine.diskUsage().catch(() => undefined);
+  const usage = await engine.storageUsage().catch(() => undefined);
   if (usage) facts.usage = usage;
 
   const bases = await baseImageStatus(engine);

@@ -2,16 +2,17 @@
 import { statfs } from 'node:fs/promises';
 import { ImageError, SandboxUnavailable } from '../../errors.js';
 import { formatBytes } from '../../format.js';
+import { imageRef } from '../../object-names.js';
 import type { RepoImage, RepoImageRequest } from '../../image-context/request.js';
 import type { EngineHandle, SandboxProvider } from '../types.js';
-import { runDoctor, dockerEndpoint } from './doctor.js';
-import { describeEndpoint, type EngineEndpoint } from './endpoint.js';
-import { ensureBaseImageOn } from './fleet/images.js';
-import { collectGarbage } from './gc.js';
+import { runDoctor, dockerEndpoint } from './operator/engine-doctor.js';
+import { describeEndpoint, type EngineEndpoint } from './engine/endpoint.js';
+import { ensureBaseImageOn } from './images/image-shipping.js';
+import { collectGarbage } from './operator/collect-garbage.js';
 import { scanBuildContext } from '../../image-context/build-context.js';
 import { DockerBackend, dockerBackend } from './docker-sandbox.js';
-import { dockerEngine, DockerEngine } from './engine.js';
-import { buildRepoImage, resolveDockerfile } from './images.js';
+import { dockerEngine, DockerEngine } from './engine/index.js';
+import { buildRepoImage, resolveDockerfile } from './images/repo-image.js';
 import { effectiveRuntime, requireRuntime } from './runtimes.js';
 
 /** Below this much free space in the engine's storage, runs refuse to start. */
@@ -38,8 +39,12 @@ export async function checkFreeSpace(
 }
 
 async function repoImage(engine: DockerEngine, request: RepoImageRequest): Promise<RepoImage> {
+  // Names from a catalog or a flag, parsed before anything of the repo is read or built.
+  if (request.prebuilt !== undefined) imageRef(request.prebuilt, "the catalog's sandbox.image");
+  if (request.baseImage !== undefined)
+    imageRef(request.baseImage, 'the base image (sandbox.baseImage, --base-image)');
   if (request.prebuilt) {
-    const details = await engine.inspectImage(request.prebuilt);
+    const details = await engine.images.inspect(request.prebuilt);
     if (!details) {
       throw new ImageError(
         `the catalog's sandbox.image ${request.prebuilt} does not exist ${engine.where ? `on ${engine.where}` : 'locally'}`,
@@ -66,7 +71,7 @@ async function repoImage(engine: DockerEngine, request: RepoImageRequest): Promi
   }
   const { prebuilt: _prebuilt, ...recipe } = request;
   const built = await buildRepoImage({ ...recipe, engine });
-  const details = await engine.inspectImage(built.tag).catch(() => undefined);
+  const details = await engine.images.inspect(built.tag).catch(() => undefined);
   return { ...built, ...(details?.sizeBytes !== undefined ? { sizeBytes: details.sizeBytes } : {}) };
 }
 

@@ -30,17 +30,31 @@ export function hostsFile(hostname = SANDBOX_HOSTNAME): string {
   ].join('\n');
 }
 
+/** A container's name resolution: its name servers, search domains and resolver options. */
+export interface Resolver {
+  nameServers: string[];
+  search: string[];
+  options: string[];
+}
+
 /**
  * No name server the sandbox could reach: a name not in the hosts file fails at once
  * (connection refused on its own loopback, where the unprivileged sandbox user cannot bind
  * port 53) instead of waiting for a server, and nothing of the host's resolver settings
  * (its servers, its search domains) enters the sandbox.
  */
-export function resolvConf(): string {
+export const LOOPBACK_RESOLVER: Resolver = {
+  nameServers: ['127.0.0.1'],
+  search: [],
+  options: ['timeout:1', 'attempts:1'],
+};
+
+export function resolvConf(resolver: Resolver = LOOPBACK_RESOLVER): string {
   return [
     '# Written by sandbox-harness: this sandbox has no network; only /etc/hosts resolves.',
-    'nameserver 127.0.0.1',
-    'options timeout:1 attempts:1',
+    ...resolver.nameServers.map((server) => `nameserver ${server}`),
+    ...(resolver.search.length > 0 ? [`search ${resolver.search.join(' ')}`] : []),
+    ...(resolver.options.length > 0 ? [`options ${resolver.options.join(' ')}`] : []),
     '',
   ].join('\n');
 }

@@ -8,13 +8,54 @@
 import { execFile } from 'node:child_process';
 import { access, readFile, rename, writeFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
-import { ConfigError, SandboxUnavailable } from '../../errors.js';
-import { isDebianRoot } from './bootstrap.js';
-import type { DockerEngine } from './engine.js';
-import { probeRuntime } from './doctor-runtimes.js';
-import { GVISOR_HOWTO, mergeDaemonRuntime, RUNSC_ENTRY, type RuntimeProbe } from './runtimes.js';
+import { ConfigError, SandboxUnavailable } from '../../../errors.js';
+import { isDebianRoot } from '../host-tools.js';
+import type { DockerEngine } from '../engine/index.js';
+import { GVISOR_HOWTO } from '../runtimes.js';
+import { probeRuntime, type RuntimeProbe } from './runtime-probe.js';
 
 const run = promisify(execFile);
+
+export interface RuntimeEntry {
+  path: string;
+  runtimeArgs?: string[];
+}
+
+/** runsc for sandboxes: `--network=none` or a network-none container fails to start. */
+export const RUNSC_ENTRY: RuntimeEntry = { path: '/usr/bin/runsc', runtimeArgs: ['--network=none'] };
+
+/**
+ * daemon.json with `name` registered, keeping everything else it says; `changed: false` when
+ * it already had exactly that entry. A file that is not a JSON object is refused, never
+ * overwritten: it is the engine's configuration, and someone else's.
+ */
+export function mergeDaemonRuntime(
+  text: string | undefined,
+  name: string,
+  entry: RuntimeEntry,
+): { text: string; changed: boolean } {
+  let config: Record<string, unknown> = {};
+  if (text !== undefined && text.trim() !== '') {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch (error) {
+      throw new ConfigError(`daemon.json is not valid JSON (${(error as Error).message}); not changed`);
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+      throw new ConfigError('daemon.json is not a JSON object; not changed');
+    }
+    config = parsed as Record<string, unknown>;
+  }
+  const runtimes = config.runtimes ?? {};
+  if (typeof runtimes !== 'object' || runtimes === null || Array.isArray(runtimes)) {
+    throw new ConfigError('daemon.json has a "runtimes" that is not an object; not changed');
+  }
+  const existing = (runtimes as Record<string, unknown>)[name];
+  if (JSON.stringify(existing) === JSON.stringify(entry)) return { text: text ?? '', changed: false };
+  const merged = { ...config, runtimes: { ...(runtimes as Record<string, unknown>), [name]: entry } };
+  return { text: `${JSON.stringify(merged, null, 2)}\n`, changed: true };
+}
 
 export interface GvisorSetupOptions {
   engine: DockerEngine;

@@ -4,126 +4,15 @@
  * package mirror has to be reachable, from the host; nothing inside a container needs
  * network. Everything here runs host tools, so it stays out of the sandbox code.
  */
-import { spawn } from 'node:child_process';
-import { createReadStream, createWriteStream, type WriteStream } from 'node:fs';
-import { access, chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
-import { constants } from 'node:fs';
+import { createReadStream } from 'node:fs';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { ImageError, Interrupted } from '../../errors.js';
-import type { DockerEngine } from './engine.js';
-import { LABEL } from './labels.js';
-import { cacheDir } from '../../image-context/cache-dir.js';
-
-export { cacheDir };
-
-export async function logsDir(): Promise<string> {
-  const dir = join(cacheDir(), 'logs');
-  await mkdir(dir, { recursive: true });
-  return dir;
-}
-
-export function timestampForFile(date = new Date()): string {
-  return date.toISOString().replace(/[:.]/g, '-');
-}
-
-/** A log file that also remembers its last lines, for error messages. */
-export class LogFile {
-  private readonly stream: WriteStream;
-  private readonly tail: string[] = [];
-
-  constructor(
-    readonly path: string,
-    private readonly tailSize = 40,
-  ) {
-    this.stream = createWriteStream(path, { flags: 'a' });
-    // A full disk must not turn into an unhandled error; the build itself reports failures.
-    this.stream.on('error', () => undefined);
-  }
-
-  line(text: string): void {
-    this.stream.write(`${text}\n`);
-    this.tail.push(text);
-    if (this.tail.length > this.tailSize) this.tail.shift();
-  }
-
-  lastLines(count: number): string[] {
-    return this.tail.slice(-count);
-  }
-
-  close(): Promise<void> {
-    return new Promise((resolve) => this.stream.end(() => resolve()));
-  }
-}
-
-export async function findOnPath(command: string): Promise<string | undefined> {
-  const dirs = (process.env.PATH ?? '').split(delimiter).filter(Boolean);
-  for (const dir of [...dirs, '/usr/sbin', '/usr/bin', '/sbin', '/bin']) {
-    const candidate = join(dir, command);
-    try {
-      await access(candidate, constants.X_OK);
-      if ((await stat(candidate)).isFile()) return candidate;
-    } catch {
-      // not here
-    }
-  }
-  return undefined;
-}
-
-export async function isDebianRoot(): Promise<boolean> {
-  if (process.getuid?.() !== 0) return false;
-  try {
-    await access('/etc/debian_version');
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-interface RunOptions {
-  onLine: (line: string) => void;
-  env?: NodeJS.ProcessEnv;
-  signal?: AbortSignal;
-}
-
-/** Runs a host command, streaming its output line by line; resolves with its exit code. */
-export function runStreaming(command: string, args: string[], options: RunOptions): Promise<number> {
-  return new Promise((resolve, reject) => {
-    if (options.signal?.aborted) {
-      reject(new Interrupted(`${command} not started: interrupted`));
-      return;
-    }
-    // Own process group, so an interrupt stops the whole tree (mmdebstrap forks apt, dpkg...).
-    const child = spawn(command, args, {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: options.env ?? process.env,
-      detached: true,
-    });
-    const onAbort = () => {
-      if (child.pid !== undefined) {
-        try {
-          process.kill(-child.pid, 'SIGTERM');
-        } catch {
-          // already gone
-        }
-      }
-    };
-    options.signal?.addEventListener('abort', onAbort, { once: true });
-    for (const stream of [child.stdout, child.stderr]) {
-      createInterface({ input: stream }).on('line', (line) => options.onLine(line));
-    }
-    child.once('error', (error) => {
-      options.signal?.removeEventListener('abort', onAbort);
-      reject(new ImageError(`cannot run ${command}: ${error.message}`, { cause: error }));
-    });
-    child.once('close', (code, signal) => {
-      options.signal?.removeEventListener('abort', onAbort);
-      if (options.signal?.aborted) reject(new Interrupted(`${command} stopped: interrupted`));
-      else resolve(code ?? (signal ? 128 : 1));
-    });
-  });
-}
+import { join } from 'node:path';
+import { ImageError } from '../../../errors.js';
+import type { DockerEngine } from '../engine/index.js';
+import { findOnPath, isDebianRoot, runStreaming, type RunOptions } from '../host-tools.js';
+import { BASE_LABEL, LABEL } from '../labels.js';
+import type { LogFile } from './build-log.js';
 
 /** Finds mmdebstrap, installing it with apt-get when this is Debian and we are root. */
 export async function ensureMmdebstrap(options: RunOptions): Promise<string> {
@@ -168,7 +57,7 @@ export interface RootfsSpec {
 export interface BootstrapOptions {
   onLine: (line: string) => void;
   log: LogFile;
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 const IMPORT_CHANGES = [
@@ -219,9 +108,9 @@ export async function bootstrapRootfs(
       );
     }
     both(`importing ${tarPath} as ${ref}`);
-    await engine.importImage(createReadStream(tarPath), spec.repo, spec.tag, [
+    await engine.images.import(createReadStream(tarPath), spec.repo, spec.tag, [
       ...IMPORT_CHANGES,
-      `LABEL ${LABEL.marker}=1 ${LABEL.kind}=rootfs sandbox-harness.base=${spec.purpose} sandbox-harness.suite=${spec.suite}`,
+      `LABEL ${LABEL.marker}=1 ${LABEL.kind}=rootfs ${BASE_LABEL}=${spec.purpose} sandbox-harness.suite=${spec.suite}`,
     ]);
     return ref;
   } finally {

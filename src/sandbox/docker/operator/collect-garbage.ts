@@ -3,12 +3,12 @@
  * labelled, so nothing is found by name guessing and nothing foreign is ever touched.
  */
 import { hostname } from 'node:os';
-import type { DockerEngine, NetworkSummary } from './engine.js';
-import { closeStaleHoles } from '../egress/firewall.js';
-import { KEPT_NAME_PREFIX, LABEL } from './labels.js';
-import type { GcReport, GcScope } from '../types.js';
+import type { EngineContainers, EngineImages, EngineNetworks, NetworkSummary } from '../engine/index.js';
+import { closeStaleHoles } from '../../egress/firewall.js';
+import { KEPT_NAME_PREFIX, LABEL } from '../labels.js';
+import type { GcReport, GcScope } from '../../types.js';
 
-export type { GcReport } from '../types.js';
+export type { GcReport } from '../../types.js';
 export type GcOptions = GcScope;
 
 /** Whether a process with this pid exists on this host (EPERM: it exists, owned by someone else). */
@@ -22,11 +22,12 @@ export function processAlive(pid: number): boolean {
 }
 
 /** What gc needs of the engine (tests pass a fake). */
-export type GcEngine = Pick<
-  DockerEngine,
-  'listContainers' | 'removeContainer' | 'listImages' | 'removeImage'
-> &
-  Partial<Pick<DockerEngine, 'listNetworks' | 'removeNetwork' | 'isLocal'>>;
+export interface GcEngine {
+  containers: Pick<EngineContainers, 'list' | 'remove'>;
+  images: Pick<EngineImages, 'list' | 'remove'>;
+  networks?: Pick<EngineNetworks, 'list' | 'remove'>;
+  isLocal?(): boolean;
+}
 
 /** Run and role of a sandbox or its egress network: a network lives as long as its sandbox. */
 function ownerKey(labels: Record<string, string>): string {
@@ -44,21 +45,21 @@ async function collectNetworks(
   eligible: (n: NetworkSummary) => boolean,
   dryRun: boolean,
 ): Promise<NetworkSummary[]> {
-  if (!engine.listNetworks || !engine.removeNetwork) return [];
-  const networks = await engine.listNetworks(filter);
+  if (!engine.networks) return [];
+  const networks = await engine.networks.list(filter);
   if (networks.length === 0) return [];
   const sandboxes = new Set(
-    (await engine.listContainers({ [LABEL.marker]: true })).map((c) => ownerKey(c.labels)),
+    (await engine.containers.list({ [LABEL.marker]: true })).map((c) => ownerKey(c.labels)),
   );
   const removed: NetworkSummary[] = [];
   for (const n of networks) {
     if (sandboxes.has(ownerKey(n.labels)) || n.containers > 0 || !eligible(n)) continue;
-    if (!dryRun) await engine.removeNetwork(n.id);
+    if (!dryRun) await engine.networks.remove(n.id);
     removed.push(n);
   }
   // A run killed before it closed its hole in the host firewall: close the holes of bridges gone.
   if (!dryRun && engine.isLocal?.() && process.getuid?.() === 0) {
-    const live = await engine.listNetworks({ [LABEL.marker]: true });
+    const live = await engine.networks.list({ [LABEL.marker]: true });
     await closeStaleHoles(new Set(live.map((n) => n.bridgeName))).catch(() => 0);
   }
   return removed;
@@ -72,7 +73,7 @@ function ownerGone(labels: Record<string, string>): boolean {
 
 /** Removes unkept containers whose owning harness process on this host is gone (crash, kill -9). */
 export async function reapOrphans(engine: GcEngine): Promise<string[]> {
-  const containers = await engine.listContainers({ [LABEL.marker]: true });
+  const containers = await engine.containers.list({ [LABEL.marker]: true });
   const host = hostname();
   const removed: string[] = [];
   for (const c of containers) {
@@ -80,7 +81,7 @@ export async function reapOrphans(engine: GcEngine): Promise<string[]> {
     if (c.labels[LABEL.ownerHost] !== host) continue;
     const pid = Number(c.labels[LABEL.ownerPid]);
     if (!Number.isInteger(pid) || pid === process.pid || processAlive(pid)) continue;
-    await engine.removeContainer(c.id);
+    await engine.containers.remove(c.id);
     removed.push(c.id);
   }
   const networks = await collectNetworks(engine, { [LABEL.marker]: true }, (n) => ownerGone(n.labels), false);
@@ -104,7 +105,7 @@ export async function collectGarbage(engine: GcEngine, options: GcOptions = {}):
   const report: GcReport = { containers: [], images: [] };
   const filter: Record<string, string | true> = { [LABEL.marker]: true };
   if (options.runId) filter[LABEL.run] = options.runId;
-  const containers = await engine.listContainers(filter);
+  const containers = await engine.containers.list(filter);
   const remaining = new Set<string>();
   const host = hostname();
   const named = options.all || options.olderThanMs !== undefined || !!options.runId;
@@ -119,7 +120,7 @@ export async function collectGarbage(engine: GcEngine, options: GcOptions = {}):
       remaining.add(c.image);
       continue;
     }
-    if (!options.dryRun) await engine.removeContainer(c.id);
+    if (!options.dryRun) await engine.containers.remove(c.id);
     report.containers.push({ id: c.id, name: c.name, run: c.labels[LABEL.run] ?? '', kept });
   }
   const networks = await collectNetworks(
@@ -134,12 +135,12 @@ export async function collectGarbage(engine: GcEngine, options: GcOptions = {}):
     report.networks = networks.map((n) => ({ id: n.id, name: n.name, run: n.labels[LABEL.run] ?? '' }));
   }
   if (options.all && !options.runId) {
-    const images = await engine.listImages({ [LABEL.marker]: true, [LABEL.kind]: 'repo' });
+    const images = await engine.images.list({ [LABEL.marker]: true, [LABEL.kind]: 'repo' });
     for (const image of images) {
       if (options.olderThanMs !== undefined && now - image.createdAt.getTime() < options.olderThanMs)
         continue;
       if (image.tags.some((t) => remaining.has(t)) || remaining.has(image.id)) continue;
-      if (options.dryRun || (await engine.removeImage(image.id)))
+      if (options.dryRun || (await engine.images.remove(image.id)))
         report.images.push({ id: image.id, tags: image.tags });
     }
   }

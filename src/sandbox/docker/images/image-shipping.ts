@@ -14,16 +14,11 @@ import { ImageError } from '../../../errors.js';
 import type { ImagePresence, PresenceMethod } from '../../types.js';
 
 export type { ImagePresence, PresenceMethod } from '../../types.js';
-import { dockerEngine, type DockerEngine } from '../engine.js';
-import {
-  BASE_IMAGES,
-  buildRepoImage,
-  CONTENT_HASH_LABEL,
-  DEFAULT_BASE_IMAGE,
-  ensureBaseImage,
-  type BuildRepoImageOptions,
-  type BuiltRepoImage,
-} from '../images.js';
+import { dockerEngine, type DockerEngine } from '../engine/index.js';
+import { BASE_IMAGES, DEFAULT_BASE_IMAGE } from './base-images.js';
+import { buildRepoImage, type BuildRepoImageOptions, type BuiltRepoImage } from './repo-image.js';
+import { CONTENT_HASH_LABEL } from '../labels.js';
+import { ensureBaseImage } from './ensure-base.js';
 
 /**
  * Shipping a base image (~480 MB) beats making it again on the engine by far (an offline
@@ -37,9 +32,9 @@ export const DEFAULT_PRESENCE: Readonly<{ base: PresenceMethod; repo: PresenceMe
 };
 
 export interface ShipOptions {
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /** Called with the bytes streamed so far, at most every few MB. */
-  onProgress?: (bytes: number) => void;
+  onProgress?: ((bytes: number) => void) | undefined;
 }
 
 /**
@@ -75,7 +70,7 @@ async function shipOnce(
   const started = Date.now();
   const expected = new Map<string, string>();
   for (const ref of refs) {
-    const image = await source.inspectImage(ref);
+    const image = await source.images.inspect(ref);
     if (!image)
       throw new ImageError(`cannot ship ${ref}: it is not on ${source.where ?? 'the local engine'}`);
     expected.set(ref, image.id);
@@ -92,17 +87,17 @@ async function shipOnce(
       done(null, chunk);
     },
   });
-  const tar = await source.saveImages(refs, options.signal ? { signal: options.signal } : {});
+  const tar = await source.images.save(refs, options.signal ? { signal: options.signal } : {});
   tar.on('error', (error) => counter.destroy(error));
   tar.pipe(counter);
   try {
-    await target.loadImages(counter, options.signal ? { signal: options.signal } : {});
+    await target.images.load(counter, options.signal ? { signal: options.signal } : {});
   } finally {
     tar.destroy();
     counter.destroy();
   }
   for (const [ref, id] of expected) {
-    const loaded = await target.inspectImage(ref);
+    const loaded = await target.images.inspect(ref);
     if (loaded?.id !== id) {
       throw new ImageError(
         `shipping ${ref} to ${target.where ?? 'the local engine'} failed: expected image ${id.slice(7, 19)} there, found ${loaded ? loaded.id.slice(7, 19) : 'nothing'}`,
@@ -118,12 +113,12 @@ export interface EnsureBaseOnOptions {
    * An engine that has (or, for the harness's own base images, can make) the image; needed to
    * ship. Default: the local engine.
    */
-  source?: DockerEngine;
+  source?: DockerEngine | undefined;
   /** Default: the harness's node base image. */
-  image?: string;
-  method?: PresenceMethod;
-  signal?: AbortSignal;
-  onLine?: (line: string) => void;
+  image?: string | undefined;
+  method?: PresenceMethod | undefined;
+  signal?: AbortSignal | undefined;
+  onLine?: ((line: string) => void) | undefined;
 }
 
 /**
@@ -142,8 +137,7 @@ export async function ensureBaseImageOn(
   const ours = Object.values(BASE_IMAGES).find((b) => b.tag === tag);
   const method = options.method ?? DEFAULT_PRESENCE.base;
   const onLine = options.onLine ?? (() => undefined);
-  const signal = options.signal ? { signal: options.signal } : {};
-  const existing = await target.inspectImage(tag);
+  const existing = await target.images.inspect(tag);
   const done = (how: ImagePresence['how'], imageId: string, bytes?: number): ImagePresence => ({
     tag,
     imageId,
@@ -161,12 +155,12 @@ export async function ensureBaseImageOn(
         },
       );
     }
-    const made = await ensureBaseImage(ours.kind, { engine: target, onLine, ...signal });
+    const made = await ensureBaseImage(ours.kind, { engine: target, onLine, signal: options.signal });
     return done('built', made.imageId);
   }
   const sourceId = ours
-    ? (await ensureBaseImage(ours.kind, { engine: source, onLine, ...signal })).imageId
-    : (await source.inspectImage(tag))?.id;
+    ? (await ensureBaseImage(ours.kind, { engine: source, onLine, signal: options.signal })).imageId
+    : (await source.images.inspect(tag))?.id;
   if (!sourceId) {
     // Not one of ours and not here to ship: one the user put on that engine is theirs to vouch for.
     if (existing) return done('present', existing.id);
@@ -176,7 +170,7 @@ export async function ensureBaseImageOn(
   }
   if (existing?.id === sourceId) return done('present', existing.id);
   onLine(`shipping ${tag} to ${target.where ?? 'the local engine'}`);
-  const shipped = await shipImages(source, target, [tag], signal);
+  const shipped = await shipImages(source, target, [tag], { signal: options.signal });
   return done('shipped', sourceId, shipped.bytes);
 }
 
@@ -184,8 +178,8 @@ export interface EnsureRepoOnOptions {
   source: DockerEngine;
   /** The repo image as `buildRepoImage` takes it (its `engine` is ignored). */
   repo: Omit<BuildRepoImageOptions, 'engine'>;
-  method?: PresenceMethod;
-  signal?: AbortSignal;
+  method?: PresenceMethod | undefined;
+  signal?: AbortSignal | undefined;
 }
 
 /**
@@ -212,7 +206,7 @@ export async function ensureRepoImageOn(
     };
   }
   const image = await buildRepoImage({ ...repo, engine: options.source });
-  const existing = await target.inspectImage(image.tag);
+  const existing = await target.images.inspect(image.tag);
   if (existing && existing.labels[CONTENT_HASH_LABEL] === image.contentHash) {
     return {
       tag: image.tag,
@@ -244,9 +238,9 @@ export async function ensureRepoImageOn(
 export interface EnsureImagesOnOptions {
   source: DockerEngine;
   repo: Omit<BuildRepoImageOptions, 'engine'>;
-  methods?: Partial<{ base: PresenceMethod; repo: PresenceMethod }>;
-  signal?: AbortSignal;
-  onLine?: (line: string) => void;
+  methods?: Partial<{ base: PresenceMethod | undefined; repo: PresenceMethod }>;
+  signal?: AbortSignal | undefined;
+  onLine?: ((line: string) => void) | undefined;
 }
 
 /** Base image, then repo image, on `target`: what a trial on that engine needs. */
@@ -254,19 +248,18 @@ export async function ensureImagesOn(
   target: DockerEngine,
   options: EnsureImagesOnOptions,
 ): Promise<{ base: ImagePresence; repo: ImagePresence & { image: BuiltRepoImage } }> {
-  const signal = options.signal ? { signal: options.signal } : {};
   const base = await ensureBaseImageOn(target, {
     source: options.source,
     image: options.repo.baseImage ?? DEFAULT_BASE_IMAGE,
     method: options.methods?.base ?? DEFAULT_PRESENCE.base,
-    ...signal,
-    ...(options.onLine ? { onLine: options.onLine } : {}),
+    signal: options.signal,
+    onLine: options.onLine,
   });
   const repo = await ensureRepoImageOn(target, {
     source: options.source,
     repo: options.repo,
     method: options.methods?.repo ?? DEFAULT_PRESENCE.repo,
-    ...signal,
+    signal: options.signal,
   });
   return { base, repo };
 }

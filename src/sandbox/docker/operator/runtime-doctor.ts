@@ -3,85 +3,10 @@
  * engine lists (probed with a hardened sandbox, not judged by its name), user namespaces,
  * and, for Podman, whether its limits can hold at all.
  */
-import { randomBytes } from 'node:crypto';
-import { errorMessage } from '../../errors.js';
-import { formatDuration } from '../../format.js';
-import { BoundedBuffer } from '../posix/sinks.js';
-import { DEFAULT_RESOURCES, SANDBOX_GID, SANDBOX_UID, WORKSPACE } from '../types.js';
-import type { DoctorCheck } from './doctor.js';
-import type { DockerEngine, EngineInfo } from './engine.js';
-import { containerLabels } from './labels.js';
-import {
-  GVISOR_HOWTO,
-  GVISOR_SETUP,
-  isGvisor,
-  processLimits,
-  readRuntimeProbe,
-  RUNTIME_PROBE_SCRIPT,
-  type RuntimeProbe,
-} from './runtimes.js';
-
-/** One hardened probe sandbox under `runtime`; what it saw inside. */
-export async function probeRuntime(
-  engine: DockerEngine,
-  info: EngineInfo,
-  image: string,
-  runtime: string,
-  timeoutMs = 30_000,
-): Promise<RuntimeProbe> {
-  let id: string | undefined;
-  const started = Date.now();
-  try {
-    const processes = processLimits(DEFAULT_RESOURCES.pids, isGvisor(info, runtime));
-    id = await engine.createContainer({
-      name: `sandbox-harness-doctor-${randomBytes(4).toString('hex')}`,
-      image,
-      entrypoint: ['sleep'],
-      cmd: ['60'],
-      user: `${SANDBOX_UID}:${SANDBOX_GID}`,
-      workingDir: WORKSPACE,
-      env: ['LANG=C.UTF-8'],
-      labels: containerLabels({ runId: 'doctor', role: 'doctor-runtime', runtime }),
-      memoryBytes: 256 * 1024 * 1024,
-      nanoCpus: 1e9,
-      pids: processes.pids,
-      ...(processes.nproc ? { nproc: processes.nproc } : {}),
-      maxFileBytes: 1024 * 1024,
-      tmpfsBytes: 1024 * 1024,
-      nofile: 1024,
-      // Podman takes no runtime per container: its probe is of the service's own.
-      ...(info.product === 'docker' ? { runtime } : {}),
-    });
-    await engine.startContainer(id);
-    const out = new BoundedBuffer(4096);
-    const running = await engine.startExec(id, {
-      cmd: ['sh', '-c', RUNTIME_PROBE_SCRIPT],
-      user: `${SANDBOX_UID}:${SANDBOX_GID}`,
-      workingDir: WORKSPACE,
-      env: [],
-      stdout: out,
-      stderr: new BoundedBuffer(1024),
-    });
-    for (;;) {
-      const exec = await running.inspect();
-      if (!exec.running && exec.exitCode !== null) break;
-      if (Date.now() - started > timeoutMs)
-        throw new Error(`the probe did not finish within ${formatDuration(timeoutMs)}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    await Promise.race([running.streamEnded, new Promise((r) => setTimeout(r, 1000))]);
-    running.detach();
-    return readRuntimeProbe(runtime, out.bytes().toString('utf8'));
-  } catch (error) {
-    return {
-      runtime,
-      holdsBaseline: false,
-      notes: [`a hardened sandbox did not run: ${errorMessage(error).split('\n')[0]}`],
-    };
-  } finally {
-    if (id) await engine.removeContainer(id).catch(() => undefined);
-  }
-}
+import type { DoctorCheck } from '../../types.js';
+import type { DockerEngine, EngineInfo } from '../engine/index.js';
+import { GVISOR_HOWTO, GVISOR_SETUP, isGvisor } from '../runtimes.js';
+import { probeRuntime, type RuntimeProbe } from './runtime-probe.js';
 
 function describeProbe(probe: RuntimeProbe, isDefault: boolean): string {
   const verdict = probe.holdsBaseline

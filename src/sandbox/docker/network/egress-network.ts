@@ -7,19 +7,19 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { networkInterfaces } from 'node:os';
-import { HarnessError } from '../../errors.js';
+import { HarnessError } from '../../../errors.js';
 import {
   BRIDGE_PREFIX,
   closeHole,
   firewallProblem,
   openHole,
   type FirewallHole,
-} from '../egress/firewall.js';
-import type { EgressPolicy } from '../../egress-policy.js';
-import { EgressProxy, type EgressLogEntry } from '../egress/proxy.js';
-import { openPacketLog, type PacketLog } from '../egress/packet-log.js';
-import { NetworkConflict, type DockerEngine } from './engine.js';
-import { LABEL } from './labels.js';
+} from '../../egress/firewall.js';
+import type { EgressPolicy } from '../../../egress-policy.js';
+import { EgressProxy, type EgressLogEntry } from '../../egress/proxy.js';
+import { openPacketLog, type PacketLog } from '../../egress/packet-log.js';
+import { NetworkConflict, type DockerEngine } from '../engine/index.js';
+import { LABEL } from '../labels.js';
 
 export const PROXY_PORT = 3128;
 /** Where per-sandbox /29 subnets are taken from (not Docker's default pools, so those never run out). */
@@ -119,7 +119,7 @@ export async function openEgress(
     if (taken.some((range) => overlaps(range, [subnet, 0xfffffff8]))) continue;
     const bridge = `${BRIDGE_PREFIX}${randomBytes(6).toString('hex')}`;
     try {
-      const id = await engine.createNetwork({
+      const id = await engine.networks.create({
         name: `${name}-${bridge}`,
         labels: networkLabels,
         subnet: `${intToV4(subnet)}/29`,
@@ -156,7 +156,7 @@ export async function openEgress(
     await packets?.close().catch(() => undefined);
     await proxy.close().catch(() => undefined);
     await closeHole(hole).catch(() => undefined);
-    await engine.removeNetwork(networkId).catch(() => undefined);
+    await engine.networks.remove(networkId).catch(() => undefined);
     throw error;
   }
   const url = proxy.url;
@@ -188,7 +188,7 @@ export async function openEgress(
       await proxy.close().catch(() => undefined);
       await log.close().catch(() => undefined);
       await closeHole(hole);
-      if (!options.keepNetwork) await engine.removeNetwork(networkId);
+      if (!options.keepNetwork) await engine.networks.remove(networkId);
     },
   };
 }

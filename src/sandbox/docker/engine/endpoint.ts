@@ -1,7 +1,7 @@
 /**
  * Where a Docker engine is and how to reach it, by the names users already have: a URL
  * (`unix://`, `tcp://` with TLS, `ssh://user@host`) or a docker context. Parsing and context
- * resolution only; `engine.ts` turns an endpoint into a client. Credentials (TLS keys, ssh
+ * resolution only; `connection.ts` turns an endpoint into a client. Credentials (TLS keys, ssh
  * keys) are read here into host memory and go nowhere but the connection to that engine.
  *
  * Trust: the harness drives an engine with full control over it, so it must know it talks
@@ -15,7 +15,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { homedir, userInfo } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { z } from 'zod';
-import { ConfigError } from '../../errors.js';
+import { ConfigError } from '../../../errors.js';
 import { knownHostKeys, type KnownHostKey } from './known-hosts.js';
 
 export interface TlsMaterial {

@@ -1,0 +1,188 @@
+/**
+ * One Docker-API engine (dockerd, or Podman's API service), split by resource the way
+ * testcontainers splits its runtime client: `containers`, `exec`, `images` and `networks`,
+ * each a small client of its own; the engine itself only answers whether it is there
+ * (`ping`), what it is (`info`) and what it stores (`storageUsage`). This folder is the only
+ * one that imports dockerode; nothing it returns is a dockerode object.
+ */
+import type Docker from 'dockerode';
+import type { EngineStorageUsage } from '../../types.js';
+import { connect } from './connection.js';
+import { EngineContainers } from './containers.js';
+import { translateDaemonError } from './daemon-errors.js';
+import type { EngineEndpoint } from './endpoint.js';
+import { EngineExec } from './exec-sessions.js';
+import { EngineImages } from './image-store.js';
+import { EngineNetworks } from './networks.js';
+
+export interface EngineInfo {
+  serverVersion: string;
+  apiVersion: string;
+  storageDriver: string;
+  cgroupVersion: string;
+  operatingSystem: string;
+  initBinary: string;
+  /** Kernel support the hardening relies on (false: the daemon silently ignores that limit). */
+  memoryLimit: boolean;
+  swapLimit: boolean;
+  pidsLimit: boolean;
+  /** CPUs and memory the engine's machine has (default trial capacity is derived from them). */
+  cpus: number;
+  memoryBytes: number;
+  /** The engine's data root, where images and writable layers live. */
+  dockerRootDir: string;
+  /** The engine's host name and its unique id. */
+  name: string;
+  id: string;
+  /** The OCI runtimes the engine lists by name (`runc`, `runsc`, `crun`, ...), and its default. */
+  runtimes: string[];
+  defaultRuntime: string;
+  /** The program of each runtime, where the engine says (`runsc` -> `/usr/bin/runsc`). */
+  runtimePaths: Record<string, string>;
+  /** `name=...` entries of the engine's security options: `userns` (remapped), `rootless`, `seccomp`. */
+  securityOptions: string[];
+  /** Which engine answers the Docker API: Docker's dockerd, or Podman's API service. */
+  product: 'docker' | 'podman';
+  /** Podman's own version (its API version is the Docker API it emulates). */
+  podmanVersion?: string;
+}
+
+export class DockerEngine {
+  /** Names the engine in messages; undefined for the local default (the environment decides). */
+  readonly where: string | undefined;
+  readonly containers: EngineContainers;
+  readonly exec: EngineExec;
+  readonly images: EngineImages;
+  readonly networks: EngineNetworks;
+  private readonly docker: Docker;
+  private readonly local: boolean;
+
+  /**
+   * Without an endpoint: the local engine, as DOCKER_HOST / DOCKER_TLS_VERIFY /
+   * DOCKER_CERT_PATH say. With one: exactly that engine, whatever the environment says.
+   */
+  constructor(endpoint?: EngineEndpoint) {
+    const connection = connect(endpoint);
+    this.docker = connection.docker;
+    this.where = connection.where;
+    this.local = connection.local;
+    this.containers = new EngineContainers(this.docker, this.where);
+    this.exec = new EngineExec(this.docker, this.where);
+    this.images = new EngineImages(this.docker, this.where);
+    this.networks = new EngineNetworks(this.docker, this.where);
+  }
+
+  /** Whether the engine runs on this machine (its data root can be measured from here). */
+  isLocal(): boolean {
+    return this.local;
+  }
+
+  async ping(timeoutMs = 3000): Promise<void> {
+    try {
+      await Promise.race([
+        this.docker.ping(),
+        new Promise((_, reject) =>
+          setTimeout(
+            () => reject(Object.assign(new Error('timed out'), { code: 'ETIMEDOUT' })),
+            timeoutMs,
+          ).unref(),
+        ),
+      ]);
+    } catch (error) {
+      throw translateDaemonError(error, 'Docker engine check', this.where);
+    }
+  }
+
+  async info(): Promise<EngineInfo> {
+    try {
+      const [info, version] = await Promise.all([this.docker.info(), this.docker.version()]);
+      const i = info as Record<string, unknown>;
+      return {
+        serverVersion: String(version.Version ?? ''),
+        apiVersion: String(version.ApiVersion ?? ''),
+        storageDriver: String(i.Driver ?? ''),
+        cgroupVersion: String(i.CgroupVersion ?? ''),
+        operatingSystem: String(i.OperatingSystem ?? ''),
+        initBinary: String(i.InitBinary ?? ''),
+        memoryLimit: i.MemoryLimit === true,
+        swapLimit: i.SwapLimit === true,
+        pidsLimit: i.PidsLimit === true,
+        cpus: Number(i.NCPU ?? 0),
+        memoryBytes: Number(i.MemTotal ?? 0),
+        dockerRootDir: String(i.DockerRootDir ?? ''),
+        name: String(i.Name ?? ''),
+        id: String(i.ID ?? ''),
+        ...runtimeFacts(i, version as unknown as Record<string, unknown>),
+      };
+    } catch (error) {
+      throw translateDaemonError(error, 'reading Docker engine info', this.where);
+    }
+  }
+
+  /** What the engine stores (`GET /system/df`). It does not say how much disk is free. */
+  async storageUsage(): Promise<EngineStorageUsage> {
+    try {
+      const df = (await this.docker.df()) as {
+        LayersSize?: number;
+        Images?: unknown[] | null;
+        Containers?: Array<{ SizeRw?: number }> | null;
+        Volumes?: unknown[] | null;
+        BuildCache?: Array<{ Size?: number }> | null;
+      };
+      return {
+        layersBytes: Number(df.LayersSize ?? 0),
+        images: (df.Images ?? []).length,
+        containers: (df.Containers ?? []).length,
+        containersBytes: (df.Containers ?? []).reduce((sum, c) => sum + Number(c.SizeRw ?? 0), 0),
+        volumes: (df.Volumes ?? []).length,
+        buildCacheBytes: (df.BuildCache ?? []).reduce((sum, b) => sum + Number(b.Size ?? 0), 0),
+      };
+    } catch (error) {
+      throw translateDaemonError(error, 'reading disk usage', this.where);
+    }
+  }
+}
+
+let shared: DockerEngine | undefined;
+
+/** One engine per process: dockerode keeps an HTTP agent, so reuse it. */
+export function dockerEngine(): DockerEngine {
+  shared ??= new DockerEngine();
+  return shared;
+}
+
+/** The runtimes, security options and product an engine reports (`/info`, `/version`). */
+function runtimeFacts(
+  info: Record<string, unknown>,
+  version: Record<string, unknown>,
+): Pick<
+  EngineInfo,
+  'runtimes' | 'defaultRuntime' | 'runtimePaths' | 'securityOptions' | 'product' | 'podmanVersion'
+> {
+  const listed = (info.Runtimes && typeof info.Runtimes === 'object' ? info.Runtimes : {}) as Record<
+    string,
+    unknown
+  >;
+  const runtimes = Object.keys(listed).sort();
+  const runtimePaths: Record<string, string> = {};
+  for (const [name, entry] of Object.entries(listed)) {
+    const path = (entry as { path?: unknown } | null)?.path;
+    if (typeof path === 'string' && path !== '') runtimePaths[name] = path;
+  }
+  const securityOptions = Array.isArray(info.SecurityOptions)
+    ? info.SecurityOptions.filter((o): o is string => typeof o === 'string')
+    : [];
+  const components = Array.isArray(version.Components) ? (version.Components as unknown[]) : [];
+  const podman = components.find(
+    (c): c is { Name: string; Version?: unknown } =>
+      typeof c === 'object' && c !== null && /podman/i.test(String((c as { Name?: unknown }).Name)),
+  );
+  return {
+    runtimes,
+    defaultRuntime: String(info.DefaultRuntime ?? ''),
+    runtimePaths,
+    securityOptions,
+    product: podman ? 'podman' : 'docker',
+    ...(podman ? { podmanVersion: String(podman.Version ?? '') } : {}),
+  };
+}
