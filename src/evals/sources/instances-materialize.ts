@@ -18,6 +18,7 @@ import { sha256 } from '../../changes/hash.js';
 import type { Instance, InstanceSuite, RepoSpec } from './instances.js';
 import { applyPatch, findLocalRepo, makeWorkingCopy, patchPaths, readPatchedFile } from './working-copy.js';
 import type { Quarantine } from './quarantine.js';
+import { chooseEnvironment, instanceLineEnvironment, type Environment } from './instance-environment.js';
 
 export interface MaterializeOptions {
   /** The eval's out folder; instances go to `<out>/instances/<id>/`. */
@@ -64,6 +65,8 @@ export async function materializeInstances(
       await materializeOne(instance, {
         reposDir,
         spec: specFor(source, instance),
+        suiteEnvironment: source.environment,
+        suiteDir: path.dirname(source.file),
         dir: path.join(options.outDir, 'instances', instance.instance_id),
         visible,
         oracle: options.oracle === true,
@@ -110,6 +113,9 @@ function specFor(source: InstanceSuite, instance: Instance): RepoSpec {
 interface OneOptions {
   reposDir: string;
   spec: RepoSpec;
+  suiteEnvironment: Environment | undefined;
+  /** Where the suite's paths (a Dockerfile) are relative to. */
+  suiteDir: string;
   dir: string;
   visible: boolean;
   oracle: boolean;
@@ -136,6 +142,16 @@ async function materializeOne(instance: Instance, o: OneOptions): Promise<SuiteT
   // The gold change is computed before the tests go in: it is a change of the base commit.
   const gold = o.oracle ? await goldChange(repoDir, instance) : undefined;
   await applyPatch(repoDir, instance.test_patch, `test_patch of ${id}`);
+  const environment = await chooseEnvironment(
+    [
+      { env: instanceLineEnvironment(instance), from: `instance ${id}`, base: o.suiteDir },
+      { env: o.spec, from: `repoSpecs of ${instance.repo}`, base: o.suiteDir },
+      { env: o.suiteEnvironment, from: 'the instance suite', base: o.suiteDir },
+    ],
+    repoDir,
+    o.dir,
+  );
+  o.onLine?.(`  environment: ${describeEnvironment(environment.sandbox)} (${environment.from})`);
 
   const heldOut = o.visible ? [] : testFiles.map(literalGlob);
   const catalog = {
@@ -150,14 +166,14 @@ async function materializeOne(instance: Instance, o: OneOptions): Promise<SuiteT
       ...(o.spec.maxTurns !== undefined ? { maxTurns: o.spec.maxTurns } : {}),
       heldOutTests: heldOut,
       testReport: {
-        format: 'junit',
-        path: o.spec.testReport,
+        ...(o.spec.testLog ? { format: o.spec.testLog } : { format: 'junit', path: o.spec.testReport }),
         failToPass: instance.FAIL_TO_PASS,
         passToPass: instance.PASS_TO_PASS,
         quarantined: [...o.quarantined],
       },
     },
     sandbox: {
+      ...environment.sandbox,
       ...(o.spec.testSec !== undefined ? { timeouts: { testSec: o.spec.testSec } } : {}),
       ...(o.spec.egress ? { egress: o.spec.egress } : {}),
     },
@@ -180,6 +196,13 @@ async function materializeOne(instance: Instance, o: OneOptions): Promise<SuiteT
     if (existsSync(recorded)) task.cassettes = [recorded];
   }
   return task;
+}
+
+function describeEnvironment(sandbox: { image?: string; baseImage?: string; dockerfile?: string }): string {
+  if (sandbox.image) return `the image ${sandbox.image}, as it is`;
+  if (sandbox.baseImage) return `built on ${sandbox.baseImage}`;
+  if (sandbox.dockerfile) return 'built with its Dockerfile';
+  return "built on the harness's default base";
 }
 
 interface GoldFile {
