@@ -22,6 +22,7 @@ import {
   type PythonInstanceRepos,
 } from '../../../helpers/instance-repos.js';
 import type { Suite } from '../../../../src/evals/suite.js';
+import type { EvalSummary } from '../../../../src/evals/summary.js';
 import { result } from '../helpers.js';
 
 function problems(text: string): string[] {
@@ -244,7 +245,47 @@ describe('oracle findings', () => {
       result({ taskId: 'b', trial: 1 }, 'tests-failed', { tests: tests('unresolved', ['boundary']) }),
       result({ taskId: 'c', trial: 0 }, 'infrastructure'),
     ]);
-    expect(findings).toEqual({ goldFails: ['b'], flakyInstances: ['a'], flakyTests: { a: ['clock'] } });
+    expect(findings).toEqual({
+      goldFails: ['b'],
+      goldErrors: {},
+      flakyInstances: ['a'],
+      flakyTests: { a: ['clock'] },
+    });
+  });
+
+  it('a gold patch that never ran is an error with its reason, not a gold patch that does not resolve', () => {
+    const findings = oracleFindings([
+      result({ taskId: 'py', trial: 0 }, 'error', { error: '`python` was not found (exit 127)' }),
+      result({ taskId: 'py', trial: 1 }, 'error', { error: '`python` was not found (exit 127)' }),
+      result({ taskId: 'log', trial: 0 }, 'tests-failed', {
+        tests: {
+          ...tests('unresolved', []),
+          verdict: 'no-report',
+          refused: 'the pytest output refused: no result line',
+        },
+      }),
+      result({ taskId: 'b', trial: 0 }, 'tests-failed', { tests: tests('unresolved', ['boundary']) }),
+    ]);
+    expect(findings.goldFails).toEqual(['b']);
+    expect(findings.goldErrors).toEqual({
+      py: '`python` was not found (exit 127)',
+      log: 'the pytest output refused: no result line',
+    });
+    // Every table and line says it: an error, and why; never "does not resolve".
+    const summary = {
+      instances: {
+        oracle: true,
+        goldFails: [],
+        goldErrors: { py: findings.goldErrors.py! },
+        quarantined: {},
+      },
+    } as unknown as EvalSummary;
+    const text = JSON.stringify([
+      instancesSource.section!.report!(summary),
+      instancesSource.section!.lines!(summary, {}),
+    ]);
+    expect(text).toContain('error, the gold patch never ran: `python` was not found (exit 127)');
+    expect(text).not.toMatch(/does not resolve|every gold patch resolved/);
   });
 });
 
