@@ -23,6 +23,7 @@ import { fixTrialRunner } from './fix-trial.js';
 import type { ProgressReporter } from './eval-progress.js';
 import { writeReports } from './report.js';
 import { runEval, type EvalRun } from './runner.js';
+import { refusingRunner, taskRefusal, type Refusals } from './task-refusals.js';
 import type { TrialPlacement } from './trial-placement.js';
 import { checkSourceFlags, recogniseSource, sourceInput } from './sources/index.js';
 import type { MadeSuite, SourceFlags } from './sources/task-source.js';
@@ -115,7 +116,9 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
   const previous = options.compare
     ? await readPreviousSummary(options.compare.file, options.compare.displayPath)
     : undefined;
-  const tasks = await loadTasks(suite, options.cwd);
+  // A task whose repo, catalog or image is refused is that task's error; every other task runs.
+  const refused: Refusals = new Map();
+  const tasks = await loadTasks(suite, options.cwd, refused);
 
   await mkdir(outDir, { recursive: true });
   // One baseline per (image, catalog, test command) for the whole eval, not one per trial.
@@ -125,18 +128,22 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
     : undefined;
   const trialDeps = engines
     ? engines.deps
-    : await prepareLocal(options, tasks, { outDir, baselines, say, provider: deps.provider });
+    : await prepareLocal(options, tasks, { outDir, baselines, say, provider: deps.provider, refused });
+  for (const [id, reason] of refused) say(`task ${id} is refused, its trials are errors: ${reason}`);
 
   const reporter = deps.progress?.();
-  const runner = fixTrialRunner({
-    outDir,
-    keep: options.keep ?? suite.defaults.keep,
-    deps: trialDeps,
-    ...(options.runtime ? { runtime: options.runtime } : {}),
-    env: options.env,
-    ...(options.costLimitUsd !== undefined ? { costLimitUsd: options.costLimitUsd } : {}),
-    events: trialEvents(join(outDir, 'events.jsonl')),
-  });
+  const runner = refusingRunner(
+    refused,
+    fixTrialRunner({
+      outDir,
+      keep: options.keep ?? suite.defaults.keep,
+      deps: trialDeps,
+      ...(options.runtime ? { runtime: options.runtime } : {}),
+      env: options.env,
+      ...(options.costLimitUsd !== undefined ? { costLimitUsd: options.costLimitUsd } : {}),
+      events: trialEvents(join(outDir, 'events.jsonl')),
+    }),
+  );
   let run: EvalRun;
   try {
     run = await runEval({
@@ -189,11 +196,27 @@ async function loadSource(
   return { made: await opened.make({ outDir, say }), outDir };
 }
 
-/** Step 2: every catalog, checked before the first trial: a typo must not look like failed trials. */
-async function loadTasks(suite: Suite, cwd: string): Promise<EvalTask[]> {
+/**
+ * Step 2: every catalog, checked before the first trial: a typo must not look like failed
+ * trials, so a task whose catalog (or, from its source, repo) is refused is that task's `error`
+ * with the reason, and the others run.
+ */
+async function loadTasks(suite: Suite, cwd: string, refused: Refusals): Promise<EvalTask[]> {
   const tasks: EvalTask[] = [];
   for (const task of suite.tasks) {
-    const catalog = await loadCatalog(task.catalog, { cwd });
+    if (task.refused !== undefined) {
+      refused.set(task.id, task.refused);
+      continue;
+    }
+    let catalog;
+    try {
+      catalog = await loadCatalog(task.catalog, { cwd });
+    } catch (error) {
+      const reason = taskRefusal(error);
+      if (reason === undefined) throw error;
+      refused.set(task.id, reason);
+      continue;
+    }
     tasks.push({
       id: task.id,
       catalog,
@@ -214,7 +237,7 @@ interface PrepareContext {
 async function prepareLocal(
   options: SuiteOptions,
   tasks: readonly EvalTask[],
-  context: PrepareContext & { provider: SuiteDeps['provider'] },
+  context: PrepareContext & { provider: SuiteDeps['provider']; refused: Refusals },
 ): Promise<FixDeps> {
   const provider = await (context.provider ?? (() => sandboxProvider()))();
   const local = reuseImages(fixDeps(provider, { baselines: context.baselines }));
@@ -225,13 +248,19 @@ async function prepareLocal(
   // Build (or find) each task's image once, before trials race to build the same one.
   context.say(`preparing sandbox images for ${tasks.length} task(s) ...`);
   for (const task of tasks) {
-    await local.image({
-      repoDir: task.repoDir,
-      ...catalogImageOptions(task.catalog, task.buildLimitFrom),
-      rebuild: false,
-      logFile: join(context.outDir, `image-${task.id}.log`),
-      onProgress: () => undefined,
-    });
+    try {
+      await local.image({
+        repoDir: task.repoDir,
+        ...catalogImageOptions(task.catalog, task.buildLimitFrom),
+        rebuild: false,
+        logFile: join(context.outDir, `image-${task.id}.log`),
+        onProgress: () => undefined,
+      });
+    } catch (error) {
+      const reason = taskRefusal(error, { image: true });
+      if (reason === undefined) throw error;
+      context.refused.set(task.id, reason);
+    }
   }
   return local;
 }

@@ -18,6 +18,7 @@ import { sha256 } from '../../changes/hash.js';
 import type { Instance, InstanceSuite, RepoSpec } from './instances.js';
 import { applyPatch, findLocalRepo, makeWorkingCopy, patchPaths, readPatchedFile } from './working-copy.js';
 import type { Quarantine } from './quarantine.js';
+import { taskRefusal } from '../task-refusals.js';
 import { chooseEnvironment, instanceLineEnvironment, type Environment } from './instance-environment.js';
 
 export interface MaterializeOptions {
@@ -56,26 +57,44 @@ export async function materializeInstances(
         source.instances.instances.some((i) => i.instance_id === id),
       );
   const tasks: SuiteTask[] = [];
+  const refusals: unknown[] = [];
   for (const instance of source.instances.instances) {
     if (goldFails.includes(instance.instance_id)) continue;
     options.onLine?.(
       `preparing instance ${instance.instance_id} (${instance.repo}@${instance.base_commit.slice(0, 12)})`,
     );
-    tasks.push(
-      await materializeOne(instance, {
-        reposDir,
-        spec: specFor(source, instance),
-        suiteEnvironment: source.environment,
-        suiteDir: path.dirname(source.file),
-        dir: path.join(options.outDir, 'instances', instance.instance_id),
-        visible,
-        oracle: options.oracle === true,
-        quarantined: quarantine?.tests[instance.instance_id] ?? [],
-        ...(options.onLine ? { onLine: options.onLine } : {}),
-        ...(source.cassettes ? { cassettes: source.cassettes } : {}),
-      }),
-    );
+    const dir = path.join(options.outDir, 'instances', instance.instance_id);
+    try {
+      tasks.push(
+        await materializeOne(instance, {
+          reposDir,
+          spec: specFor(source, instance),
+          suiteEnvironment: source.environment,
+          suiteDir: path.dirname(source.file),
+          dir,
+          visible,
+          oracle: options.oracle === true,
+          quarantined: quarantine?.tests[instance.instance_id] ?? [],
+          ...(options.onLine ? { onLine: options.onLine } : {}),
+          ...(source.cassettes ? { cassettes: source.cassettes } : {}),
+        }),
+      );
+    } catch (error) {
+      // One instance's repo, commit or patch is that instance's error; the others run.
+      const reason = taskRefusal(error);
+      if (reason === undefined) throw error;
+      refusals.push(error);
+      options.onLine?.(`  refused: ${reason}`);
+      tasks.push({
+        id: instance.instance_id,
+        catalog: path.join(dir, 'catalog.yaml'),
+        ticket: path.join(dir, 'ticket.md'),
+        refused: reason,
+      });
+    }
   }
+  // Nothing to run at all: the one reason is the eval's.
+  if (tasks.length > 0 && tasks.every((t) => t.refused !== undefined)) throw refusals[0];
   if (tasks.length === 0)
     throw new ConfigError('every instance is left out (its gold patch fails, says the quarantine file)');
   const flags = JSON.stringify({ visible, oracle: options.oracle === true, quarantine: quarantine ?? null });

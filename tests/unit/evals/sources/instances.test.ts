@@ -372,3 +372,32 @@ describe('each instance on its own environment', () => {
     ]);
   });
 });
+
+describe('one instance refused, the rest made', () => {
+  it("an instance whose clone is missing is that instance's error; the others are made", async () => {
+    const root = await mkdtemp(join(tmpdir(), 'sandbox-harness-instance-refused-'));
+    try {
+      const repos = await makePythonInstanceRepos(root);
+      const absent = {
+        ...repos.scales,
+        instance_id: 'acme__gone-1',
+        repo: 'acme/gone',
+        test_command: 'true',
+      };
+      await writeFile(join(root, 'set.jsonl'), jsonl([absent, repos.units]));
+      await writeFile(
+        join(root, 'suite.yaml'),
+        `name: some\ninstances: set.jsonl\nrepos: clones\nrepoSpecs: ${JSON.stringify(PYTHON_REPO_SPECS)}\n`,
+      );
+      const { suite } = await materializeInstances(await loadInstanceSuite(join(root, 'suite.yaml')), {
+        outDir: join(root, 'out'),
+      });
+      expect(suite.tasks.map((t) => [t.id, t.refused])).toEqual([
+        ['acme__gone-1', expect.stringMatching(/^no local clone of acme\/gone in .*\(hint: /)],
+        ['acme__units-1', undefined],
+      ]);
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
