@@ -23,7 +23,7 @@ import { fixTrialRunner } from './fix-trial.js';
 import type { ProgressReporter } from './eval-progress.js';
 import { writeReports } from './report.js';
 import { runEval, type EvalRun } from './runner.js';
-import { refusingRunner, taskRefusal, type Refusals } from './task-refusals.js';
+import { assertSomethingRuns, refusingRunner, taskRefusal, type Refusals } from './task-refusals.js';
 import type { TrialPlacement } from './trial-placement.js';
 import { checkSourceFlags, recogniseSource, sourceInput } from './sources/index.js';
 import type { MadeSuite, SourceFlags } from './sources/task-source.js';
@@ -119,6 +119,7 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
   // A task whose repo, catalog or image is refused is that task's error; every other task runs.
   const refused: Refusals = new Map();
   const tasks = await loadTasks(suite, options.cwd, refused);
+  assertSomethingRuns(refused, suite.tasks.length);
 
   await mkdir(outDir, { recursive: true });
   // One baseline per (image, catalog, test command) for the whole eval, not one per trial.
@@ -129,7 +130,8 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
   const trialDeps = engines
     ? engines.deps
     : await prepareLocal(options, tasks, { outDir, baselines, say, provider: deps.provider, refused });
-  for (const [id, reason] of refused) say(`task ${id} is refused, its trials are errors: ${reason}`);
+  assertSomethingRuns(refused, suite.tasks.length);
+  for (const [id, { reason }] of refused) say(`task ${id} is refused, its trials are errors: ${reason}`);
 
   const reporter = deps.progress?.();
   const runner = refusingRunner(
@@ -205,7 +207,7 @@ async function loadTasks(suite: Suite, cwd: string, refused: Refusals): Promise<
   const tasks: EvalTask[] = [];
   for (const task of suite.tasks) {
     if (task.refused !== undefined) {
-      refused.set(task.id, task.refused);
+      refused.set(task.id, { reason: task.refused });
       continue;
     }
     let catalog;
@@ -214,7 +216,7 @@ async function loadTasks(suite: Suite, cwd: string, refused: Refusals): Promise<
     } catch (error) {
       const reason = taskRefusal(error);
       if (reason === undefined) throw error;
-      refused.set(task.id, reason);
+      refused.set(task.id, { reason, error });
       continue;
     }
     tasks.push({
@@ -259,7 +261,7 @@ async function prepareLocal(
     } catch (error) {
       const reason = taskRefusal(error, { image: true });
       if (reason === undefined) throw error;
-      context.refused.set(task.id, reason);
+      context.refused.set(task.id, { reason, error });
     }
   }
   return local;

@@ -5,11 +5,22 @@
  * says nothing about a task (an engine that does not answer, Ctrl-C, a harness bug) still
  * stops the eval.
  */
-import { HarnessError, ImageError } from '../errors.js';
+import { ConfigError, HarnessError, ImageError } from '../errors.js';
 import type { TrialResult, TrialRunner } from './types.js';
 
-/** Task id to the reason its trials are errors. */
-export type Refusals = Map<string, string>;
+/** Task id to the reason its trials are errors (and the error, when one was thrown here). */
+export type Refusals = Map<string, { reason: string; error?: unknown }>;
+
+/**
+ * When every task of the suite is refused there is nothing to run: the first refusal is the
+ * eval's own error, as it was before one task's refusal stopped being everyone's.
+ */
+export function assertSomethingRuns(refused: Refusals, tasks: number): void {
+  if (tasks === 0 || refused.size < tasks) return;
+  const first = [...refused.values()].find((r) => r.error !== undefined);
+  if (first) throw first.error;
+  throw new ConfigError(`every task is refused: ${[...refused.values()].map((r) => r.reason).join('; ')}`);
+}
 
 /**
  * The reason `error` refuses one task (its message, and its hint), or undefined when it is not
@@ -26,7 +37,7 @@ export function taskRefusal(error: unknown, options: { image?: boolean } = {}): 
 /** The runner, except that a refused task's trial is an `error` with its reason, run nowhere. */
 export function refusingRunner(refused: Refusals, runner: TrialRunner): TrialRunner {
   return async (spec, context) => {
-    const reason = refused.get(spec.taskId);
+    const reason = refused.get(spec.taskId)?.reason;
     if (reason === undefined) return runner(spec, context);
     const now = new Date().toISOString();
     return {

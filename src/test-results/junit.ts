@@ -10,8 +10,7 @@
  * so one is refused before the parser sees it (billion laughs, external entities).
  */
 import { XMLParser } from 'fast-xml-parser';
-import type { TestStatus } from '../outcomes.js';
-import type { LogFormat } from './test-log.js';
+import type { TestLogFormat, TestStatus } from '../outcomes.js';
 
 export interface TestCaseResult {
   /** Stable: `file > suite > ... > name` (the parts that exist). */
@@ -29,7 +28,7 @@ export interface TestCaseResult {
 
 export interface TestReport {
   /** `junit`, or the runner whose console output it was read from (`test-log.ts`). */
-  format: 'junit' | LogFormat;
+  format: 'junit' | TestLogFormat;
   tests: TestCaseResult[];
   counts: { passed: number; failed: number; skipped: number };
 }

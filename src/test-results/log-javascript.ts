@@ -13,7 +13,7 @@
  * - mocha's spec reporter: suite titles by indentation, `✔ name (5ms)`, `1) name`, `- name`,
  *   read up to its `N passing` summary. Ids are `suite > name`, and the bare title.
  */
-import type { LogEntry } from './test-log.js';
+import type { LogEntry } from './log-entry.js';
 
 /** A name without the runner's duration (` 12ms`, ` (3 ms)`), and with it when a title ends like one. */
 function titles(text: string, duration: RegExp): string[] {

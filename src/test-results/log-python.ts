@@ -15,7 +15,7 @@
  *   name every failure again. Each test answers to both forms of its name, to
  *   `pkg.mod.Class.test_x`, and to its docstring line (SWE-bench's Django ids use it).
  */
-import type { LogEntry } from './test-log.js';
+import type { LogEntry } from './log-entry.js';
 
 const PYTEST_STATUSES: Readonly<Record<string, LogEntry['status']>> = {
   PASSED: 'passed',

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { BuildRefused, ConfigError, ImageError, SandboxUnavailable } from '../../../src/errors.js';
-import { refusingRunner, taskRefusal } from '../../../src/evals/task-refusals.js';
+import { assertSomethingRuns, refusingRunner, taskRefusal } from '../../../src/evals/task-refusals.js';
 import type { TrialRunner } from '../../../src/evals/types.js';
 import { result } from './helpers.js';
 
@@ -26,7 +26,10 @@ describe('one task refused, the rest run', () => {
       ran.push(spec.taskId);
       return result(spec, 'ready-for-review');
     };
-    const runner = refusingRunner(new Map([['bad', 'the image acme/env:1 does not exist']]), inner);
+    const runner = refusingRunner(
+      new Map([['bad', { reason: 'the image acme/env:1 does not exist' }]]),
+      inner,
+    );
     const context: Parameters<TrialRunner>[1] = { engine: 'local', signal: new AbortController().signal };
     const spec = (taskId: string) => ({ taskId, trial: 0, catalog: 'c', ticket: 't' });
     expect(await runner(spec('bad'), context)).toMatchObject({
@@ -37,5 +40,20 @@ describe('one task refused, the rest run', () => {
     });
     expect((await runner(spec('good'), context)).category).toBe('ready-for-review');
     expect(ran).toEqual(['good']);
+  });
+});
+
+describe('a suite with every task refused', () => {
+  it('is the first refusal, thrown: nothing is left to run', () => {
+    const first = new ConfigError('no local clone of acme/a');
+    const refused = new Map([
+      ['a', { reason: 'no local clone of acme/a', error: first }],
+      ['b', { reason: 'catalog broken' }],
+    ]);
+    expect(() => assertSomethingRuns(refused, 3)).not.toThrow();
+    expect(() => assertSomethingRuns(refused, 2)).toThrow(first);
+    expect(() => assertSomethingRuns(new Map([['b', { reason: 'catalog broken' }]]), 1)).toThrow(
+      /every task is refused: catalog broken/,
+    );
   });
 });
