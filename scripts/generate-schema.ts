@@ -1,19 +1,20 @@
 /**
- * Writes catalog/schema.json from the zod catalog schema, and the README's generated
- * references (catalog keys, tool inputs) between their markers (`npm run schema`).
- * `--check` exits 1 instead of writing when either is out of date.
+ * Writes catalog/schema.json from the zod catalog schema, and the generated parts of the docs
+ * (catalog keys, tool inputs, every command's --help) between their markers (`npm run schema`).
+ * `--check` exits 1 instead of writing when any of them is out of date.
  */
 import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CATALOG_SCHEMA_FILE, catalogJsonSchemaText } from '../src/catalog/json-schema.js';
-import { readmeWithReferences } from './readme-reference.js';
+import { GENERATED_BLOCKS, withGeneratedBlocks } from './docs-reference.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const outputs: Array<{ file: string; text: string }> = [
   { file: CATALOG_SCHEMA_FILE, text: catalogJsonSchemaText() },
-  { file: 'README.md', text: readmeWithReferences(await readFile(path.join(root, 'README.md'), 'utf8')) },
 ];
+for (const file of new Set(GENERATED_BLOCKS.map((b) => b.file)))
+  outputs.push({ file, text: withGeneratedBlocks(file, await readFile(path.join(root, file), 'utf8')) });
 
 if (process.argv.includes('--check')) {
   let stale = false;

@@ -59,7 +59,7 @@ fi
 wait "$node_base"
 if [ -n "$python_base" ]; then wait "$python_base"; fi
 
-# Stronger isolation (README "Stronger isolation"): the conformance suite also runs under
+# Stronger isolation (docs/isolation.md): the conformance suite also runs under
 # gVisor on this engine and against rootful Podman. runsc is registered in daemon.json by the
 # CLI (merged, reload by SIGHUP only when something changed; running containers keep running).
 # Podman's API service gets its own socket and runs its containers under runc: its default
@@ -101,7 +101,7 @@ if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
     fi
   done
 else
-  echo "setup: not Debian as root; the runsc, Podman and userns-remap conformance runs need runsc registered, a Podman API service and a dockremap user with subordinate ids (README \"Stronger isolation\")" >&2
+  echo "setup: not Debian as root; the runsc, Podman and userns-remap conformance runs need runsc registered, a Podman API service and a dockremap user with subordinate ids (docs/isolation.md)" >&2
 fi
 
 # The viewer's browser tests drive Debian's Chromium through playwright-core, which

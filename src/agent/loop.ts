@@ -75,7 +75,7 @@ export interface AgentLoopOptions {
   /** Attached to every event, for logs that span attempts. */
   attempt?: number;
   /** Lets the `delegate` tool start sub-agents; without it, `delegate` answers that it is unavailable. */
-  subAgent?: SubAgentOptions;
+  subAgent?: SubAgentOptions | undefined;
   /**
    * Called as a tool call starts (the progress line shows `running: <command>` during a long
    * command). Not an event: events carry facts about calls, never their inputs.

@@ -29,10 +29,10 @@ How you work:
 export interface PromptRule {
   name: string;
   value: string | number | boolean;
-  unit?: string;
+  unit?: string | undefined;
   /** Where the rule comes from (a policy document, a contract, a person). */
-  source?: string;
-  description?: string;
+  source?: string | undefined;
+  description?: string | undefined;
 }
 
 export interface SystemPromptInput {

@@ -1,7 +1,7 @@
 /**
  * Reference tables generated from JSON Schemas (themselves generated from the zod schemas):
  * every catalog key and every tool input, with type, default and description, as Markdown
- * for the README. `npm run schema` rewrites the README's marked blocks; a unit test fails
+ * for docs/catalog.md and docs/tools.md. `npm run schema` rewrites their marked blocks; a unit test fails
  * when they drift, so the reference cannot disagree with what is validated.
  */
 import { catalogJsonSchema } from './json-schema.js';

@@ -29,7 +29,12 @@ import { GitignoreMatcher, loadGitignores, parseGitignoreLine, type LoadedGitign
 
 /** The catalog's `agent.ignoreChanges`, in either of its forms. */
 export type IgnoreChangesSetting =
-  readonly string[] | { add?: readonly string[]; disable?: readonly string[]; gitignore?: boolean };
+  | readonly string[]
+  | {
+      add?: readonly string[] | undefined;
+      disable?: readonly string[] | undefined;
+      gitignore?: boolean | undefined;
+    };
 
 export interface IgnoreSettings {
   /** More globs (picomatch, repo-relative). */

@@ -126,8 +126,8 @@ export function notScoredReason(r: TrialResult): string {
 
 export interface ProgressStream {
   write(chunk: string): unknown;
-  isTTY?: boolean;
-  columns?: number;
+  isTTY?: boolean | undefined;
+  columns?: number | undefined;
 }
 
 export interface ProgressReporter {

@@ -32,7 +32,7 @@ export interface FixTrialOptions {
   /** The OCI runtime of every trial (`--runtime`); default each catalog's `sandbox.runtime`. */
   runtime?: string;
   /** Every event of every trial, tagged with its task and trial (for timing and overlap checks). */
-  events?: (spec: TrialSpec) => EventSink | undefined;
+  events?: ((spec: TrialSpec) => EventSink | undefined) | undefined;
   /** Each trial stops once its model calls cost this many US dollars (`eval --cost-limit`). */
   costLimitUsd?: number;
 }

@@ -148,7 +148,7 @@ export function overallTable(summary: EvalSummary): Table {
   };
 }
 
-/** The one rule for trials the harness could not score; the README states the same words. */
+/** The one rule for trials the harness could not score; docs/evals.md states the same words. */
 export const NOT_SCORED_RULE =
   'A trial that ends `error` (the harness or the task configuration failed, e.g. a cassette ran out), ' +
   '`infrastructure` (the engine or the model API was unavailable) or `interrupted` says nothing about the agent: ' +

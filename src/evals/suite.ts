@@ -16,7 +16,7 @@ export interface SuiteDefaults {
   model?: string;
   n: number;
   concurrency: number;
-  timeouts: { trialSec?: number };
+  timeouts: { trialSec?: number | undefined };
   keep: KeepPolicy;
 }
 

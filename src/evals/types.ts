@@ -49,38 +49,38 @@ export interface TrialResult {
   startedAt: string;
   /** ISO 8601. */
   finishedAt: string;
-  runId?: string;
-  imageId?: string;
-  catalogHash?: string;
-  provider?: string;
-  model?: string;
-  containerIds?: string[];
-  error?: string;
-  attemptsUsed?: number;
+  runId?: string | undefined;
+  imageId?: string | undefined;
+  catalogHash?: string | undefined;
+  provider?: string | undefined;
+  model?: string | undefined;
+  containerIds?: string[] | undefined;
+  error?: string | undefined;
+  attemptsUsed?: number | undefined;
   /** The first try hit an infrastructure failure and this is the result of the one retry. */
-  infraRetried?: boolean;
+  infraRetried?: boolean | undefined;
   /** Where and how the first try failed, when this is the result of the retry. */
-  firstTry?: FirstTry;
+  firstTry?: FirstTry | undefined;
   /** The engine the trial ran on (a fleet's engine name; `local` otherwise). */
-  engine?: string;
+  engine?: string | undefined;
   /** The OCI runtime its sandboxes ran under (`runc`, `runsc`, ...). */
-  runtime?: string;
+  runtime?: string | undefined;
   /** Some attempt's change passed the tests in verification (whatever the checker said). */
-  verified?: boolean;
+  verified?: boolean | undefined;
   /** With review on: whether the checker approved (its last review). */
-  approved?: boolean;
+  approved?: boolean | undefined;
   /** What the trial's model calls cost in US dollars, from the price table. */
-  costUsd?: number;
+  costUsd?: number | undefined;
   /** Models of the trial that had no price (their calls counted as 0). */
-  unpriced?: string[];
+  unpriced?: string[] | undefined;
   /** Per-test results of the last verification that had a test report (catalog `agent.testReport`). */
-  tests?: TrialTests;
+  tests?: TrialTests | undefined;
   /** The recorded run this trial started from (suite task `seedRun`): its id and attempts. */
-  seededFrom?: { runId: string; attempts: number };
+  seededFrom?: { runId: string; attempts: number } | undefined;
   /** With catalog `agent.reward` (Harbor tasks): the last verification's score. */
-  score?: number;
+  score?: number | undefined;
   /** Its named values (reward.json), or why no score could be read. */
-  reward?: { values?: Record<string, number>; refused?: string };
+  reward?: { values?: Record<string, number> | undefined; refused?: string | undefined } | undefined;
 }
 
 /** What a trial's test report said (see `attempts/<n>/test-results.json` of its run for every test). */
@@ -89,25 +89,25 @@ export interface TrialTests {
   failed: number;
   skipped: number;
   /** Why the report was not believed (then the counts are 0). */
-  refused?: string;
+  refused?: string | undefined;
   /** With named tests: the SWE-bench verdict, next to the test command's exit code. */
-  verdict?: TestVerdict;
+  verdict?: TestVerdict | undefined;
   exitCode: number;
   /** Named tests that did not pass, else failed tests of the report; the first 20. */
   failing: string[];
   /** Named tests left out as quarantined. */
-  quarantined?: string[];
+  quarantined?: string[] | undefined;
 }
 
 export const MAX_FAILING_RECORDED = 20;
 
 /** The first try of a retried trial: the infrastructure failure that made the retry. */
 export interface FirstTry {
-  engine?: string;
+  engine?: string | undefined;
   category: TrialCategory;
   durationMs: number;
-  error?: string;
-  runId?: string;
+  error?: string | undefined;
+  runId?: string | undefined;
 }
 
 export interface TrialContext {

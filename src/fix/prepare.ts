@@ -81,7 +81,7 @@ export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepa
     ? costs.meter(await make({ ...maker, role: 'delegate' }), 'delegate')
     : undefined;
   // The checker may be another provider or model; by default it is the maker's, in a fresh context.
-  const review: { provider?: string; model?: string } | undefined =
+  const review: { provider?: string | undefined; model?: string | undefined } | undefined =
     catalog.catalog.agent.review ?? (options.review ? {} : undefined);
   const checkerName = review?.provider ?? choice.name;
   const checkerModel = review?.model ?? (checkerName === choice.name ? choice.model : undefined);

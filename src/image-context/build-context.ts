@@ -220,8 +220,8 @@ export function computeContentHash(input: {
   dockerfileBytes: Buffer;
   snapshot: ContextSnapshot;
   directories: string[];
-  buildArgs?: Record<string, string>;
-  hashInputs?: Record<string, string>;
+  buildArgs?: Record<string, string> | undefined;
+  hashInputs?: Record<string, string> | undefined;
 }): string {
   const hash = createHash('sha256');
   // NUL cannot occur in paths, hex or environment values, so fields cannot run together.
@@ -438,7 +438,7 @@ export async function scanBuildContext(options: BuildContextOptions): Promise<Bu
             ...header,
             name: file.rel,
             type: 'symlink',
-            linkname: file.entry.linkTarget,
+            linkname: file.entry.linkTarget ?? '', // every symlink entry is made with its target
             mode: 0o777,
           });
           continue;

@@ -31,11 +31,11 @@ function envValue(env: Env, name: string): string | undefined {
 const NAMES_TEXT = PROVIDER_NAMES.join(', ');
 
 export interface ChooseProviderInput {
-  flagProvider?: string;
-  flagModel?: string;
+  flagProvider?: string | undefined;
+  flagModel?: string | undefined;
   env: Env;
-  catalogProvider?: string;
-  catalogModel?: string;
+  catalogProvider?: string | undefined;
+  catalogModel?: string | undefined;
 }
 
 export interface ProviderChoice {

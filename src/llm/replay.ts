@@ -192,7 +192,7 @@ export async function loadCassette(file: string): Promise<Cassette> {
 }
 
 /** Every role's queue, whatever the version: a version-1 cassette is the `main` queue alone. */
-export function cassetteTapes(cassette: Cassette): Partial<Record<ModelRole, RoleTape>> {
+export function cassetteTapes(cassette: Cassette): { [R in ModelRole]?: RoleTape | undefined } {
   return cassette.version === 1 ? { main: { turns: cassette.turns } } : cassette.roles;
 }
 
@@ -201,7 +201,7 @@ export function cassetteTapes(cassette: Cassette): Partial<Record<ModelRole, Rol
  * same file shares one player, so that each role takes its own turns in order.
  */
 export class CassettePlayer {
-  private readonly tapes: Partial<Record<ModelRole, RoleTape>>;
+  private readonly tapes: { [R in ModelRole]?: RoleTape | undefined };
   private readonly positions = new Map<ModelRole, number>();
 
   constructor(

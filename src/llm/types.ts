@@ -73,9 +73,9 @@ export interface Usage {
   inputTokens: number;
   outputTokens: number;
   /** Of `inputTokens`, those served from the provider's prompt cache (when it says). */
-  cacheReadTokens?: number;
+  cacheReadTokens?: number | undefined;
   /** Of `inputTokens`, those written to the provider's prompt cache (when it says). */
-  cacheWriteTokens?: number;
+  cacheWriteTokens?: number | undefined;
 }
 
 export interface Completion {

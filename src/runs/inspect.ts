@@ -66,9 +66,9 @@ export type InspectMessage =
 
 export interface InspectScore {
   value: string;
-  answer?: string;
-  explanation?: string;
-  metadata?: Json;
+  answer?: string | undefined;
+  explanation?: string | undefined;
+  metadata?: Json | undefined;
 }
 
 export interface InspectSample {
@@ -126,12 +126,12 @@ export interface TrialResult {
   startedAt: string;
   finishedAt: string;
   durationMs: number;
-  runId?: string;
-  provider?: string;
-  model?: string;
-  error?: string;
-  costUsd?: number;
-  seededFrom?: { runId: string; attempts: number };
+  runId?: string | undefined;
+  provider?: string | undefined;
+  model?: string | undefined;
+  error?: string | undefined;
+  costUsd?: number | undefined;
+  seededFrom?: { runId: string; attempts: number } | undefined;
 }
 
 /** What a sample knows of its run beyond the run's own files (an eval's trial). */
@@ -616,7 +616,7 @@ export function runToInspect(
 export interface EvalFacts {
   /** The eval's output folder name (the log's run id). */
   folder: string;
-  suite: { name: string; file?: string };
+  suite: { name: string; file?: string | undefined };
   n: number;
   startedAt?: string;
   finishedAt?: string;

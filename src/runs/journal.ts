@@ -90,11 +90,11 @@ export type RunEvent =
       durationMs: number;
       exitCode: number;
       message?: string;
-      heldOut?: Defined<AttemptRecord['heldOut']>;
-      testReport?: Defined<AttemptRecord['testReport']>;
-      namedTests?: Defined<AttemptRecord['namedTests']>;
+      heldOut?: AttemptRecord['heldOut'];
+      testReport?: AttemptRecord['testReport'];
+      namedTests?: AttemptRecord['namedTests'];
       /** What the verifier's reward file said (catalog `agent.reward`). */
-      reward?: Defined<AttemptRecord['reward']>;
+      reward?: AttemptRecord['reward'];
       /** Set when the verification failed in a layer. */
       failingLayer?: string;
     }

@@ -43,17 +43,19 @@ export interface FileText {
 }
 
 /** An event of the run's log as read back: the harness's fields, each possibly missing. */
-export type ViewEvent = Partial<Omit<HarnessEvent, 'kind' | 'tokens'>> & {
+export type ViewEvent = {
+  [K in Exclude<keyof HarnessEvent, 'kind' | 'tokens'>]?: HarnessEvent[K] | undefined;
+} & {
   kind: string;
-  tokens?: { input?: number; output?: number };
+  tokens?: { input?: number | undefined; output?: number | undefined } | undefined;
 };
 
 export interface ContainerView {
-  role?: string;
-  id?: string;
-  kept?: boolean;
+  role?: string | undefined;
+  id?: string | undefined;
+  kept?: boolean | undefined;
   /** Which Docker engine holds it, when the run says (a fleet). */
-  engine?: string;
+  engine?: string | undefined;
 }
 
 export type ConversationItem =
@@ -65,86 +67,86 @@ export type ConversationItem =
       turn: number;
       toolUseId: string;
       /** Name of the tool_use it answers. */
-      tool?: string;
+      tool?: string | undefined;
       content: string;
-      isError?: boolean;
+      isError?: boolean | undefined;
       /** From the event log: the recorded facts of the call. */
-      exitCode?: number;
-      durationMs?: number;
+      exitCode?: number | undefined;
+      durationMs?: number | undefined;
     }
   | { kind: 'other'; role: string; turn: number; raw: string };
 
 /** A sub-agent's conversation, started by a `delegate` call of the conversation it sits in. */
 export interface DelegationView {
   toolUseId: string;
-  status?: string;
-  turns?: number;
+  status?: string | undefined;
+  turns?: number | undefined;
   items: ConversationItem[];
 }
 
 /** One agent's conversation in an attempt (the maker, a checker, ...). */
 export interface ConversationView {
   /** `maker`, `checker`, ... as recorded; absent in older transcripts. */
-  role?: string;
-  system?: string;
+  role?: string | undefined;
+  system?: string | undefined;
   items: ConversationItem[];
   delegations: DelegationView[];
 }
 
 export interface ReviewView {
-  round?: number;
-  verdict?: string;
-  summary?: string;
-  reasons: { file?: string; rule?: string; text?: string }[];
+  round?: number | undefined;
+  verdict?: string | undefined;
+  summary?: string | undefined;
+  reasons: { file?: string | undefined; rule?: string | undefined; text?: string | undefined }[];
 }
 
 /** What the verifier's reward file said (catalog `agent.reward`, Harbor tasks), as recorded. */
 export interface RewardView {
   /** `read` or `refused`, as recorded. */
-  status?: string;
-  score?: number;
+  status?: string | undefined;
+  score?: number | undefined;
   /** reward.json's named values, in the recorded order (the names are data). */
   values: [string, number][];
-  file?: string;
-  reason?: string;
+  file?: string | undefined;
+  reason?: string | undefined;
 }
 
 export interface GateView {
-  ok?: boolean;
-  offences: { path?: string; kind?: string; why?: string }[];
+  ok?: boolean | undefined;
+  offences: { path?: string | undefined; kind?: string | undefined; why?: string | undefined }[];
 }
 
 export interface AttemptView {
   n: number;
-  verdict?: string;
-  agentStatus?: string;
-  turns?: number;
-  inputTokens?: number;
-  outputTokens?: number;
-  durationMs?: number;
+  verdict?: string | undefined;
+  agentStatus?: string | undefined;
+  turns?: number | undefined;
+  inputTokens?: number | undefined;
+  outputTokens?: number | undefined;
+  durationMs?: number | undefined;
   changedFiles: string[];
   /** How many files changed when `changedFiles` was cut short. */
-  changedCount?: number;
-  failingLayer?: string;
-  feedback?: string;
+  changedCount?: number | undefined;
+  failingLayer?: string | undefined;
+  feedback?: string | undefined;
   /** The attempt's own one-line account, when recorded. */
-  message?: string;
+  message?: string | undefined;
   containers: ContainerView[];
   /** Empty when the transcript has no entry for this attempt. */
   conversations: ConversationView[];
   /** The gate's decision as recorded on the attempt (offending paths and why). */
-  gateRecord?: GateView;
+  gateRecord?: GateView | undefined;
   /** The gate's event (status and message), for records without `gateRecord`. */
-  gate?: ViewEvent;
+  gate?: ViewEvent | undefined;
   reviews: ReviewView[];
-  verify?: ViewEvent;
-  rejection?: FileText;
-  patch?: FileText;
-  testOutput?: FileText;
+  verify?: ViewEvent | undefined;
+  rejection?: FileText | undefined;
+  patch?: FileText | undefined;
+  testOutput?: FileText | undefined;
   /** Per-test results of the verification (attempts/<n>/test-results.json), when it had a report. */
-  testResults?: StoredResults;
+  testResults?: StoredResults | undefined;
   /** The verifier's reward, when the catalog reads one. */
-  reward?: RewardView;
+  reward?: RewardView | undefined;
   events: ViewEvent[];
 }
 
@@ -154,31 +156,39 @@ export interface RunBundle {
   dir: string;
   /** Absolute folder of runs, for `sandbox-harness shell <id> --runs-dir <dir>`. */
   runsDir: string;
-  message?: string;
+  message?: string | undefined;
   /** What went wrong when the harness itself failed. */
-  error?: { code?: string; category?: string; message?: string };
-  provider?: string;
-  model?: string;
-  checker?: string;
-  engine?: string;
-  image?: string;
-  catalog?: string;
-  catalogHash?: string;
-  repoDir?: string;
-  keep?: string;
-  applied?: boolean;
-  applyError?: string;
-  finishedAt?: string;
-  exitCode?: number;
-  harnessVersion?: string;
-  baseline?: { failing?: boolean; failingLayer?: string; durationMs?: number; reusedFrom?: string };
-  testCommand: { name?: string; command?: string }[];
+  error?:
+    { code?: string | undefined; category?: string | undefined; message?: string | undefined } | undefined;
+  provider?: string | undefined;
+  model?: string | undefined;
+  checker?: string | undefined;
+  engine?: string | undefined;
+  image?: string | undefined;
+  catalog?: string | undefined;
+  catalogHash?: string | undefined;
+  repoDir?: string | undefined;
+  keep?: string | undefined;
+  applied?: boolean | undefined;
+  applyError?: string | undefined;
+  finishedAt?: string | undefined;
+  exitCode?: number | undefined;
+  harnessVersion?: string | undefined;
+  baseline?:
+    | {
+        failing?: boolean | undefined;
+        failingLayer?: string | undefined;
+        durationMs?: number | undefined;
+        reusedFrom?: string | undefined;
+      }
+    | undefined;
+  testCommand: { name?: string | undefined; command?: string | undefined }[];
   containers: ContainerView[];
   /** Each egress sandbox's proxy log (JSON lines, read as data), by role. */
-  egress: { role?: string; log?: FileText }[];
-  ticket?: FileText;
-  baselineOutput?: FileText;
-  finalPatch?: FileText;
+  egress: { role?: string | undefined; log?: FileText | undefined }[];
+  ticket?: FileText | undefined;
+  baselineOutput?: FileText | undefined;
+  finalPatch?: FileText | undefined;
   attempts: AttemptView[];
   events: ViewEvent[];
   problems: string[];

@@ -12,6 +12,7 @@ import { html, joinHtml, type Html, type HtmlValue } from '../html/html.js';
 import { shellJoin } from '../sandbox/shell.js';
 import type {
   AttemptView,
+  ContainerView,
   ConversationItem,
   ConversationView,
   FileText,
@@ -52,19 +53,19 @@ export interface PageContext {
 export interface ListRow {
   id: string;
   /** Relative to index.html; absent when the run has no folder to show. */
-  href?: string;
-  task?: string;
-  trial?: number;
+  href?: string | undefined;
+  task?: string | undefined;
+  trial?: number | undefined;
   /** Outcome (runs) or category (trials), as recorded. */
-  result?: string;
-  attempts?: number;
-  turns?: number;
-  tokens?: number;
-  durationMs?: number;
-  startedAt?: string;
-  note?: string;
+  result?: string | undefined;
+  attempts?: number | undefined;
+  turns?: number | undefined;
+  tokens?: number | undefined;
+  durationMs?: number | undefined;
+  startedAt?: string | undefined;
+  note?: string | undefined;
   /** A trial's reward (Harbor tasks): its score, or why it has none. */
-  reward?: string;
+  reward?: string | undefined;
 }
 
 export interface ListFilters {
@@ -392,7 +393,7 @@ function egressTables(bundle: RunBundle): Html {
 }
 
 function containersTable(bundle: RunBundle): Html {
-  const seen = new Map<string, { role?: string; id: string; kept?: boolean; engine?: string }>();
+  const seen = new Map<string, ContainerView & { id: string }>();
   for (const c of [...bundle.containers, ...bundle.attempts.flatMap((a) => a.containers)]) {
     if (c.id === undefined) continue;
     const known = seen.get(c.id);

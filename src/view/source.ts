@@ -92,17 +92,17 @@ export interface RunSummary {
   folder: string;
   slug: string;
   /** What run.json calls the run (may differ from the folder name: it is data). */
-  id?: string;
-  task?: string;
-  title?: string;
-  outcome?: string;
-  attempts?: number;
-  turns?: number;
-  tokens?: number;
-  durationMs?: number;
-  startedAt?: string;
+  id?: string | undefined;
+  task?: string | undefined;
+  title?: string | undefined;
+  outcome?: string | undefined;
+  attempts?: number | undefined;
+  turns?: number | undefined;
+  tokens?: number | undefined;
+  durationMs?: number | undefined;
+  startedAt?: string | undefined;
   /** Why run.json could not be read, when it could not. */
-  problem?: string;
+  problem?: string | undefined;
 }
 
 export function summariseRecord(folder: string, record: JsonObject): RunSummary {
@@ -177,19 +177,19 @@ export async function findRunFolder(source: ViewSource, slug: string): Promise<s
 export interface TrialRow {
   /** 1-based line of results.jsonl. */
   line: number;
-  taskId?: string;
-  trial?: number;
-  outcome?: string;
-  category?: string;
-  attempts?: number;
-  turns?: number;
-  tokens?: number;
-  durationMs?: number;
-  runId?: string;
-  error?: string;
+  taskId?: string | undefined;
+  trial?: number | undefined;
+  outcome?: string | undefined;
+  category?: string | undefined;
+  attempts?: number | undefined;
+  turns?: number | undefined;
+  tokens?: number | undefined;
+  durationMs?: number | undefined;
+  runId?: string | undefined;
+  error?: string | undefined;
   /** The verifier's score (Harbor tasks), and why none could be read. */
-  score?: number;
-  rewardRefused?: string;
+  score?: number | undefined;
+  rewardRefused?: string | undefined;
 }
 
 export interface EvalData {

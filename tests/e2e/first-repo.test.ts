@@ -1,6 +1,6 @@
 /**
- * The README's walk-through of a user's first repo ("Your first repo, step by step") runs as
- * written: its catalogs are the README's YAML blocks, its commands run in order through
+ * The walk-through of a user's first repo (docs/first-repo.md, "Step by step") runs as
+ * written: its catalogs are the page's YAML blocks, its commands run in order through
  * `sandbox-harness` on PATH (the built CLI of this checkout), on two fresh projects this test
  * writes (small files of its own, git repositories as a user's are): a vitest 2 project
  * (vitest installed on the host from the npm registry by the walk-through's own `npm install`
@@ -25,38 +25,34 @@ import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js'
 import { startFakeModelServer, type FakeModelServer } from '../fake-model-server/server.js';
 import { canaryEnv, expectNoCanaryIn } from '../helpers/canary.js';
 import { CLI, ROOT } from '../helpers/cli.js';
+import { parseDocPage, scanShell } from '../helpers/doc-pages.js';
 import { writeGitProject } from '../helpers/project.js';
 
 const run = promisify(execFile);
 
-const HEADING = '\n### Your first repo, step by step';
+const PAGE = 'docs/first-repo.md';
+const SECTION = 'Step by step: vitest and pytest';
 
 interface WalkThrough {
-  /** `catalog/<name>.yaml` -> the YAML block as the README shows it. */
+  /** `catalog/<name>.yaml` -> the YAML block as the page shows it. */
   catalogs: Map<string, string>;
   commands: string[];
 }
 
-/** The section's YAML blocks (each opens with `# <path>`) and its bash block, comments cut. */
-function walkThrough(readme: string): WalkThrough {
-  const start = readme.indexOf(HEADING);
-  if (start < 0) throw new Error(`README.md has no "${HEADING.trim()}" section`);
-  const end = readme.slice(start + 1).search(/\n##+ /);
-  const section = readme.slice(start, end < 0 ? undefined : start + 1 + end);
+/** The section's YAML file blocks (each opens with `# catalog/<name>.yaml`) and the commands of its bash block. */
+function walkThrough(text: string): WalkThrough {
+  const page = parseDocPage(PAGE, text);
+  const blocks = page.blocks.filter((b) => b.section === SECTION);
+  if (blocks.length === 0) throw new Error(`${PAGE} has no "${SECTION}" section`);
   const catalogs = new Map<string, string>();
-  for (const block of section.matchAll(/```yaml\n([\s\S]*?)```/g)) {
-    const path = /^# (catalog\/[\w-]+\.yaml)\n/.exec(block[1]!)?.[1];
-    if (!path)
+  for (const block of blocks.filter((b) => b.lang === 'yaml')) {
+    if (!block.file?.startsWith('catalog/'))
       throw new Error(`a YAML block of the walk-through does not start with "# catalog/<name>.yaml"`);
-    catalogs.set(path, block[1]!);
+    catalogs.set(block.file, `${block.body}\n`);
   }
-  const bash = /```bash\n([\s\S]*?)```/.exec(section);
-  if (!bash) throw new Error('the walk-through has no ```bash block');
-  const commands = bash[1]!
-    .split('\n')
-    .map((line) => line.replace(/\s+#\s.*$/, '').trim())
-    .filter((line) => line !== '');
-  return { catalogs, commands };
+  const bash = blocks.find((b) => b.runBy === 'tests/e2e/first-repo.test.ts');
+  if (!bash) throw new Error('the walk-through has no bash block marked run-by tests/e2e/first-repo.test.ts');
+  return { catalogs, commands: bash.commands.map((c) => scanShell(c.text).code.trim()) };
 }
 
 // ---- the two projects ------------------------------------------------------------------
@@ -210,7 +206,7 @@ function toolResults(server: FakeModelServer): string[] {
   return out;
 }
 
-describe('README "Your first repo": a vitest 2 and a pytest project reach ready-for-review', () => {
+describe('docs/first-repo.md "Step by step": a vitest 2 and a pytest project reach ready-for-review', () => {
   let scratch = '';
   let env: NodeJS.ProcessEnv = {};
   let canary = '';
@@ -356,8 +352,7 @@ describe('README "Your first repo": a vitest 2 and a pytest project reach ready-
   ];
 
   it('every line runs as written; both fixes are verified, applied and free of test leftovers', async () => {
-    const readme = await readFile(join(ROOT, 'README.md'), 'utf8');
-    const { catalogs, commands } = walkThrough(readme);
+    const { catalogs, commands } = walkThrough(await readFile(join(ROOT, PAGE), 'utf8'));
     expect([...catalogs.keys()].sort()).toEqual(['catalog/my-js-service.yaml', 'catalog/my-py-service.yaml']);
     const work = join(scratch, 'work');
     for (const [path, text] of catalogs) {

@@ -68,10 +68,7 @@ function declaration() {
     .description(
       'check the Docker engine: reachable, version, storage driver, network-less containers, free disk, base images',
     )
-    .option(
-      '--engines <file>',
-      'check every engine of an engines file (YAML; see README "Running evals on several machines")',
-    )
+    .option('--engines <file>', 'check every engine of an engines file (YAML; see docs/clusters.md)')
     .option(
       '--engine <context-or-url>',
       'check this engine: a docker context name or tcp://, ssh://, unix:// URL (repeatable)',

@@ -42,7 +42,7 @@ function declaration() {
     )
     .option(
       '--engines <file>',
-      'run the trials on the engines of an engines file (YAML; see README "Running evals on several machines")',
+      'run the trials on the engines of an engines file (YAML; see docs/clusters.md)',
     )
     .option(
       '--engine <context-or-url>',

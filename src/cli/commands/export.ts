@@ -39,7 +39,7 @@ Inspect logs: messages are the implementer's attempts in order; events are a mod
 attempt verdict and a score event; score "verified" is C for ready-for-review, else I; unscored
 trials are samples with an error. Not mapped: tool definitions, the full input of each call, the
 checker's conversation as messages (events only), a target answer, the .eval zip flavour.
-README: "Trajectories other tools read".`,
+See docs/trajectories.md.`,
     );
 }
 

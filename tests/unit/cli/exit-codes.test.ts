@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { EXIT_CODES, exitCodeForRun } from '../../../src/cli/exit-codes.js';
 import { RUN_OUTCOMES, type RunOutcome } from '../../../src/outcomes.js';
 
-// One rule: the exit code follows the run's outcome, and the README says the same.
+// One rule: the exit code follows the run's outcome, and docs/outcomes.md says the same.
 const EXPECTED: Record<RunOutcome, number> = {
   'ready-for-review': 0,
   'nothing-to-fix': 0,
@@ -18,9 +18,9 @@ const EXPECTED: Record<RunOutcome, number> = {
   interrupted: 130,
 };
 
-/** A failure names the missing sentence, not the whole README. */
+/** A failure names the missing sentence, not the whole page. */
 function expectIn(text: string, sentence: string): void {
-  expect(text.includes(sentence), `README should say: ${sentence}`).toBe(true);
+  expect(text.includes(sentence), `docs/outcomes.md should say: ${sentence}`).toBe(true);
 }
 
 describe('exit codes of a run', () => {
@@ -30,15 +30,15 @@ describe('exit codes of a run', () => {
     expect(exitCodeForRun({ outcome: 'error', errorCategory: 'internal' })).toBe(EXIT_CODES.internal);
   });
 
-  it('are the ones the README states', async () => {
-    const readme = (await readFile(new URL('../../../README.md', import.meta.url), 'utf8')).replace(
+  it('are the ones docs/outcomes.md states', async () => {
+    const page = (await readFile(new URL('../../../docs/outcomes.md', import.meta.url), 'utf8')).replace(
       /\s+/g,
       ' ',
     );
-    expectIn(readme, '`0` success (`ready-for-review`, `nothing-to-fix`)');
-    expectIn(readme, '`1` the task did not succeed (`failed`, `rejected`, `not-approved`, `timeout`');
-    expectIn(readme, '`3` infrastructure');
-    expectIn(readme, '`4` a verified fix that was not written to the repo (`not-applied`');
-    expectIn(readme, '`130` interrupted');
+    expectIn(page, '`0` success (`ready-for-review`, `nothing-to-fix`)');
+    expectIn(page, '`1` the task did not succeed (`failed`, `rejected`, `not-approved`, `timeout`');
+    expectIn(page, '`3` infrastructure');
+    expectIn(page, '`4` a verified fix that was not written to the repo (`not-applied`');
+    expectIn(page, '`130` interrupted');
   });
 });

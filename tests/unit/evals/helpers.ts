@@ -7,7 +7,7 @@ import type { TrialCategory, TrialResult, TrialSpec } from '../../../src/evals/t
 /** A suite built in memory; the scheduler only needs ids, paths and defaults. */
 export function fakeSuite(
   ids: string[],
-  options: { n?: number; concurrency?: number; sha256?: string } = {},
+  options: { n?: number; concurrency?: number; sha256?: string | undefined } = {},
 ): Suite {
   return {
     file: '/suites/fake.yaml',

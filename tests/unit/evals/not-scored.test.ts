@@ -55,9 +55,11 @@ describe('a trial that ends error is shown as not scored, with its reason, every
     expect(html).toContain('1 not scored');
   });
 
-  it('the rule the report states is the one the README states', async () => {
-    const readme = await readFile(new URL('../../../README.md', import.meta.url), 'utf8');
-    expect(readme.replace(/\s+/g, ' ').includes(NOT_SCORED_RULE), 'README states NOT_SCORED_RULE').toBe(true);
+  it('the rule the report states is the one docs/evals.md states', async () => {
+    const page = await readFile(new URL('../../../docs/evals.md', import.meta.url), 'utf8');
+    expect(page.replace(/\s+/g, ' ').includes(NOT_SCORED_RULE), 'docs/evals.md states NOT_SCORED_RULE').toBe(
+      true,
+    );
   });
 
   it('progress: the finished trial shows its reason; on a terminal it stays on screen', () => {

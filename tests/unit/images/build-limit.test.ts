@@ -23,7 +23,7 @@ const IMAGE: RepoImage = {
 };
 
 /** A build that runs until its signal is aborted, and then ends as an engine's does. */
-function hangingBuild(seen: { signal?: AbortSignal }) {
+function hangingBuild(seen: { signal?: AbortSignal | undefined }) {
   return (request: RepoImageRequest): Promise<RepoImage> =>
     new Promise((_, reject) => {
       seen.signal = request.signal;

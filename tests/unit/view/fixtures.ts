@@ -207,7 +207,7 @@ export async function writeRun(runsDir: string, folder: string, o: RunOptions = 
 /** An eval output folder: results.jsonl, summary.json (missing fields are fine) and runs/. */
 export async function writeEval(
   dir: string,
-  trials: { taskId: string; trial: number; category: string; runId?: string; outcome?: string }[],
+  trials: { taskId: string; trial: number; category: string; runId?: string | undefined; outcome?: string }[],
   summary: unknown = undefined,
 ): Promise<void> {
   await mkdir(join(dir, 'runs'), { recursive: true });

@@ -80,7 +80,12 @@ describe('a trial page', () => {
 });
 
 describe('an eval page', () => {
-  const trial = (taskId: string, n: number, category: TrialResult['category'], extra: Partial<TrialResult>) =>
+  const trial = (
+    taskId: string,
+    n: number,
+    category: TrialResult['category'],
+    extra: Omit<Partial<TrialResult>, 'runId'>,
+  ) =>
     ({
       taskId,
       trial: n,

@@ -245,7 +245,7 @@ export async function loadEnginesFile(
         : `cannot read ${displayPath}: ${code ?? error}`,
       [],
       {
-        hint: 'Pass the path of a YAML file with an `engines:` list (see README, "Running evals on several machines").',
+        hint: 'Pass the path of a YAML file with an `engines:` list (see docs/clusters.md).',
       },
     );
   }

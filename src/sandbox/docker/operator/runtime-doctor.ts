@@ -54,7 +54,7 @@ export async function runtimeChecks(
     ok: true,
     detail: userns
       ? "user namespaces on (userns-remap): a sandbox's users map to unprivileged host ids, so even a process that escaped as root inside is nobody on the host"
-      : 'user namespaces off: a sandbox\'s uid 1000 is the host\'s uid 1000 (add "userns-remap": "default" to daemon.json for another wall; README "Stronger isolation")',
+      : 'user namespaces off: a sandbox\'s uid 1000 is the host\'s uid 1000 (an engine with "userns-remap" is another wall: docs/isolation.md)',
   });
   if (info.product === 'podman') {
     const rootless = info.securityOptions.some((o) => /(^|,)name=rootless(,|$)/.test(o));
