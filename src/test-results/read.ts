@@ -17,7 +17,7 @@ export interface ReportConfig {
   /** A JUnit file, or the runner whose console output holds the results. */
   format: 'junit' | TestLogFormat;
   /** Workspace-relative; with `junit` only. */
-  path?: string;
+  path?: string | undefined;
 }
 
 /** What the test command printed (every layer's output) and how it exited. */

@@ -39,7 +39,11 @@ export const environmentFields = {
   }),
 };
 
-export type Environment = { image?: string; baseImage?: string; dockerfile?: string };
+export type Environment = {
+  image?: string | undefined;
+  baseImage?: string | undefined;
+  dockerfile?: string | undefined;
+};
 
 /** The problem with an environment naming more than one way to get its image, or undefined. */
 export function environmentProblem(env: Environment): string | undefined {
@@ -48,7 +52,10 @@ export function environmentProblem(env: Environment): string | undefined {
 }
 
 /** `image_name` / `base_image` of an instance line, as an environment. */
-export function instanceLineEnvironment(line: { image_name?: string; base_image?: string }): Environment {
+export function instanceLineEnvironment(line: {
+  image_name?: string | undefined;
+  base_image?: string | undefined;
+}): Environment {
   return {
     ...(line.image_name !== undefined ? { image: line.image_name } : {}),
     ...(line.base_image !== undefined ? { baseImage: line.base_image } : {}),
