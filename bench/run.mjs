@@ -65,6 +65,10 @@
  * Then the targets of issue 12 (`targets.mjs`), each with the measured median and whether it
  * is met, printed first and saved as `targets` in the JSON.
  *
+ * Last, when this checkout holds the reports of a full `npm test` (`.vitest-report.json`,
+ * `.vitest-times.json`), the test suite's time per file and in total (`suite-times.mjs`; on
+ * its own, `node bench/suite-times.mjs` saves the same table as `suite-times-*.json`).
+ *
  * Exit codes: 0 done, 1 a benchmark failed, 3 Docker is not usable, 130 interrupted.
  */
 import { cpus, loadavg, release, totalmem } from 'node:os';
@@ -84,6 +88,7 @@ import { benchRuntimes } from './runtime-bench.mjs';
 import { benchBridge } from './bridge-bench.mjs';
 import { formatTables, gitInfo, saveResults } from './report.mjs';
 import { evaluateTargets, loadReference } from './targets.mjs';
+import { formatSuiteTable, suiteTimesOf } from './suite-times.mjs';
 
 const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -358,6 +363,9 @@ async function main() {
     });
   }
 
+  // The test suite's time per file, from the last full `npm test` of this checkout (if any).
+  const suite = await suiteTimesOf(PACKAGE_ROOT);
+
   const results = {
     schemaVersion: 2,
     date: started.toISOString().slice(0, 10),
@@ -398,11 +406,12 @@ async function main() {
     ...(fleetResult ? { fleet: fleetResult } : {}),
     ...(fleetEvalResult ? { fleetEval: fleetEvalResult } : {}),
     ...(runtimesResult ? { runtimes: runtimesResult } : {}),
+    ...(suite ? { suite } : {}),
     ...(bridgeResult ? { bridge: bridgeResult } : {}),
   };
   if (evalResult && referenceProblem) evalResult.comparisonProblem = referenceProblem;
   const withTargets = { ...results, targets: evaluateTargets(results) };
-  const tables = formatTables(withTargets);
+  const tables = [...formatTables(withTargets), ...(suite ? ['', ...formatSuiteTable(suite)] : [])];
   const file = await saveResults(PACKAGE_ROOT, { ...withTargets, table: tables });
   process.stdout.write(`\n${tables.join('\n')}\n\n`);
   process.stdout.write(`results: ${relative(process.cwd(), file)} (and bench/results/latest.json)\n`);

@@ -171,7 +171,7 @@ export function addressGuard(
 }
 
 /** `host`, `host:port`, `*.suffix:port` -> a rule; undefined with a reason when it is not one. */
-export function parseHostPattern(text: string): { host: string; port?: number } | string {
+export function parseHostPattern(text: string): { host: string; port?: number | undefined } | string {
   const match = /^(\*\.)?([^:*]+?)(?::(\d{1,5}))?$/.exec(text.trim());
   if (!match)
     return 'expected a host name such as "registry.npmjs.org", "*.example.com" or "mirror.corp:8443"';
@@ -183,5 +183,5 @@ export function parseHostPattern(text: string): { host: string; port?: number } 
   }
   const port = match[3] === undefined ? undefined : Number(match[3]);
   if (port !== undefined && (port < 1 || port > 65535)) return `port ${port} is out of range`;
-  return { host: `${match[1] ?? ''}${name}`, ...(port !== undefined ? { port } : {}) };
+  return { host: `${match[1] ?? ''}${name}`, port };
 }

@@ -3,7 +3,7 @@
  * built CLI the way users do. A build that fails stops the run: going on would test the
  * last good build and report its results as this code's. Docker itself is ensured by
  * `scripts/setup.sh` (npm's `pretest`) and checked by the Docker test files, which fail,
- * never skip, without it.
+ * never skip, without it. After the last file: stop the engines the run's files shared.
  */
 import { execFileSync } from 'node:child_process';
 import { chmodSync, readdirSync, statSync } from 'node:fs';
@@ -57,6 +57,15 @@ export function ensureBuilt(
   chmodSync(join(root, 'dist', 'main.js'), 0o755);
 }
 
-export default function setup(): void {
+export default function setup(): () => Promise<void> {
   ensureBuilt(ROOT);
+  // The run's name for engines its files share (tests/helpers/engines.ts `sharedEngine`): this
+  // process, which outlives every worker, owns them; workers inherit the variable.
+  const run = process.pid;
+  process.env.SANDBOX_HARNESS_TEST_RUN = String(run);
+  return async () => {
+    // Imported only now: a run that never shared an engine loads no Docker code here.
+    const { stopSharedEngines } = await import('./helpers/engines.js');
+    await stopSharedEngines(run);
+  };
 }

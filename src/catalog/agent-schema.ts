@@ -1,13 +1,14 @@
 /**
  * The catalog's `agent:` section: what the agent may edit, how its change is tested (one
- * command or layers; a report; a reward), what is not its change, and the budgets, review,
- * docs and skills of its run.
+ * command or layers; a report; a reward, steps: `reward-schema.ts`), what is not its change,
+ * and the budgets, review, docs and skills of its run.
  */
 import { z } from 'zod';
 import { priceTableSchema } from '../llm/cost.js';
 import { TEST_LOG_FORMATS } from '../outcomes.js';
 import { glob, int, nonEmpty, repoRelativePath, typeError } from './field-checks.js';
 import { DEFAULT_IGNORED_NAMES } from './ignore-defaults.js';
+import { rewardSchema, stepsSchema, verifierFilesSchema } from './reward-schema.js';
 
 export const DEFAULT_MAX_ATTEMPTS = 3;
 export const DEFAULT_MAX_TURNS = 30;
@@ -202,42 +203,7 @@ export const agentSchema = z.strictObject({
       description:
         "Per-test results: a report file the test command writes in the sandbox, or the runner's own output, shown in the run record, inspect, the viewer and eval reports.",
     }),
-  reward: z
-    .strictObject(
-      {
-        dir: repoRelativePath.meta({
-          description:
-            'Workspace folder where the test command leaves reward.txt (one number) or reward.json (named numbers, the score under "reward"). Removed before the tests run; read back (bounded, no symlink) after, as hostile data.',
-        }),
-      },
-      { error: typeError('expected {dir: ".harbor-verifier"}') },
-    )
-    .optional()
-    .meta({
-      description:
-        "A reward instead of the exit code decides verification (Harbor's verifier): the change is verified when the score is at least 1; the score is recorded with the attempt and the eval trial.",
-    }),
-  verifierFiles: z
-    .strictObject(
-      {
-        from: nonEmpty('a folder, relative to this catalog file').meta({
-          description: 'Host folder (relative to this catalog file) whose regular files are placed.',
-        }),
-        to: z
-          .string({ error: 'expected an absolute path such as "/tests"' })
-          .regex(/^\/[A-Za-z0-9._/-]*$/, { error: 'expected an absolute path such as "/tests"' })
-          .refine((p) => !p.split('/').includes('..') && p !== '/' && !/^\/workspace(\/|$)/.test(p), {
-            error: 'expected an absolute folder outside /workspace, without ".."',
-          })
-          .meta({
-            description: 'Where they go in the sandbox (outside /workspace), root-owned and read-only.',
-          }),
-      },
-      { error: typeError('expected {from: "tests", to: "/tests"}') },
-    )
-    .optional()
-    .meta({
-      description:
-        "Files only the baseline and the verification sandboxes get (Harbor's tests/): never in an agent's sandbox, so the agent cannot read or change them.",
-    }),
+  reward: rewardSchema.optional(),
+  verifierFiles: verifierFilesSchema.optional(),
+  steps: stepsSchema.optional(),
 });

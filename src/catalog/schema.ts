@@ -61,6 +61,14 @@ export const catalogSchema = z
   .meta({
     title: 'sandbox-harness service catalog',
     description: 'Business rules, editable files, test command and sandbox of one service.',
+  })
+  .superRefine((catalog, ctx) => {
+    if (catalog.agent.steps && !catalog.agent.reward)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['agent', 'steps'],
+        message: 'steps need agent.reward: each step is decided by the reward its verifier leaves',
+      });
   });
 
 export type Catalog = z.output<typeof catalogSchema>;

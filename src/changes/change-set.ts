@@ -48,7 +48,7 @@ export interface ChangeEntry {
   type: EntryType;
   content?: Buffer;
   /** Permission bits as exported, special bits included. */
-  mode?: number;
+  mode?: number | undefined;
   oldContent?: Buffer;
   oldMode?: number;
   /** sha256 of the pristine file, when there was one. */
@@ -169,7 +169,7 @@ export async function collectChangeSet(sandbox: Sandbox, options: CollectOptions
       path: change.path,
       kind: change.kind,
       type: change.type ?? before?.type ?? 'file',
-      ...(change.mode !== undefined ? { mode: change.mode } : {}),
+      mode: change.mode,
       ...(before?.sha256 ? { oldSha256: before.sha256 } : {}),
       ...(before && before.type === 'file' ? { oldMode: before.mode } : {}),
       binary: false,

@@ -51,7 +51,7 @@ export interface GitignoreRule {
   /** Matched against the whole path below the file's folder, not only the last name. */
   anchored: boolean;
   /** The pattern without wildcards, when it has none (a plain string compare). */
-  literal?: string;
+  literal?: string | undefined;
   tokens: Token[];
 }
 
@@ -253,7 +253,7 @@ export function parseGitignoreLine(raw: string, maxLength = DEFAULT_GITIGNORE_CA
     dirOnly,
     anchored,
     tokens,
-    ...(literal !== undefined ? { literal } : {}),
+    literal,
   };
   return rule;
 }

@@ -22,7 +22,7 @@ function egressLine(value: unknown): EgressLine | undefined {
     port: count(v.port),
     allowed: v.allowed,
     rule: text(v.rule) ?? '',
-    ...(reason !== undefined ? { reason } : {}),
+    reason,
     bytesOut: count(v.bytesOut),
     bytesIn: count(v.bytesIn),
   };

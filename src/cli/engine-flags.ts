@@ -16,7 +16,7 @@ export function enginesNamed(flags: EngineFlags): boolean {
 /** The engines the flags name (the local engine alone when they name none). */
 export function resolveEngineFlags(ctx: CliContext, flags: EngineFlags): Promise<EngineSpec[]> {
   return resolveEngines({
-    ...(flags.engines !== undefined ? { file: flags.engines } : {}),
+    file: flags.engines,
     refs: flags.engine ?? [],
     cwd: ctx.cwd,
     env: ctx.env,

@@ -10,6 +10,7 @@
  */
 import { Option } from '@commander-js/extra-typings';
 import { UsageError } from '../errors.js';
+import { parseShard } from '../evals/shards.js';
 
 /** What a parser makes of a flag's text, and a text it takes (the tests that walk the program read them). */
 export interface FlagKind {
@@ -124,4 +125,13 @@ export function usdOption<const Flags extends string>(flags: Flags, description:
   return new Option(flags, description).argParser(
     parser({ kind: 'usd', sample: '$2.50' }, (text) => parseUsd(flag, text)),
   );
+}
+
+/**
+ * A shard of a sharded eval, `K/N` (1-based: shard 1 of 2 is `1/2`), as `{ index, count }`.
+ * Not a `FlagKind`: its value is a pair, not a number.
+ */
+export function shardOption<const Flags extends string>(flags: Flags, description: string) {
+  const flag = flagLabel(flags);
+  return new Option(flags, description).argParser((text: string) => parseShard(flag, text));
 }

@@ -34,7 +34,7 @@ export interface FixTrialOptions {
   /** Every event of every trial, tagged with its task and trial (for timing and overlap checks). */
   events?: ((spec: TrialSpec) => EventSink | undefined) | undefined;
   /** Each trial stops once its model calls cost this many US dollars (`eval --cost-limit`). */
-  costLimitUsd?: number;
+  costLimitUsd?: number | undefined;
 }
 
 export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
@@ -77,7 +77,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
           signal: context.signal,
           readStdin: async () => '',
           ...(events ? { events } : {}),
-          ...(options.costLimitUsd !== undefined ? { costLimitUsd: options.costLimitUsd } : {}),
+          costLimitUsd: options.costLimitUsd,
           ...(spec.seedRun ? { seedRun: spec.seedRun } : {}),
         },
         deps,
@@ -181,12 +181,22 @@ async function testFacts(result: FixResult): Promise<{ tests?: TrialTests }> {
 
 /** The score of the trial's last verification that read (or refused) a reward. */
 function rewardFacts(record: FixResult['record']): Pick<TrialResult, 'score' | 'reward'> {
-  const reward = [...record.attempts].reverse().find((a) => a.reward)?.reward;
+  const attempt = [...record.attempts].reverse().find((a) => a.reward);
+  const reward = attempt?.reward;
   if (!reward) return {};
-  if (reward.status === 'refused') return { score: 0, reward: { refused: reward.reason ?? 'refused' } };
+  // A multi-step task's steps, each with its own score, beside the combined one.
+  const steps = attempt.steps?.map((s) => ({
+    name: s.name,
+    ...(s.reward?.score !== undefined ? { score: s.reward.score } : {}),
+  }));
+  const stepsFact = steps ? { steps } : {};
+  if (reward.status === 'refused')
+    return { score: 0, reward: { refused: reward.reason ?? 'refused', ...stepsFact } };
   return {
-    ...(reward.score !== undefined ? { score: reward.score } : {}),
-    ...(reward.values ? { reward: { values: reward.values } } : {}),
+    score: reward.score,
+    ...(reward.values || steps
+      ? { reward: { ...(reward.values ? { values: reward.values } : {}), ...stepsFact } }
+      : {}),
   };
 }
 

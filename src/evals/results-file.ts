@@ -1,27 +1,48 @@
 /**
- * An eval's output folder as the scheduler keeps it: `suite.lock.json` says which suite and n
- * it belongs to (`--resume` refuses any other), and `results.jsonl` holds one line per
+ * Where an eval keeps its trials' results, as the scheduler reads and writes them: a
+ * `ResultStore`. An unsharded eval's store is `results.jsonl` in its out folder, one line per
  * finished trial, each appended and synced before the next, read back as data that a crash
- * may have cut short.
+ * may have cut short. A shard's store is a file per trial (`./trial-files.ts`). Either way a
+ * result that is replaced (`--rerun-unscored`) moves to `superseded.jsonl` beside the store
+ * first, so the store holds one result per trial and the history is kept.
  */
-import { open, readFile, truncate } from 'node:fs/promises';
+import { appendFile, open, readFile, truncate } from 'node:fs/promises';
 import path from 'node:path';
 import { writeFileAtomic } from '../atomic-write.js';
-import { ConfigError, UsageError } from '../errors.js';
-import type { Suite } from './suite.js';
+import { ConfigError } from '../errors.js';
+import { trialKey, trialLabel, type TrialId } from './trial-plan.js';
 import { trialResultSchema, type TrialResult } from './types.js';
 
+export { LOCK_FILE } from './eval-lock.js';
 export const RESULTS_FILE = 'results.jsonl';
-export const LOCK_FILE = 'suite.lock.json';
+/** Results replaced by a later run of the same trial, oldest first, beside the store. */
+export const SUPERSEDED_FILE = 'superseded.jsonl';
 
-/** Identifies the suite an output folder belongs to; `--resume` refuses anything else. */
-export interface SuiteLock {
-  version: 1;
-  suiteName: string;
-  suiteFile: string;
-  suiteSha256: string;
+/** What a result read back must belong to. */
+export interface ResultCheck {
+  taskIds: ReadonlySet<string>;
   n: number;
-  createdAt: string;
+  /** A shard's store: the trials of that shard only. */
+  belongs?: (id: TrialId) => boolean;
+  /** How messages name the plan (`this suite with n=3`, `shard 2/4`). */
+  what: string;
+}
+
+/** Where an eval's results are kept (see the file's comment). */
+export interface ResultStore {
+  /** The file or folder, for messages. */
+  readonly where: string;
+  /**
+   * Every result there, the latest per trial, interrupted ones left out (they measured
+   * nothing and are run again). `repair`: the folder's holder may cut a torn last line.
+   */
+  read(check: ResultCheck, repair: boolean): Promise<TrialResult[]>;
+  /** Holds no result (checked before a fresh eval takes the folder). */
+  isEmpty(): Promise<boolean>;
+  /** For writing, one result per trial. */
+  open(): Promise<ResultsLog>;
+  /** Moves these trials' results to the history: they count as never run. */
+  supersede(results: readonly TrialResult[]): Promise<void>;
 }
 
 /** The results file, appended to one line per trial, each line synced before the next. */
@@ -51,57 +72,6 @@ export async function openResultsLog(file: string): Promise<ResultsLog> {
   };
 }
 
-/** A trial's key in the maps of finished trials. */
-export function trialKey(taskId: string, trial: number): string {
-  return `${taskId}\u0000${trial}`;
-}
-
-/**
- * Makes sure `outDir` holds this suite's results and nobody else's: a fresh eval refuses a
- * folder that already has results, and a resumed one refuses a folder made for another suite
- * or another n (mixing them would make the statistics meaningless).
- */
-export async function claimOutDir(outDir: string, suite: Suite, n: number, resume: boolean): Promise<void> {
-  const lockFile = path.join(outDir, LOCK_FILE);
-  const resultsFile = path.join(outDir, RESULTS_FILE);
-  const lock = await readLock(lockFile);
-  const hasResults = ((await readOptional(resultsFile))?.length ?? 0) > 0;
-
-  if (resume && lock) {
-    const problems: string[] = [];
-    if (lock.suiteSha256 !== suite.sha256) problems.push(`the suite file changed (was ${lock.suiteFile})`);
-    if (lock.n !== n) problems.push(`n was ${lock.n}, now ${n}`);
-    if (problems.length > 0) {
-      throw new UsageError(`cannot resume the eval in ${outDir}: ${problems.join('; ')}`, {
-        hint: 'resume with the same suite file and -n, or start a new eval with another --out',
-      });
-    }
-    return;
-  }
-  if (resume && hasResults) {
-    throw new UsageError(
-      `cannot resume the eval in ${outDir}: ${RESULTS_FILE} exists but ${LOCK_FILE} is missing`,
-      {
-        hint: 'start a new eval with another --out',
-      },
-    );
-  }
-  if (!resume && hasResults) {
-    throw new UsageError(`${outDir} already holds eval results`, {
-      hint: 'pass --resume to finish that eval, or choose another --out',
-    });
-  }
-  const fresh: SuiteLock = {
-    version: 1,
-    suiteName: suite.name,
-    suiteFile: suite.file,
-    suiteSha256: suite.sha256,
-    n,
-    createdAt: new Date().toISOString(),
-  };
-  await writeFileAtomic(lockFile, `${JSON.stringify(fresh, null, 2)}\n`);
-}
-
 async function readOptional(file: string): Promise<Buffer | undefined> {
   try {
     return await readFile(file);
@@ -111,71 +81,110 @@ async function readOptional(file: string): Promise<Buffer | undefined> {
   }
 }
 
-async function readLock(file: string): Promise<SuiteLock | undefined> {
-  const bytes = await readOptional(file);
-  if (bytes === undefined) return undefined;
-  try {
-    const value = JSON.parse(bytes.toString('utf8')) as Partial<SuiteLock>;
-    if (typeof value.suiteSha256 === 'string' && typeof value.n === 'number') return value as SuiteLock;
-  } catch {
-    // Falls through to the error below.
+/**
+ * One result read back, checked: a trial result, of a task of the plan, a trial number under
+ * n, of this shard. Returns the problem, or the result.
+ */
+export function checkResult(json: unknown, check: ResultCheck): TrialResult | string {
+  const parsed = trialResultSchema.safeParse(json);
+  if (!parsed.success) {
+    const first = parsed.error.issues[0];
+    return `not a trial result (${first ? `${first.path.join('.')}: ${first.message}` : 'invalid'})`;
   }
-  throw new ConfigError(`${file} is not a suite lock written by this harness`, [], {
-    hint: 'start a new eval with another --out',
-  });
+  const r = parsed.data;
+  if (!check.taskIds.has(r.taskId) || r.trial >= check.n)
+    return `trial ${trialLabel(r)} is not part of ${check.what}`;
+  if (check.belongs && !check.belongs(r)) return `trial ${trialLabel(r)} is not one of ${check.what}`;
+  return r;
+}
+
+/** The latest result of each trial, interrupted ones left out (see `ResultStore.read`). */
+export function latestPerTrial(results: readonly TrialResult[]): TrialResult[] {
+  const latest = new Map<string, TrialResult>();
+  for (const r of results) {
+    if (r.category === 'interrupted') continue;
+    const key = trialKey(r);
+    // Deleted first so the map's order is the order of the latest results.
+    latest.delete(key);
+    latest.set(key, r);
+  }
+  return [...latest.values()];
 }
 
 /**
  * Reads finished trials. A crash mid-write can only leave a partial last line (each line is
- * one append + fsync), so that line is ignored and cut off, which keeps the next append on
- * a line of its own. Anything else that does not parse is real damage and is reported.
+ * one append + fsync), so that line is ignored and, with `repair`, cut off, which keeps the
+ * next append on a line of its own. Anything else that does not parse is real damage and is
+ * reported. A trial written twice counts once: the later line.
  */
-export async function readResults(file: string, suite: Suite, n: number): Promise<TrialResult[]> {
+export async function readResults(file: string, check: ResultCheck, repair = true): Promise<TrialResult[]> {
   const bytes = await readOptional(file);
   if (bytes === undefined || bytes.length === 0) return [];
   const lastNewline = bytes.lastIndexOf(0x0a);
   const complete = bytes.subarray(0, lastNewline + 1);
-  if (complete.length < bytes.length) await truncate(file, complete.length);
+  if (repair && complete.length < bytes.length) await truncate(file, complete.length);
 
-  const taskIds = new Set(suite.tasks.map((t) => t.id));
   const results: TrialResult[] = [];
-  const seen = new Set<string>();
   const problems: string[] = [];
-  const lines = complete.toString('utf8').split('\n');
-  lines.forEach((line, index) => {
-    if (line.trim() === '') return;
-    const where = `${file}:${index + 1}`;
-    let json: unknown;
-    try {
-      json = JSON.parse(line);
-    } catch {
-      problems.push(`${where}: not a JSON line`);
-      return;
-    }
-    const parsed = trialResultSchema.safeParse(json);
-    if (!parsed.success) {
-      const first = parsed.error.issues[0];
-      problems.push(
-        `${where}: not a trial result (${first ? `${first.path.join('.')}: ${first.message}` : 'invalid'})`,
-      );
-      return;
-    }
-    const r = parsed.data;
-    if (!taskIds.has(r.taskId) || r.trial >= n) {
-      problems.push(`${where}: trial ${r.taskId}#${r.trial} is not part of this suite with n=${n}`);
-      return;
-    }
-    // Interrupted trials measured nothing and are run again.
-    if (r.category === 'interrupted') return;
-    const k = trialKey(r.taskId, r.trial);
-    if (seen.has(k)) return;
-    seen.add(k);
-    results.push(r);
-  });
+  complete
+    .toString('utf8')
+    .split('\n')
+    .forEach((line, index) => {
+      if (line.trim() === '') return;
+      const where = `${file}:${index + 1}`;
+      let json: unknown;
+      try {
+        json = JSON.parse(line);
+      } catch {
+        problems.push(`${where}: not a JSON line`);
+        return;
+      }
+      const checked = checkResult(json, check);
+      if (typeof checked === 'string') problems.push(`${where}: ${checked}`);
+      else results.push(checked);
+    });
   if (problems.length > 0) {
     throw new ConfigError(`${file} is damaged (${problems.length} bad line(s))`, problems, {
       hint: 'remove the bad lines to resume, or start a new eval with another --out',
     });
   }
-  return results;
+  return latestPerTrial(results);
+}
+
+/** Appends results to the history file beside a store, synced, before they leave the store. */
+export async function appendSuperseded(dir: string, results: readonly TrialResult[]): Promise<void> {
+  if (results.length === 0) return;
+  const file = path.join(dir, SUPERSEDED_FILE);
+  await appendFile(file, results.map((r) => `${JSON.stringify(r)}\n`).join(''), 'utf8');
+  const handle = await open(file, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** An unsharded eval's store: `results.jsonl` in its out folder. */
+export function jsonlStore(outDir: string): ResultStore {
+  const file = path.join(outDir, RESULTS_FILE);
+  return {
+    where: file,
+    read: (check, repair) => readResults(file, check, repair),
+    isEmpty: async () => ((await readOptional(file))?.length ?? 0) === 0,
+    open: () => openResultsLog(file),
+    async supersede(results) {
+      if (results.length === 0) return;
+      await appendSuperseded(outDir, results);
+      const gone = new Set(results.map(trialKey));
+      const kept = ((await readOptional(file))?.toString('utf8') ?? '').split('\n').filter((line) => {
+        if (line.trim() === '') return false;
+        try {
+          return !gone.has(trialKey(JSON.parse(line) as TrialId));
+        } catch {
+          return true;
+        }
+      });
+      await writeFileAtomic(file, kept.map((line) => `${line}\n`).join(''));
+    },
+  };
 }

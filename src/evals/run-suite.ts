@@ -22,7 +22,12 @@ import { fleetDeps, fleetPlacement, sharedBaselines, type EvalTask } from './eng
 import { fixTrialRunner } from './fix-trial.js';
 import type { ProgressReporter } from './eval-progress.js';
 import { writeReports } from './report.js';
-import { runEval, type EvalRun } from './runner.js';
+import { readEvalLock, resumeSettings, type GivenSettings } from './eval-lock.js';
+import { runEval, SHARDS_DIR, type EvalRun } from './runner.js';
+import type { ChosenShard } from './shards.js';
+import { shardFolderName, shardLabel, type Shard } from './trial-plan.js';
+import type { TrialResult } from './types.js';
+import { UsageError } from '../errors.js';
 import { assertSomethingRuns, refusingRunner, taskRefusal, type Refusals } from './task-refusals.js';
 import type { TrialPlacement } from './trial-placement.js';
 import { checkSourceFlags, recogniseSource, sourceInput } from './sources/index.js';
@@ -49,16 +54,21 @@ export interface SuiteOptions {
   /** Ctrl-C: no new trial starts, in-flight ones stop. */
   signal: AbortSignal;
   /** Trials per task; default: the suite's. */
-  n?: number;
+  n?: number | undefined;
   /** Trials at once; default: the suite's, else the cores (with engines: their capacities). */
-  concurrency?: number;
+  concurrency?: number | undefined;
   /** The output folder, absolute; default: `<cwd>/.sandbox-harness/evals/<suite>-<time>`. */
   outDir?: string;
+  /** Finish the eval in `outDir`: its settings (n, the sources' flags, ...) are the lock's; a flag given that disagrees is refused. */
   resume: boolean;
+  /** `--rerun-unscored`: resume, and run again the trials whose result is unscored (their results go to the history). */
+  rerunUnscored?: boolean;
+  /** Run one shard of the plan in the shared `outDir` (`--shard K/N`, or the cluster's environment). */
+  shard?: ChosenShard;
   /** A previous `summary.json` to compare with (absolute, and as named in messages). */
   compare?: { file: string; displayPath: string };
-  keep?: KeepPolicy;
-  costLimitUsd?: number;
+  keep?: KeepPolicy | undefined;
+  costLimitUsd?: number | undefined;
   runtime?: string;
   /** The flags of task sources (`--repos`, `--oracle`, ...), paths absolute; one a source does not take is refused. */
   sourceFlags?: SourceFlags;
@@ -96,9 +106,11 @@ export interface SuiteResult {
   suite: Suite;
   outDir: string;
   run: EvalRun;
+  /** Of every trial; of a shard run, of the shard's trials (without the sources' sections). */
   summary: EvalSummary;
   comparison: SummaryComparison | undefined;
-  files: Awaited<ReturnType<typeof writeReports>>;
+  /** The reports; a shard writes none (`eval merge` does, once every shard is done). */
+  files: Awaited<ReturnType<typeof writeReports>> | undefined;
   /** The static viewer's pages, unless there is no viewer or writing them failed (see `SuiteDeps.warn`). */
   view: { index: string } | undefined;
   /** The trials ran on named engines (a fleet), not the local engine alone. */
@@ -111,8 +123,12 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
   const say = deps.say ?? (() => undefined);
   const stamp = new Date().toISOString().replace(/[-:]/g, '').slice(0, 15);
   const defaultOut = (name: string) => join(options.cwd, '.sandbox-harness', 'evals', `${name}-${stamp}`);
-  const { made, outDir } = await loadSource(options, defaultOut, say);
+  const settings = await settingsOf(options);
+  const shard = options.shard;
+  const { made, outDir } = await loadSource(options, settings.source ?? {}, defaultOut, say, shard?.shard);
   const { suite } = made;
+  // A shard's own things (the sources' working copies, its event log, image logs) in its own folder.
+  const workDir = shard ? join(outDir, SHARDS_DIR, shardFolderName(shard.shard)) : outDir;
   const previous = options.compare
     ? await readPreviousSummary(options.compare.file, options.compare.displayPath)
     : undefined;
@@ -121,18 +137,27 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
   const tasks = await loadTasks(suite, options.cwd, refused);
   assertSomethingRuns(refused, suite.tasks.length);
 
-  await mkdir(outDir, { recursive: true });
+  await mkdir(workDir, { recursive: true });
   // One baseline per (image, catalog, test command) for the whole eval, not one per trial.
   const baselines = sharedBaselines(memoryBaselineCache());
   const engines = deps.engines
-    ? await connectEngines(await deps.engines(), options, tasks, { outDir, baselines, say })
+    ? await connectEngines(await deps.engines(), options, tasks, { outDir: workDir, baselines, say })
     : undefined;
   const trialDeps = engines
     ? engines.deps
-    : await prepareLocal(options, tasks, { outDir, baselines, say, provider: deps.provider, refused });
+    : await prepareLocal(settings.runtime, tasks, {
+        outDir: workDir,
+        baselines,
+        say,
+        provider: deps.provider,
+        refused,
+      });
   assertSomethingRuns(refused, suite.tasks.length);
   for (const [id, { reason }] of refused) say(`task ${id} is refused, its trials are errors: ${reason}`);
 
+  const n = settings.n ?? suite.defaults.n;
+  if (shard)
+    say(`shard ${shardLabel(shard.shard)} (${shard.from}): its share of ${suite.tasks.length * n} trial(s)`);
   const reporter = deps.progress?.();
   const runner = refusingRunner(
     refused,
@@ -140,23 +165,32 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
       outDir,
       keep: options.keep ?? suite.defaults.keep,
       deps: trialDeps,
-      ...(options.runtime ? { runtime: options.runtime } : {}),
+      ...(settings.runtime ? { runtime: settings.runtime } : {}),
       env: options.env,
-      ...(options.costLimitUsd !== undefined ? { costLimitUsd: options.costLimitUsd } : {}),
-      events: trialEvents(join(outDir, 'events.jsonl')),
+      costLimitUsd: settings.costLimitUsd,
+      events: trialEvents(join(workDir, 'events.jsonl')),
     }),
   );
   let run: EvalRun;
   try {
     run = await runEval({
       suite,
-      ...(options.n ? { n: options.n } : {}),
+      n,
       concurrency: options.concurrency ?? suite.defaults.concurrency ?? availableParallelism(),
       ...(engines ? { placement: engines.placement } : {}),
       outDir,
       resume: options.resume,
+      ...(options.rerunUnscored ? { rerunUnscored: true } : {}),
+      ...(shard ? { shard: shard.shard } : {}),
+      settings: {
+        source: settings.source ?? {},
+        ...(settings.costLimitUsd !== undefined ? { costLimitUsd: settings.costLimitUsd } : {}),
+        ...(settings.runtime !== undefined ? { runtime: settings.runtime } : {}),
+      },
+      harnessVersion: await readHarnessVersion(),
       runner,
       signal: options.signal,
+      say,
       ...(reporter ? { onProgress: (p) => reporter.update(p) } : {}),
     });
   } finally {
@@ -164,9 +198,20 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
     reporter?.finish();
   }
 
-  const summary = await summarizeRun(run, suite, options, made);
+  const meta = {
+    suite,
+    n: run.n,
+    startedAt: run.startedAt,
+    finishedAt: run.finishedAt,
+    costLimitUsd: settings.costLimitUsd,
+  };
+  // A shard's summary is of its own trials, for its lines and exit code; its sources' sections
+  // (an oracle's quarantine file among them) and the reports are the merge's to write.
+  const summary = await summarizeResults(run.results, meta, shard ? undefined : made);
   const comparison = previous ? compareSummaries(summary, previous) : undefined;
-  const { files, view } = await writeOutputs(outDir, run, summary, comparison, deps);
+  const { files, view } = shard
+    ? { files: undefined, view: undefined }
+    : await writeOutputs(outDir, run.results, summary, comparison, deps);
   return {
     suite,
     outDir,
@@ -181,21 +226,53 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
 }
 
 /**
- * Step 1: the suite, from the task source that recognises the file or folder (instances and
- * Harbor task folders made into one under the out folder: each working copy, each task's repo).
+ * Step 0: the settings that decide what a trial measures. A fresh eval's are the flags; a
+ * resumed one's are the lock's (`resumeSettings`: a flag that disagrees is refused by name).
  */
-async function loadSource(
-  options: SuiteOptions,
+async function settingsOf(options: SuiteOptions): Promise<GivenSettings> {
+  const given: GivenSettings = {
+    ...(options.n !== undefined ? { n: options.n } : {}),
+    source: options.sourceFlags ?? {},
+    ...(options.costLimitUsd !== undefined ? { costLimitUsd: options.costLimitUsd } : {}),
+    ...(options.runtime !== undefined ? { runtime: options.runtime } : {}),
+  };
+  const resume = options.resume || options.rerunUnscored === true;
+  const needsOut = resume
+    ? options.rerunUnscored
+      ? '--rerun-unscored'
+      : '--resume'
+    : options.shard
+      ? 'a shard'
+      : undefined;
+  if (needsOut && options.outDir === undefined)
+    throw new UsageError(
+      `${needsOut} needs --out: the folder of the eval${options.shard && !resume ? ' its shards share' : ''}`,
+    );
+  if (!resume || options.outDir === undefined) return given;
+  const lock = await readEvalLock(options.outDir);
+  return lock ? resumeSettings(lock, given, options.outDir) : given;
+}
+
+/**
+ * Step 1: the suite, from the task source that recognises the file or folder (instances and
+ * Harbor task folders made into one under the out folder, a shard's under its own folder:
+ * each working copy, each task's repo).
+ */
+export async function loadSource(
+  options: Pick<SuiteOptions, 'suiteFile' | 'displayPath' | 'cwd' | 'outDir'>,
+  flags: SourceFlags,
   defaultOut: (name: string) => string,
   say: (line: string) => void,
+  shard?: Shard,
+  makeIn?: string,
 ): Promise<{ made: MadeSuite; outDir: string }> {
   const input = sourceInput(options.suiteFile, options.displayPath, options.cwd);
-  const flags = options.sourceFlags ?? {};
   const source = await recogniseSource(input);
   checkSourceFlags(source, flags);
   const opened = await source.open(input, flags);
   const outDir = options.outDir ?? defaultOut(opened.name);
-  return { made: await opened.make({ outDir, say }), outDir };
+  const workDir = makeIn ?? (shard ? join(outDir, SHARDS_DIR, shardFolderName(shard)) : outDir);
+  return { made: await opened.make({ outDir: workDir, say }), outDir };
 }
 
 /**
@@ -237,7 +314,7 @@ interface PrepareContext {
 
 /** Step 3 (local engine): it answers, has every runtime asked for, and has each task's image. */
 async function prepareLocal(
-  options: SuiteOptions,
+  runtime: string | undefined,
   tasks: readonly EvalTask[],
   context: PrepareContext & { provider: SuiteDeps['provider']; refused: Refusals },
 ): Promise<FixDeps> {
@@ -245,7 +322,7 @@ async function prepareLocal(
   const local = reuseImages(fixDeps(provider, { baselines: context.baselines }));
   await local.ping();
   // A runtime the engine lacks (flag or any task's catalog) fails the eval before any build.
-  const asked = options.runtime ? [options.runtime] : tasks.map((t) => t.catalog.catalog.sandbox.runtime);
+  const asked = runtime ? [runtime] : tasks.map((t) => t.catalog.catalog.sandbox.runtime);
   for (const runtime of new Set(asked)) if (runtime) await local.runtime?.(runtime);
   // Build (or find) each task's image once, before trials race to build the same one.
   context.say(`preparing sandbox images for ${tasks.length} task(s) ...`);
@@ -290,7 +367,7 @@ async function connectEngines(
   );
   const fleet = await connectFleet(specs, {
     trialCpus,
-    ...(concurrency !== undefined ? { concurrency } : {}),
+    concurrency,
   });
   const total = fleet.engines.reduce((sum, e) => sum + e.capacity, 0);
   context.say(
@@ -328,35 +405,45 @@ function trialEvents(eventsFile: string): Parameters<typeof fixTrialRunner>[0]['
   };
 }
 
+/** What a summary says of the eval besides its results. */
+export interface SummaryFacts {
+  suite: Suite;
+  n: number;
+  startedAt: string;
+  finishedAt: string;
+  costLimitUsd?: number | undefined;
+  /** Default: this harness's. */
+  harnessVersion?: string;
+}
+
 /** Step 5: the summary, and the source's own section of it (written last, under its key). */
-async function summarizeRun(
-  run: EvalRun,
-  suite: Suite,
-  options: SuiteOptions,
-  made: MadeSuite,
+export async function summarizeResults(
+  results: readonly TrialResult[],
+  facts: SummaryFacts,
+  made: MadeSuite | undefined,
 ): Promise<EvalSummary> {
-  const summary = summarize(run.results, {
-    suite,
-    n: run.n,
-    startedAt: run.startedAt,
-    finishedAt: run.finishedAt,
-    harnessVersion: await readHarnessVersion(),
-    ...(options.costLimitUsd !== undefined ? { costLimitUsd: options.costLimitUsd } : {}),
+  const summary = summarize(results, {
+    suite: facts.suite,
+    n: facts.n,
+    startedAt: facts.startedAt,
+    finishedAt: facts.finishedAt,
+    harnessVersion: facts.harnessVersion ?? (await readHarnessVersion()),
+    costLimitUsd: facts.costLimitUsd,
   });
-  if (made.summarize) Object.assign(summary, await made.summarize(run.results));
+  if (made?.summarize) Object.assign(summary, await made.summarize(results));
   return summary;
 }
 
 /** Step 6: report.md, report.html and summary.json, and the static viewer next to them. */
-async function writeOutputs(
+export async function writeOutputs(
   outDir: string,
-  run: EvalRun,
+  results: readonly TrialResult[],
   summary: EvalSummary,
   comparison: SummaryComparison | undefined,
   { viewer, warn }: SuiteDeps,
 ) {
   // report.html links each trial to its page in the static viewer written next to it.
-  const trials = run.results.map((r) => ({
+  const trials = results.map((r) => ({
     taskId: r.taskId,
     trial: r.trial,
     category: r.category,

@@ -12,18 +12,36 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { SandboxUnavailable, UsageError } from '../errors.js';
 import type { EngineLoad } from '../fleet/placement.js';
-import { PASSING_CATEGORY } from '../outcomes.js';
+import { PASSING_CATEGORY, UNSCORED_CATEGORIES } from '../outcomes.js';
 import { estimateEtaMs, type EngineProgress, type EvalProgress } from './eval-progress.js';
 import {
-  claimOutDir,
-  openResultsLog,
-  readResults,
-  RESULTS_FILE,
-  trialKey,
+  checkSamePlan,
+  createEvalLock,
+  planLock,
+  readEvalLock,
+  replaceEvalLock,
+  type EvalLock,
+  type PlanSettings,
+} from './eval-lock.js';
+import { acquireHolderLock, type HeldLock, type HolderLockOptions } from './holder-lock.js';
+import {
+  jsonlStore,
+  SUPERSEDED_FILE,
+  type ResultCheck,
   type ResultsLog,
+  type ResultStore,
 } from './results-file.js';
 import { summarizeEngines, type EngineSummary } from './summary.js';
-import { trialSpecs, type Suite } from './suite.js';
+import type { Suite } from './suite.js';
+import { trialFilesStore } from './trial-files.js';
+import {
+  planTrials,
+  shardFolderName,
+  shardLabel,
+  trialKey,
+  type Shard,
+  type TrialPlan,
+} from './trial-plan.js';
 import { localPlacement, type TrialPlacement, type TrialSlot } from './trial-placement.js';
 import { runOnce } from './trial-try.js';
 import type { TrialResult, TrialRunner, TrialSpec } from './types.js';
@@ -35,6 +53,9 @@ import type { TrialResult, TrialRunner, TrialSpec } from './types.js';
  */
 const LOST_ENGINE_GRACE_MS = 30_000;
 
+/** The folder of a sharded eval's shards, each in `<K>-of-<N>/` (its results, history, holder). */
+export const SHARDS_DIR = 'shards';
+
 export interface RunEvalOptions {
   suite: Suite;
   /** Trials per task; defaults to the suite's `defaults.n`. */
@@ -45,76 +66,120 @@ export interface RunEvalOptions {
   placement?: TrialPlacement;
   outDir: string;
   resume?: boolean;
+  /**
+   * `--rerun-unscored`: an eval resumed, and the trials whose result is unscored (`error`,
+   * `infrastructure`: `UNSCORED_CATEGORIES`) run again; their results move to the history.
+   */
+  rerunUnscored?: boolean;
+  /** Only this shard's trials, its results in `<outDir>/shards/<K>-of-<N>/` (N = 1: unsharded). */
+  shard?: Shard;
+  /** What decides a trial besides the suite and n (recorded in the lock); default: nothing else. */
+  settings?: Omit<PlanSettings, 'n'>;
+  /** The harness's version, recorded in the lock. */
+  harnessVersion?: string;
   runner: TrialRunner;
   /** Ctrl-C: no new trial starts, in-flight ones see their signal abort. */
   signal?: AbortSignal;
   onProgress?: (progress: EvalProgress) => void;
+  /** Notes on the folder: the shard, trials run again, a holder waited for. */
+  say?: (line: string) => void;
   /** Per-trial time budget; defaults to the suite's `defaults.timeouts.trialSec`. */
   trialTimeoutSec?: number;
   /** See LOST_ENGINE_GRACE_MS. */
   lostEngineGraceMs?: number;
+  /** How the folder's holder lock beats and what counts as stale (tests). */
+  holder?: Pick<HolderLockOptions, 'beatMs' | 'staleMs' | 'identity'>;
 }
 
 export interface EvalRun {
-  /** Every finished trial (resumed ones included), in suite task order then trial order. */
+  /** Every finished trial (resumed ones included) of this run's trials, in suite task order then trial order. */
   results: TrialResult[];
   /** How many of `results` came from an earlier run. */
   resumed: number;
-  /** Trials the eval was meant to have: tasks x n. */
+  /** Trials whose unscored result was moved to the history and that were run again (`--rerun-unscored`). */
+  rerun: number;
+  /** Trials this run was meant to have: tasks x n, or the shard's share. */
   total: number;
   n: number;
+  /** The shard this run was (absent: unsharded). */
+  shard?: Shard;
+  /** The plan's hash, as the folder's lock has it. */
+  planSha256: string;
   /** True when the signal aborted before every trial had a result. */
   interrupted: boolean;
   /** Set when every engine was lost, so the trials left were not run (`--resume` runs them). */
   enginesLost?: string;
   startedAt: string;
   finishedAt: string;
+  /** Where the results are: results.jsonl, or the shard's folder of results. */
   resultsFile: string;
 }
 
 /**
- * The eval, as named steps: plan the trials -> claim the output folder -> resume what an
- * earlier run finished -> run the trials left (each on a slot, retried elsewhere after an
- * infrastructure failure, its result on disk before its slot is freed) -> the run's account.
+ * The eval, as named steps: settle the options -> plan the trials (all, or a shard's) ->
+ * claim the output folder (its lock, its holder) -> resume what an earlier run finished ->
+ * run the trials left (each on a slot, retried elsewhere after an infrastructure failure, its
+ * result on disk before its slot is freed) -> the run's account.
  */
 export async function runEval(options: RunEvalOptions): Promise<EvalRun> {
-  const plan = planTrials(options);
+  const settled = settleOptions(options);
   const startedAt = new Date();
-  const resultsFile = await claimOutput(options, plan.n);
-  const finished = await resumeFinished(options, resultsFile, plan.n);
-  const specs = trialSpecs(options.suite, plan.n);
-  const pending = specs.filter((s) => !finished.has(trialKey(s.taskId, s.trial)));
-  const state = openEval(options, plan, startedAt, resultsFile, finished, specs.length);
-  await runTrials(state, pending);
-  return evalRunOf(state);
+  const plan = planTrials(options.suite, settled.n, options.shard);
+  const folder = await claimOutput(options, settled.n, plan);
+  try {
+    const finished = await resumeFinished(options, folder);
+    const pending = plan.mine.filter((s) => !finished.results.has(trialKey(s)));
+    const state = openEval(options, settled, startedAt, folder, finished, plan.mine.length);
+    await runTrials(state, pending);
+    if (folder.holder.lost.aborted) throw folder.holder.lost.reason;
+    return evalRunOf(state);
+  } finally {
+    await folder.holder.release();
+  }
 }
 
 /** How the trials run: how many of each task, where, and their time budgets. */
-interface TrialPlan {
+interface Settled {
   n: number;
   placement: TrialPlacement;
   timeoutSec: number | undefined;
   graceMs: number;
 }
 
+/** The output folder as this run holds it. */
+interface EvalFolder {
+  lock: EvalLock;
+  store: ResultStore;
+  check: ResultCheck;
+  holder: HeldLock;
+  shard?: Shard;
+}
+
+/** What was on disk when the run started. */
+interface Finished {
+  results: Map<string, TrialResult>;
+  rerun: number;
+}
+
 /** One eval as it runs: what its steps share. */
 interface EvalState {
   options: RunEvalOptions;
-  plan: TrialPlan;
+  plan: Settled;
+  folder: EvalFolder;
   startedAt: Date;
-  resultsFile: string;
-  /** Trials the eval was meant to have: tasks x n. */
+  /** Trials this run was meant to have. */
   total: number;
   /** Every trial on disk (resumed ones included), by `key`. */
   finished: Map<string, TrialResult>;
   /** How many of `finished` came from an earlier run. */
   resumed: number;
+  rerun: number;
   /** Trials stopped by Ctrl-C: in the account, never on disk. */
   interrupted: TrialResult[];
   tally: Tally;
   /** Ctrl-C (the caller's signal). */
   userSignal: AbortSignal;
-  /** A failed write stops the eval: results that are not on disk would be re-run silently. */
+  /** A failed write (or the folder taken by another process) stops the eval: results that are not on disk would be re-run silently. */
   internal: AbortController;
   /** Either of the two. */
   stop: AbortSignal;
@@ -131,8 +196,8 @@ type Tally = {
   finishedThisRun: number;
 };
 
-/** Step plan: the options checked (before anything is written) and their defaults from the suite. */
-function planTrials(options: RunEvalOptions): TrialPlan {
+/** Step settle: the options checked (before anything is written) and their defaults from the suite. */
+function settleOptions(options: RunEvalOptions): Settled {
   const { suite } = options;
   const n = options.n ?? suite.defaults.n;
   const concurrency = options.concurrency ?? suite.defaults.concurrency;
@@ -148,37 +213,120 @@ function planTrials(options: RunEvalOptions): TrialPlan {
   };
 }
 
-/** Step claim: the output folder made, and holding this suite's results only; the results file's path. */
-async function claimOutput(options: RunEvalOptions, n: number): Promise<string> {
+/**
+ * Step claim: the output folder made and held by this process (one writer per store: the
+ * folder, or the shard's folder), holding this plan's results only. A fresh eval refuses a
+ * store that already has results; a resumed one, or a shard joining its siblings, refuses a
+ * folder locked for another plan (see `checkSamePlan`).
+ */
+async function claimOutput(options: RunEvalOptions, n: number, plan: TrialPlan): Promise<EvalFolder> {
   const outDir = path.resolve(options.outDir);
-  await mkdir(outDir, { recursive: true });
-  await claimOutDir(outDir, options.suite, n, options.resume === true);
-  return path.join(outDir, RESULTS_FILE);
+  const shard = options.shard && options.shard.count > 1 ? options.shard : undefined;
+  const resume = options.resume === true || options.rerunUnscored === true;
+  const writerDir = shard ? path.join(outDir, SHARDS_DIR, shardFolderName(shard)) : outDir;
+  await mkdir(writerDir, { recursive: true });
+  const mine = planLock(
+    options.suite,
+    { source: {}, ...options.settings, n },
+    shard?.count ?? 1,
+    options.harnessVersion ?? 'unknown',
+  );
+  const store = shard ? trialFilesStore(writerDir, plan.mine.length) : jsonlStore(outDir);
+  const what = shard ? `shard ${shardLabel(shard)} of this eval (n=${n})` : `this suite with n=${n}`;
+  const check: ResultCheck = {
+    taskIds: new Set(options.suite.tasks.map((t) => t.id)),
+    n,
+    what,
+    ...(shard && plan.shardOf ? { belongs: (id) => plan.shardOf?.get(trialKey(id)) === shard.index } : {}),
+  };
+  // Held before anything is looked at: nobody else writes here while this run decides.
+  const holder = await acquireHolderLock(writerDir, {
+    purpose: shard ? `eval, shard ${shardLabel(shard)}` : 'eval',
+    ...(options.say ? { say: options.say } : {}),
+    ...(options.signal ? { signal: options.signal } : {}),
+    ...options.holder,
+  });
+  try {
+    const lock = await lockFolder(outDir, mine, store, { resume, shard, what });
+    return { lock, store, check, holder, ...(shard ? { shard } : {}) };
+  } catch (error) {
+    await holder.release();
+    throw error;
+  }
 }
 
-/** Step resume: the trials an earlier run of this eval finished (`--resume`), by `key`. */
-async function resumeFinished(
-  options: RunEvalOptions,
-  resultsFile: string,
-  n: number,
-): Promise<Map<string, TrialResult>> {
-  const previous = options.resume ? await readResults(resultsFile, options.suite, n) : [];
-  const finished = new Map<string, TrialResult>();
-  for (const r of previous) finished.set(trialKey(r.taskId, r.trial), r);
-  return finished;
+/** The folder's lock for this plan: found and checked, or written (see `claimOutput`). */
+async function lockFolder(
+  outDir: string,
+  mine: EvalLock,
+  store: ResultStore,
+  context: { resume: boolean; shard: Shard | undefined; what: string },
+): Promise<EvalLock> {
+  const { resume, shard, what } = context;
+  const existing = await readEvalLock(outDir);
+  const empty = await store.isEmpty();
+  if (!existing) {
+    if (resume && !empty)
+      throw new UsageError(
+        `cannot resume the eval in ${outDir}: ${store.where} has results but suite.lock.json is missing`,
+        {
+          hint: 'start a new eval with another --out',
+        },
+      );
+    if (await createEvalLock(outDir, mine)) return mine;
+    // Another shard wrote it a moment ago: join it if it is the same plan.
+    const theirs = await readEvalLock(outDir);
+    if (theirs) checkSamePlan(theirs, mine, outDir, shard);
+    return mine;
+  }
+  if (!resume && !empty)
+    throw new UsageError(
+      `${shard ? `${what} already has results in ${store.where}` : `${outDir} already holds eval results`}`,
+      {
+        hint: `pass --resume to finish ${shard ? 'that shard' : 'that eval'}, or choose another --out`,
+      },
+    );
+  const unshardedFresh = !resume && !shard && (existing.version !== 2 || existing.shards === 1);
+  if (unshardedFresh) {
+    // A folder with a lock and no results holds nothing to protect: a fresh eval takes it.
+    await replaceEvalLock(outDir, mine);
+    return mine;
+  }
+  checkSamePlan(existing, mine, outDir, shard);
+  return existing.version === 2 ? existing : mine;
+}
+
+/** Step resume: the trials an earlier run of this eval finished (`--resume`), by `key`; unscored ones moved aside with `--rerun-unscored`. */
+async function resumeFinished(options: RunEvalOptions, folder: EvalFolder): Promise<Finished> {
+  const resume = options.resume === true || options.rerunUnscored === true;
+  const previous = resume ? await folder.store.read(folder.check, true) : [];
+  const unscored = options.rerunUnscored ? previous.filter((r) => UNSCORED_CATEGORIES.has(r.category)) : [];
+  if (unscored.length > 0) {
+    await folder.store.supersede(unscored);
+    options.say?.(
+      `${unscored.length} unscored trial(s) run again; their results are kept in ${path.join(path.dirname(folder.store.where), SUPERSEDED_FILE)}`,
+    );
+  }
+  const rerun = new Set(unscored.map(trialKey));
+  const results = new Map<string, TrialResult>();
+  for (const r of previous) if (!rerun.has(trialKey(r))) results.set(trialKey(r), r);
+  return { results, rerun: unscored.length };
 }
 
 /** The eval's shared state, its counts started from the resumed results; lost engines reported. */
 function openEval(
   options: RunEvalOptions,
-  plan: TrialPlan,
+  plan: Settled,
   startedAt: Date,
-  resultsFile: string,
-  finished: Map<string, TrialResult>,
+  folder: EvalFolder,
+  { results: finished, rerun }: Finished,
   total: number,
 ): EvalState {
   const userSignal = options.signal ?? new AbortController().signal;
   const internal = new AbortController();
+  // Another process took the folder: stop at once, write nothing more.
+  const lost = folder.holder.lost;
+  lost.addEventListener('abort', () => internal.abort(lost.reason), { once: true });
   const tally: Tally = {
     passed: 0,
     failed: 0,
@@ -191,11 +339,12 @@ function openEval(
   const state: EvalState = {
     options,
     plan,
+    folder,
     startedAt,
-    resultsFile,
     total,
     finished,
     resumed: finished.size,
+    rerun,
     interrupted: [],
     tally,
     userSignal,
@@ -238,7 +387,7 @@ function reportProgress(state: EvalState, last?: TrialResult, notice?: string): 
 
 /** Step run: every pending trial, at once up to the slots there are; the first failure to record one is thrown. */
 async function runTrials(state: EvalState, pending: readonly TrialSpec[]): Promise<void> {
-  const log = await openResultsLog(state.resultsFile);
+  const log = await state.folder.store.open();
   reportProgress(state);
   try {
     const settled = await Promise.allSettled(
@@ -357,12 +506,13 @@ async function recordTrial(
       return;
     }
     try {
+      if (state.folder.holder.lost.aborted) throw state.folder.holder.lost.reason;
       await log.append(result);
     } catch (error) {
       state.internal.abort(error);
       throw error;
     }
-    state.finished.set(trialKey(result.taskId, result.trial), result);
+    state.finished.set(trialKey(result), result);
     state.tally.finishedThisRun++;
     count(state.tally, result);
     reportProgress(state, result);
@@ -382,13 +532,16 @@ function evalRunOf(state: EvalState): EvalRun {
   return {
     results,
     resumed: state.resumed,
+    rerun: state.rerun,
     total,
     n: state.plan.n,
+    ...(state.folder.shard ? { shard: state.folder.shard } : {}),
+    planSha256: state.folder.lock.planSha256,
     interrupted: finished.size < total && !lost,
     ...(lost ? { enginesLost: lost.message } : {}),
     startedAt: state.startedAt.toISOString(),
     finishedAt: new Date().toISOString(),
-    resultsFile: state.resultsFile,
+    resultsFile: state.folder.store.where,
   };
 }
 

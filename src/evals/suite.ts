@@ -12,8 +12,8 @@ export const KEEP_POLICIES = ['on-failure', 'always', 'never'] as const;
 export type KeepPolicy = (typeof KEEP_POLICIES)[number];
 
 export interface SuiteDefaults {
-  provider?: string;
-  model?: string;
+  provider?: string | undefined;
+  model?: string | undefined;
   n: number;
   concurrency: number;
   timeouts: { trialSec?: number | undefined };
@@ -45,8 +45,8 @@ export function suiteDefaults(
     concurrency: raw.concurrency ?? os.availableParallelism(),
     timeouts: { ...raw.timeouts },
     keep: raw.keep,
-    ...(raw.provider !== undefined ? { provider: raw.provider } : {}),
-    ...(raw.model !== undefined ? { model: raw.model } : {}),
+    provider: raw.provider,
+    model: raw.model,
   };
 }
 

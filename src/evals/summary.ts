@@ -271,7 +271,7 @@ export interface SummaryMeta {
   finishedAt: string;
   harnessVersion: string;
   /** The eval's per-trial cost limit, for pass@1 at that budget. */
-  costLimitUsd?: number;
+  costLimitUsd?: number | undefined;
 }
 
 function emptyCategories(): CategoryCounts {

@@ -80,7 +80,14 @@ export interface TrialResult {
   /** With catalog `agent.reward` (Harbor tasks): the last verification's score. */
   score?: number | undefined;
   /** Its named values (reward.json), or why no score could be read. */
-  reward?: { values?: Record<string, number> | undefined; refused?: string | undefined } | undefined;
+  reward?:
+    | {
+        values?: Record<string, number> | undefined;
+        refused?: string | undefined;
+        /** A multi-step task's: each step that ran, with its own score (absent when it left none). */
+        steps?: Array<{ name: string; score?: number | undefined }> | undefined;
+      }
+    | undefined;
 }
 
 /** What a trial's test report said (see `attempts/<n>/test-results.json` of its run for every test). */
@@ -192,6 +199,10 @@ export const trialResultSchema: z.ZodType<TrialResult> = z.object({
     .optional(),
   score: scoreSchema.optional(),
   reward: z
-    .object({ values: z.record(z.string(), metricSchema).optional(), refused: z.string().optional() })
+    .object({
+      values: z.record(z.string(), metricSchema).optional(),
+      refused: z.string().optional(),
+      steps: z.array(z.object({ name: z.string(), score: scoreSchema.optional() })).optional(),
+    })
     .optional(),
 });

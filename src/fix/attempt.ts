@@ -26,7 +26,7 @@ import type { Message, ModelProvider } from '../llm/types.js';
 import { verdictForEmptyLoop, type AttemptVerdict, type LoopStop } from '../outcomes.js';
 import type { AttemptRecord } from '../runs/record.js';
 import type { Sandbox, WorkspaceTree } from '../sandbox/types.js';
-import type { Run } from './types.js';
+import type { PlannedStep, Run } from './types.js';
 import { failureFeedback, formatTestRun, type TestLayer, type TestRun } from './test-layers.js';
 import { warmChannel } from './sandboxes.js';
 import { verifyChange, type Verification, type VerificationResults } from './verify.js';
@@ -36,6 +36,7 @@ import { toolStartDetail } from './progress.js';
 import { reviewChange } from './review.js';
 import type { Continuation } from './continue.js';
 import { shellQuote } from '../agent/tools/workspace-path.js';
+import { runTaskSteps, stepVerifyRole } from './steps.js';
 
 /** What every attempt of a run shares, worked out once. */
 export interface AttemptPlan {
@@ -56,6 +57,8 @@ export interface AttemptPlan {
   maxAttempts: number;
   /** With review on: the checker, its rounds (shared by the run's attempts), AGENTS.md for its prompt. */
   review?: { checker: ModelProvider; maxRounds: number; used: number; agentsMd?: string };
+  /** With catalog `agent.steps`: the task's steps, each attempt runs them all in its sandbox (`steps.ts`). */
+  steps?: PlannedStep[];
 }
 
 export interface AttemptResult {
@@ -121,11 +124,11 @@ export async function runAttempt(
       attempt: n,
       status: ending.verdict,
       durationMs: Date.now() - started,
-      ...(ending.message !== undefined ? { message: ending.message } : {}),
+      message: ending.message,
       costUsd: roundUsd(run.costs.totalUsd - spentBefore),
       cost: run.costs.snapshot(),
       ...(ending.feedback ? { feedback: ending.feedback } : {}),
-      ...(ending.line !== undefined ? { summary: ending.line } : {}),
+      summary: ending.line,
     });
     await journal.save();
     return {
@@ -140,7 +143,8 @@ export async function runAttempt(
   try {
     const box = await openAttemptSandbox(run, plan, n);
     if (ready) await untilReady(ready, signal);
-    run.sandboxes.makeAhead(`verify-${n}`);
+    // Steps make each step's verification sandbox ahead themselves.
+    if (!plan.steps) run.sandboxes.makeAhead(`verify-${n}`);
     const continued = run.continuation;
     if (continued && n === continued.attemptsBefore + 1) await replayEarlierChange(box, continued, signal);
     return await finish(await attemptSteps({ run, plan, n, box, signal }, feedback, loop));
@@ -166,14 +170,13 @@ async function attemptSteps(
   feedback: string | undefined,
   loop: { ended: boolean },
 ): Promise<Ending> {
+  if (attempt.plan.steps) return taskSteps(attempt, attempt.plan.steps, feedback, loop);
   const agent = await agentStep(attempt, feedback);
   loop.ended = true;
   const frozen = await freezeStep(attempt);
   if (frozen) return frozen;
   const died = agent.status === 'sandbox-stopped';
-  const notice = died
-    ? 'Your sandbox stopped during the attempt (every process in it died); what you had changed until then was checked. '
-    : '';
+  const notice = died ? SANDBOX_DIED_NOTICE : '';
   const changeSet = await collectStep(attempt);
   const gated = await gateStep(attempt, changeSet, { notice, died, stop: agent.status });
   if (gated) return gated;
@@ -181,6 +184,38 @@ async function attemptSteps(
   if ('verdict' in verified) return verified;
   return reviewStep(attempt, changeSet, verified.tests);
 }
+
+/**
+ * A multi-step task: the attempt's own steps, step after step in its one sandbox, each
+ * step's change so far verified in a fresh sandbox (`steps.ts` holds the order and rewards).
+ */
+function taskSteps(
+  attempt: Attempt,
+  steps: readonly PlannedStep[],
+  feedback: string | undefined,
+  loop: { ended: boolean },
+): Promise<Ending> {
+  return runTaskSteps(attempt.run, attempt.n, steps, {
+    agent: async (step) => {
+      loop.ended = false;
+      const agent = await agentStep(attempt, step.index === 1 ? feedback : undefined, step);
+      loop.ended = true;
+      return agent;
+    },
+    change: async (step, agent) => {
+      const frozen = await freezeStep(attempt);
+      if (frozen) return frozen;
+      const died = agent.status === 'sandbox-stopped';
+      const notice = died ? SANDBOX_DIED_NOTICE : '';
+      const changeSet = await collectStep(attempt, `step-${step.index}.diff`);
+      return (await gateStep(attempt, changeSet, { notice, died, stop: agent.status })) ?? changeSet;
+    },
+    verify: (step, changeSet) => verifyAndRecord(attempt, changeSet, step),
+  });
+}
+
+const SANDBOX_DIED_NOTICE =
+  'Your sandbox stopped during the attempt (every process in it died); what you had changed until then was checked. ';
 
 /** The attempt's sandbox (the agent's), on the record before anything runs in it. */
 async function openAttemptSandbox(run: Run, plan: AttemptPlan, n: number): Promise<Sandbox> {
@@ -197,8 +232,14 @@ async function openAttemptSandbox(run: Run, plan: AttemptPlan, n: number): Promi
  * Step agent: the loop in the attempt's sandbox; its turns and tokens go on the journal. A
  * stop that is not the attempt's to judge (Ctrl-C, the disk budget) is thrown on.
  */
-async function agentStep(attempt: Attempt, feedback: string | undefined): Promise<AgentLoopResult> {
+async function agentStep(
+  attempt: Attempt,
+  feedback: string | undefined,
+  step?: PlannedStep,
+): Promise<AgentLoopResult> {
   const { run, plan, n, box, signal } = attempt;
+  // A step's instruction is its own ticket; its time is its own.
+  const ticket = step?.ticket ?? run.ticket;
   const agent = run.catalog.catalog.agent;
   // The agent's calls go over the sandbox's command channel; starting it now, while the
   // first model call runs, takes its start-up off the first tool call.
@@ -210,6 +251,7 @@ async function agentStep(attempt: Attempt, feedback: string | undefined): Promis
   const entry: Run['transcript'][number] = {
     attempt: n,
     role: 'maker',
+    ...(step ? { step: step.name } : {}),
     system: plan.system,
     messages,
     ...(seed.length > 0 ? { seededMessages: seed.length } : {}),
@@ -222,13 +264,13 @@ async function agentStep(attempt: Attempt, feedback: string | undefined): Promis
     tools: plan.tools,
     system: plan.system,
     firstUserMessage: buildFirstUserMessage({
-      ticket: { id: run.ticket.id, title: run.ticket.title, body: run.ticket.body },
+      ticket: { id: ticket.id, title: ticket.title, body: ticket.body },
       ...(feedback ? { feedback } : {}),
     }),
     limits: {
       maxTurns: agent.maxTurns,
       ...(agent.tokenBudget ? { tokenBudget: Math.max(0, agent.tokenBudget - used) } : {}),
-      attemptDeadlineMs: run.catalog.catalog.sandbox.timeouts.attemptSec * 1000,
+      attemptDeadlineMs: (step?.attemptSec ?? run.catalog.catalog.sandbox.timeouts.attemptSec) * 1000,
       costExceeded: () => run.costs.exceeded(),
     },
     events: run.events,
@@ -274,7 +316,7 @@ async function freezeStep({ run, box }: Attempt): Promise<Ending | undefined> {
 }
 
 /** Step collect: the change set read from the frozen sandbox, its paths on the journal, its patch saved. */
-async function collectStep({ run, plan, n, box }: Attempt): Promise<ChangeSet> {
+async function collectStep({ run, plan, n, box }: Attempt, patchName = 'patch.diff'): Promise<ChangeSet> {
   run.journal.append({ kind: 'collect_start', attempt: n });
   const outputs = (await plan.testOutputs) ?? NO_TEST_OUTPUTS;
   const ignore = withTestOutputs(plan.ignore, outputs, {
@@ -298,7 +340,7 @@ async function collectStep({ run, plan, n, box }: Attempt): Promise<ChangeSet> {
       : {}),
   });
   const patch = changeSet.overLimit ? '' : changeSetPatch(changeSet);
-  if (patch) await run.dir.writeFile(`attempts/${n}/patch.diff`, patch);
+  if (patch) await run.dir.writeFile(`attempts/${n}/${patchName}`, patch);
   return changeSet;
 }
 
@@ -333,6 +375,9 @@ async function gateStep(
     };
   }
   if (changeSet.entries.length > 0) return undefined;
+  // Harbor's rule (catalog `agent.reward.unchanged: verify`): the verifier runs on an
+  // untouched workspace too, and its reward counts.
+  if (run.catalog.catalog.agent.reward?.unchanged === 'verify') return undefined;
   const { stop } = agent;
   const editable = run.catalog.catalog.agent.editableFiles.join(', ');
   return {
@@ -354,28 +399,14 @@ async function gateStep(
  * Failing tests end the attempt; passing ones end it too unless review is on.
  */
 async function verifyStep(
-  { run, plan, n }: Attempt,
+  attempt: Attempt,
   changeSet: ChangeSet,
   notice: string,
 ): Promise<Ending | { tests: TestRun }> {
-  run.journal.append({ kind: 'verify_start', attempt: n });
-  const verification = await verifyChange(run, n, changeSet, plan.tree, plan.layers, plan.heldOut);
+  const { run, plan } = attempt;
+  const verification = await verifyAndRecord(attempt, changeSet);
   const tests = verification.tests;
-  await run.dir.writeFile(`attempts/${n}/test-output.txt`, formatForRecord(verification));
-  const results = verification.results ? await recordResults(run, n, verification.results) : {};
   const verified = verification.passed;
-  run.journal.append({
-    kind: 'verify',
-    attempt: n,
-    status: verified ? 'passed' : 'failed',
-    durationMs: tests.durationMs,
-    exitCode: tests.failingLayer?.exitCode ?? 0,
-    ...(tests.failingLayer ? { message: `failing layer ${tests.failingLayer.name}` } : {}),
-    ...(verification.heldOut ? { heldOut: verification.heldOut } : {}),
-    ...results,
-    ...(verification.reward ? { reward: rewardRecord(verification.reward) } : {}),
-    ...(!verified && tests.failingLayer ? { failingLayer: tests.failingLayer.name } : {}),
-  });
   if (verified && plan.review) return { tests };
   if (verified) {
     return {
@@ -402,6 +433,45 @@ async function verifyStep(
         ? `the verifier ${reward.ok ? `scored ${reward.reward.score}` : `left no score: ${reward.reason}`}`
         : `tests fail in a fresh sandbox (${tests.failingLayer?.name})`,
   };
+}
+
+/**
+ * The change verified (a step's with that step's sandbox, test command and time) and put on
+ * the record: the test output, the per-test results, the `verify` event with the reward.
+ */
+async function verifyAndRecord(
+  { run, plan, n }: Attempt,
+  changeSet: ChangeSet,
+  step?: PlannedStep,
+): Promise<Verification> {
+  run.journal.append({ kind: 'verify_start', attempt: n });
+  const verification = await verifyChange(
+    run,
+    n,
+    changeSet,
+    plan.tree,
+    step?.layers ?? plan.layers,
+    plan.heldOut,
+    step ? { role: stepVerifyRole(n, step.index), testSec: step.testSec } : undefined,
+  );
+  const tests = verification.tests;
+  const prefix = step ? `step-${step.index}-` : '';
+  await run.dir.writeFile(`attempts/${n}/${prefix}test-output.txt`, formatForRecord(verification));
+  const results = verification.results ? await recordResults(run, n, verification.results) : {};
+  const verified = verification.passed;
+  run.journal.append({
+    kind: 'verify',
+    attempt: n,
+    status: verified ? 'passed' : 'failed',
+    durationMs: tests.durationMs,
+    exitCode: tests.failingLayer?.exitCode ?? 0,
+    ...(tests.failingLayer ? { message: `failing layer ${tests.failingLayer.name}` } : {}),
+    ...(verification.heldOut ? { heldOut: verification.heldOut } : {}),
+    ...results,
+    ...(verification.reward ? { reward: rewardRecord(verification.reward) } : {}),
+    ...(!verified && tests.failingLayer ? { failingLayer: tests.failingLayer.name } : {}),
+  });
+  return verification;
 }
 
 /** Step review: the independent checker reads the verified change; only its approval passes. */

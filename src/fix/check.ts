@@ -65,8 +65,8 @@ export interface CheckResult {
     reused: boolean;
     /** The base the image was built on, when known (absent for a prebuilt `sandbox.image`). */
     base?: string;
-    sizeBytes?: number;
-    buildNetwork?: boolean;
+    sizeBytes?: number | undefined;
+    buildNetwork?: boolean | undefined;
   };
   /** Time to build or find the image. */
   buildMs: number;
@@ -146,8 +146,8 @@ export async function runCheck(options: CheckOptions, deps: FixDeps): Promise<Ch
       id: image.imageId,
       reused: image.reused,
       ...(image.baseImage ? { base: image.baseImage } : {}),
-      ...(image.sizeBytes !== undefined ? { sizeBytes: image.sizeBytes } : {}),
-      ...(image.buildNetwork !== undefined ? { buildNetwork: image.buildNetwork } : {}),
+      sizeBytes: image.sizeBytes,
+      buildNetwork: image.buildNetwork,
     },
     buildMs,
     tests: {

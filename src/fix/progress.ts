@@ -134,10 +134,10 @@ function loopEventProgress(progress: ProgressSink, event: EventInput): void {
 
 /** The baseline's verdict as a progress line. */
 function baselineLine(event: {
-  status?: string;
-  durationMs?: number;
-  exitCode?: number;
-  message?: string;
+  status?: string | undefined;
+  durationMs?: number | undefined;
+  exitCode?: number | undefined;
+  message?: string | undefined;
 }): string {
   const took = event.durationMs === undefined ? '' : ` in ${formatDuration(event.durationMs)}`;
   const what =

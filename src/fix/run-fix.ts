@@ -55,7 +55,8 @@ import { loadLibrary } from './read-library.js';
 import { continuationFeedback } from './continue.js';
 import { progressOfEvents, silentProgress, type ProgressSink } from './progress.js';
 import { SandboxPool } from './sandboxes.js';
-import type { WorkspaceGit } from '../sandbox/types.js';
+import type { InjectedFile, WorkspaceGit } from '../sandbox/types.js';
+import { planSteps, stepOfRole } from './steps.js';
 import { egressSpec } from './egress-phases.js';
 import { getsVerifierFiles, loadVerifierFiles } from './verifier-files.js';
 
@@ -102,6 +103,7 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
   // Read before the run folder exists: a bad folder is a configuration error, not a run.
   const verifier = catalog.catalog.agent.verifierFiles;
   const verifierFiles = verifier ? await loadVerifierFiles(catalog.file, verifier) : [];
+  const steps = await planSteps(prepared);
   const dir = await RunDir.create(options.runsDir ?? runsDirFor(repoDir), options.runId);
   const started = Date.now();
   const events = fanOut(
@@ -127,8 +129,17 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
     events,
     progress,
     signal,
-    sandboxes: sandboxPool(prepared, options, deps, { runId: dir.id, record, attemptImage, verifierFiles }),
+    sandboxes: sandboxPool(prepared, options, deps, {
+      runId: dir.id,
+      record,
+      attemptImage,
+      verifierFiles: (role) => {
+        const step = stepOfRole(role);
+        return (step !== undefined ? steps?.[step - 1]?.verifierFiles : undefined) ?? verifierFiles;
+      },
+    }),
     attemptImage,
+    ...(steps ? { steps } : {}),
     transcript: [],
     started,
   };
@@ -215,7 +226,8 @@ function sandboxPool(
     runId: string;
     record: RunRecord;
     attemptImage: Run['attemptImage'];
-    verifierFiles: Awaited<ReturnType<typeof loadVerifierFiles>>;
+    /** The verifier files of a sandbox role (a step's verification gets its step's). */
+    verifierFiles: (role: string) => InjectedFile[];
   },
 ): SandboxPool {
   const { catalog } = prepared;
@@ -232,7 +244,7 @@ function sandboxPool(
       role,
       env: { ...catalog.catalog.sandbox.env, ...catalogSandboxEnv() },
       resources: resourcesFromCatalog(catalog.catalog),
-      files: [catalogFile, ...(getsVerifierFiles(role) ? verifierFiles : [])],
+      files: [catalogFile, ...(getsVerifierFiles(role) ? verifierFiles(role) : [])],
       keep: options.keep,
       ...(prepared.runtime?.asked ? { runtime: prepared.runtime.asked } : {}),
       ...egressSpec(catalog.catalog.sandbox.egress, role),
@@ -282,7 +294,7 @@ async function resolveImage(run: Run): Promise<RepoImage> {
       tag: image.tag,
       id: image.imageId,
       reused: image.reused,
-      ...(image.buildNetwork !== undefined ? { buildNetwork: image.buildNetwork } : {}),
+      buildNetwork: image.buildNetwork,
     },
   });
   return image;
@@ -371,6 +383,7 @@ async function planAttempts(run: Run, image: RepoImage): Promise<AttemptPlan> {
     heldOut,
     ...(contextWindow ? { contextWindow } : {}),
     maxAttempts: run.options.maxAttempts ?? agent.maxAttempts,
+    ...(run.steps ? { steps: run.steps } : {}),
     ...(run.checker
       ? {
           review: {
@@ -427,7 +440,9 @@ async function attemptsWithBaseline(
         gate.abort(error);
         throw error;
       }
-      if (result.passed && !force) gate.abort(new BaselinePasses());
+      // Harbor's rule (a reward, `unchanged: verify`): the agent always gets its turn.
+      if (result.passed && !force && run.catalog.catalog.agent.reward?.unchanged !== 'verify')
+        gate.abort(new BaselinePasses());
       return result;
     },
     (error: unknown) => {

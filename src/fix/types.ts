@@ -20,10 +20,11 @@ import type { RunOutcome } from '../outcomes.js';
 import type { RunDir, RunRecord } from '../runs/record.js';
 import type { RepoImage, RepoImageRequest } from '../image-context/request.js';
 import type { RunJournal } from '../runs/journal.js';
-import type { KeepPolicy, SandboxBackend } from '../sandbox/types.js';
+import type { InjectedFile, KeepPolicy, SandboxBackend } from '../sandbox/types.js';
 import type { BaselineCache } from './baseline-cache.js';
 import type { ProgressSink } from './progress.js';
 import type { SandboxPool } from './sandboxes.js';
+import type { TestLayer } from './test-layers.js';
 
 export type { KeepPolicy } from '../sandbox/types.js';
 
@@ -54,7 +55,7 @@ export interface FixOptions {
   model?: string;
   cassette?: string;
   record?: string;
-  maxAttempts?: number;
+  maxAttempts?: number | undefined;
   keep: KeepPolicy;
   apply: boolean;
   force: boolean;
@@ -76,7 +77,7 @@ export interface FixOptions {
   /** Run id to use (evals choose their own). */
   runId?: string;
   /** Stop once the run's model calls cost this many US dollars (overrides catalog `agent.costLimit`). */
-  costLimitUsd?: number;
+  costLimitUsd?: number | undefined;
   /** Continue this earlier run (an id, a prefix or `last`): its last patch and feedback start attempt 1. */
   continueFrom?: string;
   /**
@@ -148,9 +149,13 @@ export interface Run extends Prepared {
   sandboxes: SandboxPool;
   /** The image attempt sandboxes are made from when it is not the run's image (one with git). */
   attemptImage: { tag?: string };
+  /** With catalog `agent.steps`: the task's steps, read before the run began (`steps.ts`). */
+  steps?: PlannedStep[];
   transcript: {
     attempt: number;
     role: string;
+    /** With catalog `agent.steps`: the step whose instruction this conversation answers. */
+    step?: string;
     system: string;
     messages: Message[];
     /** Leading messages taken from a seed run (no model call of this run made them). */
@@ -158,4 +163,18 @@ export interface Run extends Prepared {
     delegations?: AgentLoopResult['delegations'];
   }[];
   started: number;
+}
+
+/** One step of a multi-step task (catalog `agent.steps`), its ticket and verifier files read. */
+export interface PlannedStep {
+  name: string;
+  /** 1-based, in the catalog's order. */
+  index: number;
+  ticket: Ticket;
+  layers: TestLayer[];
+  /** The files only this step's verification sandbox gets (its `verifierFiles`, else the catalog's). */
+  verifierFiles?: InjectedFile[];
+  attemptSec: number;
+  testSec: number;
+  minReward?: number | Record<string, number>;
 }

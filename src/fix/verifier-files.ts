@@ -22,9 +22,10 @@ export interface VerifierFilesConfig {
 export async function loadVerifierFiles(
   catalogFile: string,
   config: VerifierFilesConfig,
+  field = 'agent.verifierFiles.from',
 ): Promise<InjectedFile[]> {
   const root = path.resolve(path.dirname(catalogFile), config.from);
-  const where = `agent.verifierFiles.from of ${catalogFile}`;
+  const where = `${field} of ${catalogFile}`;
   const top = await lstat(root).catch(() => undefined);
   if (!top?.isDirectory())
     throw new ConfigError(`${where}: ${root} is not a folder${top?.isSymbolicLink() ? ' (a symlink)' : ''}`);

@@ -117,25 +117,26 @@ export async function verifyChange(
   tree: WorkspaceTree,
   layers: readonly TestLayer[],
   heldOut: readonly string[],
+  /** A step's verification (catalog `agent.steps`): its sandbox's role (its verifier files) and its time. */
+  step?: { role: string; testSec: number },
 ): Promise<Verification> {
-  const box = await run.sandboxes.create(`verify-${n}`);
+  const role = step?.role ?? `verify-${n}`;
+  const box = await run.sandboxes.create(role);
   run.journal.append({
     kind: 'sandbox',
     attempt: n,
-    container: { role: `verify-${n}`, id: box.id, kept: false, engine: run.deps.backend.engine },
+    container: { role, id: box.id, kept: false, engine: run.deps.backend.engine },
   });
   await writeAllowed(box, changeSet, run.signal);
   const report = await checkInvariant(box, changeSet, tree, run.signal);
   if (report.differences.length > 0) {
-    await run.dir.writeFile(
-      `attempts/${n}/verification-mismatch.json`,
-      `${JSON.stringify(report, null, 2)}\n`,
-    );
+    const file = `attempts/${n}/${step ? `${role}-` : ''}verification-mismatch.json`;
+    await run.dir.writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
     throw new VerificationMismatch(
-      `the verification sandbox does not hold exactly the allowed change (${report.differences.slice(0, 3).join('; ')}${report.differences.length > 3 ? '; ...' : ''}); both sets are in attempts/${n}/verification-mismatch.json`,
+      `the verification sandbox does not hold exactly the allowed change (${report.differences.slice(0, 3).join('; ')}${report.differences.length > 3 ? '; ...' : ''}); both sets are in ${file}`,
     );
   }
-  const timeoutMs = run.catalog.catalog.sandbox.timeouts.testSec * 1000;
+  const timeoutMs = (step?.testSec ?? run.catalog.catalog.sandbox.timeouts.testSec) * 1000;
   const reportConfig = run.catalog.catalog.agent.testReport;
   if (reportConfig) await clearTestReport(box, reportConfig, run.signal);
   const rewardConfig = run.catalog.catalog.agent.reward;

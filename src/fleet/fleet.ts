@@ -49,7 +49,7 @@ export interface ConnectFleetOptions<E extends EngineClient> {
   /** CPUs one trial's sandbox may use (the catalog's limit): default capacity = engine CPUs / this. */
   trialCpus: number;
   /** Global cap on trials at once (`--concurrency`). */
-  concurrency?: number;
+  concurrency?: number | undefined;
   pingTimeoutMs?: number;
   /** Makes the client of an engine (tests give fakes). */
   connect?: (spec: EngineSpec) => E;

@@ -75,7 +75,7 @@ export interface RepoImage {
   /** The base the recipe's final stage starts from (absent for a prebuilt image). */
   baseImage?: string;
   /** The image's size as the engine reports it. */
-  sizeBytes?: number;
+  sizeBytes?: number | undefined;
   /** The content hash the tag is made from (absent for a prebuilt image). */
   contentHash?: string;
   /** The recipe it was built with (absent for a prebuilt image). */

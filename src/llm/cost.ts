@@ -175,7 +175,7 @@ export class CostMeter {
       byRole,
       ...(this.used.size > 0 ? { prices: Object.fromEntries([...this.used].sort()) } : {}),
       ...(this.unpriced.size > 0 ? { unpriced: [...this.unpriced].sort() } : {}),
-      ...(this.limitUsd !== undefined ? { limitUsd: this.limitUsd } : {}),
+      limitUsd: this.limitUsd,
     };
   }
 }
@@ -186,7 +186,7 @@ export interface CostSnapshot {
   /** The price of each model that answered, as charged. */
   prices?: Record<string, Price>;
   unpriced?: string[];
-  limitUsd?: number;
+  limitUsd?: number | undefined;
 }
 
 class MeteredProvider implements ModelProvider {

@@ -178,7 +178,7 @@ async function createBareProvider(options: CreateProviderOptions): Promise<Model
   const env = options.env ?? process.env;
   const common = {
     ...(options.retry ? { retry: options.retry } : {}),
-    ...(options.requestTimeoutMs !== undefined ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
+    requestTimeoutMs: options.requestTimeoutMs,
     ...(options.onRetry ? { onRetry: options.onRetry } : {}),
   };
   switch (options.name) {

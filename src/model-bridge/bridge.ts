@@ -282,8 +282,8 @@ export class ModelBridge {
         const tokens: Usage = {
           inputTokens: usage.inputTokens,
           outputTokens: usage.outputTokens,
-          ...(usage.cacheReadTokens !== undefined ? { cacheReadTokens: usage.cacheReadTokens } : {}),
-          ...(usage.cacheWriteTokens !== undefined ? { cacheWriteTokens: usage.cacheWriteTokens } : {}),
+          cacheReadTokens: usage.cacheReadTokens,
+          cacheWriteTokens: usage.cacheWriteTokens,
         };
         this.options.budget?.spend(tokens);
         const cost = this.options.costs?.add('main', call.model, tokens);

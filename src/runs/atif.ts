@@ -1,23 +1,27 @@
 /**
- * A run as a portable trajectory: Harbor's Agent Trajectory Interchange Format (ATIF v1.4),
+ * A run as a portable trajectory: Harbor's Agent Trajectory Interchange Format (ATIF v1.7),
  * so other tools (Harbor's viewers, SFT and RL pipelines) read what an agent did here.
  *
  * Folded from what the run wrote, never re-run: `transcript.json` gives the conversation of
  * every attempt (and each review), `events.jsonl` the time, model and tokens of each model
  * call, and `run.json` the outcome, totals and the prices each model was charged at. Each
  * model answer is one agent step; its tool calls' results are that step's observation, as
- * ATIF asks; a sub-agent's conversation is referenced from the `delegate` call that started it.
+ * ATIF asks; a sub-agent's conversation is embedded (v1.7's `subagent_trajectories`, one
+ * document) and referenced by its `trajectory_id` from the `delegate` call that started it.
+ * A multi-step task's conversations say their step (`extra.step`).
  */
 import { costOf, type Price } from '../llm/cost.js';
 import type { Message } from '../llm/types.js';
 import type { HarnessEvent } from '../agent/events.js';
 import type { RunRecord } from './record.js';
 
-export const ATIF_VERSION = 'ATIF-v1.4';
+export const ATIF_VERSION = 'ATIF-v1.7';
 
 export interface TranscriptEntry {
   attempt: number;
   role: string;
+  /** With catalog `agent.steps`: the step whose instruction this conversation answers. */
+  step?: string;
   system: string;
   messages: Message[];
   /** How many leading messages came from the recorded run this one was seeded from (no model call of this run). */
@@ -42,16 +46,29 @@ export interface AtifStep {
     results: {
       source_call_id?: string;
       content?: string;
-      subagent_trajectory_ref?: { session_id: string; extra?: Record<string, unknown> }[];
+      /** v1.7: `trajectory_id` resolves it among the root's `subagent_trajectories`; `session_id` is informational. */
+      subagent_trajectory_ref?: {
+        trajectory_id: string;
+        session_id?: string;
+        extra?: Record<string, unknown>;
+      }[];
     }[];
   };
-  metrics?: { prompt_tokens?: number; completion_tokens?: number; cached_tokens?: number; cost_usd?: number };
+  metrics?: {
+    prompt_tokens?: number;
+    completion_tokens?: number;
+    cached_tokens?: number;
+    cost_usd?: number | undefined;
+  };
   extra?: Record<string, unknown>;
 }
 
 export interface AtifTrajectory {
   schema_version: typeof ATIF_VERSION;
-  session_id: string;
+  /** Run-scoped: the run's id, shared by the sub-agents embedded in it. */
+  session_id?: string;
+  /** This document's own id (v1.7): the run's id, or the delegation's under it. */
+  trajectory_id: string;
   agent: { name: string; version: string; model_name?: string; extra?: Record<string, unknown> };
   steps: AtifStep[];
   notes?: string;
@@ -64,6 +81,8 @@ export interface AtifTrajectory {
     extra?: Record<string, unknown>;
   };
   extra?: Record<string, unknown>;
+  /** v1.7: the sub-agents' conversations, each its own trajectory, in this one document. */
+  subagent_trajectories?: AtifTrajectory[];
 }
 
 function textOf(message: Message): string {
@@ -107,7 +126,7 @@ function metricsOf(call: HarnessEvent | undefined, prices: Record<string, Price>
     prompt_tokens: call.tokens.input,
     completion_tokens: call.tokens.output,
     ...(cached > 0 ? { cached_tokens: cached } : {}),
-    ...(cost !== undefined ? { cost_usd: cost } : {}),
+    cost_usd: cost,
   };
 }
 
@@ -125,7 +144,7 @@ export function runToAtif(
   for (const entry of transcript) {
     const calls = callsOf(events, entry);
     let call = 0;
-    const context = { attempt: entry.attempt, role: entry.role };
+    const context = { attempt: entry.attempt, role: entry.role, ...(entry.step ? { step: entry.step } : {}) };
     push({ source: 'system', message: entry.system, extra: context });
     const delegations = new Map((entry.delegations ?? []).map((d) => [d.toolUseId, d]));
     for (let i = 0; i < entry.messages.length; i++) {
@@ -173,7 +192,8 @@ export function runToAtif(
                       ? {
                           subagent_trajectory_ref: [
                             {
-                              session_id: `${record.id}/delegate/${r.toolUseId}`,
+                              trajectory_id: delegationId(record, r.toolUseId),
+                              session_id: record.id,
                               extra: { status: delegation.status, turns: delegation.turns },
                             },
                           ],
@@ -193,9 +213,13 @@ export function runToAtif(
       });
     }
   }
+  const subagents = transcript.flatMap((entry) =>
+    (entry.delegations ?? []).map((d) => delegationTrajectory(record, entry, d)),
+  );
   return {
     schema_version: ATIF_VERSION,
     session_id: record.id,
+    trajectory_id: record.id,
     agent: {
       name: 'sandbox-harness',
       version: record.harnessVersion,
@@ -222,6 +246,70 @@ export function runToAtif(
       catalog: record.catalog,
       startedAt: record.startedAt,
       ...(record.finishedAt ? { finishedAt: record.finishedAt } : {}),
+    },
+    ...(subagents.length > 0 ? { subagent_trajectories: subagents } : {}),
+  };
+}
+
+function delegationId(record: RunRecord, toolUseId: string): string {
+  return `${record.id}/delegate/${toolUseId}`;
+}
+
+/**
+ * A sub-agent's conversation as an embedded trajectory: its answers with their tool calls
+ * and observations (its model calls' tokens are counted in the run's, not here).
+ */
+function delegationTrajectory(
+  record: RunRecord,
+  entry: TranscriptEntry,
+  delegation: NonNullable<TranscriptEntry['delegations']>[number],
+): AtifTrajectory {
+  const steps: AtifStep[] = [];
+  const context = { attempt: entry.attempt, role: 'delegate', ...(entry.step ? { step: entry.step } : {}) };
+  for (let i = 0; i < delegation.messages.length; i++) {
+    const message = delegation.messages[i]!;
+    const step_id = steps.length + 1;
+    if (message.role === 'user') {
+      const text = textOf(message);
+      if (text !== '') steps.push({ step_id, source: 'user', message: text, extra: context });
+      continue;
+    }
+    const toolUses = message.content.flatMap((b) => (b.type === 'tool_use' ? [b] : []));
+    const next = delegation.messages[i + 1];
+    const results =
+      next?.role === 'user' ? next.content.flatMap((b) => (b.type === 'tool_result' ? [b] : [])) : [];
+    steps.push({
+      step_id,
+      source: 'agent',
+      message: textOf(message),
+      ...(toolUses.length > 0
+        ? {
+            tool_calls: toolUses.map((b) => ({
+              tool_call_id: b.id,
+              function_name: b.name,
+              arguments: argumentsOf(b.input),
+            })),
+          }
+        : {}),
+      ...(results.length > 0
+        ? {
+            observation: {
+              results: results.map((r) => ({ source_call_id: r.toolUseId, content: r.content })),
+            },
+          }
+        : {}),
+      extra: context,
+    });
+  }
+  return {
+    schema_version: ATIF_VERSION,
+    session_id: record.id,
+    trajectory_id: delegationId(record, delegation.toolUseId),
+    agent: { name: 'sandbox-harness-delegate', version: record.harnessVersion },
+    steps,
+    final_metrics: {
+      total_steps: steps.length,
+      extra: { status: delegation.status, turns: delegation.turns },
     },
   };
 }

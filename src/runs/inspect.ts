@@ -33,9 +33,9 @@ export interface InspectUsage {
   input_tokens: number;
   output_tokens: number;
   total_tokens: number;
-  input_tokens_cache_read?: number;
-  input_tokens_cache_write?: number;
-  total_cost?: number;
+  input_tokens_cache_read?: number | undefined;
+  input_tokens_cache_write?: number | undefined;
+  total_cost?: number | undefined;
 }
 
 export interface InspectToolCall {
@@ -244,9 +244,9 @@ function addUsage(into: Record<string, InspectUsage>, model: string, usage: Insp
     input_tokens: was.input_tokens + usage.input_tokens,
     output_tokens: was.output_tokens + usage.output_tokens,
     total_tokens: was.total_tokens + usage.total_tokens,
-    ...(cacheRead !== undefined ? { input_tokens_cache_read: cacheRead } : {}),
-    ...(cacheWrite !== undefined ? { input_tokens_cache_write: cacheWrite } : {}),
-    ...(cost !== undefined ? { total_cost: cost } : {}),
+    input_tokens_cache_read: cacheRead,
+    input_tokens_cache_write: cacheWrite,
+    total_cost: cost,
   };
 }
 
@@ -652,7 +652,7 @@ export function evalToInspect(
     sample.metadata = {
       ...sample.metadata,
       trial: trial.trial,
-      ...(trial.costUsd !== undefined ? { costUsd: trial.costUsd } : {}),
+      costUsd: trial.costUsd,
       ...(trial.seededFrom ? { seededFrom: trial.seededFrom } : {}),
     };
     return sample;

@@ -14,7 +14,14 @@
  */
 import type { EventInput, EventSink } from '../agent/events.js';
 import type { AttemptVerdict, LoopStop, RunOutcome } from '../outcomes.js';
-import type { AttemptRecord, ContainerRecord, ReviewRecord, RunDir, RunRecord } from './record.js';
+import type {
+  AttemptRecord,
+  ContainerRecord,
+  ReviewRecord,
+  RunDir,
+  RunRecord,
+  StepRecord,
+} from './record.js';
 
 type Defined<T> = Exclude<T, undefined>;
 
@@ -43,7 +50,7 @@ export type RunEvent =
       status: 'broken' | 'passing' | 'failing';
       durationMs: number;
       exitCode: number;
-      message?: string;
+      message?: string | undefined;
       /** What the tests could not import that no agent can fix (`fix/import-hints.ts`). */
       hints?: string[];
       baseline: Defined<RunRecord['baseline']>;
@@ -89,7 +96,7 @@ export type RunEvent =
       status: 'passed' | 'failed';
       durationMs: number;
       exitCode: number;
-      message?: string;
+      message?: string | undefined;
       heldOut?: AttemptRecord['heldOut'];
       testReport?: AttemptRecord['testReport'];
       namedTests?: AttemptRecord['namedTests'];
@@ -97,6 +104,19 @@ export type RunEvent =
       reward?: AttemptRecord['reward'];
       /** Set when the verification failed in a layer. */
       failingLayer?: string;
+    }
+  /** A step of a multi-step attempt begins (catalog `agent.steps`): its instruction goes to the agent. */
+  | { kind: 'step_start'; attempt: number; step: string; index: number; of: number }
+  /** A step ended: verified with its own reward, or how it ended the attempt before that. */
+  | { kind: 'step_end'; attempt: number; step: StepRecord }
+  /** The steps are over: the attempt's reward, formed from theirs. */
+  | {
+      kind: 'steps_reward';
+      attempt: number;
+      strategy: 'mean' | 'final';
+      ran: number;
+      of: number;
+      reward: Defined<AttemptRecord['reward']>;
     }
   /** A review round begins: the checker gets its own sandbox with the verified change. */
   | { kind: 'review_start'; attempt: number; round: number }
@@ -119,9 +139,9 @@ export type RunEvent =
       /** The run's cost so far, with `costUsd`. */
       cost?: RunRecord['cost'];
       feedback?: string;
-      message?: string;
+      message?: string | undefined;
       /** How it went, in one line (the progress line's end of the attempt). */
-      summary?: string;
+      summary?: string | undefined;
     }
   /** Something the run learned about an attempt after it ended (why it was stopped). */
   | { kind: 'attempt_note'; attempt: number; message: string }
@@ -168,6 +188,9 @@ const KIND_LIST: Record<RunEventKind, true> = {
   verify_start: true,
   verify_layer: true,
   verify: true,
+  step_start: true,
+  step_end: true,
+  steps_reward: true,
   review_start: true,
   review: true,
   attempt_end: true,
@@ -208,6 +231,7 @@ export function applyRunEvent(record: RunRecord, event: RunEvent): void {
     case 'collect_start':
     case 'verify_start':
     case 'verify_layer':
+    case 'step_start':
     case 'review_start':
     case 'apply_start':
       // A step's start: the step's own event says what it found.
@@ -297,7 +321,18 @@ function foldAttemptEvent(
   record: RunRecord,
   event: Extract<
     RunEvent,
-    { kind: 'sandbox' | 'agent_end' | 'change' | 'gate' | 'verify' | 'attempt_end' | 'attempt_note' }
+    {
+      kind:
+        | 'sandbox'
+        | 'agent_end'
+        | 'change'
+        | 'gate'
+        | 'verify'
+        | 'step_end'
+        | 'steps_reward'
+        | 'attempt_end'
+        | 'attempt_note';
+    }
   >,
 ): void {
   switch (event.kind) {
@@ -325,6 +360,13 @@ function foldAttemptEvent(
       if (event.namedTests !== undefined) attempt.namedTests = structuredClone(event.namedTests);
       if (event.reward !== undefined) attempt.reward = structuredClone(event.reward);
       if (event.failingLayer !== undefined) attempt.failingLayer = event.failingLayer;
+      return;
+    case 'step_end':
+      (attempt.steps ??= []).push(structuredClone(event.step));
+      return;
+    case 'steps_reward':
+      attempt.reward = structuredClone(event.reward);
+      attempt.stepsReward = { strategy: event.strategy, ran: event.ran, of: event.of };
       return;
     case 'attempt_note':
       attempt.message = event.message;

@@ -75,6 +75,31 @@ const reviewSchema = z.object({
 
 const count = countSchema;
 
+/** What a verifier's reward file said (catalog `agent.reward`), or why nothing could be read. */
+const rewardRecordSchema = z.object({
+  status: z.enum(['read', 'refused']),
+  score: scoreSchema.optional(),
+  values: z.record(z.string(), metricSchema).optional(),
+  file: z.string().optional(),
+  reason: z.string().optional(),
+});
+
+/** One step of a multi-step attempt (catalog `agent.steps`). */
+const stepRecordSchema = z.object({
+  name: z.string(),
+  index: countSchema.min(1),
+  /** `passed`/`tests-failed` by its own reward, or how it ended the attempt before verification. */
+  verdict: z.enum(ATTEMPT_VERDICTS),
+  agentStop: z.enum(LOOP_STOPS).optional(),
+  turns: countSchema,
+  /** Paths of the whole change so far (against the pristine image) that this step's verification got. */
+  changedCount: countSchema.optional(),
+  reward: rewardRecordSchema.optional(),
+  durationMs: durationMsSchema,
+  /** Why the steps after this one did not run (min_reward, or no reward). */
+  stoppedSteps: z.string().optional(),
+});
+
 export const attemptRecordSchema = z.object({
   n: countSchema.min(1),
   verdict: z.enum(ATTEMPT_VERDICTS),
@@ -109,15 +134,16 @@ export const attemptRecordSchema = z.object({
       file: z.string().optional(),
     })
     .optional(),
-  /** With catalog `agent.reward`: the verifier's score (it decided the verdict) or why none was read. */
-  reward: z
-    .object({
-      status: z.enum(['read', 'refused']),
-      score: scoreSchema.optional(),
-      values: z.record(z.string(), metricSchema).optional(),
-      file: z.string().optional(),
-      reason: z.string().optional(),
-    })
+  /**
+   * With catalog `agent.reward`: the verifier's score (it decided the verdict) or why none was
+   * read; with steps, the steps' rewards combined (`stepsReward` says how).
+   */
+  reward: rewardRecordSchema.optional(),
+  /** With catalog `agent.steps`: each step that ran, in order, with its own reward. */
+  steps: z.array(stepRecordSchema).optional(),
+  /** With steps: how `reward` was formed from theirs, and how many of them ran. */
+  stepsReward: z
+    .object({ strategy: z.enum(['mean', 'final']), ran: countSchema, of: countSchema })
     .optional(),
   /** With named tests: the SWE-bench verdict next to the test command's exit code. */
   namedTests: z
@@ -240,6 +266,7 @@ export const runRecordSchema = z.object({
 });
 
 export type RunRecord = z.infer<typeof runRecordSchema>;
+export type StepRecord = z.infer<typeof stepRecordSchema>;
 export type AttemptRecord = z.infer<typeof attemptRecordSchema>;
 export type ContainerRecord = z.infer<typeof containerSchema>;
 export type ReviewRecord = z.infer<typeof reviewSchema>;

@@ -454,11 +454,11 @@ export interface ProviderDoctorOptions {
 /** What `gc` removes: each field narrows it. */
 export interface GcScope {
   /** Only what was created longer ago than this. */
-  olderThanMs?: number;
+  olderThanMs?: number | undefined;
   /** Also kept sandboxes (of failed runs) and repo images. */
   all?: boolean;
   /** Only sandboxes of this run (kept ones included). */
-  runId?: string;
+  runId?: string | undefined;
   dryRun?: boolean;
 }
 

@@ -1,7 +1,7 @@
 /**
  * Harbor task folders end to end: the built CLI, real Docker, task folders this test writes
  * (FROM the harness's base image, so they build offline). Their oracles (solution/solve.sh)
- * score 1.0, an empty change 0.0; the tests are never in the agent's sandbox; a reward that
+ * score 1.0, an empty change 0.0 (its verifier ran); the tests are never in the agent's sandbox; a reward that
  * is a link is refused with its reason; a FROM image the engine lacks is refused before any
  * trial; the example task folder scores 1.0 with its oracle.
  */
@@ -126,7 +126,7 @@ describe('Harbor task folders end to end (real Docker)', { timeout: 900_000 }, (
     expect(run.attempts[0].reward).toMatchObject({ status: 'read', score: 1, file: 'reward.txt' });
   });
 
-  it('an empty change scores 0.0, and the agent never sees tests/', async () => {
+  it('an empty change is verified as Harbor verifies it and scores 0.0; the agent never sees tests/', async () => {
     const cassettes = join(root, 'peek');
     await mkdir(cassettes, { recursive: true });
     // Looks for the tests, changes nothing.
@@ -158,7 +158,8 @@ describe('Harbor task folders end to end (real Docker)', { timeout: 900_000 }, (
     expect(summary.overall).toMatchObject({ scored: 2, passes: 0 });
     expect(summary.harbor.meanScore).toEqual({ count: 0, greet: 0 });
     for (const t of await results(out)) {
-      expect(t.category).toBe('no-changes');
+      // Harbor's rule: the verifier runs on the untouched environment, and its 0 counts.
+      expect(t).toMatchObject({ category: 'tests-failed', score: 0 });
       const transcript = await readFile(join(out, 'runs', t.runId!, 'transcript.json'), 'utf8');
       expect(transcript).toContain("ls: cannot access '/tests': No such file or directory");
       expect(transcript).not.toContain('/logs/verifier/reward');

@@ -22,7 +22,7 @@ import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { exampleCopy, removeExampleCopies } from '../helpers/example.js';
 import { cleanEnv, runCli, ROOT } from '../helpers/cli.js';
 import { PODMAN_SOCKET, podmanEngine, shipToPodman, stopPodman } from '../helpers/podman.js';
-import { startUsernsEngine, stopUsernsEngine, type UsernsEngine } from '../helpers/userns.js';
+import { sharedUsernsEngine, type UsernsEngine } from '../helpers/userns.js';
 
 interface Side {
   name: string;
@@ -33,6 +33,7 @@ interface Side {
 }
 
 let userns: UsernsEngine | undefined;
+let releaseUserns: (() => Promise<void>) | undefined;
 
 const SIDES: Side[] = [
   { name: 'runc', runtime: 'runc', args: [], env: () => cleanEnv() },
@@ -76,11 +77,12 @@ describe(
       await dockerEngine().ping(5000);
       await ensureBaseImage('node', {});
       await shipToPodman(await podmanEngine(), [DEFAULT_BASE_IMAGE]);
-      userns = await startUsernsEngine([DEFAULT_BASE_IMAGE]);
+      // The run's userns-remap engine (shared with the conformance run on it).
+      ({ userns, release: releaseUserns } = await sharedUsernsEngine([DEFAULT_BASE_IMAGE]));
     }, 900_000);
 
     afterAll(async () => {
-      await stopUsernsEngine(userns);
+      await releaseUserns?.();
       userns = undefined;
       stopPodman();
       await removeExampleCopies();

@@ -1,7 +1,10 @@
 /**
- * Harbor's Agent Trajectory Interchange Format, v1.4, written from its RFC
- * (docs/rfcs/0001-trajectory-format.md in the Harbor project) independently of our exporter,
- * so an export that drifts from the format fails here. Strict objects: ATIF's models forbid
+ * Harbor's Agent Trajectory Interchange Format, v1.7, written from its RFC
+ * (rfcs/0001-trajectory-format.md in the Harbor project) independently of our exporter,
+ * so an export that drifts from the format fails here. v1.7 over v1.4: `trajectory_id` (the
+ * document's id; required and unique on embedded sub-agents), `session_id` optional and
+ * run-scoped, `subagent_trajectories` embedded in the root, a sub-agent reference resolved
+ * by `trajectory_id`, `extra` on tool calls and observation results. Strict objects: ATIF's models forbid
  * unknown fields, and custom data belongs in `extra`.
  */
 import { z } from 'zod';
@@ -12,10 +15,12 @@ const toolCall = z.strictObject({
   tool_call_id: z.string().min(1),
   function_name: z.string().min(1),
   arguments: z.record(z.string(), z.unknown()),
+  extra,
 });
 
 const subagentRef = z.strictObject({
-  session_id: z.string().min(1),
+  trajectory_id: z.string().min(1),
+  session_id: z.string().min(1).optional(),
   trajectory_path: z.string().optional(),
   extra,
 });
@@ -24,6 +29,7 @@ const observationResult = z.strictObject({
   source_call_id: z.string().optional(),
   content: z.string().optional(),
   subagent_trajectory_ref: z.array(subagentRef).optional(),
+  extra,
 });
 
 const metrics = z.strictObject({
@@ -71,33 +77,66 @@ const step = z
     }
   });
 
-export const atifTrajectorySchema = z
-  .strictObject({
-    schema_version: z.string().regex(/^ATIF-v1\.[0-9]+$/),
-    session_id: z.string().min(1),
-    agent: z.strictObject({
-      name: z.string().min(1),
-      version: z.string().min(1),
-      model_name: z.string().optional(),
-      extra,
-    }),
-    steps: z.array(step).min(1),
-    notes: z.string().optional(),
-    final_metrics: z
-      .strictObject({
-        total_prompt_tokens: z.number().int().nonnegative().optional(),
-        total_completion_tokens: z.number().int().nonnegative().optional(),
-        total_cached_tokens: z.number().int().nonnegative().optional(),
-        total_cost_usd: z.number().nonnegative().optional(),
-        total_steps: z.number().int().nonnegative().optional(),
+interface Trajectory {
+  schema_version: string;
+  trajectory_id?: string | undefined;
+  steps: Array<z.infer<typeof step>>;
+  subagent_trajectories?: Trajectory[] | undefined;
+  [key: string]: unknown;
+}
+
+const trajectory: z.ZodType<Trajectory> = z.lazy(() =>
+  z
+    .strictObject({
+      schema_version: z.literal('ATIF-v1.7'),
+      session_id: z.string().min(1).optional(),
+      trajectory_id: z.string().min(1).optional(),
+      agent: z.strictObject({
+        name: z.string().min(1),
+        version: z.string().min(1),
+        model_name: z.string().optional(),
+        tool_definitions: z.array(z.record(z.string(), z.unknown())).optional(),
         extra,
-      })
-      .optional(),
-    extra,
-  })
-  .superRefine((t, ctx) => {
-    t.steps.forEach((s, i) => {
-      if (s.step_id !== i + 1)
-        ctx.addIssue({ code: 'custom', message: `step ${i} has step_id ${s.step_id}` });
-    });
-  });
+      }),
+      steps: z.array(step).min(1),
+      notes: z.string().optional(),
+      final_metrics: z
+        .strictObject({
+          total_prompt_tokens: z.number().int().nonnegative().optional(),
+          total_completion_tokens: z.number().int().nonnegative().optional(),
+          total_cached_tokens: z.number().int().nonnegative().optional(),
+          total_cost_usd: z.number().nonnegative().optional(),
+          total_steps: z.number().int().nonnegative().optional(),
+          extra,
+        })
+        .optional(),
+      continued_trajectory_ref: z.string().optional(),
+      subagent_trajectories: z.array(trajectory).optional(),
+      extra,
+    })
+    .superRefine((t, ctx) => {
+      t.steps.forEach((s, i) => {
+        if (s.step_id !== i + 1)
+          ctx.addIssue({ code: 'custom', message: `step ${i} has step_id ${s.step_id}` });
+      });
+      // Embedded sub-agents: each has its own trajectory_id, unique among them; every reference resolves.
+      const ids = (t.subagent_trajectories ?? []).map((sub) => sub.trajectory_id);
+      if (ids.some((id) => id === undefined))
+        ctx.addIssue({ code: 'custom', message: 'an embedded sub-agent without trajectory_id' });
+      if (new Set(ids).size !== ids.length)
+        ctx.addIssue({ code: 'custom', message: 'two embedded sub-agents share a trajectory_id' });
+      for (const s of t.steps)
+        for (const r of s.observation?.results ?? [])
+          for (const ref of r.subagent_trajectory_ref ?? [])
+            if (!ids.includes(ref.trajectory_id))
+              ctx.addIssue({
+                code: 'custom',
+                message: `reference to no embedded sub-agent: ${ref.trajectory_id}`,
+              });
+    }),
+);
+
+/** A root trajectory: it has its own trajectory_id. */
+export const atifTrajectorySchema = trajectory.refine((t) => t.trajectory_id !== undefined, {
+  message: 'the root trajectory has no trajectory_id',
+});

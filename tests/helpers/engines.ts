@@ -32,6 +32,7 @@ import {
   type TlsMaterial,
 } from '../../src/sandbox/docker/engine/endpoint.js';
 import { dockerEngine, DockerEngine } from '../../src/sandbox/docker/engine/index.js';
+import { withFileLock } from '../../src/image-context/build-lock.js';
 
 const run = promisify(execFile);
 
@@ -769,4 +770,97 @@ export async function traces(name: string): Promise<string[]> {
     }
   }
   return found;
+}
+
+/**
+ * Engines shared by the test files of one run: started by the first file that asks, owned by
+ * the run's vitest process (tests/global-setup.ts names it in SANDBOX_HARNESS_TEST_RUN, which
+ * every worker inherits), so `reapEngines` leaves them alone while the run lives and takes them
+ * down after a crashed one; stopped by the run's global teardown (`stopSharedEngines`). What
+ * each file makes on a shared engine carries names of its own, as on the local engine.
+ */
+const SHARED_RECORD = 'shared.json';
+
+interface SharedRecord {
+  kind: string;
+  run: number;
+  engine: Omit<TestEngine, 'tls' | 'endpoint' | 'engine'>;
+}
+
+/** The pid of this run's vitest process, or undefined outside a run (a file run by other means). */
+export function testRunPid(): number | undefined {
+  const pid = Number(process.env.SANDBOX_HARNESS_TEST_RUN);
+  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+}
+
+async function engineOf(record: SharedRecord['engine']): Promise<TestEngine> {
+  const tls = await readTlsFiles({
+    ca: join(record.clientTlsDir, 'ca.pem'),
+    cert: join(record.clientTlsDir, 'cert.pem'),
+    key: join(record.clientTlsDir, 'key.pem'),
+  });
+  const endpoint: EngineEndpoint = { transport: 'tcp', host: record.address, port: record.port, tls };
+  return { ...record, tls, endpoint, engine: new DockerEngine(endpoint) };
+}
+
+async function sharedRecords(run: number): Promise<SharedRecord[]> {
+  const records: SharedRecord[] = [];
+  for (const entry of await readdir(ENGINES_ROOT).catch(() => [] as string[])) {
+    if (!entry.startsWith(ENGINE_PREFIX)) continue;
+    const text = await readFile(join(ENGINES_ROOT, entry, SHARED_RECORD), 'utf8').catch(() => undefined);
+    if (!text) continue;
+    const record = JSON.parse(text) as SharedRecord;
+    if (record.run === run) records.push(record);
+  }
+  return records;
+}
+
+/**
+ * The run's shared engine of `kind`, started by `start` (with the run as its owner) if this
+ * run has none that answers; one process at a time decides, under a lock.
+ */
+export async function sharedEngine(
+  kind: string,
+  run: number,
+  start: (ownerPid: number) => Promise<TestEngine>,
+): Promise<TestEngine> {
+  return withFileLock(
+    `test-engine-${kind}-${run}`,
+    () => undefined,
+    async () => {
+      for (const record of await sharedRecords(run)) {
+        if (record.kind !== kind) continue;
+        const found = await engineOf(record.engine);
+        if (
+          await found.engine.ping(5000).then(
+            () => true,
+            () => false,
+          )
+        )
+          return found;
+        await stopEngines([found]);
+      }
+      const started = await start(run);
+      const { tls: _tls, endpoint: _endpoint, engine: _engine, ...engine } = started;
+      const record: SharedRecord = { kind, run, engine };
+      await writeFile(join(started.dir, SHARED_RECORD), `${JSON.stringify(record, null, 2)}\n`);
+      return started;
+    },
+  );
+}
+
+/** Stops every engine shared by the run of `run` (its global teardown). */
+export async function stopSharedEngines(run: number): Promise<void> {
+  await stopEngines((await sharedRecords(run)).map((r) => r.engine));
+}
+
+/** Ships the images of `refs` that `target` lacks (or holds as another image) from the local engine. */
+export async function shipMissing(target: DockerEngine, refs: string[]): Promise<void> {
+  const missing: string[] = [];
+  for (const ref of refs) {
+    const [here, there] = await Promise.all([dockerEngine().images.inspect(ref), target.images.inspect(ref)]);
+    if (!here) throw new Error(`${ref} is not on the local engine`);
+    if (there?.id !== here.id) missing.push(ref);
+  }
+  if (missing.length > 0) await shipImages(dockerEngine(), target, missing);
 }

@@ -11,7 +11,14 @@
  * with the command that adds it.
  */
 import { readFile } from 'node:fs/promises';
-import { startEngines, stopEngines, type TestEngine } from './engines.js';
+import {
+  sharedEngine,
+  shipMissing,
+  startEngines,
+  stopEngines,
+  testRunPid,
+  type TestEngine,
+} from './engines.js';
 
 export const REMAP_USER = 'dockremap';
 
@@ -53,7 +60,7 @@ export interface UsernsEngine {
 }
 
 /** Starts the userns-remap engine with `images` shipped from the local engine; stop it with `stopUsernsEngine`. */
-export async function startUsernsEngine(images: string[]): Promise<UsernsEngine> {
+export async function startUsernsEngine(images: string[], ownerPid?: number): Promise<UsernsEngine> {
   const remap = await remapBase();
   const [engine] = await startEngines({
     count: 1,
@@ -61,6 +68,7 @@ export async function startUsernsEngine(images: string[]): Promise<UsernsEngine>
     images,
     // Loading an image under a remap rewrites every file's owner: slower than a plain engine's.
     readyTimeoutMs: 120_000,
+    ...(ownerPid ? { ownerPid } : {}),
   });
   if (!engine) throw new Error('startEngines returned no engine');
   const info = await engine.engine.info();
@@ -75,4 +83,28 @@ export async function startUsernsEngine(images: string[]): Promise<UsernsEngine>
 
 export async function stopUsernsEngine(started: UsernsEngine | undefined): Promise<void> {
   if (started) await stopEngines([started.engine]);
+}
+
+/**
+ * The userns-remap engine of this test run, with `images` present: started once and shared by
+ * every file that asks (a dockerd and a base image loaded under the remap, a minute each time
+ * on a busy machine), stopped by the run's global teardown (helpers/engines.ts `sharedEngine`).
+ * Outside a vitest run, an engine of its own. `release` stops only an engine of its own.
+ */
+export async function sharedUsernsEngine(
+  images: string[],
+): Promise<{ userns: UsernsEngine; release: () => Promise<void> }> {
+  const run = testRunPid();
+  if (!run) {
+    const own = await startUsernsEngine(images);
+    return { userns: own, release: () => stopUsernsEngine(own) };
+  }
+  const remap = await remapBase();
+  const engine = await sharedEngine(
+    'userns',
+    run,
+    async (ownerPid) => (await startUsernsEngine([], ownerPid)).engine,
+  );
+  await shipMissing(engine.engine, images);
+  return { userns: { engine, remap }, release: async () => undefined };
 }

@@ -15,7 +15,7 @@ import { lstat, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
 import {
   DockerEngine,
@@ -68,8 +68,6 @@ export interface DockerTarget {
    * inside (`scan`). Never assumed from the engine's name: the test proves which.
    */
   layerReads: 'layers' | 'scan';
-  /** Tests that only make sense once (the unreachable daemon, the orphan reaper on the local engine). */
-  engineSpecifics?: boolean;
 }
 
 /** The default bridge's gateway on the local engine: an address of this host a networked container reaches. */
@@ -178,7 +176,6 @@ export function localTarget(
     ...(options.runtime ? { runtime: options.runtime } : {}),
     ...(options.ways ? { ways: options.ways } : {}),
     layerReads: 'layers',
-    engineSpecifics: options.runtime === undefined,
     prepare: async () => ({
       engine: dockerEngine(),
       socketPath: process.env.DOCKER_HOST?.startsWith('unix://')
@@ -267,8 +264,9 @@ export function describeDockerConformance(target: DockerTarget): void {
         made.push(sandbox);
         return sandbox;
       };
-      afterAll(async () => {
-        await Promise.all(made.map((s) => s.dispose().catch(() => undefined)));
+      // Each test's sandboxes go when it ends (see files.ts: live sandboxes slow every later test).
+      afterEach(async () => {
+        await Promise.all(made.splice(0).map((s) => s.dispose().catch(() => undefined)));
       });
 
       it('applies the hardening baseline, under the runtime asked for', async () => {
@@ -393,22 +391,35 @@ export function describeDockerConformance(target: DockerTarget): void {
 
         // CPU: four busy loops get half a core between them, by the cgroup's own accounting
         // (the daemon reads it; under gVisor the sandbox's whole kernel is in that cgroup).
-        const started = Date.now();
-        const before = await cpuStats(sandbox.id, ready().socketPath);
-        const busy = await sandbox.exec(
-          "for i in 1 2 3 4; do timeout 3 sh -c 'while :; do :; done' & done; wait; echo done",
-          { timeoutMs: 30_000 },
-        );
-        expect(busy.stdout.trim()).toBe('done');
-        const after = await cpuStats(sandbox.id, ready().socketPath);
-        const wallMs = Date.now() - started;
-        const usedMs = (after.usageNs - before.usageNs) / 1e6;
+        const burn = async () => {
+          const started = Date.now();
+          const before = await cpuStats(sandbox.id, ready().socketPath);
+          const busy = await sandbox.exec(
+            "for i in 1 2 3 4; do timeout 3 sh -c 'while :; do :; done' & done; wait; echo done",
+            { timeoutMs: 30_000 },
+          );
+          expect(busy.stdout.trim()).toBe('done');
+          const after = await cpuStats(sandbox.id, ready().socketPath);
+          const wallMs = Date.now() - started;
+          const usedMs = (after.usageNs - before.usageNs) / 1e6;
+          return { wallMs, usedMs, throttled: after.throttledPeriods > before.throttledPeriods };
+        };
         // Podman's stats report no throttling periods on this cgroup v1 host; the CPU time used
         // against the wall clock below is the limit itself, for every engine.
-        if ((await ready().engine.info()).product === 'docker')
-          expect(after.throttledPeriods).toBeGreaterThan(before.throttledPeriods);
-        expect(usedMs).toBeGreaterThan(0);
-        expect(usedMs).toBeLessThan(0.5 * wallMs + 100);
+        const throttles = (await ready().engine.info()).product === 'docker';
+        let cpu = await burn();
+        // The kernel throttles a sandbox that reaches its quota. One that never got that much
+        // (the machine's other work took the cores, as when test files run side by side) had
+        // nothing to throttle and proves nothing either way: it burns again, at most twice more.
+        for (
+          let again = 0;
+          throttles && !cpu.throttled && cpu.usedMs < 0.45 * cpu.wallMs && again < 2;
+          again++
+        )
+          cpu = await burn();
+        if (throttles) expect(cpu.throttled, JSON.stringify(cpu)).toBe(true);
+        expect(cpu.usedMs).toBeGreaterThan(0);
+        expect(cpu.usedMs).toBeLessThan(0.5 * cpu.wallMs + 100);
       });
 
       it('holds the memory limit: a command that allocates past it does not get the memory', async () => {
@@ -430,15 +441,23 @@ export function describeDockerConformance(target: DockerTarget): void {
       });
 
       it('holds the disk budget: a sandbox that writes past it is stopped and says why', async () => {
-        const sandbox = await make({ role: 'disk', resources: { diskBytes: 40 * 1024 * 1024 } });
-        // The writer dies with its sandbox: the command itself may already say why.
-        await sandbox
-          .exec('i=0; while [ $i -lt 12 ]; do head -c 8M /dev/zero > big$i; i=$((i+1)); done', {
-            timeoutMs: 60_000,
-          })
-          .catch((error: unknown) => expect(error).toMatchObject({ code: 'DISK_BUDGET' }));
-        expect(await until(async () => !(await sandbox.isAlive()), 20_000)).toBe(true);
-        await expect(sandbox.exec('true')).rejects.toMatchObject({ code: 'DISK_BUDGET' });
+        // Where the layer is read on this host, so is its size: never the engine's size
+        // inspection every second (on Podman a walk of the whole root file system per call).
+        const asked = vi.spyOn(EngineContainers.prototype, 'diskUsage');
+        try {
+          const sandbox = await make({ role: 'disk', resources: { diskBytes: 40 * 1024 * 1024 } });
+          // The writer dies with its sandbox: the command itself may already say why.
+          await sandbox
+            .exec('i=0; while [ $i -lt 12 ]; do head -c 8M /dev/zero > big$i; i=$((i+1)); done', {
+              timeoutMs: 60_000,
+            })
+            .catch((error: unknown) => expect(error).toMatchObject({ code: 'DISK_BUDGET' }));
+          expect(await until(async () => !(await sandbox.isAlive()), 20_000)).toBe(true);
+          await expect(sandbox.exec('true')).rejects.toMatchObject({ code: 'DISK_BUDGET' });
+          if (target.layerReads === 'layers') expect(asked).not.toHaveBeenCalled();
+        } finally {
+          asked.mockRestore();
+        }
       });
 
       it('the freeze stops every process the agent left behind (setsid and double fork) and the sandbox still works', async () => {
@@ -581,8 +600,6 @@ export function describeDockerConformance(target: DockerTarget): void {
         expect(String(failure)).toMatch(/broke off: socket hang up/);
         expect((await new DockerBackend(engine).workspaceTree(ready().image)).size).toBeGreaterThan(0);
       });
-
-      if (target.engineSpecifics) describeLocalEngineSpecifics(ready);
     });
   });
 }
@@ -613,8 +630,12 @@ async function orphanContainer(engine: DockerEngine, image: string, name: string
   );
 }
 
-/** What only the local engine needs checking once: the orphan reaper, an unreachable daemon. */
-function describeLocalEngineSpecifics(ready: () => PreparedTarget): void {
+/**
+ * What only the local engine needs checking once: the orphan reaper, an unreachable daemon.
+ * Run by orphans.test.ts, alone (vitest.config.ts): any other file starting sandboxes meanwhile
+ * would reap the orphans planted here.
+ */
+export function describeLocalEngineSpecifics(ready: () => Pick<PreparedTarget, 'engine' | 'image'>): void {
   it('reaps containers whose owning harness process is gone, but not kept ones', async () => {
     const { engine, image } = ready();
     const suffix = randomBytes(3).toString('hex');

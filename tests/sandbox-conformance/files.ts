@@ -6,7 +6,7 @@
  * and `node_modules/dep/`, and says how to arrange what the file API cannot make (links,
  * fifos, deletions).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Sandbox, SandboxSpec } from '../../src/sandbox/types.js';
 
 export type ArrangeStep =
@@ -45,10 +45,30 @@ export function describeFileConformance(target: FileConformanceTarget): void {
   describe(`file conformance: ${target.name}`, () => {
     afterAll(() => target.cleanup());
 
+    // A sandbox made inside a test is disposed when that test ends, not with the rest at the
+    // end: live sandboxes cost every later test (each has a disk watchdog asking the engine for
+    // its size every second, which on Podman walks the container's files), and the last tests
+    // of the file paid for all the earlier ones. Those of a `beforeAll` live until their block ends.
+    const made: Sandbox[] = [];
+    let inTest = false;
+    beforeEach(() => {
+      inTest = true;
+    });
+    afterEach(async () => {
+      inTest = false;
+      await Promise.all(made.splice(0).map((box) => box.dispose()));
+    });
+    const make = async (spec?: Partial<SandboxSpec>): Promise<Sandbox> => {
+      const box = await target.make(spec);
+      if (inTest) made.push(box);
+      return box;
+    };
+
     describe('readFile', () => {
       let box: Sandbox;
+      afterAll(() => box?.dispose());
       beforeAll(async () => {
-        box = await target.make();
+        box = await make();
         await target.arrange(box, [
           { symlink: { target: 'greeting.txt', path: 'src/link.txt' } },
           { symlink: { target: '../src', path: 'linked' } },
@@ -79,8 +99,9 @@ export function describeFileConformance(target: FileConformanceTarget): void {
 
     describe('writeFiles', () => {
       let box: Sandbox;
+      afterAll(() => box?.dispose());
       beforeAll(async () => {
-        box = await target.make();
+        box = await make();
         await target.arrange(box, [
           { symlink: { target: '../src', path: 'out/shared' } },
           { symlink: { target: '../README.md', path: 'src/readme-link' } },
@@ -132,6 +153,7 @@ export function describeFileConformance(target: FileConformanceTarget): void {
 
     describe("writeFiles keeps a file's mode", () => {
       let box: Sandbox;
+      afterAll(() => box?.dispose());
       const modes: Record<string, number> = {
         'bin/run.sh': 0o755,
         'bin/private.sh': 0o700,
@@ -153,7 +175,7 @@ export function describeFileConformance(target: FileConformanceTarget): void {
         );
       };
       beforeAll(async () => {
-        box = await target.make();
+        box = await make();
         await target.arrange(box, [
           { mkdir: 'bin' },
           ...Object.entries(modes).flatMap(([path, mode]): ArrangeStep[] => [
@@ -227,7 +249,7 @@ export function describeFileConformance(target: FileConformanceTarget): void {
 
     describe('listFiles', () => {
       it('lists files, folders and links with their types, without node_modules', async () => {
-        const box = await target.make();
+        const box = await make();
         await target.arrange(box, [{ symlink: { target: 'greeting.txt', path: 'src/link.txt' } }]);
         const entries = await box.listFiles();
         const byPath = new Map(entries.map((e) => [e.path, e]));
@@ -246,14 +268,14 @@ export function describeFileConformance(target: FileConformanceTarget): void {
 
     describe('changes', () => {
       it('lists nothing for an untouched workspace', async () => {
-        const box = await target.make();
+        const box = await make();
         await box.readFile('src/greeting.txt');
         await box.listFiles();
         expect(await box.changes()).toEqual({ changes: [], complete: true });
       });
 
       it('lists created, modified and deleted files, new folders, links and type changes', async () => {
-        const box = await target.make();
+        const box = await make();
         await box.writeFiles([
           { path: 'src/greeting.txt', content: 'hello\nmore\n' },
           { path: 'lib/new.txt', content: 'new\n' },
@@ -282,20 +304,20 @@ export function describeFileConformance(target: FileConformanceTarget): void {
       });
 
       it('sees the deletion of the last file in a folder', async () => {
-        const box = await target.make();
+        const box = await make();
         await target.arrange(box, [{ remove: 'src/nested/deep.txt' }]);
         expect((await box.changes()).changes).toEqual([{ path: 'src/nested/deep.txt', kind: 'deleted' }]);
       });
 
       it('reports a hard link and a file whose content did not change but was rewritten', async () => {
-        const box = await target.make();
+        const box = await make();
         await target.arrange(box, [{ hardlink: { existing: 'src/greeting.txt', path: 'src/alias.txt' } }]);
         const { changes } = await box.changes();
         expect(changes.find((c) => c.path === 'src/alias.txt')).toMatchObject({ kind: 'added', links: 2 });
       });
 
       it('says when there are more changes than it may list', async () => {
-        const box = await target.make();
+        const box = await make();
         await box.writeFiles(
           Array.from({ length: 12 }, (_, i) => ({ path: `many/f${i}.txt`, content: `${i}` })),
         );
@@ -305,7 +327,7 @@ export function describeFileConformance(target: FileConformanceTarget): void {
       });
 
       it('treats hidden paths as never there', async () => {
-        const box = await target.make({ hidden: ['src/obsolete.txt', 'src/nested'] });
+        const box = await make({ hidden: ['src/obsolete.txt', 'src/nested'] });
         expect(await problem(box.readFile('src/obsolete.txt'))).toBe('missing');
         expect(await problem(box.readFile('src/nested/deep.txt'))).toBe('missing');
         expect((await box.changes()).changes).toEqual([]);
@@ -314,7 +336,7 @@ export function describeFileConformance(target: FileConformanceTarget): void {
 
     describe('exportFiles', () => {
       it('returns regular files with their modes and refuses everything else by kind', async () => {
-        const box = await target.make();
+        const box = await make();
         await box.writeFiles([
           { path: 'fine.txt', content: 'ok\n' },
           { path: 'big.txt', content: 'x'.repeat(4096) },
@@ -358,7 +380,7 @@ export function describeFileConformance(target: FileConformanceTarget): void {
       });
 
       it('keeps to the total cap', async () => {
-        const box = await target.make();
+        const box = await make();
         await box.writeFiles(
           Array.from({ length: 4 }, (_, i) => ({ path: `t/f${i}.txt`, content: 'y'.repeat(1000) })),
         );
@@ -372,7 +394,7 @@ export function describeFileConformance(target: FileConformanceTarget): void {
 
     describe('freeze', () => {
       it('leaves a sandbox that still serves reads, listings and exports', async () => {
-        const box = await target.make();
+        const box = await make();
         await box.writeFiles([{ path: 'after.txt', content: 'kept\n' }]);
         await box.freeze();
         expect((await box.readFile('after.txt')).toString()).toBe('kept\n');

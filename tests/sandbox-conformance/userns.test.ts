@@ -1,7 +1,8 @@
 /**
  * The sandbox contract on a second, real dockerd with `"userns-remap": "default"`
- * (tests/helpers/userns.ts): its own network namespace, data root and containerd, started
- * here and stopped here, the fixture image shipped from the local engine by save/load. What
+ * (tests/helpers/userns.ts): its own network namespace, data root and containerd, shared with
+ * the other files of the run that need one (started by the first, stopped at the run's end), the
+ * fixture image shipped from the local engine by save/load. What
  * a user namespace changes is checked for what it is, not skipped: the sandbox user's
  * processes and the files of its writable layer belong to the remap user's subordinate ids on
  * the host, and the container's root is an unprivileged host id. The change list still comes
@@ -10,9 +11,9 @@
  */
 import { describeDockerConformance } from './docker-targets.js';
 import { fixtureImage } from '../helpers/docker.js';
-import { startUsernsEngine, stopUsernsEngine, type UsernsEngine } from '../helpers/userns.js';
+import { sharedUsernsEngine } from '../helpers/userns.js';
 
-let started: UsernsEngine | undefined;
+let release: (() => Promise<void>) | undefined;
 
 describeDockerConformance({
   name: 'docker userns-remap',
@@ -23,7 +24,9 @@ describeDockerConformance({
   ways: ['layers'],
   prepare: async () => {
     const image = await fixtureImage('conformance');
-    started = await startUsernsEngine([image]);
+    const shared = await sharedUsernsEngine([image]);
+    release = shared.release;
+    const started = shared.userns;
     return {
       engine: started.engine.engine,
       socketPath: started.engine.socketPath,
@@ -32,7 +35,7 @@ describeDockerConformance({
     };
   },
   release: async () => {
-    await stopUsernsEngine(started);
-    started = undefined;
+    await release?.();
+    release = undefined;
   },
 });

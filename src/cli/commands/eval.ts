@@ -2,14 +2,18 @@
 import { join, relative, resolve } from 'node:path';
 import { Command } from '@commander-js/extra-typings';
 import type { SuiteOptions, SuiteResult } from '../../evals/run-suite.js';
+import { chooseShard } from '../../evals/shards.js';
 import type { SourceFlags } from '../../evals/sources/task-source.js';
-import type { EvalSummary } from '../../evals/summary.js';
 import { alignColumns } from '../../format.js';
 import { note, print, printJson, type CliContext } from '../cli-context.js';
-import { declareCommand, type OptionsOf } from '../declare-command.js';
+import { headline, percent } from '../eval-headline.js';
+import { addDeclared, declareCommand, type DeclaredCommand, type OptionsOf } from '../declare-command.js';
+import { evalMerge } from './eval-merge.js';
 import { exitCodeForEval } from '../exit-codes.js';
-import { integerOption, usdOption } from '../option-parsers.js';
+import { MAX_SHARDS, SHARD_COUNT_ENV } from '../../evals/shards.js';
+import { integerOption, shardOption, usdOption } from '../option-parsers.js';
 import { collect, keepOption, runtimeOption } from '../shared-options.js';
+import { shellJoin } from '../../sandbox/shell.js';
 import { shortPath } from '../short-path.js';
 import { terminalSafe } from '../terminal.js';
 
@@ -50,7 +54,27 @@ function declaration() {
       collect,
     )
     .option('--out <dir>', 'output folder (default: .sandbox-harness/evals/<suite>-<time>)')
-    .option('--resume', 'skip trials already in <out>/results.jsonl (on any engines)')
+    .option(
+      '--resume',
+      'finish the eval in --out: skip trials that have a result (on any engines); -n and the other trial settings come from its lock',
+    )
+    .option(
+      '--rerun-unscored',
+      'resume, and run again the trials that ended unscored (error, infrastructure); their old results move to superseded.jsonl',
+    )
+    .addOption(
+      shardOption(
+        '--shard <k/n>',
+        'run only shard K of N (1-based) of the trial plan, into the --out folder every shard shares; default: from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX; 1/1: not sharded',
+      ),
+    )
+    .addOption(
+      integerOption(
+        '--shard-count <count>',
+        `with JOB_COMPLETION_INDEX (a Kubernetes Indexed Job): the number of shards (or ${SHARD_COUNT_ENV})`,
+        { min: 1, max: MAX_SHARDS },
+      ),
+    )
     .option('--compare <summary.json>', 'compare with a previous summary; exit 1 on a regression')
     .addOption(
       usdOption(
@@ -75,6 +99,11 @@ and the reports say which engine ran what. Kept containers stay on their engine:
 Exit codes: 0 every trial scored, no regression; 1 a regression (--compare); 2 a trial ended
 in error (bad configuration); 3 a trial could not be scored for infrastructure (or every
 engine was lost); 130 interrupted.
+Resume: --resume (or --rerun-unscored) takes -n, the task sources' flags, --cost-limit and
+--runtime from <out>/suite.lock.json; a flag given that disagrees with it is refused (exit 2).
+Shards: every shard computes the same plan (trials sorted by trial number and task id, dealt
+out in turn), writes its results in <out>/shards/K-of-N/, and prints its own tally; once all
+are done, \`sandbox-harness eval merge <out>\` writes the summary and reports (docs/sharded-evals.md).
 Instances (SWE-bench style): each instance's repo is read from its local clone at
 base_commit into a fresh working copy under <out>/instances/ (nothing is written to the
 clone, nothing is fetched), the test patch is applied held out (or visibly), and a trial
@@ -88,10 +117,6 @@ Example:
 /** The flags of `eval`, as declared. */
 export type EvalCommandOptions = OptionsOf<typeof declaration>;
 
-function percent(rate: number | null): string {
-  return rate === null ? '-' : `${(rate * 100).toFixed(0)}%`;
-}
-
 /** The flags as `runSuite` options: paths resolved against the working directory. */
 export function suiteOptions(ctx: CliContext, suiteFile: string, options: EvalCommandOptions): SuiteOptions {
   const absolute = resolve(ctx.cwd, suiteFile);
@@ -102,16 +127,24 @@ export function suiteOptions(ctx: CliContext, suiteFile: string, options: EvalCo
     cwd: ctx.cwd,
     env: ctx.env,
     signal: ctx.signal,
-    ...(options.n !== undefined ? { n: options.n } : {}),
-    ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
+    n: options.n,
+    concurrency: options.concurrency,
     ...(options.out !== undefined ? { outDir: at(options.out) } : {}),
     resume: options.resume ?? false,
+    ...(options.rerunUnscored ? { rerunUnscored: true } : {}),
+    ...shardOf(ctx, options),
     ...(options.compare ? { compare: { file: at(options.compare), displayPath: options.compare } } : {}),
-    ...(options.keep !== undefined ? { keep: options.keep } : {}),
-    ...(options.costLimit !== undefined ? { costLimitUsd: options.costLimit } : {}),
+    keep: options.keep,
+    costLimitUsd: options.costLimit,
     ...(options.runtime ? { runtime: options.runtime } : {}),
     sourceFlags: sourceFlags(options, at),
   };
+}
+
+/** The shard to run: `--shard`, else the cluster's environment (`chooseShard`). */
+function shardOf(ctx: CliContext, options: EvalCommandOptions): Pick<SuiteOptions, 'shard'> {
+  const shard = chooseShard(options.shard, ctx.env, options.shardCount);
+  return shard ? { shard } : {};
 }
 
 /** The flags of task sources, their paths through `at`. */
@@ -153,17 +186,22 @@ export async function evalCommand(
         }),
   });
   const { run, summary, comparison, notRun } = result;
+  const resume =
+    run.interrupted || run.enginesLost ? resumeCommand(ctx, suiteFile, options, result) : undefined;
   if (options.json) {
     printJson(ctx, {
       outDir: result.outDir,
       interrupted: run.interrupted,
+      ...(run.shard ? { shard: run.shard, planSha256: run.planSha256 } : {}),
+      ...(run.rerun ? { rerun: run.rerun } : {}),
+      ...(resume ? { resumeCommand: resume } : {}),
       ...(run.enginesLost ? { enginesLost: run.enginesLost } : {}),
       files: result.files,
       view: result.view?.index,
       summary,
       comparison,
     });
-  } else await printSummary(ctx, suiteFile, options, result);
+  } else await printSummary(ctx, suiteFile, options, result, resume);
   return exitCodeForEval({
     interrupted: run.interrupted,
     // Trials left unrun because every engine was lost could not be scored either.
@@ -181,6 +219,7 @@ async function printSummary(
   suiteFile: string,
   options: EvalCommandOptions,
   result: SuiteResult,
+  resume: string | undefined,
 ): Promise<void> {
   // Loaded already by the eval that ran; imported here so that the declaration stays light.
   const { notScoredCell } = await import('../../evals/report.js');
@@ -220,46 +259,71 @@ async function printSummary(
         : 'no regression against the previous summary',
     );
   }
-  print(
-    ctx,
-    `reports: ${shortPath(ctx.cwd, files.html)}  ${shortPath(ctx.cwd, files.markdown)}  ${shortPath(ctx.cwd, files.summaryJson)}`,
-  );
+  if (files)
+    print(
+      ctx,
+      `reports: ${shortPath(ctx.cwd, files.html)}  ${shortPath(ctx.cwd, files.markdown)}  ${shortPath(ctx.cwd, files.summaryJson)}`,
+    );
   if (view)
     print(
       ctx,
       `trials:  ${shortPath(ctx.cwd, view.index)}  (or: sandbox-harness view ${shortPath(ctx.cwd, outDir)})`,
     );
-  print(
-    ctx,
-    `results: ${shortPath(ctx.cwd, join(outDir, 'results.jsonl'))}${run.interrupted || run.enginesLost ? `  (resume with: sandbox-harness eval ${suiteFile} --out ${shortPath(ctx.cwd, outDir)} --resume${engineFlags(options)})` : ''}`,
-  );
-}
-
-function engineFlags(options: EvalCommandOptions): string {
-  return [
-    ...(options.engines !== undefined ? [` --engines ${options.engines}`] : []),
-    ...(options.engine ?? []).map((e) => ` --engine ${e}`),
-  ].join('');
+  if (run.shard)
+    print(
+      ctx,
+      `results: ${shortPath(ctx.cwd, run.resultsFile)}  (once every shard is done: ${shellJoin(['sandbox-harness', 'eval', 'merge', shortPath(ctx.cwd, outDir)])})`,
+    );
+  else print(ctx, `results: ${shortPath(ctx.cwd, join(outDir, 'results.jsonl'))}`);
+  if (resume) print(ctx, `resume with: ${resume}`);
+  else if (summary.overall.notScored > 0)
+    print(
+      ctx,
+      `run the unscored trials again with: ${resumeCommand(ctx, suiteFile, options, result, '--rerun-unscored')}`,
+    );
 }
 
 /**
- * The one line a person reads first. When not every trial could be scored it says so before
- * the rate, so "100%" over half the trials never reads as a clean pass.
+ * The command that finishes this eval, runnable as printed (every word quoted for the shell):
+ * the suite, the folder and the shard; the lock has the rest (-n, the sources' flags, ...).
+ * The engines are the ones given, which the user may change.
  */
-export function headline(
-  name: string,
-  summary: EvalSummary,
-  run: { results: unknown[]; total: number; resumed: number; interrupted: boolean },
+export function resumeCommand(
+  ctx: Pick<CliContext, 'cwd'>,
+  suiteFile: string,
+  options: EvalCommandOptions,
+  result: Pick<SuiteResult, 'outDir'> & { run: Pick<SuiteResult['run'], 'shard'> },
+  how: '--resume' | '--rerun-unscored' = '--resume',
 ): string {
-  const o = summary.overall;
-  const unscored = [
-    o.infrastructure ? `${o.infrastructure} infrastructure` : '',
-    o.errors ? `${o.errors} error` : '',
-    o.interrupted ? `${o.interrupted} interrupted` : '',
-    run.total > run.results.length ? `${run.total - run.results.length} not run` : '',
-  ].filter(Boolean);
-  const scored = unscored.length > 0 ? `${o.scored}/${run.total} scored, ${unscored.join(', ')}; ` : '';
-  return `${name}: ${scored}${o.passes}/${o.scored} passed (${percent(o.passRate)})${run.resumed ? `, ${run.resumed} resumed` : ''}${run.interrupted ? ', INTERRUPTED' : ''}`;
+  const shard = result.run.shard;
+  return shellJoin([
+    'sandbox-harness',
+    'eval',
+    suiteFile,
+    '--out',
+    shortPath(ctx.cwd, result.outDir),
+    how,
+    ...(shard ? ['--shard', `${shard.index}/${shard.count}`] : []),
+    ...engineFlags(options),
+  ]);
 }
 
-export const evalSuite = declareCommand(declaration, evalCommand);
+function engineFlags(options: EvalCommandOptions): string[] {
+  return [
+    ...(options.engines !== undefined ? ['--engines', options.engines] : []),
+    ...(options.engine ?? []).flatMap((e) => ['--engine', e]),
+  ];
+}
+
+export { headline } from '../eval-headline.js';
+
+const evalOnly = declareCommand(declaration, evalCommand);
+
+/** `eval <suite>`, with `eval merge <out>` beneath it. */
+export const evalSuite: DeclaredCommand = {
+  build(run) {
+    const command = evalOnly.build(run);
+    addDeclared(command, evalMerge, run);
+    return command;
+  },
+};

@@ -76,8 +76,8 @@ export async function gcCommand(ctx: CliContext, options: GcCommandOptions): Pro
   const olderThanMs = options.olderThan;
   const runId = options.run === undefined ? undefined : await runIdOf(ctx, options.run, options);
   const gcOptions = {
-    ...(olderThanMs !== undefined ? { olderThanMs } : {}),
-    ...(runId !== undefined ? { runId } : {}),
+    olderThanMs,
+    runId,
     all: options.all ?? false,
     dryRun: options.dryRun ?? false,
   };
@@ -107,7 +107,7 @@ export async function gcCommand(ctx: CliContext, options: GcCommandOptions): Pro
       }),
     );
     const failed = reports.filter((r) => 'error' in r).length;
-    if (options.json) printJson(ctx, { ...(runId !== undefined ? { run: runId } : {}), engines: reports });
+    if (options.json) printJson(ctx, { run: runId, engines: reports });
     else {
       for (const r of reports) {
         if ('error' in r) {
@@ -123,7 +123,7 @@ export async function gcCommand(ctx: CliContext, options: GcCommandOptions): Pro
 
   const report = await (await sandboxProvider()).collectGarbage(gcOptions);
   if (options.json) {
-    printJson(ctx, { ...(runId !== undefined ? { run: runId } : {}), ...report });
+    printJson(ctx, { run: runId, ...report });
     return 0;
   }
   for (const line of reportLines(report, verb, ofRun)) print(ctx, line);

@@ -82,7 +82,12 @@ export async function materializeHarbor(
   const mapped: Array<{ task: HarborTask; mapping: Mapping }> = [];
   for (const task of source.tasks) {
     const mapping = mapTask(task);
-    if (options.oracle && !task.solutionDir)
+    if (options.oracle && task.steps)
+      for (const step of task.steps.filter((s) => !s.solutionDir))
+        mapping.problems.push(
+          `no steps/${step.name}/solution/solve.sh, so --oracle has nothing to run there`,
+        );
+    else if (options.oracle && !task.solutionDir)
       mapping.problems.push('no solution/solve.sh, so --oracle has nothing to run');
     problems.push(...mapping.problems.map((p) => `${task.display}: ${p}`));
     mapped.push({ task, mapping });
@@ -258,8 +263,9 @@ export function testCommand(verifierEnv: Record<string, string> | undefined): st
     `echo "sandbox-harness: tests/test.sh exited with $status"`,
     // A link is refused by the host; the hint must not believe it either.
     `if [ -L ${r}/reward.txt ] || [ -L ${r}/reward.json ]; then exit 1; fi`,
-    `if [ -f ${r}/reward.txt ]; then awk 'NR == 1 { exit !($1 + 0 >= 1) } END { if (NR == 0) exit 1 }' ${r}/reward.txt && exit 0; exit 1; fi`,
-    `grep -Eq '"reward"[[:space:]]*:[[:space:]]*(1(\\.0*)?|true)([^0-9.]|$)' ${r}/reward.json 2>/dev/null && exit 0`,
+    // reward.json first, as the host (and Harbor) reads it.
+    `if [ -f ${r}/reward.json ]; then grep -Eq '"reward"[[:space:]]*:[[:space:]]*(1(\\.0*)?|true)([^0-9.]|$)' ${r}/reward.json && exit 0; exit 1; fi`,
+    `if [ -f ${r}/reward.txt ]; then awk 'NR == 1 { exit !($1 + 0 >= 1) } END { if (NR == 0) exit 1 }' ${r}/reward.txt && exit 0; fi`,
     'exit 1',
   ].join('\n');
 }
@@ -327,11 +333,27 @@ async function materializeOne(
       ...(mapping.egress ? { egress: mapping.egress } : {}),
     },
   };
+  if (task.steps) {
+    const steps = await materializeSteps(task, dir, testSec, attemptSec);
+    const first = steps[0]!;
+    // The baseline (and the run's own test command) is the first step's verifier.
+    Object.assign(catalog.agent, {
+      testCommand: first.testCommand,
+      verifierFiles: first.verifierFiles,
+      reward: { dir: REWARD_DIR, combine: c.multi_step_reward_strategy ?? 'mean' },
+      steps,
+    });
+    const total = steps.reduce((sum, s) => sum + s.attemptSec + s.testSec, 0);
+    catalog.sandbox.timeouts.runSec = Math.max(3600, total + testSec + 900);
+  }
   const catalogFile = path.join(dir, 'catalog.yaml');
   // JSON is YAML: the catalog loader reads it with its usual file:line errors.
   await writeFile(catalogFile, `${JSON.stringify(catalog, null, 2)}\n`);
   const ticketFile = path.join(dir, 'ticket.md');
-  await writeFile(ticketFile, `---\nid: ${JSON.stringify(task.id)}\n---\n${task.instruction.trim()}\n`);
+  const body =
+    task.instruction.trim() ||
+    `Harbor task ${task.id}: ${task.steps?.length ?? 0} step(s), each with its own instruction.`;
+  await writeFile(ticketFile, `---\nid: ${JSON.stringify(task.id)}\n---\n${body}\n`);
   const made: SuiteTask = {
     id: task.id,
     catalog: catalogFile,
@@ -347,10 +369,17 @@ async function materializeOne(
   };
   if (options.oracle) {
     const cassette = path.join(dir, 'oracle.json');
-    const files = await readSolution(task);
+    const solutions = task.steps
+      ? await Promise.all(
+          task.steps.map(async (step) => ({
+            label: `${task.id} step ${step.name}`,
+            files: await readSolution(step.solutionDir!, `${task.display}/steps/${step.name}/solution`),
+          })),
+        )
+      : [{ label: task.id, files: await readSolution(task.solutionDir!, `${task.display}/solution`) }];
     await writeFile(
       cassette,
-      `${JSON.stringify(oracleCassette(task.id, files, c.solution?.env, attemptSec), null, 2)}\n`,
+      `${JSON.stringify(oracleCassette(task.id, solutions, c.solution?.env, attemptSec), null, 2)}\n`,
     );
     made.cassettes = [cassette];
   } else if (source.cassettes) {
@@ -371,14 +400,14 @@ interface SolutionFile {
   content: Buffer;
 }
 
-async function readSolution(task: HarborTask): Promise<SolutionFile[]> {
+async function readSolution(dir: string, display: string): Promise<SolutionFile[]> {
   const files: SolutionFile[] = [];
   let bytes = 0;
-  await walk(task.solutionDir!, `${task.display}/solution`, async (rel, content) => {
+  await walk(dir, display, async (rel, content) => {
     bytes += content.length;
     if (bytes > SOLUTION_MAX_BYTES)
       throw new ConfigError(
-        `${task.display}/solution: more than ${SOLUTION_MAX_BYTES} bytes; an oracle run sends the solution in one command`,
+        `${display}: more than ${SOLUTION_MAX_BYTES} bytes; an oracle run sends the solution in one command`,
       );
     files.push({ rel, content });
   });
@@ -388,14 +417,29 @@ async function readSolution(task: HarborTask): Promise<SolutionFile[]> {
 /**
  * A recorded "model" that unpacks solution/ where Harbor puts it (/solution) and runs
  * solve.sh from the working directory: the oracle's change goes through the same gate and
- * verification as any agent's.
+ * verification as any agent's. A multi-step task's has one solution per step, each the
+ * whole answer of that step's agent loop (two turns: run it, done).
  */
 export function oracleCassette(
   id: string,
-  files: readonly SolutionFile[],
+  solutions: ReadonlyArray<{ label: string; files: readonly SolutionFile[] }>,
   env: Record<string, string> | undefined,
   timeoutSec: number,
 ): unknown {
+  return {
+    version: 1,
+    model: `oracle: solution/solve.sh of ${id}`,
+    turns: solutions.flatMap((s, i) => oracleTurns(s.label, s.files, env, timeoutSec, i + 1)),
+  };
+}
+
+function oracleTurns(
+  label: string,
+  files: readonly SolutionFile[],
+  env: Record<string, string> | undefined,
+  timeoutSec: number,
+  n: number,
+): unknown[] {
   const dirs = [...new Set(files.map((f) => path.posix.dirname(f.rel)).filter((d) => d !== '.'))];
   const command = [
     'set -e',
@@ -409,30 +453,62 @@ export function oracleCassette(
     'cd /workspace',
     `${exports(env)}bash /solution/solve.sh`,
   ].join('\n');
-  return {
-    version: 1,
-    model: `oracle: solution/solve.sh of ${id}`,
-    turns: [
-      {
-        content: [
-          { type: 'text', text: `Running the solution of ${id}.` },
-          {
-            type: 'tool_use',
-            id: 'solve-1',
-            name: 'run_command',
-            input: { command, timeoutSec: Math.min(timeoutSec, 3600) },
-          },
-        ],
-        stopReason: 'tool_use',
-        usage: { inputTokens: 0, outputTokens: 0 },
-      },
-      {
-        content: [{ type: 'text', text: 'The solution ran.' }],
-        stopReason: 'end_turn',
-        usage: { inputTokens: 0, outputTokens: 0 },
-      },
-    ],
-  };
+  return [
+    {
+      content: [
+        { type: 'text', text: `Running the solution of ${label}.` },
+        {
+          type: 'tool_use',
+          id: `solve-${n}`,
+          name: 'run_command',
+          input: { command, timeoutSec: Math.min(timeoutSec, 3600) },
+        },
+      ],
+      stopReason: 'tool_use',
+      usage: { inputTokens: 0, outputTokens: 0 },
+    },
+    {
+      content: [{ type: 'text', text: 'The solution ran.' }],
+      stopReason: 'end_turn',
+      usage: { inputTokens: 0, outputTokens: 0 },
+    },
+  ];
+}
+
+/**
+ * A multi-step task's steps as catalog `agent.steps`: per step, its ticket (instruction.md)
+ * and its tests (the task's tests/ with the step's laid over them, same-named files the
+ * step's, as Harbor uploads them) under the task's out folder, its times (the step's, else
+ * the task's) and its verifier's variables (the task's with the step's over them).
+ */
+async function materializeSteps(task: HarborTask, dir: string, testSec: number, attemptSec: number) {
+  const c = task.config;
+  const made = [];
+  for (const [i, step] of task.steps!.entries()) {
+    const config = c.steps![i]!;
+    const stepDir = path.join(dir, 'steps', step.name);
+    const tests = path.join(stepDir, 'tests');
+    await rm(stepDir, { recursive: true, force: true });
+    await mkdir(tests, { recursive: true });
+    if ((await lstat(task.testsDir).catch(() => undefined))?.isDirectory())
+      await copyTree(task.testsDir, tests, `${task.display}/tests`);
+    if (step.testsDir)
+      await copyTree(step.testsDir, tests, `${task.display}/steps/${step.name}/tests`, { overwrite: true });
+    const ticket = path.join(stepDir, 'instruction.md');
+    const id = `${task.id}.${step.name}`.slice(0, 128);
+    await writeFile(ticket, `---\nid: ${JSON.stringify(id)}\n---\n${step.instruction.trim()}\n`);
+    const env = { ...c.verifier?.env, ...config.verifier?.env };
+    made.push({
+      name: step.name,
+      ticket: path.relative(dir, ticket),
+      testCommand: testCommand(Object.keys(env).length > 0 ? env : undefined),
+      verifierFiles: { from: path.relative(dir, tests), to: '/tests' },
+      attemptSec: config.agent?.timeout_sec ?? attemptSec,
+      testSec: config.verifier?.timeout_sec ?? testSec,
+      ...(config.min_reward !== undefined ? { minReward: config.min_reward } : {}),
+    });
+  }
+  return made;
 }
 
 /** Regular files and folders only (a link or a device is refused), bounded. */
@@ -472,10 +548,18 @@ async function walk(
   await visit(root);
 }
 
-async function copyTree(from: string, to: string, display: string): Promise<void> {
+/** A copy of `from` into `to`; a file already there is an error, unless `overwrite` (a step's tests over the task's). */
+async function copyTree(
+  from: string,
+  to: string,
+  display: string,
+  options: { overwrite?: boolean } = {},
+): Promise<void> {
   await walk(from, display, async (rel, content, mode) => {
     const target = path.join(to, rel);
     await mkdir(path.dirname(target), { recursive: true });
+    // Removed, then written anew ('wx'): a link planted there is never written through.
+    if (options.overwrite) await rm(target, { force: true });
     await writeFile(target, content, { mode, flag: 'wx' });
   });
 }

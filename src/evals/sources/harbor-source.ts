@@ -141,7 +141,7 @@ export interface HarborTrialScore {
   /** Left out of the mean: the trial was not scored (`error`, `infrastructure`, `interrupted`). */
   unscored?: boolean;
   /** What the verifier scored (0 when refused); absent when the change never reached the verifier. */
-  score?: number;
+  score?: number | undefined;
   /** reward.json's named values (reward.txt gives `{reward: score}`). */
   values?: Record<string, number>;
   /** Why no score could be read (then the trial scores 0). */
@@ -169,7 +169,7 @@ export function harborEvalSummary(
       trial: r.trial,
       category: r.category,
       ...(UNSCORED_CATEGORIES.has(r.category) ? { unscored: true } : {}),
-      ...(r.score !== undefined ? { score: r.score } : {}),
+      score: r.score,
       ...(r.reward?.values ? { values: { ...r.reward.values } } : {}),
       ...(r.reward?.refused !== undefined ? { refused: r.reward.refused } : {}),
     }));
@@ -197,7 +197,7 @@ export function harborLines(summary: HarborEvalSummary): string[] {
 // The rewards in the report (the verifier's reward.txt / reward.json)
 
 const REWARDS_NOTE =
-  'The score each trial\'s verifier wrote (tests/test.sh: reward.txt, or reward.json\'s "reward" among its named values), read back as hostile data; a trial passes with full marks (1). The mean is over scored trials: a change that never reached the verifier, or a reward that was refused, scores 0.';
+  "The score each trial's verifier wrote (tests/test.sh: reward.txt, or reward.json's \"reward\" among its named values), read back as hostile data; a trial passes with full marks (1). Harbor's rule: the verifier runs on every trial's workspace, changed or not, so an untouched environment scores what its tests give. A multi-step task scores its steps' mean (or its last step's, multi_step_reward_strategy). The mean is over scored trials: a change that never reached the verifier (the gate refused it, the sandbox broke), or a reward that was refused, scores 0.";
 
 function rewardsSection(summary: EvalSummary, harbor: HarborEvalSummary): ReportSection {
   const trials = rewardTrialsTable(harbor);

@@ -13,6 +13,13 @@ import path from 'node:path';
 import { parse as parseToml, TomlError } from 'smol-toml';
 import { z } from 'zod';
 import { ConfigError } from '../../errors.js';
+import {
+  loadHarborSteps,
+  MULTI_STEP_STRATEGIES,
+  stepsTomlSchema,
+  stepTomlSchema,
+  type HarborStep,
+} from './harbor-steps.js';
 
 export const HARBOR_LIMITS = {
   tomlBytes: 256 * 1024,
@@ -127,7 +134,10 @@ export const taskTomlSchema = z.strictObject({
     )
     .optional(),
   solution: z.strictObject({ env: envMap.optional() }, { error: 'expected a table' }).optional(),
-  steps: unsupported('multi-step tasks ([[steps]])').optional(),
+  multi_step_reward_strategy: z
+    .enum(MULTI_STEP_STRATEGIES, { error: 'expected "mean" or "final"' })
+    .optional(),
+  steps: stepsTomlSchema(stepTomlSchema({ seconds, envMap })).optional(),
 });
 
 export type TaskToml = z.output<typeof taskTomlSchema>;
@@ -140,7 +150,10 @@ export interface HarborTask {
   /** As shown in messages (relative to the working directory when it can be). */
   display: string;
   config: TaskToml;
+  /** The task's instruction; with steps, never sent to the agent (each step's is), and maybe empty. */
   instruction: string;
+  /** With `[[steps]]`: each step's folder, read, in order. */
+  steps?: HarborStep[];
   /** The environment's Dockerfile text; absent when only `docker_image` is given. */
   dockerfile?: string;
   /** Absolute. */
@@ -225,9 +238,13 @@ export async function loadHarborTask(
     else config = parsed.config;
   }
 
-  const instruction = await readTaskFile(dir, 'instruction.md', HARBOR_LIMITS.instructionBytes);
+  // A multi-step task's instruction.md is optional: each step has its own.
+  const multiStep = config?.steps !== undefined;
+  const read = await readTaskFile(dir, 'instruction.md', HARBOR_LIMITS.instructionBytes);
+  const instruction = multiStep && typeof read !== 'string' && read.problem === 'missing' ? '' : read;
   if (typeof instruction !== 'string') problems.push(`${at('instruction.md')}: ${instruction.problem}`);
-  else if (instruction.trim() === '') problems.push(`${at('instruction.md')}: the instruction is empty`);
+  else if (instruction.trim() === '' && !multiStep)
+    problems.push(`${at('instruction.md')}: the instruction is empty`);
 
   const environmentDir = path.join(dir, 'environment');
   const envKind = await folderKind(environmentDir);
@@ -249,13 +266,31 @@ export async function loadHarborTask(
 
   const testsDir = path.join(dir, 'tests');
   const testKind = await folderKind(testsDir);
-  if (testKind !== 'folder')
+  let taskTestSh = false;
+  // A multi-step task's tests/ is optional: shared helpers, and a test.sh for steps without one.
+  if (testKind !== 'folder' && !(multiStep && testKind === 'missing'))
     problems.push(
       `${at('tests')}: ${testKind === 'link' ? 'a symlink; refused' : 'missing (expected tests/test.sh)'}`,
     );
-  else {
+  else if (testKind === 'folder') {
     const testSh = await readTaskFile(dir, 'tests/test.sh', HARBOR_LIMITS.instructionBytes);
-    if (typeof testSh !== 'string') problems.push(`${at('tests/test.sh')}: ${testSh.problem}`);
+    taskTestSh = typeof testSh === 'string';
+    if (typeof testSh !== 'string' && !(multiStep && testSh.problem === 'missing'))
+      problems.push(`${at('tests/test.sh')}: ${testSh.problem}`);
+  }
+  let steps: HarborStep[] | undefined;
+  if (config?.steps) {
+    const names = config.steps.map((s) => s.name);
+    const loaded = await loadHarborSteps(
+      dir,
+      display,
+      names,
+      taskTestSh,
+      readTaskFile,
+      HARBOR_LIMITS.instructionBytes,
+    );
+    if ('problems' in loaded) problems.push(...loaded.problems);
+    else steps = loaded.steps;
   }
   const solutionDir = path.join(dir, 'solution');
   const hasSolution =
@@ -275,6 +310,7 @@ export async function loadHarborTask(
         : {}),
     testsDir,
     ...(hasSolution ? { solutionDir } : {}),
+    ...(steps ? { steps } : {}),
   };
 }
 

@@ -182,7 +182,7 @@ async function materializeOne(instance: Instance, o: OneOptions): Promise<SuiteT
       editableFiles: o.spec.editableFiles ?? ['**'],
       testCommand: o.spec.testCommand,
       maxAttempts: o.spec.maxAttempts,
-      ...(o.spec.maxTurns !== undefined ? { maxTurns: o.spec.maxTurns } : {}),
+      maxTurns: o.spec.maxTurns,
       heldOutTests: heldOut,
       testReport: {
         ...(o.spec.testLog ? { format: o.spec.testLog } : { format: 'junit', path: o.spec.testReport }),

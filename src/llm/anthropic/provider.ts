@@ -24,7 +24,7 @@ export interface AnthropicProviderOptions {
   baseUrl: string;
   model: string;
   retry?: Partial<RetryPolicy>;
-  requestTimeoutMs?: number;
+  requestTimeoutMs?: number | undefined;
   onRetry?: (info: RetryInfo) => void;
 }
 

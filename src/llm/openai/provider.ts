@@ -25,7 +25,7 @@ export interface OpenAIProviderOptions {
   organization?: string;
   project?: string;
   retry?: Partial<RetryPolicy>;
-  requestTimeoutMs?: number;
+  requestTimeoutMs?: number | undefined;
   onRetry?: (info: RetryInfo) => void;
 }
 

@@ -68,7 +68,7 @@ export interface ContainerUlimits {
 
 export interface ContainerSpec {
   /** The engine's name for the container; absent: the engine chooses. */
-  name?: string;
+  name?: string | undefined;
   image: string;
   hostname: string;
   /** Replaces the image's entrypoint: one program, so nothing of the image runs before the harness says so. */
@@ -150,7 +150,7 @@ export interface ContainerRequest
 /** The one way a sandbox container is made: the caller's choices, and the baseline around them. */
 export function hardenedContainer(request: ContainerRequest): ContainerSpec {
   return {
-    ...(request.name !== undefined ? { name: request.name } : {}),
+    name: request.name,
     image: request.image,
     hostname: SANDBOX_HOSTNAME,
     entrypoint: request.entrypoint,

@@ -66,7 +66,7 @@ async function repoImage(engine: DockerEngine, request: RepoImageRequest): Promi
       reused: true,
       buildNetwork: false,
       hostFiles: context.snapshot,
-      ...(details.sizeBytes !== undefined ? { sizeBytes: details.sizeBytes } : {}),
+      sizeBytes: details.sizeBytes,
     };
   }
   const { prebuilt: _prebuilt, ...recipe } = request;

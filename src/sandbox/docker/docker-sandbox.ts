@@ -43,7 +43,7 @@ import { dockerEngine, StorageQuotaUnsupported, type DockerEngine, type EngineIn
 import { isGvisor, processLimits } from './runtimes.js';
 import { BUILT_FROM_LABEL, KEPT_NAME_PREFIX, LABEL, containerLabels, containerName } from './labels.js';
 import { reapOrphans } from './operator/collect-garbage.js';
-import { exportOverlay, layerMarker, scanOverlay, type OverlayLayers } from './upper-dir.js';
+import { exportOverlay, layerMarker, scanOverlay, upperDirBytes, type OverlayLayers } from './upper-dir.js';
 import { egressProblem, openEgress, type EgressHandle } from './network/egress-network.js';
 import type { EgressLogEntry } from '../egress/proxy.js';
 
@@ -191,8 +191,7 @@ export class DockerSandbox extends PosixSandbox {
     this.watchdog = setInterval(() => {
       if (busy) return;
       busy = true;
-      void this.engine.containers
-        .diskUsage(this.id)
+      void this.diskUsed()
         .then(async (used) => {
           if (used <= budget || this.diskExceeded) return;
           this.diskExceeded = new DiskBudgetExceeded(used, budget);
@@ -205,6 +204,13 @@ export class DockerSandbox extends PosixSandbox {
         });
     }, DISK_WATCH_MS);
     this.watchdog.unref();
+  }
+
+  /** Bytes written: read from this sandbox's own layer when it is on this host, else as the engine counts them. */
+  private async diskUsed(): Promise<number> {
+    const layers = await this.ownLayers();
+    const onHost = layers ? await upperDirBytes(layers.upperDir) : undefined;
+    return onHost ?? this.engine.containers.diskUsage(this.id);
   }
 
   private stopWatching(): void {

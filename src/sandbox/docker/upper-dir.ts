@@ -356,3 +356,50 @@ function refusalOf(stats: Stats, caps: { maxFileBytes: number }): Refusal | unde
     };
   return undefined;
 }
+
+/**
+ * Bytes in a container's writable layer on this host, counted as the engine counts `SizeRw`:
+ * the size of everything but folders, a file with several names once. For the disk watchdog,
+ * which asks every second: the engine's own answer costs a round trip, and on Podman a walk of
+ * the container's whole root file system, image included (with a dozen sandboxes alive every
+ * other call to the service waited seconds). Folders are opened as the scan opens them, never
+ * through a link. Undefined when the layer cannot be read here.
+ */
+export async function upperDirBytes(upperDir: string): Promise<number | undefined> {
+  let root: FileHandle;
+  try {
+    root = await open(upperDir, DIRECTORY_FLAGS);
+  } catch {
+    return undefined;
+  }
+  const counted = new Set<number>();
+  let total = 0;
+  /** Takes ownership of the handle and closes it. */
+  const visit = async (folder: FileHandle): Promise<void> => {
+    try {
+      // Names as bytes: one that is not UTF-8 still names its file.
+      const entries = await readdir(fdPath(folder), { withFileTypes: true, encoding: 'buffer' });
+      for (const entry of entries) {
+        const path = Buffer.concat([Buffer.from(`${fdPath(folder)}/`), entry.name]);
+        if (entry.isDirectory()) {
+          const child = await open(path, DIRECTORY_FLAGS).catch(() => undefined);
+          if (child) await visit(child);
+          continue;
+        }
+        // Gone since the listing (the sandbox runs on): not there to count.
+        const stats = await lstat(path).catch(() => undefined);
+        if (!stats || stats.size === 0 || counted.has(stats.ino)) continue;
+        counted.add(stats.ino);
+        total += stats.size;
+      }
+    } finally {
+      await folder.close().catch(() => undefined);
+    }
+  };
+  try {
+    await visit(root);
+  } catch {
+    return undefined;
+  }
+  return total;
+}

@@ -43,7 +43,7 @@ export interface EgressLogEntry {
   allowed: boolean;
   /** The catalog rule that decided, or the check that refused (`ip-literal`, `address`, ...). */
   rule: string;
-  reason?: string;
+  reason?: string | undefined;
   /** The address the proxy connected to. */
   address?: string;
   bytesOut: number;

@@ -59,7 +59,7 @@ describe('catalog validation errors name file:line:col, the YAML path, what was 
   it('reports an unknown key at the key itself and suggests the likely intended key', async () => {
     const error = await problemsOf(catalog('  editableFile:\n    - src/**/*.js\n  testCommand: npm test'));
     expect(error.problems).toContain(
-      'catalog.yaml:9:3 agent.editableFile: unknown key (did you mean "editableFiles"?); known keys here: editableFiles, testCommand, maxAttempts, maxTurns, tokenBudget, ignoreChanges, heldOutTests, review, docs, skills, costLimit, prices, delegate, testReport, reward, verifierFiles',
+      'catalog.yaml:9:3 agent.editableFile: unknown key (did you mean "editableFiles"?); known keys here: editableFiles, testCommand, maxAttempts, maxTurns, tokenBudget, ignoreChanges, heldOutTests, review, docs, skills, costLimit, prices, delegate, testReport, reward, verifierFiles, steps',
     );
     // The typo also means the real key is missing: both are reported in the same run.
     expect(error.problems).toContain(
@@ -216,5 +216,37 @@ agent:
     const error = await loadCatalog('catalog/nope.yaml', { cwd: dir }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ConfigError);
     expect((error as ConfigError).message).toContain('catalog file not found: catalog/nope.yaml');
+  });
+});
+
+describe('agent.steps and agent.reward (Harbor tasks)', () => {
+  const reward = '\n  reward:\n    dir: .harbor-verifier';
+  const steps = (names: string[]) =>
+    `\n  steps:\n${names.map((n) => `    - name: ${n}\n      ticket: ${n}.md\n      testCommand: bash /tests/test.sh`).join('\n')}`;
+
+  it('steps need a reward: each step is decided by the reward its verifier leaves', async () => {
+    const error = await problemsOf(catalog(`${editable}${steps(['one'])}`));
+    expect(error.problems.join('\n')).toMatch(/agent\.steps: steps need agent\.reward/);
+  });
+
+  it('refuses a rule or strategy that is not one, and a step name used twice', async () => {
+    const error = await problemsOf(
+      catalog(`${editable}${reward}\n    unchanged: skip\n    combine: best${steps(['one'])}`),
+    );
+    const all = error.problems.join('\n');
+    expect(all).toMatch(/agent\.reward\.unchanged: expected "verify" or "scores-zero"/);
+    expect(all).toMatch(/agent\.reward\.combine: expected "mean" or "final"/);
+    const twice = await problemsOf(catalog(`${editable}${reward}${steps(['one', 'one'])}`));
+    expect(twice.problems.join('\n')).toMatch(/agent\.steps\[1\]\.name: step name "one" is used twice/);
+  });
+
+  it("defaults to Harbor's rules: the verifier runs on an unchanged workspace, the steps' mean", async () => {
+    await writeFile(path.join(dir, 'catalog.yaml'), catalog(`${editable}${reward}`));
+    const loaded = await loadCatalog('catalog.yaml', { cwd: dir });
+    expect(loaded.catalog.agent.reward).toEqual({
+      dir: '.harbor-verifier',
+      unchanged: 'verify',
+      combine: 'mean',
+    });
   });
 });

@@ -28,10 +28,10 @@ interface Leaf {
 }
 
 function leaves(command: CommandUnknownOpts, at: string[] = []): Leaf[] {
-  if (command.commands.length === 0) return [{ path: at, command }];
-  return command.commands
-    .filter((sub) => sub.name() !== 'help')
-    .flatMap((sub) => leaves(sub, [...at, sub.name()]));
+  const subs = command.commands.filter((sub) => sub.name() !== 'help');
+  // A command with arguments of its own runs too, beside its subcommands (`eval <suite>`, `eval merge <out>`).
+  const self = subs.length === 0 || command.registeredArguments.length > 0 ? [{ path: at, command }] : [];
+  return [...self, ...subs.flatMap((sub) => leaves(sub, [...at, sub.name()]))];
 }
 
 /** A new program whose actions only record what they were given (nothing runs, no handler is installed). */

@@ -365,7 +365,7 @@ describe('runEval --resume', () => {
       const other = fakeSuite(['a'], { sha256: '2'.repeat(64) });
       await expect(
         runEval({ suite: other, n: 1, outDir: dir, resume: true, runner: passEverything }),
-      ).rejects.toThrow(/suite file changed/);
+      ).rejects.toThrow(/the suite changed/);
     });
   });
 
@@ -375,7 +375,7 @@ describe('runEval --resume', () => {
       await runEval({ suite, n: 2, outDir: dir, runner: passEverything });
       await expect(
         runEval({ suite, n: 3, outDir: dir, resume: true, runner: passEverything }),
-      ).rejects.toThrow(/n was 2, now 3/);
+      ).rejects.toThrow(/-n: the lock says 2, given 3/);
     });
   });
 

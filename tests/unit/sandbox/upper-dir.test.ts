@@ -3,10 +3,15 @@
  * what it lists, and that it never reads through a link, wherever the link sits.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { link, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { layerMarker, scanOverlay, type OverlayLayers } from '../../../src/sandbox/docker/upper-dir.js';
+import {
+  layerMarker,
+  scanOverlay,
+  upperDirBytes,
+  type OverlayLayers,
+} from '../../../src/sandbox/docker/upper-dir.js';
 
 let root: string;
 let layers: OverlayLayers;
@@ -137,5 +142,34 @@ describe('layerMarker', () => {
 
   it('layers that are not there give no marker', async () => {
     expect(await layerMarker(layers, '/etc/sandbox-harness/started')).toBeUndefined();
+  });
+});
+
+describe('upperDirBytes', () => {
+  it('counts what the layer holds as the engine does: files, not folders, a hard-linked file once, never through a link', async () => {
+    await put(layers.upperDir, {
+      'workspace/a.txt': 'x'.repeat(1000),
+      'workspace/deep/er/b.txt': 'y'.repeat(500),
+      'home/sandbox/.cache/c.bin': 'z'.repeat(24),
+      'workspace/empty': null,
+    });
+    await link(
+      join(layers.upperDir, 'workspace', 'a.txt'),
+      join(layers.upperDir, 'workspace', 'a-again.txt'),
+    );
+    // Links to the host's files and folders: the link itself is a few bytes, what it names is not counted.
+    await symlink(join(outside, 'secret.txt'), join(layers.upperDir, 'workspace', 'to-file'));
+    await symlink(outside, join(layers.upperDir, 'workspace', 'to-folder'));
+    const links = outside.length + join(outside, 'secret.txt').length;
+    expect(await upperDirBytes(layers.upperDir)).toBe(1000 + 500 + 24 + links);
+  });
+
+  it('is undefined for a layer it cannot open, and zero for an empty one', async () => {
+    expect(await upperDirBytes(join(root, 'nowhere'))).toBeUndefined();
+    await mkdir(layers.upperDir, { recursive: true });
+    expect(await upperDirBytes(layers.upperDir)).toBe(0);
+    // A link where the layer should be is not followed either.
+    await symlink(outside, join(root, 'linked-layer'));
+    expect(await upperDirBytes(join(root, 'linked-layer'))).toBeUndefined();
   });
 });

@@ -92,14 +92,29 @@ describe('reading from the sandbox', () => {
     } as unknown as Sandbox;
   }
 
-  it('asks for a bounded read, reward.txt first', async () => {
+  it('asks for a bounded read, reward.json first (as Harbor reads it), reward.txt only without it', async () => {
     const asked: Array<{ path: string; maxBytes?: number }> = [];
-    const r = await readReward(
-      box({ 'd/reward.txt': Buffer.from('1'), 'd/reward.json': Buffer.from('{"reward":0}') }, asked),
+    const both = { 'd/reward.txt': Buffer.from('1'), 'd/reward.json': Buffer.from('{"reward":0.5,"a":1}') };
+    const r = await readReward(box(both, asked), 'd');
+    expect(r).toMatchObject({
+      ok: true,
+      reward: { score: 0.5, values: { reward: 0.5, a: 1 }, file: 'reward.json' },
+    });
+    expect(asked).toEqual([{ path: 'd/reward.json', maxBytes: REWARD_LIMITS.maxBytes }]);
+    const txt = await readReward(box({ 'd/reward.txt': Buffer.from('0.25\n') }, []), 'd');
+    expect(txt).toMatchObject({ ok: true, reward: { score: 0.25, file: 'reward.txt' } });
+    // A refused reward.json is the answer: a reward.txt beside it never stands in for it.
+    const refused = await readReward(
+      box(
+        { 'd/reward.json': new SandboxFileError('x', 'through-link'), 'd/reward.txt': Buffer.from('1') },
+        [],
+      ),
       'd',
     );
-    expect(r).toMatchObject({ ok: true, reward: { score: 1, file: 'reward.txt' } });
-    expect(asked).toEqual([{ path: 'd/reward.txt', maxBytes: REWARD_LIMITS.maxBytes }]);
+    expect(refused).toEqual({
+      ok: false,
+      reason: 'reward.json refused: it is a symlink, or a folder on the way is',
+    });
   });
 
   it('says why when a file is a link, too large, or absent', async () => {

@@ -123,7 +123,7 @@ type Entry = z.infer<typeof entrySchema>;
 
 export interface ResolveEnginesOptions {
   /** `--engines engines.yaml`. */
-  file?: string;
+  file?: string | undefined;
   /** `--engine` values: context names or URLs, in order. */
   refs?: string[];
   cwd?: string;

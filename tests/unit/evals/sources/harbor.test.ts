@@ -47,9 +47,9 @@ describe('task.toml validation', () => {
     ]);
   });
 
-  it('refuses what it cannot honour: GPUs, multi-step tasks, healthchecks, MCP servers, host variables', () => {
+  it('refuses what it cannot honour: GPUs, healthchecks (a step’s too), MCP servers, host variables', () => {
     const all = problems(
-      '[environment]\ngpus = 1\nmcp_servers = [{ name = "x" }]\n[environment.env]\nTOKEN = "${HOST_TOKEN}"\n[environment.healthcheck]\ncommand = "true"\n[[steps]]\nname = "a"\n',
+      '[environment]\ngpus = 1\nmcp_servers = [{ name = "x" }]\n[environment.env]\nTOKEN = "${HOST_TOKEN}"\n[environment.healthcheck]\ncommand = "true"\n[[steps]]\nname = "a"\n[steps.healthcheck]\ncommand = "true"\n',
     );
     expect(all.join('\n')).toMatch(/:2: environment\.gpus: GPUs are not available/);
     expect(all.join('\n')).toMatch(/environment\.mcp_servers: MCP servers are not supported/);
@@ -59,7 +59,7 @@ describe('task.toml validation', () => {
     expect(all.join('\n')).toMatch(
       /:6: environment\.healthcheck: \[environment\.healthcheck\] is not supported/,
     );
-    expect(all.join('\n')).toMatch(/:8: steps: multi-step tasks/);
+    expect(all.join('\n')).toMatch(/:8: steps\.0\.healthcheck: unknown key "healthcheck"/);
   });
 
   it('refuses TOML that does not parse, at its line and column, and deep nesting', () => {
@@ -197,7 +197,12 @@ describe('the mapping', () => {
   it('quotes verifier and solution variables into the commands, never as code', () => {
     expect(testCommand({ A: "it's $(rm -rf /)" })).toContain(`export A='it'\\''s $(rm -rf /)'; `);
     const cassette = JSON.stringify(
-      oracleCassette('t', [{ rel: 'solve.sh', content: Buffer.from('true') }], { B: '`x`' }, 60),
+      oracleCassette(
+        't',
+        [{ label: 't', files: [{ rel: 'solve.sh', content: Buffer.from('true') }] }],
+        { B: '`x`' },
+        60,
+      ),
     );
     expect(cassette).toContain("export B='`x`'; bash /solution/solve.sh");
   });
