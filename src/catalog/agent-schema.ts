@@ -89,6 +89,16 @@ export const ignoreChangesSchema = z
       "New paths that are not the agent's change (build and test output): never gated, never copied back, never verified, listed in the run record. Always: git's files under .git/, the ecosystems' caches (see `disable`), and what the repo's pristine .gitignore files ignore. A path of the pristine repo is never ignored. A list adds globs.",
   });
 
+/** The agent kinds a catalog may name (src/agent-kinds/kind-registry.ts has what each is). */
+export const AGENT_KINDS_IN_CATALOG = [
+  'builtin',
+  'claude-code',
+  'codex',
+  'command',
+  'gemini',
+  'opencode',
+] as const;
+
 export const agentSchema = z.strictObject({
   editableFiles: z
     .array(glob, { error: 'expected a list of glob patterns' })
@@ -206,4 +216,15 @@ export const agentSchema = z.strictObject({
   reward: rewardSchema.optional(),
   verifierFiles: verifierFilesSchema.optional(),
   steps: stepsSchema.optional(),
+  kind: z
+    .enum(AGENT_KINDS_IN_CATALOG, { error: `expected one of ${AGENT_KINDS_IN_CATALOG.join(', ')}` })
+    .default('builtin')
+    .meta({
+      description:
+        "Which agent works the ticket: `builtin` (the harness's loop), or a CLI that runs in the sandbox and reaches its model only through the host's model bridge: `claude-code`, `codex`, or `command` (agent.command). `--agent` overrides it.",
+    }),
+  command: nonEmpty('a shell command line').optional().meta({
+    description:
+      'For kind `command`: the program to run in the sandbox (as the sandbox user, in /workspace). It gets the task in $SANDBOX_HARNESS_TASK, the model in $SANDBOX_HARNESS_MODEL and the bridge as ANTHROPIC_BASE_URL / OPENAI_BASE_URL with placeholder keys.',
+  }),
 });

@@ -6,6 +6,7 @@
 import { Command, Option, type OptionValues } from '@commander-js/extra-typings';
 import type { KeepPolicy } from '../fix/run-fix.js';
 import type { ProviderName } from '../llm/registry.js';
+import type { AgentKindName } from '../agent-kinds/kind-registry.js';
 import { integerOption } from './option-parsers.js';
 
 type Missing<T, Listed> = [Exclude<T, Listed>] extends [never] ? unknown : { missing: Exclude<T, Listed> };
@@ -29,6 +30,20 @@ export function keepOption(description: string) {
 
 export function providerOption() {
   return new Option('--provider <name>', 'model provider').choices(PROVIDERS);
+}
+
+export const AGENT_KINDS = everyValueOf<AgentKindName>()([
+  'builtin',
+  'claude-code',
+  'codex',
+  'command',
+  'gemini',
+  'opencode',
+]);
+
+/** `--agent <kind>`: who works the ticket (default: the catalog's agent.kind, else builtin). */
+export function agentOption(description: string) {
+  return new Option('--agent <kind>', description).choices(AGENT_KINDS);
 }
 
 export function runtimeOption() {

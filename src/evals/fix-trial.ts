@@ -31,6 +31,8 @@ export interface FixTrialOptions {
   env: NodeJS.ProcessEnv;
   /** The OCI runtime of every trial (`--runtime`); default each catalog's `sandbox.runtime`. */
   runtime?: string;
+  /** The agent kind of every trial (`eval --agent`); default each catalog's `agent.kind`. */
+  agent?: string;
   /** Every event of every trial, tagged with its task and trial (for timing and overlap checks). */
   events?: ((spec: TrialSpec) => EventSink | undefined) | undefined;
   /** Each trial stops once its model calls cost this many US dollars (`eval --cost-limit`). */
@@ -66,6 +68,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
           ...(spec.provider ? { provider: spec.provider } : {}),
           ...(spec.model ? { model: spec.model } : {}),
           ...(options.runtime ? { runtime: options.runtime } : {}),
+          ...(options.agent ? { agent: options.agent } : {}),
           keep: options.keep,
           apply: false,
           force: false,

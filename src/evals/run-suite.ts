@@ -70,6 +70,8 @@ export interface SuiteOptions {
   keep?: KeepPolicy | undefined;
   costLimitUsd?: number | undefined;
   runtime?: string;
+  /** The agent kind of every trial (`--agent`); default each catalog's `agent.kind`. */
+  agent?: string;
   /** The flags of task sources (`--repos`, `--oracle`, ...), paths absolute; one a source does not take is refused. */
   sourceFlags?: SourceFlags;
 }
@@ -166,6 +168,7 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
       keep: options.keep ?? suite.defaults.keep,
       deps: trialDeps,
       ...(settings.runtime ? { runtime: settings.runtime } : {}),
+      ...(options.agent ? { agent: options.agent } : {}),
       env: options.env,
       costLimitUsd: settings.costLimitUsd,
       events: trialEvents(join(workDir, 'events.jsonl')),

@@ -37,6 +37,7 @@ import { reviewChange } from './review.js';
 import type { Continuation } from './continue.js';
 import { shellQuote } from '../agent/tools/workspace-path.js';
 import { runTaskSteps, stepVerifyRole } from './steps.js';
+import { cliAgentStep } from './cli-agent-step.js';
 
 /** What every attempt of a run shares, worked out once. */
 export interface AttemptPlan {
@@ -238,6 +239,7 @@ async function agentStep(
   step?: PlannedStep,
 ): Promise<AgentLoopResult> {
   const { run, plan, n, box, signal } = attempt;
+  if (run.agent.cli) return endOfAgent(attempt, await cliAgentStep(run, n, box, feedback, signal));
   // A step's instruction is its own ticket; its time is its own.
   const ticket = step?.ticket ?? run.ticket;
   const agent = run.catalog.catalog.agent;
@@ -286,6 +288,11 @@ async function agentStep(
     ...(run.delegateProvider ? { subAgent: { provider: run.delegateProvider } } : {}),
   });
   if (loop.delegations.length > 0) entry.delegations = loop.delegations;
+  return endOfAgent(attempt, loop);
+}
+
+/** The agent's turn on the journal; a stop that is not the attempt's to judge is thrown on. */
+function endOfAgent({ run, n, signal }: Attempt, loop: AgentLoopResult): AgentLoopResult {
   run.journal.append({
     kind: 'agent_end',
     attempt: n,

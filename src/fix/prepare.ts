@@ -16,6 +16,7 @@ import type { ModelProvider } from '../llm/types.js';
 import type { FixDeps, FixOptions, Prepared } from './types.js';
 import { loadContinuation } from './continue.js';
 import { loadSeed } from './seed.js';
+import { bridgedProvider, chooseAgent } from './agent-choice.js';
 import { runsDirFor } from '../runs/record.js';
 import { ConfigError } from '../errors.js';
 import { formatDuration } from '../format.js';
@@ -75,11 +76,23 @@ export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepa
     { ...defaultPrices(), ...catalog.catalog.agent.prices },
     options.costLimitUsd ?? catalog.catalog.agent.costLimit,
   );
+  const agent = await chooseAgent({
+    agent: options.agent,
+    catalog,
+    choice,
+    cassette: options.cassette,
+    env: options.env,
+    cwd: options.cwd,
+  });
   const maker = { ...shared, name: choice.name, ...(choice.model ? { model: choice.model } : {}) };
-  const provider: ModelProvider = costs.meter(await make({ ...maker, role: 'main' }), 'main');
-  const delegateProvider = catalog.catalog.agent.delegate
-    ? costs.meter(await make({ ...maker, role: 'delegate' }), 'delegate')
-    : undefined;
+  // A CLI agent's calls go through the model bridge (and are metered there): no client here.
+  const provider: ModelProvider = agent.cli
+    ? bridgedProvider(choice.name, agent.cli.model)
+    : costs.meter(await make({ ...maker, role: 'main' }), 'main');
+  const delegateProvider =
+    !agent.cli && catalog.catalog.agent.delegate
+      ? costs.meter(await make({ ...maker, role: 'delegate' }), 'delegate')
+      : undefined;
   // The checker may be another provider or model; by default it is the maker's, in a fresh context.
   const review: { provider?: string | undefined; model?: string | undefined } | undefined =
     catalog.catalog.agent.review ?? (options.review ? {} : undefined);
@@ -121,6 +134,7 @@ export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepa
     repoDir,
     ticket,
     provider,
+    agent,
     ...(delegateProvider ? { delegateProvider } : {}),
     ...(checker ? { checker } : {}),
     ...(session.recorder ? { recorder: session.recorder } : {}),

@@ -57,6 +57,7 @@ import { progressOfEvents, silentProgress, type ProgressSink } from './progress.
 import { SandboxPool } from './sandboxes.js';
 import type { InjectedFile, WorkspaceGit } from '../sandbox/types.js';
 import { planSteps, stepOfRole } from './steps.js';
+import { layerCliAgent } from './cli-agent-step.js';
 import { egressSpec } from './egress-phases.js';
 import { getsVerifierFiles, loadVerifierFiles } from './verifier-files.js';
 
@@ -259,6 +260,7 @@ async function fixTicket(run: Run): Promise<Ending> {
   // while the attempts are planned (the pristine tree read is as slow as a start-up).
   if (run.catalog.catalog.agent.heldOutTests.length === 0) {
     await prepareWorkspaceGit(run, image, []);
+    await layerCliAgent(run, image);
     run.sandboxes.makeAhead(`attempt-${firstAttempt(run)}`, { hidden: [] });
   }
   const plan = await planAttempts(run, image);
@@ -333,7 +335,10 @@ async function planAttempts(run: Run, image: RepoImage): Promise<AttemptPlan> {
   const tree = await run.deps.backend.workspaceTree(image.tag, { signal: run.signal });
   const heldOut = heldOutPaths(tree, agent.heldOutTests);
   if (heldOut.length > 0) run.journal.append({ kind: 'held_out', paths: heldOut.slice(0, 200) });
-  if (agent.heldOutTests.length > 0) await prepareWorkspaceGit(run, image, heldOut);
+  if (agent.heldOutTests.length > 0) {
+    await prepareWorkspaceGit(run, image, heldOut);
+    await layerCliAgent(run, image);
+  }
   const repoAgentsMd = await readAgentsMd(run.repoDir);
   const pristine = pristineFromHost(run.repoDir);
   const { library, skipped } = await loadLibrary(tree, pristine, { docs: agent.docs, skills: agent.skills });

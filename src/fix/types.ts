@@ -15,6 +15,8 @@ import type { createProvider } from '../llm/registry.js';
 import type { CassetteRecorder } from '../llm/recording.js';
 import type { CostMeter } from '../llm/cost.js';
 import type { Continuation } from './continue.js';
+import type { AgentKind } from '../agent-kinds/agent-kind.js';
+import type { CliAgent } from './agent-choice.js';
 import type { Message, ModelProvider } from '../llm/types.js';
 import type { RunOutcome } from '../outcomes.js';
 import type { RunDir, RunRecord } from '../runs/record.js';
@@ -87,6 +89,8 @@ export interface FixOptions {
   seedRun?: string;
   /** The OCI runtime (`--runtime`); overrides the catalog's `sandbox.runtime`. */
   runtime?: string;
+  /** The agent kind (`--agent`, a suite task's); overrides the catalog's `agent.kind`. */
+  agent?: string;
   /** How long the first attempt waits for the baseline before calling the model (default 30 s after its test command starts). */
   baselineHeadStartMs?: number;
 }
@@ -115,6 +119,8 @@ export interface Prepared {
   repoDir: string;
   ticket: Ticket;
   provider: ModelProvider;
+  /** Which agent works the ticket; a CLI agent also has its model and the bridge's upstream. */
+  agent: { kind: AgentKind; cli?: CliAgent };
   /** The sub-agents' provider, when the catalog offers `delegate`. */
   delegateProvider?: ModelProvider;
   /** The independent checker's provider, when review is on. */

@@ -191,8 +191,8 @@ export function relayScript(): string {
   ].join('\n');
 }
 
-/** The relay's command line in the sandbox. */
-export function relayArgv(config: Partial<Omit<RelayConfig, 'frames'>> = {}): string[] {
+/** The relay's command line in the sandbox; `node` is the image's own unless a path is given. */
+export function relayArgv(config: Partial<Omit<RelayConfig, 'frames'>> = {}, node = 'node'): string[] {
   const full: RelayConfig = { port: 0, ...RELAY_DEFAULTS, ...config, frames: FRAME };
-  return ['node', '-e', relayScript(), JSON.stringify(full)];
+  return [node, '-e', relayScript(), JSON.stringify(full)];
 }

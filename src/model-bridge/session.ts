@@ -309,6 +309,8 @@ export interface StartRelayOptions {
   startTimeoutMs?: number;
   signal?: AbortSignal;
   limits?: Partial<SessionLimits>;
+  /** The Node the relay runs on, by absolute path (an agent layer's own); default `node` on the image's PATH. */
+  node?: string;
 }
 
 /** Keeps the last `cap` bytes written (the relay's stderr, for a message when it fails). */
@@ -347,12 +349,15 @@ export async function startRelay(
     (reason) => bridge.problem(`model relay of sandbox ${sandbox.id.slice(0, 12)}: ${reason}`),
   );
   const stderr = tail(4096);
-  const argv = relayArgv({
-    port: options.port ?? 0,
-    maxRequestBytes: limits.maxRequestBytes,
-    maxConcurrent: limits.maxConcurrent,
-    maxHostFrameBytes: Math.max(limits.maxBodyFrameBytes, limits.maxHeadBytes),
-  });
+  const argv = relayArgv(
+    {
+      port: options.port ?? 0,
+      maxRequestBytes: limits.maxRequestBytes,
+      maxConcurrent: limits.maxConcurrent,
+      maxHostFrameBytes: Math.max(limits.maxBodyFrameBytes, limits.maxHeadBytes),
+    },
+    options.node,
+  );
   const process = await sandbox.spawn(argv, { stdout: session.sink(), stderr: stderr.sink });
   session.attach(process);
   let timer: NodeJS.Timeout | undefined;

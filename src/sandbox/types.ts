@@ -15,6 +15,7 @@ import type { Writable } from 'node:stream';
 import type { EgressPolicy } from '../egress-policy.js';
 import type { EgressLogEntry } from './egress/proxy.js';
 import type { RepoImage, RepoImageRequest } from '../image-context/request.js';
+import type { ImageLayer } from '../image-context/image-layer.js';
 
 /** Where the target repo lives inside every sandbox. Tool paths are relative to it. */
 export const WORKSPACE = '/workspace';
@@ -300,6 +301,14 @@ export type WorkspaceGit =
   | { state: 'created'; image: string; reused: boolean; durationMs: number }
   | { state: 'no-git' | 'exists' | 'failed'; note: string };
 
+/** What `SandboxBackend.layerImage` gave: the image with the layer on top. */
+export interface LayeredImage {
+  image: string;
+  /** Made by an earlier run (or another trial) and found by its tag. */
+  reused: boolean;
+  durationMs: number;
+}
+
 /** A kept sandbox as the backend sees it now. */
 export interface SandboxState {
   exists: boolean;
@@ -356,6 +365,14 @@ export interface SandboxBackend {
     image: string,
     options: { hidden: readonly string[]; exclude: readonly string[]; signal?: AbortSignal },
   ): Promise<WorkspaceGit>;
+
+  /**
+   * Optional: `image` plus `layer` (see `image-context/image-layer.ts`: root-owned files in
+   * folders the layer owns), made without running anything of the image and with no
+   * network, once per image and layer key, then reused. Throws `ImageError` when the image
+   * already has a folder the layer owns, or a parent of one that is not a folder (a link).
+   */
+  layerImage?(image: string, layer: ImageLayer, options?: { signal?: AbortSignal }): Promise<LayeredImage>;
 
   /**
    * Re-attaches to a kept sandbox, starting it if it was stopped. Refuses (`UsageError`)

@@ -94,8 +94,11 @@ export function doctorExitCode(report: Pick<DoctorReport, 'ok' | 'usable'>): num
 
 export async function checkLocalEngine(): Promise<DoctorResult> {
   const { sandboxProvider } = await import('../../sandbox/registry.js');
+  const { agentChecks } = await import('../../agent-kinds/agent-doctor.js');
   const report = await (await sandboxProvider()).doctor();
-  return { ...report, exitCode: doctorExitCode(report) };
+  // Which agents are ready: notes only, so the engine's verdict (and the exit code) stays its own.
+  const checks = [...report.checks, ...(await agentChecks())];
+  return { ...report, checks, exitCode: doctorExitCode(report) };
 }
 
 export function formatDoctor(result: DoctorResult): string {

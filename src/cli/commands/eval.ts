@@ -4,7 +4,8 @@ import { Command } from '@commander-js/extra-typings';
 import type { SuiteOptions, SuiteResult } from '../../evals/run-suite.js';
 import { chooseShard } from '../../evals/shards.js';
 import type { SourceFlags } from '../../evals/sources/task-source.js';
-import { alignColumns } from '../../format.js';
+import { alignColumns, formatDuration } from '../../format.js';
+import { UsageError } from '../../errors.js';
 import { note, print, printJson, type CliContext } from '../cli-context.js';
 import { headline, percent } from '../eval-headline.js';
 import { addDeclared, declareCommand, type DeclaredCommand, type OptionsOf } from '../declare-command.js';
@@ -12,7 +13,7 @@ import { evalMerge } from './eval-merge.js';
 import { exitCodeForEval } from '../exit-codes.js';
 import { MAX_SHARDS, SHARD_COUNT_ENV } from '../../evals/shards.js';
 import { integerOption, shardOption, usdOption } from '../option-parsers.js';
-import { collect, keepOption, runtimeOption } from '../shared-options.js';
+import { AGENT_KINDS, collect, keepOption, runtimeOption } from '../shared-options.js';
 import { shellJoin } from '../../sandbox/shell.js';
 import { shortPath } from '../short-path.js';
 import { terminalSafe } from '../terminal.js';
@@ -84,6 +85,11 @@ function declaration() {
     )
     .addOption(keepOption('keep trial containers'))
     .addOption(runtimeOption())
+    .option(
+      '--agent <kind>',
+      `the agent of every trial: ${AGENT_KINDS.join(', ')} (default: each catalog's agent.kind); repeat it to run the suite once per agent and compare them`,
+      collect,
+    )
     .option('--json', 'print only a JSON summary on stdout')
     .addHelpText(
       'after',
@@ -157,11 +163,8 @@ function sourceFlags(options: EvalCommandOptions, at: (file: string) => string):
   };
 }
 
-export async function evalCommand(
-  ctx: CliContext,
-  suiteFile: string,
-  options: EvalCommandOptions,
-): Promise<number> {
+/** One eval of the suite (with one agent kind, when given): its result and exit code, nothing printed. */
+async function evalOnce(ctx: CliContext, suiteFile: string, options: EvalCommandOptions, agent?: string) {
   const { runSuite } = await import('../../evals/run-suite.js');
   const { createProgressReporter } = await import('../../evals/eval-progress.js');
   const { exportView } = await import('../../view/export.js');
@@ -170,39 +173,29 @@ export async function evalCommand(
   const say = (line: string) => {
     if (!options.json) note(ctx, line);
   };
-  const result = await runSuite(suiteOptions(ctx, suiteFile, options), {
-    ...(enginesNamed(options) ? { engines: () => resolveEngineFlags(ctx, options) } : {}),
-    say,
-    warn: (line) => note(ctx, line),
-    viewer: {
-      trialHref: runHref,
-      write: async (outDir, viewDir) => exportView(await openViewSource(outDir), viewDir),
+  const result = await runSuite(
+    { ...suiteOptions(ctx, suiteFile, options), ...(agent ? { agent } : {}) },
+    {
+      ...(enginesNamed(options) ? { engines: () => resolveEngineFlags(ctx, options) } : {}),
+      say,
+      warn: (line) => note(ctx, line),
+      viewer: {
+        trialHref: runHref,
+        write: async (outDir, viewDir) => exportView(await openViewSource(outDir), viewDir),
+      },
+      ...(options.json
+        ? {}
+        : {
+            progress: () =>
+              createProgressReporter(ctx.stderr as NodeJS.WriteStream, {
+                tty: ctx.isTTY,
+                safe: terminalSafe,
+              }),
+          }),
     },
-    ...(options.json
-      ? {}
-      : {
-          progress: () =>
-            createProgressReporter(ctx.stderr as NodeJS.WriteStream, { tty: ctx.isTTY, safe: terminalSafe }),
-        }),
-  });
+  );
   const { run, summary, comparison, notRun } = result;
-  const resume =
-    run.interrupted || run.enginesLost ? resumeCommand(ctx, suiteFile, options, result) : undefined;
-  if (options.json) {
-    printJson(ctx, {
-      outDir: result.outDir,
-      interrupted: run.interrupted,
-      ...(run.shard ? { shard: run.shard, planSha256: run.planSha256 } : {}),
-      ...(run.rerun ? { rerun: run.rerun } : {}),
-      ...(resume ? { resumeCommand: resume } : {}),
-      ...(run.enginesLost ? { enginesLost: run.enginesLost } : {}),
-      files: result.files,
-      view: result.view?.index,
-      summary,
-      comparison,
-    });
-  } else await printSummary(ctx, suiteFile, options, result, resume);
-  return exitCodeForEval({
+  const exitCode = exitCodeForEval({
     interrupted: run.interrupted,
     // Trials left unrun because every engine was lost could not be scored either.
     unscored: {
@@ -211,6 +204,108 @@ export async function evalCommand(
     },
     regression: comparison?.tasks.some((t) => t.regression) ?? false,
   });
+  return { result, exitCode };
+}
+
+function resultJson(result: SuiteResult, resume?: string) {
+  const { run } = result;
+  return {
+    outDir: result.outDir,
+    interrupted: run.interrupted,
+    ...(run.shard ? { shard: run.shard, planSha256: run.planSha256 } : {}),
+    ...(run.rerun ? { rerun: run.rerun } : {}),
+    ...(resume ? { resumeCommand: resume } : {}),
+    ...(run.enginesLost ? { enginesLost: run.enginesLost } : {}),
+    files: result.files,
+    view: result.view?.index,
+    summary: result.summary,
+    comparison: result.comparison,
+  };
+}
+
+/** The agents of `--agent` (repeatable), each a known kind, in order, once each. */
+export function agentsOf(options: EvalCommandOptions): string[] {
+  const agents = [...new Set(options.agent ?? [])];
+  for (const agent of agents) {
+    if (!(AGENT_KINDS as readonly string[]).includes(agent)) {
+      throw new UsageError(`unknown agent "${agent}" for --agent`, {
+        hint: `use one of: ${AGENT_KINDS.join(', ')}`,
+      });
+    }
+  }
+  return agents;
+}
+
+export async function evalCommand(
+  ctx: CliContext,
+  suiteFile: string,
+  options: EvalCommandOptions,
+): Promise<number> {
+  const agents = agentsOf(options);
+  if (agents.length <= 1) {
+    const { result, exitCode } = await evalOnce(ctx, suiteFile, options, agents[0]);
+    const resume =
+      result.run.interrupted || result.run.enginesLost
+        ? resumeCommand(ctx, suiteFile, options, result)
+        : undefined;
+    if (options.json) printJson(ctx, resultJson(result, resume));
+    else await printSummary(ctx, suiteFile, options, result, resume);
+    return exitCode;
+  }
+  // Several agents: the same suite once per agent, each with its own results and report in
+  // <out>/<agent>/, then the agents side by side.
+  if (options.resume && !options.out) throw new UsageError('--resume with several agents needs --out');
+  const base = resolve(
+    ctx.cwd,
+    options.out ??
+      join(
+        '.sandbox-harness',
+        'evals',
+        `agents-${new Date().toISOString().replace(/[-:.]/g, '').slice(0, 15)}`,
+      ),
+  );
+  const done: { agent: string; result: SuiteResult }[] = [];
+  let exitCode = 0;
+  for (const agent of agents) {
+    if (ctx.signal.aborted) break;
+    if (!options.json) print(ctx, `\n== agent ${agent}`);
+    const once = await evalOnce(ctx, suiteFile, { ...options, out: join(base, agent) }, agent);
+    done.push({ agent, result: once.result });
+    exitCode = Math.max(exitCode, once.exitCode);
+    if (!options.json) await printSummary(ctx, suiteFile, options, once.result, undefined);
+  }
+  if (options.json) {
+    printJson(ctx, {
+      outDir: base,
+      agents: Object.fromEntries(done.map((d) => [d.agent, resultJson(d.result)])),
+    });
+  } else {
+    print(ctx, '\nagents side by side:');
+    for (const line of alignColumns(agentRows(done), [1, 2])) print(ctx, `  ${line}`);
+  }
+  return exitCode;
+}
+
+/** One row per agent: passes, pass rate with its interval, cost per solved task, mean trial time. */
+export function agentRows(
+  done: readonly { agent: string; result: Pick<SuiteResult, 'summary'> }[],
+): string[][] {
+  const header = ['agent', 'passed', 'pass rate', '95% interval', 'per solved', 'mean time'];
+  return [
+    header,
+    ...done.map(({ agent, result: { summary } }) => {
+      const o = summary.overall;
+      const perSolved = o.cost?.perSolvedUsd;
+      return [
+        agent,
+        `${o.passes}/${o.scored}`,
+        percent(o.passRate),
+        `[${percent(o.interval.low)}, ${percent(o.interval.high)}]`,
+        perSolved === undefined || perSolved === null ? '-' : `$${perSolved.toFixed(2)}`,
+        o.durationMs.mean === null ? '-' : formatDuration(o.durationMs.mean),
+      ];
+    }),
+  ];
 }
 
 /** What a person reads at the end: the headline, a line per task, and where everything went. */

@@ -8,7 +8,7 @@ import { declareCommand, type OptionsOf } from '../declare-command.js';
 import { exitCodeForRun } from '../exit-codes.js';
 import { integerOption, usdOption } from '../option-parsers.js';
 import { terminalProgress } from '../progress-line.js';
-import { keepOption, providerOption, runtimeOption } from '../shared-options.js';
+import { agentOption, keepOption, providerOption, runtimeOption } from '../shared-options.js';
 import { shortPath } from '../short-path.js';
 
 function declaration() {
@@ -53,6 +53,11 @@ function declaration() {
     )
     .option('--runs-dir <dir>', 'where run records go (default: <repo>/.sandbox-harness/runs)')
     .addOption(runtimeOption())
+    .addOption(
+      agentOption(
+        "the agent that works the ticket: builtin, or a CLI in the sandbox behind the model bridge (default: the catalog's agent.kind, else builtin)",
+      ),
+    )
     .option('--json', 'print only a JSON summary on stdout')
     .addHelpText(
       'after',
@@ -158,6 +163,7 @@ export async function fixCommand(
       rebuild: options.rebuild ?? false,
       ...(options.review ? { review: true } : {}),
       ...(options.runtime ? { runtime: options.runtime } : {}),
+      ...(options.agent ? { agent: options.agent } : {}),
       cwd: ctx.cwd,
       env: ctx.env,
       signal: ctx.signal,

@@ -35,9 +35,12 @@ import {
   type SandboxSpec,
   type SandboxState,
   type TreeEntry,
+  type LayeredImage,
   type WorkspaceGit,
   type WorkspaceTree,
 } from '../types.js';
+import type { ImageLayer } from '../../image-context/image-layer.js';
+import { layeredImage } from './images/layered-image.js';
 import { hardenedContainer, IDLE_CONTAINER_LIMITS, withoutDiskQuota } from '../container/container-spec.js';
 import { dockerEngine, StorageQuotaUnsupported, type DockerEngine, type EngineInfo } from './engine/index.js';
 import { isGvisor, processLimits } from './runtimes.js';
@@ -530,6 +533,24 @@ export class DockerBackend implements SandboxBackend {
     } finally {
       await engine.containers.remove(id).catch(() => undefined);
     }
+  }
+
+  private readonly layers = new Map<string, Promise<LayeredImage>>();
+
+  /** See `layered-image.ts`; trials of one process asking for the same layer share one making of it. */
+  layerImage(
+    image: string,
+    layer: ImageLayer,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<LayeredImage> {
+    const key = JSON.stringify([image, layer.key]);
+    let pending = this.layers.get(key);
+    if (!pending) {
+      pending = layeredImage(this.dockerEngineRef, image, layer, options);
+      this.layers.set(key, pending);
+      pending.catch(() => this.layers.delete(key));
+    }
+    return pending;
   }
 
   workspaceTree(image: string): Promise<WorkspaceTree> {

@@ -71,6 +71,7 @@ describe('loadCatalog on a valid catalog', () => {
         docs: ['docs/*.md'],
         skills: [],
         delegate: false,
+        kind: 'builtin',
       });
       expect(resourcesFromCatalog(catalog)).toEqual({});
       expect(

@@ -270,8 +270,8 @@ export class EngineContainers {
     }
   }
 
-  /** Extracts a tar archive into `path`; returns false when `path` does not exist in the container. */
-  async putArchive(id: string, path: string, tar: Buffer): Promise<boolean> {
+  /** Extracts a tar archive (bytes, or a stream) into `path`; returns false when `path` does not exist in the container. */
+  async putArchive(id: string, path: string, tar: Buffer | Readable): Promise<boolean> {
     const container = this.handle(id);
     try {
       await container.putArchive(tar, { path, noOverwriteDirNonDir: '1' });
