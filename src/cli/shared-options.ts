@@ -8,6 +8,8 @@ import type { KeepPolicy } from '../fix/run-fix.js';
 import type { ProviderName } from '../llm/registry.js';
 import type { AgentKindName } from '../agent-kinds/kind-registry.js';
 import { integerOption } from './option-parsers.js';
+import { UsageError } from '../errors.js';
+import type { BackendName, ProviderOptions } from '../sandbox/registry.js';
 
 type Missing<T, Listed> = [Exclude<T, Listed>] extends [never] ? unknown : { missing: Exclude<T, Listed> };
 
@@ -92,4 +94,46 @@ export function keptSandboxCommand(name: string, description: string) {
   )
     .argument('<run-id>', 'a run id, a unique prefix, or "last"')
     .addOption(attemptOption('the kept sandbox of attempt n (default: the last attempt that kept one)'));
+}
+
+export const BACKENDS = everyValueOf<BackendName>()(['docker', 'slurm']);
+
+/**
+ * `--backend` and where a cluster backend puts its jobs (`--partition`, `--account`, `--qos`,
+ * `--constraint`; Slurm's own words, passed through to every job).
+ */
+export function withBackend<Args extends unknown[], Opts extends OptionValues>(command: Command<Args, Opts>) {
+  return command
+    .addOption(
+      new Option(
+        '--backend <name>',
+        'where sandboxes run (default docker): docker (this engine or a fleet) or slurm (jobs on a Slurm cluster; SLURM_CONF names it)',
+      ).choices(BACKENDS),
+    )
+    .option('--partition <name>', 'with --backend slurm: the partition of every sandbox job')
+    .option('--account <name>', 'with --backend slurm: the account every sandbox job is charged to')
+    .option('--qos <name>', 'with --backend slurm: the quality of service of every sandbox job')
+    .option('--constraint <features>', 'with --backend slurm: node features every sandbox job needs');
+}
+
+export interface BackendFlags {
+  backend?: BackendName | undefined;
+  partition?: string | undefined;
+  account?: string | undefined;
+  qos?: string | undefined;
+  constraint?: string | undefined;
+}
+
+/** The backend name and provider options `--backend` and the cluster flags ask for. */
+export function backendChoice(flags: BackendFlags): { name: BackendName; options: ProviderOptions } {
+  const name = flags.backend ?? 'docker';
+  const placement = Object.fromEntries(
+    (['partition', 'account', 'qos', 'constraint'] as const).flatMap((k) =>
+      flags[k] ? [[k, flags[k]]] : [],
+    ),
+  );
+  if (name !== 'slurm' && Object.keys(placement).length > 0) {
+    throw new UsageError(`--${Object.keys(placement)[0]} places Slurm jobs; it needs --backend slurm`);
+  }
+  return { name, options: name === 'slurm' ? { cluster: placement } : {} };
 }

@@ -37,6 +37,8 @@ export interface FixTrialOptions {
   events?: ((spec: TrialSpec) => EventSink | undefined) | undefined;
   /** Each trial stops once its model calls cost this many US dollars (`eval --cost-limit`). */
   costLimitUsd?: number | undefined;
+  /** Each trial's sandboxes come from a warm pool (`eval --pool`; docs/pool.md). */
+  pool?: boolean | undefined;
 }
 
 export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
@@ -82,6 +84,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
           ...(events ? { events } : {}),
           costLimitUsd: options.costLimitUsd,
           ...(spec.seedRun ? { seedRun: spec.seedRun } : {}),
+          ...(options.pool ? { pool: true } : {}),
         },
         deps,
       );

@@ -72,6 +72,8 @@ export interface SuiteOptions {
   runtime?: string;
   /** The agent kind of every trial (`--agent`); default each catalog's `agent.kind`. */
   agent?: string;
+  /** Trials take their sandboxes from a warm pool (`--pool`). */
+  pool?: boolean | undefined;
   /** The flags of task sources (`--repos`, `--oracle`, ...), paths absolute; one a source does not take is refused. */
   sourceFlags?: SourceFlags;
 }
@@ -171,6 +173,7 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
       ...(options.agent ? { agent: options.agent } : {}),
       env: options.env,
       costLimitUsd: settings.costLimitUsd,
+      ...(options.pool ? { pool: true } : {}),
       events: trialEvents(join(workDir, 'events.jsonl')),
     }),
   );

@@ -54,6 +54,7 @@ import { prepare } from './prepare.js';
 import { loadLibrary } from './read-library.js';
 import { continuationFeedback } from './continue.js';
 import { progressOfEvents, silentProgress, type ProgressSink } from './progress.js';
+import { WarmPool, poolCapacity } from '../sandbox/pool/warm-pool.js';
 import { SandboxPool } from './sandboxes.js';
 import type { InjectedFile, WorkspaceGit } from '../sandbox/types.js';
 import { planSteps, stepOfRole } from './steps.js';
@@ -235,7 +236,9 @@ function sandboxPool(
   const { record, attemptImage, verifierFiles } = run;
   const catalogFile = catalogSandboxFile(catalog);
   return new SandboxPool(
-    deps.backend,
+    options.pool
+      ? new WarmPool(deps.backend, { capacity: poolCapacity(1, options.maxAttempts ?? 1) })
+      : deps.backend,
     (role) => ({
       // The agent's sandboxes come from the image with a git repository of the pristine tree.
       ...(role.startsWith('attempt-') && attemptImage.tag

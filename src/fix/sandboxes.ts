@@ -7,6 +7,7 @@ import { errorMessage } from '../errors.js';
 import type { KeepPolicy, Sandbox, SandboxBackend, SandboxSpec } from '../sandbox/types.js';
 import type { ContainerRecord } from '../runs/record.js';
 import type { EgressLogEntry } from '../sandbox/egress/proxy.js';
+import { WarmPool } from '../sandbox/pool/warm-pool.js';
 
 interface Tracked {
   sandbox: Sandbox;
@@ -38,9 +39,12 @@ export class SandboxPool {
 
   /** Sandboxes being made ahead of the step that needs them, by role. */
   private readonly ahead = new Map<string, Promise<Sandbox>>();
+  /** Roles whose sandbox the warm pool is making (when the backend is one). */
+  private readonly warmed = new Set<string>();
 
   /** A sandbox for `role`: the one made ahead for it if there is one, else a new one. */
   async create(role: string, extra: Partial<SandboxSpec> = {}, throwaway = false): Promise<Sandbox> {
+    this.warmed.delete(role);
     const made = this.ahead.get(role);
     if (made) {
       this.ahead.delete(role);
@@ -58,7 +62,13 @@ export class SandboxPool {
    * alone and nothing runs in it until it is asked for. A failure shows when it is asked for.
    */
   makeAhead(role: string, extra: Partial<SandboxSpec> = {}): void {
-    if (this.ahead.has(role)) return;
+    if (this.ahead.has(role) || this.warmed.has(role)) return;
+    // With a warm pool, the pool makes it and proves it pristine when the step takes it.
+    if (this.backend instanceof WarmPool) {
+      this.warmed.add(role);
+      this.backend.warm({ ...this.spec(role), ...extra });
+      return;
+    }
     const making = this.create(role, extra);
     making.then(warmChannel, () => undefined);
     this.ahead.set(role, making);
@@ -94,6 +104,8 @@ export class SandboxPool {
    */
   async closeAll(failed: boolean, onError: (role: string, message: string) => void): Promise<void> {
     await Promise.all([...this.ahead.keys()].map((role) => this.dropAhead(role)));
+    // What the pool made for steps that never came is removed, never kept nor recorded.
+    if (this.backend instanceof WarmPool) await this.backend.drain();
     const keep = this.policy === 'always' || (this.policy === 'on-failure' && failed);
     // All at once: each is a round trip to the engine, and none waits for another.
     await Promise.all(

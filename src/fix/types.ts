@@ -62,6 +62,11 @@ export interface FixOptions {
   apply: boolean;
   force: boolean;
   rebuild: boolean;
+  /**
+   * Hand out the run's sandboxes from a warm pool (src/sandbox/pool/): made ahead, proven
+   * pristine and of the image the tag names now when taken, drained when the run ends.
+   */
+  pool?: boolean | undefined;
   /** Review every verified attempt with an independent checker (also catalog `agent.review`). */
   review?: boolean;
   /** Where run records go; default `<repo>/.sandbox-harness/runs`. */

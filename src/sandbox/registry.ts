@@ -14,12 +14,13 @@ import {
 } from './docker/fleet/engine-ref.js';
 import type { EngineHandle, ProviderOptions, SandboxProvider } from './types.js';
 
-export const BACKEND_NAMES = ['docker'] as const;
+export const BACKEND_NAMES = ['docker', 'slurm'] as const;
 export type BackendName = (typeof BACKEND_NAMES)[number];
 
 export type { HostFileState, RepoImage, RepoImageRequest } from '../image-context/request.js';
 export type {
   BaseImagePresenceOptions,
+  ClusterPlacement,
   DoctorCheck,
   DoctorReport,
   EngineHandle,
@@ -52,6 +53,18 @@ export async function sandboxProvider(
     case 'docker': {
       const docker = await import('./docker/docker-provider.js');
       return options.engine ? docker.dockerProviderFor(options.engine) : docker.dockerProvider();
+    }
+    case 'slurm': {
+      if (options.engine) {
+        throw new UsageError(
+          '--engine/--engines name Docker engines; the slurm backend places sandboxes on its nodes itself',
+          {
+            hint: 'Use --partition, --account, --qos or --constraint to say where.',
+          },
+        );
+      }
+      const slurm = await import('./slurm/slurm-provider.js');
+      return slurm.slurmProvider(options.cluster ?? {});
     }
     default:
       throw new UsageError(`unknown sandbox backend "${name}"`, {

@@ -346,6 +346,12 @@ export interface SandboxBackend {
   /** Throws `ImageError` for a missing image; never leaves a half-made sandbox behind. */
   create(spec: SandboxSpec): Promise<Sandbox>;
 
+  /**
+   * Optional: the id of the image a reference names now, or undefined when there is none. A
+   * warm pool uses it to never hand out a sandbox of an image the reference no longer names.
+   */
+  imageId?(image: string): Promise<string | undefined>;
+
   /** Why `SandboxSpec.egress` cannot be enforced on this engine, or undefined; absent: never can. */
   egressProblem?(): Promise<string | undefined>;
 
@@ -519,9 +525,21 @@ export interface EngineHandle {
   readonly endpoint?: string;
 }
 
+/** Where a cluster backend (`slurm`) puts its sandboxes: the cluster's own words, passed through. */
+export interface ClusterPlacement {
+  /** The cluster's configuration file (Slurm: slurm.conf); absent: the environment's, else the system's. */
+  conf?: string;
+  partition?: string;
+  account?: string;
+  qos?: string;
+  constraint?: string;
+}
+
 export interface ProviderOptions {
   /** The engine to bind to; absent: the local engine, named `local`. */
   engine?: EngineHandle;
+  /** For a cluster backend: where its jobs go. */
+  cluster?: ClusterPlacement;
 }
 
 export interface SandboxProvider {

@@ -71,7 +71,7 @@ export interface DockerTarget {
 }
 
 /** The default bridge's gateway on the local engine: an address of this host a networked container reaches. */
-async function bridgeAddress(): Promise<string> {
+export async function bridgeAddress(): Promise<string> {
   const bridge = await engineGet<{ IPAM?: { Config?: { Gateway?: string; Subnet?: string }[] } }>(
     '/networks/bridge',
   );
@@ -91,7 +91,7 @@ async function bridgeAddress(): Promise<string> {
  * for the network test of every target (the address is this host's, so a sandbox of any
  * engine on this host that reached it would have network).
  */
-async function connectFromNetworked(address: string, port: number): Promise<string> {
+export async function connectFromNetworked(address: string, port: number): Promise<string> {
   const name = `sandbox-harness-test-netcontrol-${randomBytes(4).toString('hex')}`;
   const script = `const s=require('net').connect(${port},'${address}');s.on('connect',()=>{console.log('connected');s.destroy()});s.on('error',(e)=>{console.log(e.code)})`;
   try {

@@ -61,10 +61,10 @@ import { DEFAULT_RESOURCES } from '../../sandbox/types.js';
 import { note, print, printJson, type CliContext } from '../cli-context.js';
 import { declareCommand, type OptionsOf } from '../declare-command.js';
 import { EXIT_CODES } from '../exit-codes.js';
-import { collect } from '../shared-options.js';
+import { backendChoice, collect, withBackend } from '../shared-options.js';
 
 function declaration() {
-  return new Command('doctor')
+  return withBackend(new Command('doctor'))
     .description(
       'check the Docker engine: reachable, version, storage driver, network-less containers, free disk, base images',
     )
@@ -101,8 +101,8 @@ export async function checkLocalEngine(): Promise<DoctorResult> {
   return { ...report, checks, exitCode: doctorExitCode(report) };
 }
 
-export function formatDoctor(result: DoctorResult): string {
-  const lines = [`Docker engine at ${result.endpoint}`, ...formatChecks(result.checks, '  ')];
+export function formatDoctor(result: DoctorResult, what = 'Docker engine at'): string {
+  const lines = [`${what} ${result.endpoint}`, ...formatChecks(result.checks, '  ')];
   const problems = result.checks.filter((c) => !c.ok).length;
   const notes = result.checks.filter((c) => c.ok && c.warning).length;
   lines.push(
@@ -248,6 +248,16 @@ function prepareHint(options: DoctorCommandOptions): string {
 
 export async function doctorCommand(ctx: CliContext, options: DoctorCommandOptions): Promise<number> {
   const { enginesNamed, resolveEngineFlags } = await import('../engine-flags.js');
+  const chosen = backendChoice(options);
+  if (chosen.name !== 'docker') {
+    const { sandboxProvider } = await import('../../sandbox/registry.js');
+    const provider = await sandboxProvider(chosen.name, chosen.options);
+    const report = await provider.doctor();
+    const result = { ...report, exitCode: doctorExitCode(report) };
+    if (options.json) printJson(ctx, result);
+    else print(ctx, formatDoctor(result, `${chosen.name} at`));
+    return result.exitCode;
+  }
   if (enginesNamed(options)) {
     const specs = await resolveEngineFlags(ctx, options);
     const fleet = await doctorFleet(specs, {

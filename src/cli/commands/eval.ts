@@ -1,11 +1,11 @@
 /** `eval <suite>`: every task of a suite N times, each trial in fresh containers, and the reports. */
 import { join, relative, resolve } from 'node:path';
+import { UsageError } from '../../errors.js';
 import { Command } from '@commander-js/extra-typings';
 import type { SuiteOptions, SuiteResult } from '../../evals/run-suite.js';
 import { chooseShard } from '../../evals/shards.js';
 import type { SourceFlags } from '../../evals/sources/task-source.js';
 import { alignColumns, formatDuration } from '../../format.js';
-import { UsageError } from '../../errors.js';
 import { note, print, printJson, type CliContext } from '../cli-context.js';
 import { headline, percent } from '../eval-headline.js';
 import { addDeclared, declareCommand, type DeclaredCommand, type OptionsOf } from '../declare-command.js';
@@ -13,13 +13,20 @@ import { evalMerge } from './eval-merge.js';
 import { exitCodeForEval } from '../exit-codes.js';
 import { MAX_SHARDS, SHARD_COUNT_ENV } from '../../evals/shards.js';
 import { integerOption, shardOption, usdOption } from '../option-parsers.js';
-import { AGENT_KINDS, collect, keepOption, runtimeOption } from '../shared-options.js';
+import {
+  AGENT_KINDS,
+  backendChoice,
+  collect,
+  keepOption,
+  runtimeOption,
+  withBackend,
+} from '../shared-options.js';
 import { shellJoin } from '../../sandbox/shell.js';
 import { shortPath } from '../short-path.js';
 import { terminalSafe } from '../terminal.js';
 
 function declaration() {
-  return new Command('eval')
+  return withBackend(new Command('eval'))
     .description(
       'run every task of a suite N times, each trial in fresh containers; write summary.json, report.md, report.html',
     )
@@ -84,6 +91,10 @@ function declaration() {
       ),
     )
     .addOption(keepOption('keep trial containers'))
+    .option(
+      '--pool',
+      "take each trial's sandboxes from a warm pool: made ahead, proven pristine when taken, drained at the end (docs/pool.md)",
+    )
     .addOption(runtimeOption())
     .option(
       '--agent <kind>',
@@ -143,6 +154,7 @@ export function suiteOptions(ctx: CliContext, suiteFile: string, options: EvalCo
     keep: options.keep,
     costLimitUsd: options.costLimit,
     ...(options.runtime ? { runtime: options.runtime } : {}),
+    ...(options.pool ? { pool: true } : {}),
     sourceFlags: sourceFlags(options, at),
   };
 }
@@ -173,10 +185,22 @@ async function evalOnce(ctx: CliContext, suiteFile: string, options: EvalCommand
   const say = (line: string) => {
     if (!options.json) note(ctx, line);
   };
+  const chosen = backendChoice(options);
+  if (chosen.name !== 'docker' && enginesNamed(options)) {
+    throw new UsageError(
+      `--engines/--engine name Docker engines; --backend ${chosen.name} places trials itself`,
+    );
+  }
   const result = await runSuite(
     { ...suiteOptions(ctx, suiteFile, options), ...(agent ? { agent } : {}) },
     {
       ...(enginesNamed(options) ? { engines: () => resolveEngineFlags(ctx, options) } : {}),
+      ...(chosen.name !== 'docker'
+        ? {
+            provider: async () =>
+              (await import('../../sandbox/registry.js')).sandboxProvider(chosen.name, chosen.options),
+          }
+        : {}),
       say,
       warn: (line) => note(ctx, line),
       viewer: {

@@ -9,11 +9,11 @@ import { printJson, type CliContext } from '../cli-context.js';
 import { declareCommand, type OptionsOf } from '../declare-command.js';
 import { positiveNumberOption } from '../option-parsers.js';
 import { terminalProgress } from '../progress-line.js';
-import { runtimeOption } from '../shared-options.js';
+import { backendChoice, runtimeOption, withBackend } from '../shared-options.js';
 import { terminalSafe } from '../terminal.js';
 
 function declaration() {
-  return new Command('exec')
+  return withBackend(new Command('exec'))
     .description('run one command in a fresh sandbox built from a repo (a smoke test of the sandbox)')
     .argument('<command...>', 'the command; put -- before it')
     .option('--repo <dir>', 'repo to build the sandbox from (default: here)')
@@ -70,7 +70,8 @@ export async function execCommand(
     );
   }
   const progress = options.json ? undefined : terminalProgress(ctx.stderr, ctx.isTTY);
-  const provider = await sandboxProvider();
+  const chosen = backendChoice(options);
+  const provider = await sandboxProvider(chosen.name, chosen.options);
   // A runtime the engine lacks is refused before an image is built.
   const runtime = await provider.runtime?.(options.runtime);
   let image = options.image;

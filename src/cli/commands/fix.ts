@@ -48,6 +48,10 @@ function declaration() {
     .option('--force', 'run even when the tests already pass before any change')
     .option('--rebuild', 'rebuild the sandbox image even when the repo is unchanged')
     .option(
+      '--pool',
+      'hand out sandboxes from a warm pool: made ahead, proven pristine when taken, drained at the end (docs/pool.md)',
+    )
+    .option(
       '--review',
       "review every verified attempt with an independent checker (also the catalog's agent.review); ready-for-review then needs its approval",
     )
@@ -161,6 +165,7 @@ export async function fixCommand(
       apply: options.apply,
       force: options.force ?? false,
       rebuild: options.rebuild ?? false,
+      ...(options.pool ? { pool: true } : {}),
       ...(options.review ? { review: true } : {}),
       ...(options.runtime ? { runtime: options.runtime } : {}),
       ...(options.agent ? { agent: options.agent } : {}),

@@ -7,12 +7,14 @@ import { declareCommand, type OptionsOf } from '../declare-command.js';
 import { EXIT_CODES } from '../exit-codes.js';
 import { durationOption } from '../option-parsers.js';
 import type { RunsLocation } from '../run-lookup.js';
-import { collect, withRunsLocation } from '../shared-options.js';
+import { backendChoice, collect, withBackend, withRunsLocation } from '../shared-options.js';
 
 function declaration() {
-  return withRunsLocation(
-    new Command('gc').description(
-      "remove this tool's leftover containers; kept ones with --run, --older-than or --all; unused repo images with --all",
+  return withBackend(
+    withRunsLocation(
+      new Command('gc').description(
+        "remove this tool's leftover containers; kept ones with --run, --older-than or --all; unused repo images with --all",
+      ),
     ),
   )
     .option(
@@ -121,7 +123,8 @@ export async function gcCommand(ctx: CliContext, options: GcCommandOptions): Pro
     return failed > 0 ? EXIT_CODES.infrastructure : EXIT_CODES.ok;
   }
 
-  const report = await (await sandboxProvider()).collectGarbage(gcOptions);
+  const chosen = backendChoice(options);
+  const report = await (await sandboxProvider(chosen.name, chosen.options)).collectGarbage(gcOptions);
   if (options.json) {
     printJson(ctx, { run: runId, ...report });
     return 0;

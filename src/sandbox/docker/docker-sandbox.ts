@@ -22,7 +22,8 @@ import { PosixSandbox, type PosixSandboxOptions } from '../posix/posix-sandbox.j
 import { GIT_INIT_SCRIPT, HIDE_SCRIPT, START_MARKER } from '../posix/scripts.js';
 import type { ParsedScan } from '../posix/scan.js';
 import type { ProcessSpec, StartedProcess, Transport } from '../posix/transport.js';
-import { readTarTree, type TarInput } from '../tar.js';
+import { readTarTree } from '../tar.js';
+import { injectedFiles } from '../container/injected-files.js';
 import {
   DEFAULT_RESOURCES,
   SANDBOX_GID,
@@ -264,35 +265,6 @@ export class DockerSandbox extends PosixSandbox {
   }
 }
 
-/** Root-owned folders and files placed before start: the catalog, the start marker. */
-function injectedFiles(spec: SandboxSpec, marker: string): TarInput[] {
-  const entries: TarInput[] = [];
-  const seenDirs = new Set<string>();
-  const files = [...(spec.files ?? []), { path: START_MARKER, content: marker }];
-  for (const file of files) {
-    const absolute = posix.normalize(file.path);
-    if (!posix.isAbsolute(absolute) || absolute === WORKSPACE || absolute.startsWith(`${WORKSPACE}/`)) {
-      throw new UsageError(`injected file ${file.path}: must be an absolute path outside ${WORKSPACE}`);
-    }
-    // Folders are created root-owned, so the sandbox user cannot replace what is injected.
-    const parts = posix.dirname(absolute).split('/').filter(Boolean);
-    for (let i = 1; i <= parts.length; i++) {
-      const dir = parts.slice(0, i).join('/');
-      if (seenDirs.has(dir) || ['etc', 'usr', 'opt', 'var'].includes(dir)) continue;
-      seenDirs.add(dir);
-      entries.push({ name: `${dir}/`, type: 'directory', mode: 0o755, owner: 'root' });
-    }
-    entries.push({
-      name: absolute.slice(1),
-      type: 'file',
-      content: Buffer.from(file.content),
-      mode: 0o444,
-      owner: 'root',
-    });
-  }
-  return entries;
-}
-
 export class DockerBackend implements SandboxBackend {
   readonly name = 'docker';
   private reaped = false;
@@ -323,6 +295,10 @@ export class DockerBackend implements SandboxBackend {
   /** How the disk budget is enforced on this engine: by the engine's quota, or by a watchdog. */
   diskBudgetMode(): 'engine' | 'watchdog' | 'unknown' {
     return this.quotaSupported === undefined ? 'unknown' : this.quotaSupported ? 'engine' : 'watchdog';
+  }
+
+  async imageId(image: string): Promise<string | undefined> {
+    return (await this.dockerEngineRef.images.inspect(image))?.id;
   }
 
   egressProblem(): Promise<string | undefined> {

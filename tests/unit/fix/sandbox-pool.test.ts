@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { SandboxPool } from '../../../src/fix/sandboxes.js';
+import { WarmPool } from '../../../src/sandbox/pool/warm-pool.js';
 import { MemoryBackend } from '../../fakes/memory-sandbox.js';
 
 describe('SandboxPool', () => {
@@ -38,5 +39,20 @@ describe('SandboxPool', () => {
       ['attempt-1', true],
       ['verify-1', true],
     ]);
+  });
+
+  it('with a warm pool, a sandbox made ahead comes from the pool, and what no step took is drained, not kept', async () => {
+    const backend = new MemoryBackend({ 'a.txt': Buffer.from('a') });
+    const warm = new WarmPool(backend, { capacity: 4 });
+    const pool = new SandboxPool(warm, (role) => ({ image: 'memory:repo', runId: 'r1', role }), 'on-failure');
+    pool.makeAhead('attempt-1');
+    pool.makeAhead('verify-1');
+    const attempt = await pool.create('attempt-1');
+    expect(warm.stats()).toMatchObject({ handedOut: 1, cold: 0 });
+    await pool.closeAll(true, () => undefined);
+    expect(pool.records.map((r) => [r.role, r.kept, r.id])).toEqual([['attempt-1', true, attempt.id]]);
+    const verify = backend.created.find((c) => c.spec.role === 'verify-1');
+    expect(verify?.sandbox.disposed).toEqual({ keep: false });
+    expect(warm.stats()).toMatchObject({ ready: 0, starting: 0 });
   });
 });

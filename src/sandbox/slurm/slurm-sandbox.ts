@@ -1,0 +1,425 @@
+/**
+ * The Slurm implementation of the sandbox contract: a sandbox is a batch job (`job-script.ts`)
+ * holding one node, and on that node one container made by the node's own engine CLI from the
+ * same hardened spec as a local sandbox (`hardenedContainer` + `containerCliArgs`). Every
+ * command, file call, scan, export and the freeze is the POSIX layer's, over job steps
+ * (`SrunTransport`). The agent loop and the model keys stay on the submitting host; jobs and
+ * steps get none of its variables (`--export=NONE`).
+ */
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { PassThrough } from 'node:stream';
+import {
+  errorMessage,
+  HarnessError,
+  ImageError,
+  SandboxDead,
+  SandboxUnavailable,
+  UsageError,
+} from '../../errors.js';
+import { containerCliArgs } from '../container/cli-args.js';
+import { hardenedContainer, IDLE_CONTAINER_LIMITS, withoutDiskQuota } from '../container/container-spec.js';
+import { injectedFiles } from '../container/injected-files.js';
+import { runScript } from '../posix/exec.js';
+import { workspaceRelative } from '../posix/paths.js';
+import { PosixSandbox, type PosixSandboxOptions } from '../posix/posix-sandbox.js';
+import { HIDE_SCRIPT } from '../posix/scripts.js';
+import { packTar, readTarTree } from '../tar.js';
+import {
+  DEFAULT_RESOURCES,
+  SANDBOX_GID,
+  SANDBOX_UID,
+  WORKSPACE,
+  type AttachRequest,
+  type Sandbox,
+  type SandboxBackend,
+  type SandboxSpec,
+  type SandboxState,
+  type TreeEntry,
+  type WorkspaceTree,
+} from '../types.js';
+import {
+  containerNameOf,
+  CREATE_SCRIPT,
+  jobName,
+  jobScript,
+  REMOVE_SCRIPT,
+  RESTART_SCRIPT,
+  RUNNING_SCRIPT,
+  SLURM_LABEL,
+  TREE_SCRIPT,
+} from './job-script.js';
+import { nodeStep, type StepPlace } from './node-step.js';
+import { EXPORT_NONE, jobState, SlurmClient, type SlurmSettings } from './slurm-client.js';
+import { SrunTransport, type SandboxAddress } from './srun-transport.js';
+
+const USER = `${SANDBOX_UID}:${SANDBOX_GID}`;
+const ROOT = '0:0';
+const BASE_ENV = ['HOME=/home/sandbox', 'LANG=C.UTF-8', 'SANDBOX_HARNESS=1'];
+const MIB = 1024 * 1024;
+/** The loopback names the docker CLI writes into every hosts file itself. */
+const DOCKER_OWN_HOSTS = new Set(['localhost:::1', 'ip6-localhost:::1', 'ip6-loopback:::1']);
+
+/** What the backend tells its caller while a sandbox's job waits in the queue. */
+export interface QueueEvent {
+  job: string;
+  state: string;
+  /** Slurm's reason (`Resources`, `Priority`, `ReqNodeNotAvail, ...`). */
+  reason: string;
+}
+
+export interface SlurmBackendOptions extends SlurmSettings {
+  /** Slurm's outer bound on a sandbox (`--time`), minutes; the harness keeps its own deadlines inside it. */
+  timeLimitMinutes?: number;
+  /** How long a job may wait in the queue before create gives up (default: no limit). */
+  queueTimeoutMs?: number;
+  onQueued?: (event: QueueEvent) => void;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+export class SlurmSandbox extends PosixSandbox {
+  private disposed = false;
+
+  constructor(
+    private readonly client: SlurmClient,
+    readonly address: SandboxAddress,
+    options: PosixSandboxOptions,
+  ) {
+    super(options);
+  }
+
+  protected override async hardFreeze(reason: string): Promise<void> {
+    const result = await nodeStep(this.client, this.address, RESTART_SCRIPT, [
+      this.client.engineCli,
+      this.address.container,
+    ]).catch(() => undefined);
+    if (result?.code !== 0) throw new SandboxDead(`${reason}; restarting the sandbox failed too`);
+  }
+
+  async isAlive(): Promise<boolean> {
+    if (this.disposed) return false;
+    const state = await jobState(this.client, this.address.job).catch(() => undefined);
+    if (state?.state !== 'RUNNING' || state.node !== this.address.node) return false;
+    const result = await nodeStep(this.client, this.address, RUNNING_SCRIPT, [
+      this.client.engineCli,
+      this.address.container,
+    ]).catch(() => undefined);
+    return result?.code === 0 && result.stdout.toString().trim() === 'true';
+  }
+
+  /** Removes the container, then ends the job (whose trap would remove it too). Kept sandboxes do not exist on Slurm. */
+  async dispose(_options: { keep?: boolean } = {}): Promise<void> {
+    if (this.disposed) return;
+    this.disposed = true;
+    await this.closeChannel();
+    await removeSandbox(this.client, this.address);
+  }
+}
+
+/** The container removed over a step, then the job cancelled; a job already gone is fine. */
+async function removeSandbox(client: SlurmClient, address: SandboxAddress): Promise<void> {
+  await nodeStep(client, address, REMOVE_SCRIPT, [client.engineCli, address.container], {
+    timeoutMs: 60_000,
+  }).catch(() => undefined);
+  await client.run('scancel', [address.job]).catch(() => undefined);
+  liveJobs.get(client)?.delete(address.job);
+}
+
+/**
+ * Jobs this process submitted and has not cancelled yet, per client. A harness that exits
+ * before it disposed them (a second Ctrl-C, a crash) cancels them on its way out, in one
+ * synchronous scancel: their batch scripts' traps then remove the containers. Only SIGKILL
+ * leaves them to their `--time` and `gc`.
+ */
+const liveJobs = new Map<SlurmClient, Set<string>>();
+let exitHook = false;
+
+function trackJob(client: SlurmClient, job: string): void {
+  let jobs = liveJobs.get(client);
+  if (!jobs) liveJobs.set(client, (jobs = new Set()));
+  jobs.add(job);
+  if (!exitHook) {
+    exitHook = true;
+    process.once('exit', cancelLiveJobsSync);
+  }
+}
+
+/** Cancels every job still live, synchronously (an 'exit' handler cannot wait). */
+export function cancelLiveJobsSync(): void {
+  for (const [client, jobs] of liveJobs) {
+    if (jobs.size === 0) continue;
+    spawnSync('scancel', [...jobs], { env: client.env, stdio: 'ignore', timeout: 5000 });
+    jobs.clear();
+  }
+}
+
+export class SlurmBackend implements SandboxBackend {
+  readonly name = 'slurm';
+  readonly client: SlurmClient;
+  private readonly trees = new Map<string, Promise<WorkspaceTree>>();
+
+  constructor(
+    private readonly options: SlurmBackendOptions = {},
+    readonly engine = 'slurm',
+  ) {
+    this.client = new SlurmClient(options);
+  }
+
+  /** Why egress cannot be had here: a node's container has no network, and no proxy reaches it. */
+  async egressProblem(): Promise<string | undefined> {
+    return 'the slurm backend runs every sandbox without network; egress by name needs the docker backend';
+  }
+
+  async create(spec: SandboxSpec): Promise<Sandbox> {
+    if (spec.egress) {
+      throw new UsageError('the slurm backend cannot give a sandbox egress', {
+        hint: 'Run egress sandboxes with --backend docker, or drop sandbox.egress from the catalog.',
+      });
+    }
+    if (spec.runtime && spec.runtime !== 'default') {
+      throw new UsageError(`the slurm backend has no runtime choice (asked: ${spec.runtime})`, {
+        hint: "The node's engine runs every sandbox under its default runtime.",
+      });
+    }
+    const resources = { ...DEFAULT_RESOURCES, ...spec.resources };
+    const job = await this.submit(spec, resources);
+    trackJob(this.client, job);
+    let address: SandboxAddress | undefined;
+    try {
+      const node = await this.waitRunning(job);
+      address = { job, node, container: containerNameOf(job) };
+      const marker = randomBytes(16).toString('hex');
+      const labels = {
+        [SLURM_LABEL.marker]: '1',
+        [SLURM_LABEL.run]: spec.runId ?? 'adhoc',
+        [SLURM_LABEL.role]: spec.role ?? 'sandbox',
+        [SLURM_LABEL.keep]: spec.keep ?? 'never',
+        [SLURM_LABEL.created]: new Date().toISOString(),
+        [SLURM_LABEL.job]: job,
+        [SLURM_LABEL.restart]: '0',
+      };
+      const container = withoutDiskQuota(
+        hardenedContainer({
+          name: address.container,
+          image: spec.image,
+          entrypoint: ['sleep'],
+          cmd: ['infinity'],
+          // As on Docker: the init and keep-alive run as root without capabilities, every
+          // exec names its user (SrunTransport).
+          user: ROOT,
+          workingDir: WORKSPACE,
+          env: [...BASE_ENV, ...Object.entries(spec.env ?? {}).map(([k, v]) => `${k}=${v}`)],
+          labels,
+          memoryBytes: resources.memoryBytes,
+          nanoCpus: Math.round(resources.cpus * 1e9),
+          pids: resources.pids,
+          maxFileBytes: resources.maxFileBytes,
+          tmpfsBytes: resources.tmpfsBytes,
+          nofile: 4096,
+        }),
+      );
+      if (this.client.engineCli === 'docker') {
+        // docker 20.10's own hosts file already has `::1 localhost ip6-localhost ip6-loopback`
+        // under --network none: the same names again would be listed twice.
+        container.extraHosts = container.extraHosts.filter((entry) => !DOCKER_OWN_HOSTS.has(entry));
+      }
+      const tar = await packTar(injectedFiles(spec, marker));
+      const made = await nodeStep(
+        this.client,
+        address,
+        CREATE_SCRIPT,
+        [this.client.engineCli, spec.image, address.container, ...containerCliArgs(container)],
+        { stdin: tar, timeoutMs: 300_000 },
+      );
+      if (made.code === 40) {
+        throw new ImageError(`image ${spec.image} does not exist on node ${node}`, {
+          hint: "Build it first (the eval and fix commands build repo images on the node), or check the catalog's sandbox.image.",
+        });
+      }
+      if (made.code === 44) {
+        throw new ImageError(
+          `image ${spec.image} declares volumes; their writes would escape the sandbox's disk budget and change detection`,
+          { hint: 'Remove the VOLUME instructions from the sandbox Dockerfile.' },
+        );
+      }
+      if (made.code !== 0 || made.stdout.toString().trim() !== 'ready') {
+        throw new SandboxUnavailable(
+          `could not start the sandbox container on node ${node} (step exit ${made.code}): ${made.stderr.trim().slice(-500)}`,
+        );
+      }
+      const transport = new SrunTransport(this.client, address);
+      const sandbox = new SlurmSandbox(this.client, address, {
+        id: address.container,
+        image: spec.image,
+        labels,
+        env: [],
+        transport,
+        tree: () => this.workspaceTree(spec.scanAgainst ?? spec.image, { place: address }),
+        ...(spec.hidden ? { hidden: spec.hidden.map((p) => workspaceRelative(p)) } : {}),
+      } satisfies PosixSandboxOptions);
+      if (spec.hidden && spec.hidden.length > 0) {
+        const hidden = await runScript(
+          transport,
+          HIDE_SCRIPT,
+          spec.hidden.map((p) => workspaceRelative(p)),
+          { maxStdoutBytes: 1024, timeoutMs: 60_000 },
+        );
+        if (hidden.exitCode !== 0) {
+          throw new SandboxDead(
+            `could not remove the held-out files from the sandbox: ${hidden.stderr.trim()}`,
+          );
+        }
+      }
+      return sandbox;
+    } catch (error) {
+      // Never leave a half-made sandbox behind: its container and its job.
+      if (address) await removeSandbox(this.client, address);
+      else {
+        await this.client.run('scancel', [job]).catch(() => undefined);
+        liveJobs.get(this.client)?.delete(job);
+      }
+      throw error;
+    }
+  }
+
+  /** sbatch of the keeper script; the job id. */
+  private async submit(
+    spec: SandboxSpec,
+    resources: Required<NonNullable<SandboxSpec['resources']>>,
+  ): Promise<string> {
+    const minutes = this.options.timeLimitMinutes ?? 120;
+    const args = [
+      '--parsable',
+      // A lost node's job is not run again by Slurm: the harness retries with a new job and
+      // knows which copy is which (a requeued job restarts under the same id, empty).
+      '--no-requeue',
+      EXPORT_NONE,
+      `--job-name=${jobName(spec.runId)}`,
+      `--comment=sandbox-harness role=${(spec.role ?? 'sandbox').replace(/[^a-zA-Z0-9_.-]/g, '-')}`,
+      '--nodes=1',
+      '--ntasks=1',
+      `--cpus-per-task=${Math.max(1, Math.ceil(resources.cpus))}`,
+      `--mem=${Math.ceil(resources.memoryBytes / MIB)}M`,
+      `--time=${Math.max(1, Math.ceil(minutes))}`,
+      '--output=/dev/null',
+      '--error=/dev/null',
+      ...this.client.placementArgs(),
+    ];
+    const stdout = await this.client.ok('sbatch', args, { input: jobScript(this.client.engineCli) });
+    const job = stdout.trim().split(';')[0] ?? '';
+    if (!/^\d+$/.test(job)) throw this.client.unavailable(`sbatch answered no job id (${stdout.trim()})`, '');
+    return job;
+  }
+
+  /** Polls the job until it runs; its node. Throws `SandboxUnavailable` when it ends first. */
+  private async waitRunning(job: string): Promise<string> {
+    const started = Date.now();
+    let interval = 100;
+    let lastReason = '';
+    for (;;) {
+      const state = await jobState(this.client, job);
+      if (state?.state === 'RUNNING' && state.node) return state.node;
+      if (!state || !['PENDING', 'CONFIGURING'].includes(state.state)) {
+        throw new SandboxUnavailable(
+          `the sandbox's Slurm job ${job} ended before it ran (${state ? `${state.state}, ${state.reason}` : 'gone'})`,
+          { hint: 'See `scontrol show job ' + job + '` and the nodes in `sinfo -R`.' },
+        );
+      }
+      if (state.reason !== lastReason) {
+        lastReason = state.reason;
+        this.options.onQueued?.({ job, state: state.state, reason: state.reason });
+      }
+      if (this.options.queueTimeoutMs !== undefined && Date.now() - started > this.options.queueTimeoutMs) {
+        throw new SandboxUnavailable(
+          `the sandbox's Slurm job ${job} waited in the queue too long (${state.reason})`,
+        );
+      }
+      await sleep(interval);
+      interval = Math.min(interval * 2, 1000);
+    }
+  }
+
+  workspaceTree(
+    image: string,
+    options: { place?: StepPlace | undefined; signal?: AbortSignal | undefined } = {},
+  ): Promise<WorkspaceTree> {
+    let pending = this.trees.get(image);
+    if (!pending) {
+      pending = this.readTree(image, options.place ?? {});
+      this.trees.set(image, pending);
+      pending.catch(() => this.trees.delete(image));
+    }
+    return pending;
+  }
+
+  /** The node engine's own archive of /workspace from a container that is never started. */
+  private async readTree(image: string, place: StepPlace): Promise<WorkspaceTree> {
+    const idle = hardenedContainer({
+      image,
+      entrypoint: ['true'],
+      cmd: [],
+      user: USER,
+      workingDir: '/',
+      env: [],
+      labels: { [SLURM_LABEL.marker]: '1', [SLURM_LABEL.role]: 'tree' },
+      ...IDLE_CONTAINER_LIMITS,
+    });
+    const stream = new PassThrough();
+    const tree = readTarTree(stream, 'workspace');
+    tree.catch(() => undefined);
+    const result = await nodeStep(
+      this.client,
+      place,
+      TREE_SCRIPT,
+      [this.client.engineCli, image, ...containerCliArgs(idle)],
+      {
+        stdout: stream,
+        timeoutMs: 600_000,
+      },
+    );
+    stream.end();
+    if (result.code === 40) throw new ImageError(`image ${image} does not exist on the node`);
+    if (result.code !== 0) {
+      throw new SandboxUnavailable(
+        `reading the pristine tree of ${image} failed (exit ${result.code}): ${result.stderr.trim().slice(-300)}`,
+      );
+    }
+    try {
+      return (await tree) as Map<string, TreeEntry>;
+    } catch (error) {
+      if (error instanceof HarnessError) throw error;
+      throw new SandboxUnavailable(
+        `reading the pristine tree of ${image} broke off: ${errorMessage(error)}`,
+        { cause: error },
+      );
+    }
+  }
+
+  /** A Slurm sandbox is never kept: its job ends with it. */
+  async attach(request: AttachRequest): Promise<Sandbox> {
+    throw new SandboxDead(
+      `sandbox ${request.id} ran as a Slurm job, which ended with its run; Slurm sandboxes are not kept`,
+    );
+  }
+
+  async release(_request: AttachRequest): Promise<void> {}
+
+  async state(request: AttachRequest): Promise<SandboxState> {
+    const job = /^sandbox-harness-slurm-(\d+)-r\d+$/.exec(request.id)?.[1];
+    const state = job ? await jobState(this.client, job) : undefined;
+    if (!state) return { exists: false, running: false, status: 'removed' };
+    return {
+      exists: true,
+      running: state.state === 'RUNNING',
+      status: state.state.toLowerCase(),
+      name: request.id,
+    };
+  }
+
+  async interactiveShell(request: AttachRequest): Promise<number> {
+    throw new UsageError(
+      `sandbox ${request.id} ran as a Slurm job; Slurm sandboxes are not kept for a shell`,
+    );
+  }
+}

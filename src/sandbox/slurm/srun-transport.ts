@@ -1,0 +1,171 @@
+/**
+ * A process in a Slurm sandbox: a job step on the sandbox's node (`srun --overlap --jobid J
+ * -w node`) running the node engine's `exec` into the container, stdin and stdout through
+ * srun (`--unbuffered`: the command channel's frames have no newline, and srun would otherwise
+ * hold a partial line back). srun reaches only the job's current node, so a sandbox is only
+ * ever addressed through its job.
+ *
+ * The exit code travels in-band too: a step on a node that was lost ends with srun exiting 0
+ * ("Node failure") once Slurm declares the node down, so a step that ended without its end
+ * record is a lost sandbox, never a success. The record is the last bytes of stderr and is
+ * taken off before the caller sees them.
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { Writable } from 'node:stream';
+import { SandboxDead } from '../../errors.js';
+import { SANDBOX_GID, SANDBOX_UID } from '../types.js';
+import type { ProcessSpec, StartedProcess, Transport } from '../posix/transport.js';
+import { EXPORT_NONE, type SlurmClient } from './slurm-client.js';
+
+/** Runs "$@" and then writes the end record (token and exit code) as the last bytes of stderr. */
+const RECORD_WRAPPER = `t=$1; shift; "$@"; rc=$?; printf '\\036SHX %s %d\\036' "$t" "$rc" >&2; exit "$rc"`;
+/**
+ * Bytes of stderr held back until the end: the record plus what srun itself writes after the
+ * task ended (`srun: error: node1: task 0: Exited with exit code 3`).
+ */
+const RECORD_MAX = 4096;
+/**
+ * srun's own line about a task's non-zero exit: its word, not the command's output. It comes
+ * on srun's stderr, which is not ordered with the task's: before or after the record.
+ */
+const SRUN_EXIT_LINE = /(^|\n)srun: error: [^\n]*: task \d+: (?:Exited with exit code \d+|Killed)\n?/;
+
+/** Exit code of a step that ended without its record: the sandbox (or its node) is gone. */
+export const LOST = -1;
+
+/** Passes stderr on, holding back its last bytes until the end, where the record is taken off. */
+export class RecordFilter extends Writable {
+  private held = Buffer.alloc(0);
+  code: number | undefined;
+
+  constructor(
+    private readonly sink: Writable,
+    private readonly token: string,
+  ) {
+    super();
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
+    this.held = Buffer.concat([this.held, chunk]);
+    if (this.held.length > RECORD_MAX) {
+      const pass = this.held.subarray(0, this.held.length - RECORD_MAX);
+      this.held = Buffer.from(this.held.subarray(this.held.length - RECORD_MAX));
+      this.sink.write(pass);
+    }
+    callback();
+  }
+
+  /** Called once stderr has ended: the record found (and cut), the rest passed on. */
+  finish(): void {
+    const text = this.held.toString('latin1');
+    const match = new RegExp(`\\x1eSHX ${this.token} (-?\\d+)\\x1e`).exec(text);
+    let rest = this.held;
+    if (match) {
+      this.code = Number(match[1]);
+      const cut = text.slice(0, match.index) + text.slice(match.index + match[0].length);
+      rest = Buffer.from(cut.replace(SRUN_EXIT_LINE, '$1'), 'latin1');
+    }
+    if (rest.length) this.sink.write(rest);
+    this.held = Buffer.alloc(0);
+  }
+}
+
+export interface SandboxAddress {
+  job: string;
+  node: string;
+  container: string;
+}
+
+/** The srun arguments that put a step on the sandbox's node, inside its job. */
+export function stepArgs(address: Pick<SandboxAddress, 'job' | 'node'>): string[] {
+  return [
+    '--overlap',
+    '--unbuffered',
+    '--quiet',
+    `--jobid=${address.job}`,
+    `--nodelist=${address.node}`,
+    '--nodes=1',
+    '--ntasks=1',
+    EXPORT_NONE,
+  ];
+}
+
+export class SrunTransport implements Transport {
+  constructor(
+    private readonly client: SlurmClient,
+    private readonly address: SandboxAddress,
+  ) {}
+
+  async start(spec: ProcessSpec): Promise<StartedProcess> {
+    const token = randomBytes(6).toString('hex');
+    const user = spec.user === 'root' ? '0:0' : `${SANDBOX_UID}:${SANDBOX_GID}`;
+    const exec = [
+      // The step's own PATH (--export) finds the engine CLI: srun resolves a bare name elsewhere.
+      '/usr/bin/env',
+      this.client.engineCli,
+      'exec',
+      ...(spec.stdin ? ['-i'] : []),
+      '-u',
+      user,
+      '-w',
+      spec.cwd,
+      ...spec.env.flatMap((e) => ['-e', e]),
+      this.address.container,
+      '/bin/sh',
+      '-c',
+      RECORD_WRAPPER,
+      'sandbox-step',
+      token,
+      ...spec.argv,
+    ];
+    this.client.requireConf();
+    // Its own process group: a Ctrl-C at the terminal reaches the harness, which cancels the
+    // run's jobs itself (one SIGINT alone only makes srun print its status).
+    const child = spawn('srun', [...stepArgs(this.address), ...exec], {
+      env: this.client.env,
+      stdio: [spec.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    const filter = new RecordFilter(spec.stderr, token);
+    child.stdout?.on('data', (d: Buffer) => spec.stdout.write(d));
+    child.stderr?.on('data', (d: Buffer) => filter.write(d));
+    let spawnError: Error | undefined;
+    const closed = new Promise<number | null>((resolve) => {
+      child.on('error', (error) => {
+        spawnError = error;
+        resolve(null);
+      });
+      child.on('close', (code) => resolve(code));
+    });
+    if (child.stdin) {
+      child.stdin.on('error', () => undefined);
+      if (Buffer.isBuffer(spec.stdin)) child.stdin.end(spec.stdin);
+    }
+    let following = true;
+    const streamEnded = closed.then(() => {
+      filter.finish();
+    });
+    const exited = (async () => {
+      const code = await closed;
+      await streamEnded;
+      if (!following) return new Promise<number>(() => undefined);
+      if (spawnError) throw new SandboxDead(`cannot start srun: ${spawnError.message}`);
+      // The daemon's word (srun passes docker exec's code through) once the step really ended.
+      if (filter.code === undefined) return LOST;
+      return code ?? LOST;
+    })();
+    exited.catch(() => undefined);
+    return {
+      exited,
+      streamEnded,
+      ...(spec.stdin === 'stream' && child.stdin ? { input: child.stdin } : {}),
+      detach: () => {
+        following = false;
+        // Ends the step (the process inside lives on, as after a detached docker exec; the
+        // exec wrapper's kill by token is what stops it).
+        if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      },
+    };
+  }
+}
