@@ -131,6 +131,15 @@ export const TEST_STATUSES = ['passed', 'failed', 'skipped', 'missing'] as const
 export type TestStatus = (typeof TEST_STATUSES)[number];
 
 /**
+ * Where a test run's per-test results are read from: a JUnit report file the test command
+ * writes (`junit`), or the console output of one of these runners (`test-results/test-log.ts`),
+ * for repos that write no report. One list, so the catalog, the parsers and the instance
+ * suites spell the runners alike.
+ */
+export const TEST_LOG_FORMATS = ['pytest', 'unittest', 'vitest', 'jest', 'mocha'] as const;
+export type TestLogFormat = (typeof TEST_LOG_FORMATS)[number];
+
+/**
  * How a task with named tests (SWE-bench's FAIL_TO_PASS and PASS_TO_PASS) came out:
  * `resolved` when every named test passed, `unresolved` otherwise, `no-report` when the
  * report could not be read or was refused (then nothing named can count as passed).

@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { priceTableSchema } from '../llm/cost.js';
+import { TEST_LOG_FORMATS } from '../outcomes.js';
 import { glob, int, nonEmpty, repoRelativePath, typeError } from './field-checks.js';
 import { DEFAULT_IGNORED_NAMES } from './ignore-defaults.js';
 import { rewardSchema, stepsSchema, verifierFilesSchema } from './reward-schema.js';
@@ -161,16 +162,23 @@ export const agentSchema = z.strictObject({
   testReport: z
     .strictObject(
       {
-        format: z.literal('junit', { error: 'expected "junit" (the one report format read today)' }).meta({
-          description: 'The report format: JUnit XML, which vitest, jest, mocha, node:test and pytest write.',
-        }),
-        path: repoRelativePath.meta({
-          description:
-            'Where the test command writes the report, relative to the workspace. Removed before the tests run; read back (bounded, no symlink) after, as hostile data.',
-        }),
+        format: z
+          .enum(['junit', ...TEST_LOG_FORMATS], {
+            error: `expected "junit" (a report file) or the runner whose output is read: ${TEST_LOG_FORMATS.map((f) => `"${f}"`).join(', ')}`,
+          })
+          .meta({
+            description:
+              "Where per-test results come from: `junit`, a JUnit XML report file the test command writes (vitest, jest, mocha, node:test and pytest write one); or the console output of a runner, for repos that write no report: `pytest` (run it with `-rA`, or `-v`), `unittest` (verbose: `-v`, Django's `-v 2`), `vitest` (`--reporter=verbose`), `jest` (`--verbose`), `mocha` (the spec reporter). Output is read as hostile data: a test seen failing anywhere in it did not pass, and output that shows no failure from a command that exited non-zero is not believed.",
+          }),
+        path: repoRelativePath
+          .meta({
+            description:
+              'With format junit: where the test command writes the report, relative to the workspace. Removed before the tests run; read back (bounded, no symlink) after, as hostile data.',
+          })
+          .optional(),
         failToPass: z.array(nonEmpty('a test id'), { error: 'expected a list of test ids' }).optional().meta({
           description:
-            "Tests that must pass (SWE-bench FAIL_TO_PASS). With failToPass or passToPass set, a verification passes only when every named test passed in the report (skipped or missing is not passed); the test command's exit code is recorded next to it. Ids: `file > suite > name`, or pytest's `file::Class::name`.",
+            "Tests that must pass (SWE-bench FAIL_TO_PASS). With failToPass or passToPass set, a verification passes only when every named test passed in the report (skipped or missing is not passed); the test command's exit code is recorded next to it. Ids: `file > suite > name`, pytest's `file::Class::name`, unittest's `name (module.Class)` or `module.Class.name`.",
         }),
         passToPass: z
           .array(nonEmpty('a test id'), { error: 'expected a list of test ids' })
@@ -184,12 +192,26 @@ export const agentSchema = z.strictObject({
               'Named tests left out of failToPass and passToPass (found flaky by `eval --oracle --quarantine`); recorded with every run.',
           }),
       },
-      { error: typeError('expected {format: junit, path: "reports/junit.xml"}') },
+      { error: typeError('expected {format: junit, path: "reports/junit.xml"} or {format: pytest}') },
     )
+    .superRefine((report, ctx) => {
+      if (report.format === 'junit' && report.path === undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['path'],
+          message: 'expected the workspace-relative path the test command writes its JUnit report to',
+        });
+      if (report.format !== 'junit' && report.path !== undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['path'],
+          message: `format ${report.format} reads the test command's output, not a file; remove path (or use format junit)`,
+        });
+    })
     .optional()
     .meta({
       description:
-        'Per-test results: a report file the test command writes in the sandbox, shown in the run record, inspect, the viewer and eval reports.',
+        "Per-test results: a report file the test command writes in the sandbox, or the runner's own output, shown in the run record, inspect, the viewer and eval reports.",
     }),
   reward: rewardSchema.optional(),
   verifierFiles: verifierFilesSchema.optional(),

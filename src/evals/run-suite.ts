@@ -28,6 +28,7 @@ import type { ChosenShard } from './shards.js';
 import { shardFolderName, shardLabel, type Shard } from './trial-plan.js';
 import type { TrialResult } from './types.js';
 import { UsageError } from '../errors.js';
+import { assertSomethingRuns, refusingRunner, taskRefusal, type Refusals } from './task-refusals.js';
 import type { TrialPlacement } from './trial-placement.js';
 import { checkSourceFlags, recogniseSource, sourceInput } from './sources/index.js';
 import type { MadeSuite, SourceFlags } from './sources/task-source.js';
@@ -135,7 +136,10 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
   const previous = options.compare
     ? await readPreviousSummary(options.compare.file, options.compare.displayPath)
     : undefined;
-  const tasks = await loadTasks(suite, options.cwd);
+  // A task whose repo, catalog or image is refused is that task's error; every other task runs.
+  const refused: Refusals = new Map();
+  const tasks = await loadTasks(suite, options.cwd, refused);
+  assertSomethingRuns(refused, suite.tasks.length);
 
   await mkdir(workDir, { recursive: true });
   // One baseline per (image, catalog, test command) for the whole eval, not one per trial.
@@ -151,23 +155,29 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
         say,
         provider: deps.provider,
         signal: options.signal,
+        refused,
       });
+  assertSomethingRuns(refused, suite.tasks.length);
+  for (const [id, { reason }] of refused) say(`task ${id} is refused, its trials are errors: ${reason}`);
 
   const n = settings.n ?? suite.defaults.n;
   if (shard)
     say(`shard ${shardLabel(shard.shard)} (${shard.from}): its share of ${suite.tasks.length * n} trial(s)`);
   const reporter = deps.progress?.();
-  const runner = fixTrialRunner({
-    outDir,
-    keep: options.keep ?? suite.defaults.keep,
-    deps: trialDeps,
-    ...(settings.runtime ? { runtime: settings.runtime } : {}),
-    ...(options.agent ? { agent: options.agent } : {}),
-    env: options.env,
-    costLimitUsd: settings.costLimitUsd,
-    ...(options.pool ? { pool: true } : {}),
-    events: trialEvents(join(workDir, 'events.jsonl')),
-  });
+  const runner = refusingRunner(
+    refused,
+    fixTrialRunner({
+      outDir,
+      keep: options.keep ?? suite.defaults.keep,
+      deps: trialDeps,
+      ...(settings.runtime ? { runtime: settings.runtime } : {}),
+      ...(options.agent ? { agent: options.agent } : {}),
+      env: options.env,
+      costLimitUsd: settings.costLimitUsd,
+      ...(options.pool ? { pool: true } : {}),
+      events: trialEvents(join(workDir, 'events.jsonl')),
+    }),
+  );
   let run: EvalRun;
   try {
     run = await runEval({
@@ -272,11 +282,27 @@ export async function loadSource(
   return { made: await opened.make({ outDir: workDir, say }), outDir };
 }
 
-/** Step 2: every catalog, checked before the first trial: a typo must not look like failed trials. */
-async function loadTasks(suite: Suite, cwd: string): Promise<EvalTask[]> {
+/**
+ * Step 2: every catalog, checked before the first trial: a typo must not look like failed
+ * trials, so a task whose catalog (or, from its source, repo) is refused is that task's `error`
+ * with the reason, and the others run.
+ */
+async function loadTasks(suite: Suite, cwd: string, refused: Refusals): Promise<EvalTask[]> {
   const tasks: EvalTask[] = [];
   for (const task of suite.tasks) {
-    const catalog = await loadCatalog(task.catalog, { cwd });
+    if (task.refused !== undefined) {
+      refused.set(task.id, { reason: task.refused });
+      continue;
+    }
+    let catalog;
+    try {
+      catalog = await loadCatalog(task.catalog, { cwd });
+    } catch (error) {
+      const reason = taskRefusal(error);
+      if (reason === undefined) throw error;
+      refused.set(task.id, { reason, error });
+      continue;
+    }
     tasks.push({
       id: task.id,
       catalog,
@@ -297,7 +323,7 @@ interface PrepareContext {
 async function prepareLocal(
   runtime: string | undefined,
   tasks: readonly EvalTask[],
-  context: PrepareContext & { provider: SuiteDeps['provider']; signal: AbortSignal },
+  context: PrepareContext & { provider: SuiteDeps['provider']; signal: AbortSignal; refused: Refusals },
 ): Promise<FixDeps> {
   const provider = await (context.provider ?? (() => sandboxProvider()))();
   const local = reuseImages(fixDeps(provider, { baselines: context.baselines }));
@@ -308,15 +334,23 @@ async function prepareLocal(
   // Build (or find) each task's image once, before trials race to build the same one.
   context.say(`preparing sandbox images for ${tasks.length} task(s) ...`);
   for (const task of tasks) {
-    await local.image({
-      repoDir: task.repoDir,
-      ...catalogImageOptions(task.catalog, task.buildLimitFrom),
-      rebuild: false,
-      logFile: join(context.outDir, `image-${task.id}.log`),
-      onProgress: () => undefined,
-      // Ctrl-C or SIGTERM stops a build here too (a first eval builds for minutes).
-      signal: context.signal,
-    });
+    try {
+      await local.image({
+        repoDir: task.repoDir,
+        ...catalogImageOptions(task.catalog, task.buildLimitFrom),
+        rebuild: false,
+        logFile: join(context.outDir, `image-${task.id}.log`),
+        onProgress: () => undefined,
+        // Ctrl-C or SIGTERM stops a build here too (a first eval builds for minutes).
+        signal: context.signal,
+      });
+    } catch (error) {
+      // A build stopped by Ctrl-C is the eval's stop, never the task's refusal.
+      if (context.signal.aborted) throw error;
+      const reason = taskRefusal(error, { image: true });
+      if (reason === undefined) throw error;
+      context.refused.set(task.id, { reason, error });
+    }
   }
   return local;
 }

@@ -68,6 +68,11 @@ export interface SuiteTask {
    * from another file (a Harbor task's task.toml), so a build past it names them.
    */
   buildLimitFrom?: { file: string; field: string };
+  /**
+   * Why the source could not make this task (its repo or working copy refused): its trials are
+   * `error`s with this reason, and the other tasks run.
+   */
+  refused?: string;
 }
 
 export interface Suite {

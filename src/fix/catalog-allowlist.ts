@@ -15,7 +15,7 @@ export async function catalogAllowlist(
     neverEditable: [
       ...(await catalogPathsInRepo(catalog)),
       // A report the agent could ship would be read as the tests' word.
-      ...(agent.testReport ? [literalGlob(agent.testReport.path)] : []),
+      ...(agent.testReport?.path ? [literalGlob(agent.testReport.path)] : []),
     ],
     heldOut: agent.heldOutTests,
     ...(catalog.catalog.sandbox.dockerfile ? { protected: [catalog.catalog.sandbox.dockerfile] } : {}),

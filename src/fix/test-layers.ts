@@ -29,7 +29,13 @@ export interface TestRun {
 export async function runTestLayers(
   sandbox: Sandbox,
   layers: readonly TestLayer[],
-  options: { timeoutMs: number; signal?: AbortSignal; onLayer?: (layer: TestLayer) => void },
+  options: {
+    timeoutMs: number;
+    signal?: AbortSignal;
+    onLayer?: (layer: TestLayer) => void;
+    /** Output kept per layer (head and tail); default 1 MiB. */
+    maxOutputBytes?: number;
+  },
 ): Promise<TestRun> {
   const results: LayerResult[] = [];
   const started = Date.now();
@@ -37,7 +43,7 @@ export async function runTestLayers(
     options.onLayer?.(layer);
     const result = await sandbox.exec(layer.command, {
       timeoutMs: options.timeoutMs,
-      maxOutputBytes: 1024 * 1024,
+      maxOutputBytes: options.maxOutputBytes ?? 1024 * 1024,
       ...(options.signal ? { signal: options.signal } : {}),
     });
     const output = [result.stdout, result.stderr]

@@ -13,6 +13,7 @@ import type { Run } from './types.js';
 import { runTestLayers, type TestLayer, type TestRun } from './test-layers.js';
 import { clearTestReport, readTestReport, type ReportReading } from '../test-results/read.js';
 import { judgeNamedTests, type NamedVerdict } from '../test-results/verdict.js';
+import { LOG_LIMITS } from '../test-results/test-log.js';
 import { clearReward, readReward, REWARD_TO_PASS, type RewardReading } from '../test-results/reward.js';
 
 /** What the test command's report said, test by test (catalog `agent.testReport`). */
@@ -143,6 +144,8 @@ export async function verifyChange(
   const tests = await runTestLayers(box, layers, {
     timeoutMs,
     signal: run.signal,
+    // Results read from the output need all of it that fits the parser's own cap.
+    ...(reportConfig && reportConfig.format !== 'junit' ? { maxOutputBytes: LOG_LIMITS.maxBytes } : {}),
     onLayer: (layer) =>
       run.journal.append({ kind: 'verify_layer', attempt: n, layer: layer.name, command: layer.command }),
   });
@@ -155,8 +158,9 @@ export async function verifyChange(
   if (reportConfig) {
     // Nothing the tests started may rewrite the report while it is read.
     await box.freeze({ signal: run.signal });
-    const reading = await readTestReport(box, reportConfig, run.signal);
     const exitCode = tests.failingLayer?.exitCode ?? 0;
+    const output = tests.layers.map((l) => l.output).join('\n');
+    const reading = await readTestReport(box, reportConfig, { output, exitCode }, run.signal);
     if (reportConfig.failToPass !== undefined || reportConfig.passToPass !== undefined) {
       const named = judgeNamedTests(
         {

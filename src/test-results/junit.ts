@@ -10,7 +10,7 @@
  * so one is refused before the parser sees it (billion laughs, external entities).
  */
 import { XMLParser } from 'fast-xml-parser';
-import type { TestStatus } from '../outcomes.js';
+import type { TestLogFormat, TestStatus } from '../outcomes.js';
 
 export interface TestCaseResult {
   /** Stable: `file > suite > ... > name` (the parts that exist). */
@@ -22,10 +22,13 @@ export interface TestCaseResult {
   durationMs?: number;
   /** The first part of a failure's message, control characters removed. */
   message?: string;
+  /** Other names the runner's output gave the same test (read from a test log: `test-log.ts`). */
+  aliases?: string[];
 }
 
 export interface TestReport {
-  format: 'junit';
+  /** `junit`, or the runner whose console output it was read from (`test-log.ts`). */
+  format: 'junit' | TestLogFormat;
   tests: TestCaseResult[];
   counts: { passed: number; failed: number; skipped: number };
 }

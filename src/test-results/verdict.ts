@@ -30,13 +30,16 @@ export interface NamedVerdict {
 
 /**
  * The names one result answers to: its id (`file > suite > name`), the same parts joined by
- * `::` (pytest node ids, as SWE-bench writes them), and the id without the file (runners
- * that do not report one, instance lists that do not write one).
+ * `::` (pytest node ids, as SWE-bench writes them), the id without the file (runners
+ * that do not report one, instance lists that do not write one), and the other names a test
+ * log gave it (unittest's two forms, a bare jest title).
  */
-export function testAliases(test: Pick<TestCaseResult, 'id' | 'file' | 'suites' | 'name'>): string[] {
+export function testAliases(
+  test: Pick<TestCaseResult, 'id' | 'file' | 'suites' | 'name' | 'aliases'>,
+): string[] {
   const parts = [test.file, ...test.suites, test.name].filter((p): p is string => !!p);
   const withoutFile = [...test.suites, test.name].join(' > ');
-  return [...new Set([test.id, parts.join('::'), withoutFile])];
+  return [...new Set([test.id, parts.join('::'), withoutFile, ...(test.aliases ?? [])])];
 }
 
 /** Each name's results in the report (one name may answer for several cases: all must pass). */

@@ -167,6 +167,77 @@ export async function makeInstanceRepos(root: string): Promise<InstanceRepos> {
   return { clones, fees: feesInstance, parcels: parcelsInstance, flaky: flakyInstance };
 }
 
+export interface PythonInstanceRepos {
+  clones: string;
+  /** `acme/units`, tested with pytest (results read from its `-rA` summary). */
+  units: InstanceLine;
+  /** `acme/scales`, tested with unittest (results read from its verbose lines). */
+  scales: InstanceLine;
+}
+
+/** pytest from the repo root finds the package only when the repo is importable (no install). */
+export const PYTHON_REPO_SPECS = {
+  'acme/units': { testCommand: 'pytest -rA -p no:cacheprovider tests', testLog: 'pytest' },
+  'acme/scales': { testCommand: 'python -m unittest -v', testLog: 'unittest' },
+};
+
+/** Two small Python repos, real git clones, one instance each; no package.json, no install. */
+export async function makePythonInstanceRepos(root: string): Promise<PythonInstanceRepos> {
+  const clones = join(root, 'clones');
+  const units = join(clones, 'acme__units');
+  const scales = join(clones, 'acme__scales');
+  for (const dir of [units, scales]) {
+    await mkdir(dir, { recursive: true });
+    git(dir, 'init', '-q', '-b', 'main');
+    await write(dir, { '.gitignore': '__pycache__/\n' });
+  }
+  const unitsInstance = await instance(
+    units,
+    'acme/units',
+    'acme__units-1',
+    {
+      'pyproject.toml': '[project]\nname = "units"\nversion = "0.1.0"\n',
+      'units/__init__.py': '',
+      'units/convert.py': 'def grams(kg):\n    return kg * 100\n',
+      'tests/test_convert.py':
+        'from units.convert import grams\n\n\ndef test_zero():\n    assert grams(0) == 0\n',
+    },
+    { 'units/convert.py': 'def grams(kg):\n    return kg * 1000\n' },
+    {
+      'tests/test_kilo.py':
+        'import pytest\n\nfrom units.convert import grams\n\n\n@pytest.mark.parametrize("kg", [1, 2])\ndef test_kilo(kg):\n    assert grams(kg) == kg * 1000\n',
+    },
+    {
+      F2P: ['tests/test_kilo.py::test_kilo[1]', 'tests/test_kilo.py::test_kilo[2]'],
+      P2P: ['tests/test_convert.py::test_zero'],
+    },
+    'grams(1) returns 100: a kilogram must be 1000 grams.',
+  );
+  const scalesInstance = await instance(
+    scales,
+    'acme/scales',
+    'acme__scales-1',
+    {
+      'setup.py': 'from setuptools import setup\n\nsetup(name="scales", packages=["scales"])\n',
+      'scales/__init__.py': '',
+      'scales/fee.py': 'def fee(total):\n    return 0 if total > 50 else 5\n',
+      'test_fee.py':
+        'import unittest\n\nfrom scales.fee import fee\n\n\nclass FeeTest(unittest.TestCase):\n    def test_small(self):\n        self.assertEqual(fee(10), 5)\n',
+    },
+    { 'scales/fee.py': 'def fee(total):\n    return 0 if total >= 50 else 5\n' },
+    {
+      'test_boundary.py':
+        'import unittest\n\nfrom scales.fee import fee\n\n\nclass BoundaryTest(unittest.TestCase):\n    def test_fifty_ships_free(self):\n        """Fifty ships free."""\n        self.assertEqual(fee(50), 0)\n',
+    },
+    {
+      F2P: ['test_fifty_ships_free (test_boundary.BoundaryTest)'],
+      P2P: ['test_fee.FeeTest.test_small'],
+    },
+    'Orders of exactly 50 are charged a fee, but from 50 they ship free.',
+  );
+  return { clones, units: unitsInstance, scales: scalesInstance };
+}
+
 export function jsonl(lines: readonly object[]): string {
   return lines.map((l) => JSON.stringify(l)).join('\n') + '\n';
 }

@@ -18,6 +18,8 @@ import { sha256 } from '../../changes/hash.js';
 import type { Instance, InstanceSuite, RepoSpec } from './instances.js';
 import { applyPatch, findLocalRepo, makeWorkingCopy, patchPaths, readPatchedFile } from './working-copy.js';
 import type { Quarantine } from './quarantine.js';
+import { taskRefusal } from '../task-refusals.js';
+import { chooseEnvironment, instanceLineEnvironment, type Environment } from './instance-environment.js';
 
 export interface MaterializeOptions {
   /** The eval's out folder; instances go to `<out>/instances/<id>/`. */
@@ -55,24 +57,44 @@ export async function materializeInstances(
         source.instances.instances.some((i) => i.instance_id === id),
       );
   const tasks: SuiteTask[] = [];
+  const refusals: unknown[] = [];
   for (const instance of source.instances.instances) {
     if (goldFails.includes(instance.instance_id)) continue;
     options.onLine?.(
       `preparing instance ${instance.instance_id} (${instance.repo}@${instance.base_commit.slice(0, 12)})`,
     );
-    tasks.push(
-      await materializeOne(instance, {
-        reposDir,
-        spec: specFor(source, instance),
-        dir: path.join(options.outDir, 'instances', instance.instance_id),
-        visible,
-        oracle: options.oracle === true,
-        quarantined: quarantine?.tests[instance.instance_id] ?? [],
-        ...(options.onLine ? { onLine: options.onLine } : {}),
-        ...(source.cassettes ? { cassettes: source.cassettes } : {}),
-      }),
-    );
+    const dir = path.join(options.outDir, 'instances', instance.instance_id);
+    try {
+      tasks.push(
+        await materializeOne(instance, {
+          reposDir,
+          spec: specFor(source, instance),
+          suiteEnvironment: source.environment,
+          suiteDir: path.dirname(source.file),
+          dir,
+          visible,
+          oracle: options.oracle === true,
+          quarantined: quarantine?.tests[instance.instance_id] ?? [],
+          ...(options.onLine ? { onLine: options.onLine } : {}),
+          ...(source.cassettes ? { cassettes: source.cassettes } : {}),
+        }),
+      );
+    } catch (error) {
+      // One instance's repo, commit or patch is that instance's error; the others run.
+      const reason = taskRefusal(error);
+      if (reason === undefined) throw error;
+      refusals.push(error);
+      options.onLine?.(`  refused: ${reason}`);
+      tasks.push({
+        id: instance.instance_id,
+        catalog: path.join(dir, 'catalog.yaml'),
+        ticket: path.join(dir, 'ticket.md'),
+        refused: reason,
+      });
+    }
   }
+  // Nothing to run at all: the one reason is the eval's.
+  if (tasks.length > 0 && tasks.every((t) => t.refused !== undefined)) throw refusals[0];
   if (tasks.length === 0)
     throw new ConfigError('every instance is left out (its gold patch fails, says the quarantine file)');
   const flags = JSON.stringify({ visible, oracle: options.oracle === true, quarantine: quarantine ?? null });
@@ -110,6 +132,9 @@ function specFor(source: InstanceSuite, instance: Instance): RepoSpec {
 interface OneOptions {
   reposDir: string;
   spec: RepoSpec;
+  suiteEnvironment: Environment | undefined;
+  /** Where the suite's paths (a Dockerfile) are relative to. */
+  suiteDir: string;
   dir: string;
   visible: boolean;
   oracle: boolean;
@@ -136,6 +161,16 @@ async function materializeOne(instance: Instance, o: OneOptions): Promise<SuiteT
   // The gold change is computed before the tests go in: it is a change of the base commit.
   const gold = o.oracle ? await goldChange(repoDir, instance) : undefined;
   await applyPatch(repoDir, instance.test_patch, `test_patch of ${id}`);
+  const environment = await chooseEnvironment(
+    [
+      { env: instanceLineEnvironment(instance), from: `instance ${id}`, base: o.suiteDir },
+      { env: o.spec, from: `repoSpecs of ${instance.repo}`, base: o.suiteDir },
+      { env: o.suiteEnvironment, from: 'the instance suite', base: o.suiteDir },
+    ],
+    repoDir,
+    o.dir,
+  );
+  o.onLine?.(`  environment: ${describeEnvironment(environment.sandbox)} (${environment.from})`);
 
   const heldOut = o.visible ? [] : testFiles.map(literalGlob);
   const catalog = {
@@ -150,14 +185,14 @@ async function materializeOne(instance: Instance, o: OneOptions): Promise<SuiteT
       maxTurns: o.spec.maxTurns,
       heldOutTests: heldOut,
       testReport: {
-        format: 'junit',
-        path: o.spec.testReport,
+        ...(o.spec.testLog ? { format: o.spec.testLog } : { format: 'junit', path: o.spec.testReport }),
         failToPass: instance.FAIL_TO_PASS,
         passToPass: instance.PASS_TO_PASS,
         quarantined: [...o.quarantined],
       },
     },
     sandbox: {
+      ...environment.sandbox,
       ...(o.spec.testSec !== undefined ? { timeouts: { testSec: o.spec.testSec } } : {}),
       ...(o.spec.egress ? { egress: o.spec.egress } : {}),
     },
@@ -180,6 +215,13 @@ async function materializeOne(instance: Instance, o: OneOptions): Promise<SuiteT
     if (existsSync(recorded)) task.cassettes = [recorded];
   }
   return task;
+}
+
+function describeEnvironment(sandbox: { image?: string; baseImage?: string; dockerfile?: string }): string {
+  if (sandbox.image) return `the image ${sandbox.image}, as it is`;
+  if (sandbox.baseImage) return `built on ${sandbox.baseImage}`;
+  if (sandbox.dockerfile) return 'built with its Dockerfile';
+  return "built on the harness's default base";
 }
 
 interface GoldFile {

@@ -23,6 +23,8 @@ export interface InstancesSummary {
   oracle: boolean;
   /** Instances whose own gold patch does not resolve them: never scored as a model's failure. */
   goldFails: string[];
+  /** With the oracle: instances whose gold patch never ran (an `error` of the environment), with why. */
+  goldErrors?: Record<string, string>;
   /** With the oracle: named tests that passed in some runs and not in others, per instance. */
   flakyTests?: Record<string, string[]>;
   /** Tests left out of FAIL_TO_PASS/PASS_TO_PASS, per instance. */
@@ -84,6 +86,9 @@ async function makeInstances(
       const instances: InstancesSummary = {
         oracle,
         goldFails: findings ? findings.goldFails : made.goldFails,
+        ...(findings && Object.keys(findings.goldErrors).length > 0
+          ? { goldErrors: findings.goldErrors }
+          : {}),
         ...(findings ? { flakyTests: findings.flakyTests } : {}),
         quarantined: findings?.flakyTests ?? quarantine?.tests ?? {},
       };
@@ -99,6 +104,9 @@ async function makeInstances(
   };
 }
 
+/** A gold patch that never ran is the environment's `error` (the outcome's one spelling), not a fail. */
+const GOLD_ERROR = 'error, the gold patch never ran';
+
 /**
  * The report's flags of an instance eval: instances whose gold patch fails (left out of
  * scoring, never a model's failure), and tests left out as flaky.
@@ -113,6 +121,8 @@ function instancesSection(info: InstancesSummary): ReportSection {
         : 'gold patch fails (quarantine file): not run, not scored',
       '-',
     ]);
+  for (const [id, reason] of Object.entries(info.goldErrors ?? {}))
+    rows.push([id, `${GOLD_ERROR}: ${reason}`, '-']);
   for (const [id, list] of Object.entries(info.flakyTests ?? {}))
     rows.push([id, 'tests flake under the gold patch', list.join('; ')]);
   if (!info.oracle)
@@ -140,9 +150,12 @@ function instanceLines(info: InstancesSummary, quarantineFile: string | undefine
         ? `gold patch does not resolve: ${info.goldFails.join(', ')}`
         : `left out, their gold patch fails (quarantine file): ${info.goldFails.join(', ')}`,
     );
+  for (const [id, reason] of Object.entries(info.goldErrors ?? {}))
+    lines.push(`${GOLD_ERROR}: ${id}: ${reason}`);
   const flaky = Object.entries(info.flakyTests ?? {});
+  const errors = Object.keys(info.goldErrors ?? {}).length;
   if (info.oracle) {
-    if (flaky.length === 0 && info.goldFails.length === 0)
+    if (flaky.length === 0 && info.goldFails.length === 0 && errors === 0)
       lines.push('oracle: every gold patch resolved its instance, no test flaked');
     for (const [id, tests] of flaky) lines.push(`flaky under the gold patch: ${id}: ${tests.join('; ')}`);
     if (quarantineFile) lines.push(`quarantine: ${quarantineFile}`);

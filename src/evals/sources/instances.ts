@@ -15,7 +15,14 @@ import { problemsError, validateYaml } from '../../yaml-validate.js';
 import { egressSchema } from '../../catalog/egress-schema.js';
 import { sha256 } from '../../changes/hash.js';
 import { ConfigError } from '../../errors.js';
+import { TEST_LOG_FORMATS } from '../../outcomes.js';
 import { suiteDefaults, suiteDefaultsSchema, type SuiteDefaults } from '../suite.js';
+import {
+  environmentFields,
+  environmentProblem,
+  imageName,
+  type Environment,
+} from './instance-environment.js';
 
 // Ids end up in folder names, run ids and report anchors.
 const INSTANCE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
@@ -35,29 +42,38 @@ const testList = z.preprocess(
   }),
 );
 
-export const instanceSchema = z.looseObject({
-  instance_id: z
-    .string({ error: 'expected an instance id' })
-    .regex(INSTANCE_ID, 'expected an id of letters, digits, ".", "_" or "-" (at most 128)'),
-  repo: z
-    .string({ error: 'expected the repo as "owner/name"' })
-    .regex(
-      /^[A-Za-z0-9][A-Za-z0-9._-]*(\/[A-Za-z0-9][A-Za-z0-9._-]*)?$/,
-      'expected the repo as "owner/name"',
-    ),
-  base_commit: z
-    .string({ error: 'expected a commit id' })
-    .regex(/^[0-9a-f]{7,64}$/, 'expected a commit id (hex)'),
-  problem_statement: z.string({ error: 'expected the problem statement' }).refine((s) => s.trim() !== '', {
-    message: 'the problem statement is empty',
-  }),
-  patch: z.string({ error: 'expected the gold patch (a unified diff)' }),
-  test_patch: z.string({ error: 'expected the test patch (a unified diff)' }),
-  FAIL_TO_PASS: testList,
-  PASS_TO_PASS: testList,
-  /** Not SWE-bench's own: a test command for this instance (SWE-PolyBench has one). */
-  test_command: z.string().min(1).optional(),
-});
+export const instanceSchema = z
+  .looseObject({
+    instance_id: z
+      .string({ error: 'expected an instance id' })
+      .regex(INSTANCE_ID, 'expected an id of letters, digits, ".", "_" or "-" (at most 128)'),
+    repo: z
+      .string({ error: 'expected the repo as "owner/name"' })
+      .regex(
+        /^[A-Za-z0-9][A-Za-z0-9._-]*(\/[A-Za-z0-9][A-Za-z0-9._-]*)?$/,
+        'expected the repo as "owner/name"',
+      ),
+    base_commit: z
+      .string({ error: 'expected a commit id' })
+      .regex(/^[0-9a-f]{7,64}$/, 'expected a commit id (hex)'),
+    problem_statement: z.string({ error: 'expected the problem statement' }).refine((s) => s.trim() !== '', {
+      message: 'the problem statement is empty',
+    }),
+    patch: z.string({ error: 'expected the gold patch (a unified diff)' }),
+    test_patch: z.string({ error: 'expected the test patch (a unified diff)' }),
+    FAIL_TO_PASS: testList,
+    PASS_TO_PASS: testList,
+    /** Not SWE-bench's own: a test command for this instance (SWE-PolyBench has one). */
+    test_command: z.string().min(1).optional(),
+    /** A prebuilt image the instance runs in as it is (SWE-bench-derived datasets' name for it). */
+    image_name: imageName('an image reference', false).optional(),
+    /** Not SWE-bench's own: the image the working copy is built on (`node`, `python` or a reference). */
+    base_image: imageName('"node", "python" or an image reference', true).optional(),
+  })
+  .refine((line) => line.image_name === undefined || line.base_image === undefined, {
+    message: 'set image_name (used as it is) or base_image (built on), not both',
+    path: ['base_image'],
+  });
 
 export type Instance = z.infer<typeof instanceSchema>;
 
@@ -138,46 +154,64 @@ export function parseInstances(text: string, displayPath: string): { instances: 
 
 const glob = z.string().min(1, 'expected a non-empty glob');
 
-export const repoSpecSchema = z.strictObject({
-  testCommand: z.string().min(1, 'expected a shell command').meta({
-    description: 'Runs the tests and writes the JUnit report at testReport (e.g. vitest --reporter=junit).',
-  }),
-  testReport: z.string().min(1, 'expected a workspace-relative path').default('reports/junit.xml'),
-  editableFiles: z.array(glob).min(1).optional(),
-  /** Folders or files of the local clone's folder copied into every working copy (dependencies: the build has no network). */
-  carry: z.array(z.string().min(1)).default([]),
-  maxAttempts: z.number().int().min(1).max(10).default(1),
-  /** Business rules for the catalog (injected into the sandbox as in any catalog). */
-  rules: z
-    .record(
-      z.string(),
-      z.strictObject({
-        value: z.union([z.number(), z.string(), z.boolean()]),
-        unit: z.string().optional(),
-        source: z.string().optional(),
-        description: z.string().optional(),
-      }),
-    )
-    .default({}),
-  maxTurns: z.number().int().min(1).max(500).optional(),
-  testSec: z.number().positive().optional(),
-  /** The catalog's sandbox.egress for every instance of this repo (absent: no network, as always). */
-  egress: egressSchema.optional(),
-});
+const oneEnvironment = (env: Environment, ctx: z.RefinementCtx) => {
+  const problem = environmentProblem(env);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem, path: ['dockerfile'] });
+};
+
+export const repoSpecSchema = z
+  .strictObject({
+    testCommand: z.string().min(1, 'expected a shell command').meta({
+      description: 'Runs the tests and writes the JUnit report at testReport (e.g. vitest --reporter=junit).',
+    }),
+    testReport: z.string().min(1, 'expected a workspace-relative path').default('reports/junit.xml'),
+    /** Per-test results from the test command's output instead of a report file (`test-results/test-log.ts`). */
+    testLog: z
+      .enum(TEST_LOG_FORMATS, {
+        error: `expected the runner whose output holds the results: ${TEST_LOG_FORMATS.join(', ')}`,
+      })
+      .optional(),
+    ...environmentFields,
+    editableFiles: z.array(glob).min(1).optional(),
+    /** Folders or files of the local clone's folder copied into every working copy (dependencies: the build has no network). */
+    carry: z.array(z.string().min(1)).default([]),
+    maxAttempts: z.number().int().min(1).max(10).default(1),
+    /** Business rules for the catalog (injected into the sandbox as in any catalog). */
+    rules: z
+      .record(
+        z.string(),
+        z.strictObject({
+          value: z.union([z.number(), z.string(), z.boolean()]),
+          unit: z.string().optional(),
+          source: z.string().optional(),
+          description: z.string().optional(),
+        }),
+      )
+      .default({}),
+    maxTurns: z.number().int().min(1).max(500).optional(),
+    testSec: z.number().positive().optional(),
+    /** The catalog's sandbox.egress for every instance of this repo (absent: no network, as always). */
+    egress: egressSchema.optional(),
+  })
+  .superRefine(oneEnvironment);
 
 export type RepoSpec = z.output<typeof repoSpecSchema>;
 
 function instanceSuiteSchema() {
-  return z.strictObject({
-    name: z.string().regex(INSTANCE_ID, 'expected a name of letters, digits, ".", "_" or "-"'),
-    instances: z.string().min(1, 'expected the path of a JSONL file of instances'),
-    repos: z.string().min(1).optional(),
-    visibleTests: z.boolean().default(false),
-    /** A folder with `<instance_id>.json` cassettes (a recorded model per instance). */
-    cassettes: z.string().min(1).optional(),
-    repoSpecs: z.record(z.string(), repoSpecSchema).default({}),
-    defaults: suiteDefaultsSchema,
-  });
+  return z
+    .strictObject({
+      name: z.string().regex(INSTANCE_ID, 'expected a name of letters, digits, ".", "_" or "-"'),
+      instances: z.string().min(1, 'expected the path of a JSONL file of instances'),
+      repos: z.string().min(1).optional(),
+      visibleTests: z.boolean().default(false),
+      /** A folder with `<instance_id>.json` cassettes (a recorded model per instance). */
+      cassettes: z.string().min(1).optional(),
+      repoSpecs: z.record(z.string(), repoSpecSchema).default({}),
+      /** Every instance's environment unless its line or its repo's spec names one. */
+      ...environmentFields,
+      defaults: suiteDefaultsSchema,
+    })
+    .superRefine(oneEnvironment);
 }
 
 export interface InstanceSuite {
@@ -190,6 +224,8 @@ export interface InstanceSuite {
   visibleTests: boolean;
   cassettes?: string;
   repoSpecs: Record<string, RepoSpec>;
+  /** The suite's default environment (`dockerfile` relative to the suite file's folder). */
+  environment?: Environment;
   defaults: SuiteDefaults;
   /** Of the suite file's bytes and the instances' (resume checks it). */
   sha256: string;
@@ -216,6 +252,11 @@ export async function loadInstanceSuite(file: string, displayPath = file): Promi
     visibleTests: raw.visibleTests,
     ...(raw.cassettes !== undefined ? { cassettes: path.resolve(base, raw.cassettes) } : {}),
     repoSpecs: raw.repoSpecs,
+    environment: {
+      ...(raw.image !== undefined ? { image: raw.image } : {}),
+      ...(raw.baseImage !== undefined ? { baseImage: raw.baseImage } : {}),
+      ...(raw.dockerfile !== undefined ? { dockerfile: raw.dockerfile } : {}),
+    },
     defaults: suiteDefaults(raw.defaults),
     sha256: sha256(Buffer.concat([bytes, Buffer.from(instances.sha256)])),
   };

@@ -47,8 +47,14 @@ export async function readQuarantine(file: string): Promise<Quarantine> {
 }
 
 export interface OracleFindings {
-  /** Instances no oracle run resolved. */
+  /** Instances whose gold patch ran and left a named test failing in every run. */
   goldFails: string[];
+  /**
+   * Instances whose gold patch never got as far as the named tests in any run (the image did
+   * not build, the interpreter or the test command is missing): the environment's `error`,
+   * with the first run's reason; neither a pass nor a fail of the gold patch.
+   */
+  goldErrors: Record<string, string>;
   /** Instances some oracle runs resolved and some did not. */
   flakyInstances: string[];
   /** Per instance, named tests that passed in some runs and not in others. */
@@ -67,10 +73,12 @@ export function oracleFindings(results: readonly TrialResult[]): OracleFindings 
     list.push(r);
     byTask.set(r.taskId, list);
   }
-  const findings: OracleFindings = { goldFails: [], flakyInstances: [], flakyTests: {} };
+  const findings: OracleFindings = { goldFails: [], goldErrors: {}, flakyInstances: [], flakyTests: {} };
   for (const [task, trials] of byTask) {
     const resolved = trials.filter((t) => t.tests?.verdict === 'resolved').length;
-    if (resolved === 0) findings.goldFails.push(task);
+    const ran = trials.some((t) => t.tests?.verdict === 'unresolved');
+    if (resolved === 0 && ran) findings.goldFails.push(task);
+    else if (resolved === 0) findings.goldErrors[task] = neverRan(trials[0]!);
     else if (resolved < trials.length) findings.flakyInstances.push(task);
     const reported = trials.filter((t) => t.tests && t.tests.verdict !== 'no-report');
     const failedIn = new Map<string, number>();
@@ -83,6 +91,11 @@ export function oracleFindings(results: readonly TrialResult[]): OracleFindings 
     if (flaky.length > 0) findings.flakyTests[task] = flaky;
   }
   return findings;
+}
+
+/** Why a gold patch's run never reached the named tests, in the trial's own words. */
+function neverRan(trial: TrialResult): string {
+  return trial.error ?? trial.tests?.refused ?? `the run ended ${trial.category} before the named tests ran`;
 }
 
 /** Adds the findings to what the file already holds (earlier oracle runs of other instances). */

@@ -99,15 +99,43 @@ describe('repo image builds: build arguments', () => {
   });
 });
 
+const LOCK_WITH_A_PACKAGE =
+  '{"lockfileVersion":3,"packages":{"":{"name":"x"},"node_modules/left-pad":{"version":"1.3.0"}}}\n';
+
 describe('repo image builds: the default recipe without network', () => {
   it('refuses, before building, a repo with a lockfile but no node_modules, saying what to do', async () => {
-    await put('package-lock.json', '{"lockfileVersion":3}\n');
+    await put('package-lock.json', LOCK_WITH_A_PACKAGE);
     const fake = fakeEngine();
     const { message, hint } = await rejection(build(fake), BuildRefused);
     expect(message).toMatch(/would run `npm ci` .* has package-lock\.json but no node_modules .*no network/);
     expect(hint).toMatch(/Run `npm ci` in .* on the host/);
     expect(hint).toMatch(/sandbox\.build: \{ network: true \}/);
     expect(fake.builds).toEqual([]);
+  });
+
+  it('builds offline a repo whose lockfile names only itself (npm install with no dependencies)', async () => {
+    const fake = fakeEngine();
+    await put(
+      'package-lock.json',
+      '{"name":"x","lockfileVersion":3,"requires":true,"packages":{"":{"name":"x","version":"1.0.0"}}}\n',
+    );
+    await build(fake);
+    await put('package-lock.json', '{"name":"x","version":"1.0.0","lockfileVersion":1}\n');
+    await build(fake);
+    expect(fake.builds.map((b) => b.networkMode)).toEqual(['none', 'none']);
+    // v1, naming a dependency: refused as before.
+    await put('package-lock.json', '{"lockfileVersion":1,"dependencies":{"left-pad":{"version":"1.3.0"}}}\n');
+    await rejection(build(fake), BuildRefused);
+  });
+
+  it('refuses requirements.txt on the Python base with a hint naming the catalog key that leaves it out', async () => {
+    await put('requirements.txt', 'black\nruff\n');
+    const fake = fakeEngine();
+    const python = { baseImage: 'sandbox-harness/base-python:3' };
+    const { hint } = await rejection(build(fake, python), BuildRefused);
+    expect(hint).toContain('`sandbox.build: { exclude: [requirements.txt] }`');
+    // The key does what the hint says.
+    await expect(build(fake, { ...python, excludes: ['requirements.txt'] })).resolves.toBeDefined();
   });
 
   it('builds when the dependencies come with the repo, or there is no lockfile, or with the opt-in', async () => {

@@ -16,12 +16,16 @@ import { BASE_IMAGES } from './base-images.js';
  * The default recipe installs dependencies only when the repo did not bring them. Without
  * network that install cannot work, so say what to do before a build that must fail.
  */
-export function assertOfflineRecipeCanWork(repoDir: string, baseImage: string, context: BuildContext): void {
+export async function assertOfflineRecipeCanWork(
+  repoDir: string,
+  baseImage: string,
+  context: BuildContext,
+): Promise<void> {
   const has = (path: string) => context.snapshot.has(path);
   const lockfile = ['package-lock.json', 'npm-shrinkwrap.json'].find(has);
   const nodeModules = context.directories.includes('node_modules');
   const optIn = 'or let image builds use the network with `sandbox.build: { network: true }` in the catalog';
-  if (lockfile && !nodeModules) {
+  if (lockfile && !nodeModules && (await lockfileInstalls(repoDir, lockfile))) {
     throw new BuildRefused(
       `the default sandbox recipe would run \`npm ci\` for ${repoDir} (it has ${lockfile} but no node_modules in the build context), and image builds have no network`,
       {
@@ -34,7 +38,7 @@ export function assertOfflineRecipeCanWork(repoDir: string, baseImage: string, c
     throw new BuildRefused(
       `the default sandbox recipe would run \`pip install -r requirements.txt\` for ${repoDir}, and image builds have no network`,
       {
-        hint: `Write a Dockerfile.sandbox for the repo that brings the packages along (for example wheels in the repo and \`pip install --no-index --find-links\`), ${optIn}.`,
+        hint: `When the tests need none of it (development tools only), leave it out of the image with \`sandbox.build: { exclude: [requirements.txt] }\` in the catalog; else write a Dockerfile.sandbox for the repo that brings the packages along (for example wheels in the repo and \`pip install --no-index --find-links\`), ${optIn}.`,
       },
     );
   }
@@ -67,6 +71,27 @@ export async function assertDependenciesCanArrive(repoDir: string, context: Buil
       details: { lockfile: file },
     },
   );
+}
+
+/**
+ * The lockfile names a package to install (lockfile v2/v3: a `packages` key besides the root's
+ * `""`; v1: a `dependencies` entry). `npm install` in a repo with no dependencies writes one that
+ * names only the root, and `npm ci` then installs nothing: no network needed. Unreadable or not
+ * JSON counts as yes, since the recipe's `npm ci` would then run (and fail offline).
+ */
+async function lockfileInstalls(repoDir: string, lockfile: string): Promise<boolean> {
+  try {
+    const text = await readRepoFile(repoDir, lockfile, lockfile, { optional: true });
+    if (!text) return true;
+    const lock: unknown = JSON.parse(text.toString('utf8'));
+    if (typeof lock !== 'object' || lock === null) return true;
+    const { packages, dependencies } = lock as Record<string, unknown>;
+    const named = (value: unknown, except: string[] = []) =>
+      typeof value === 'object' && value !== null && Object.keys(value).some((k) => !except.includes(k));
+    return named(packages, ['']) || named(dependencies);
+  } catch {
+    return true;
+  }
 }
 
 /** package.json names a dependency; unreadable or not JSON counts as no (nothing is refused on a guess). */

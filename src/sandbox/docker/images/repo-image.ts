@@ -117,7 +117,7 @@ export async function buildRepoImage(options: BuildRepoImageOptions): Promise<Bu
   if (ours) await assertDependenciesCanArrive(repoDir, context);
   if (!network) {
     // With egress the steps may download through the proxy; the daemon's own fetches may not.
-    if (ours && !options.buildEgress) assertOfflineRecipeCanWork(repoDir, baseImage, context);
+    if (ours && !options.buildEgress) await assertOfflineRecipeCanWork(repoDir, baseImage, context);
     else await assertNothingToFetch(engine, dockerfile, context, buildArgs);
   }
   const tag = repoImageTag(repoDir, context.contentHash, options.name);

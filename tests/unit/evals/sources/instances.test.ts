@@ -12,7 +12,17 @@ import { recogniseSource, sourceInput } from '../../../../src/evals/sources/inde
 import { instancesSource } from '../../../../src/evals/sources/instances-source.js';
 import { oracleFindings } from '../../../../src/evals/sources/quarantine.js';
 import { treeHash } from '../../../helpers/cli.js';
-import { jsonl, makeInstanceRepos, REPO_SPECS, type InstanceRepos } from '../../../helpers/instance-repos.js';
+import {
+  jsonl,
+  makeInstanceRepos,
+  makePythonInstanceRepos,
+  PYTHON_REPO_SPECS,
+  REPO_SPECS,
+  type InstanceRepos,
+  type PythonInstanceRepos,
+} from '../../../helpers/instance-repos.js';
+import type { Suite } from '../../../../src/evals/suite.js';
+import type { EvalSummary } from '../../../../src/evals/summary.js';
 import { result } from '../helpers.js';
 
 function problems(text: string): string[] {
@@ -235,6 +245,159 @@ describe('oracle findings', () => {
       result({ taskId: 'b', trial: 1 }, 'tests-failed', { tests: tests('unresolved', ['boundary']) }),
       result({ taskId: 'c', trial: 0 }, 'infrastructure'),
     ]);
-    expect(findings).toEqual({ goldFails: ['b'], flakyInstances: ['a'], flakyTests: { a: ['clock'] } });
+    expect(findings).toEqual({
+      goldFails: ['b'],
+      goldErrors: {},
+      flakyInstances: ['a'],
+      flakyTests: { a: ['clock'] },
+    });
   });
+
+  it('a gold patch that never ran is an error with its reason, not a gold patch that does not resolve', () => {
+    const findings = oracleFindings([
+      result({ taskId: 'py', trial: 0 }, 'error', { error: '`python` was not found (exit 127)' }),
+      result({ taskId: 'py', trial: 1 }, 'error', { error: '`python` was not found (exit 127)' }),
+      result({ taskId: 'log', trial: 0 }, 'tests-failed', {
+        tests: {
+          ...tests('unresolved', []),
+          verdict: 'no-report',
+          refused: 'the pytest output refused: no result line',
+        },
+      }),
+      result({ taskId: 'b', trial: 0 }, 'tests-failed', { tests: tests('unresolved', ['boundary']) }),
+    ]);
+    expect(findings.goldFails).toEqual(['b']);
+    expect(findings.goldErrors).toEqual({
+      py: '`python` was not found (exit 127)',
+      log: 'the pytest output refused: no result line',
+    });
+    // Every table and line says it: an error, and why; never "does not resolve".
+    const summary = {
+      instances: {
+        oracle: true,
+        goldFails: [],
+        goldErrors: { py: findings.goldErrors.py! },
+        quarantined: {},
+      },
+    } as unknown as EvalSummary;
+    const text = JSON.stringify([
+      instancesSource.section!.report!(summary),
+      instancesSource.section!.lines!(summary, {}),
+    ]);
+    expect(text).toContain('error, the gold patch never ran: `python` was not found (exit 127)');
+    expect(text).not.toMatch(/does not resolve|every gold patch resolved/);
+  });
+});
+
+describe('each instance on its own environment', () => {
+  let root: string;
+  let repos: PythonInstanceRepos;
+  const suiteFile = async (name: string, extra: string, lines: object[]) => {
+    await writeFile(join(root, `${name}.jsonl`), jsonl(lines));
+    await writeFile(
+      join(root, `${name}.yaml`),
+      `name: ${name}\ninstances: ${name}.jsonl\nrepos: clones\nrepoSpecs: ${JSON.stringify(PYTHON_REPO_SPECS)}\n${extra}`,
+    );
+    return loadInstanceSuite(join(root, `${name}.yaml`));
+  };
+  const sandboxOf = async (suite: Suite, id: string) =>
+    (await loadCatalog(suite.tasks.find((t) => t.id === id)!.catalog)).catalog;
+
+  beforeAll(async () => {
+    root = await mkdtemp(join(tmpdir(), 'sandbox-harness-instance-env-'));
+    repos = await makePythonInstanceRepos(root);
+  }, 120_000);
+  afterAll(() => rm(root, { recursive: true, force: true }));
+
+  it('a Python repo runs on the Python base, importable from its root, its results read from the runner output', async () => {
+    const source = await suiteFile('py', '', [repos.units, repos.scales]);
+    const lines: string[] = [];
+    const { suite } = await materializeInstances(source, {
+      outDir: join(root, 'out-py'),
+      onLine: (l) => lines.push(l),
+    });
+    const units = await sandboxOf(suite, 'acme__units-1');
+    expect(units.sandbox).toMatchObject({
+      baseImage: 'sandbox-harness/base-python:3',
+      env: { PYTHONPATH: '/workspace' },
+    });
+    expect(units.agent.testReport).toMatchObject({
+      format: 'pytest',
+      failToPass: ['tests/test_kilo.py::test_kilo[1]', 'tests/test_kilo.py::test_kilo[2]'],
+    });
+    expect(units.agent.testReport?.path).toBeUndefined();
+    expect((await sandboxOf(suite, 'acme__scales-1')).agent.testReport?.format).toBe('unittest');
+    expect(lines).toContain(
+      '  environment: built on sandbox-harness/base-python:3 (a Python project: the Python base)',
+    );
+  });
+
+  it('the instance line, then its repo spec, then the suite name the environment', async () => {
+    const withImage = { ...repos.units, image_name: 'registry.example/acme/units-env:1' };
+    const source = await suiteFile('chosen', 'baseImage: node\n', [withImage, repos.scales]);
+    const { suite } = await materializeInstances(source, { outDir: join(root, 'out-chosen') });
+    expect((await sandboxOf(suite, 'acme__units-1')).sandbox.image).toBe('registry.example/acme/units-env:1');
+    const scales = await sandboxOf(suite, 'acme__scales-1');
+    expect(scales.sandbox.baseImage).toBe('sandbox-harness/base-node:20');
+    expect(scales.sandbox.env).toBeUndefined();
+
+    await writeFile(join(root, 'Dockerfile.py'), 'FROM sandbox-harness/base-python:3\nCOPY . /workspace\n');
+    const specs = {
+      ...PYTHON_REPO_SPECS,
+      'acme/scales': { ...PYTHON_REPO_SPECS['acme/scales'], dockerfile: 'Dockerfile.py' },
+    };
+    await writeFile(
+      join(root, 'docker.yaml'),
+      `name: docker\ninstances: chosen.jsonl\nrepos: clones\nbaseImage: python\nrepoSpecs: ${JSON.stringify(specs)}\n`,
+    );
+    const made = await materializeInstances(await loadInstanceSuite(join(root, 'docker.yaml')), {
+      outDir: join(root, 'out-docker'),
+    });
+    const task = made.suite.tasks.find((t) => t.id === 'acme__scales-1')!;
+    expect((await sandboxOf(made.suite, 'acme__scales-1')).sandbox.dockerfile).toBe('Dockerfile.instance');
+    expect(await readFile(join(task.catalog, '..', 'Dockerfile.instance'), 'utf8')).toContain(
+      'COPY . /workspace',
+    );
+  });
+
+  it('refuses two ways to one environment, and names that are no image', async () => {
+    await expect(suiteFile('both', 'image: a/b:1\nbaseImage: python\n', [repos.units])).rejects.toThrow(
+      /set one of image, baseImage and dockerfile, not image and baseImage/,
+    );
+    expect(problems(jsonl([{ ...good, image_name: 'Not An Image!' }]))).toEqual([
+      expect.stringMatching(/^set\.jsonl:1: image_name: /),
+    ]);
+    expect(problems(jsonl([{ ...good, image_name: 'a/b:1', base_image: 'python' }]))).toEqual([
+      'set.jsonl:1: base_image: set image_name (used as it is) or base_image (built on), not both',
+    ]);
+  });
+});
+
+describe('one instance refused, the rest made', () => {
+  it("an instance whose clone is missing is that instance's error; the others are made", async () => {
+    const root = await mkdtemp(join(tmpdir(), 'sandbox-harness-instance-refused-'));
+    try {
+      const repos = await makePythonInstanceRepos(root);
+      const absent = {
+        ...repos.scales,
+        instance_id: 'acme__gone-1',
+        repo: 'acme/gone',
+        test_command: 'true',
+      };
+      await writeFile(join(root, 'set.jsonl'), jsonl([absent, repos.units]));
+      await writeFile(
+        join(root, 'suite.yaml'),
+        `name: some\ninstances: set.jsonl\nrepos: clones\nrepoSpecs: ${JSON.stringify(PYTHON_REPO_SPECS)}\n`,
+      );
+      const { suite } = await materializeInstances(await loadInstanceSuite(join(root, 'suite.yaml')), {
+        outDir: join(root, 'out'),
+      });
+      expect(suite.tasks.map((t) => [t.id, t.refused])).toEqual([
+        ['acme__gone-1', expect.stringMatching(/^no local clone of acme\/gone in .*\(hint: /)],
+        ['acme__units-1', undefined],
+      ]);
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
