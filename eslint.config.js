@@ -30,7 +30,7 @@ export default tseslint.config(
   {
     // The backend seam: above src/sandbox/, only the registry reaches a backend's folder (tests may).
     files: ['src/**/*.ts'],
-    ignores: ['src/sandbox/docker/**', 'src/sandbox/registry.ts'],
+    ignores: ['src/sandbox/docker/**', 'src/sandbox/backend-registry.ts'],
     rules: {
       'no-restricted-imports': [
         'error',
@@ -40,7 +40,7 @@ export default tseslint.config(
             {
               regex: '(^|/)sandbox/docker/|^\\.\\.?/docker/',
               message:
-                'Only src/sandbox/registry.ts reaches the Docker backend: use the provider (sandboxProvider) or the registry.',
+                'Only src/sandbox/backend-registry.ts reaches the Docker backend: use the provider (sandboxProvider) or the registry.',
             },
           ],
         },

@@ -24,7 +24,7 @@ import { pathToFileURL } from 'node:url';
 import { ModelBridge } from '../src/model-bridge/bridge.js';
 import { startRelay, type BridgeConnection } from '../src/model-bridge/session.js';
 import { HttpUpstream } from '../src/model-bridge/upstream.js';
-import { sandboxProvider } from '../src/sandbox/registry.js';
+import { sandboxProvider } from '../src/sandbox/backend-registry.js';
 import type { Sandbox } from '../src/sandbox/types.js';
 import {
   startFakeModelServer,

@@ -3,7 +3,7 @@
  * a temp file created exclusively next to the target (never through an existing entry),
  * written, fsynced, then renamed over the target. A reader sees the old file or the whole
  * new one; a crash leaves at most a `.tmp` file; a symlink at the target is replaced, not
- * followed. (Writing into the user's repo is `changes/apply.ts`, with its own checks.)
+ * followed. (Writing into the user's repo is `changes/apply-change-set.ts`, with its own checks.)
  */
 import { randomBytes } from 'node:crypto';
 import { mkdir, open, rename, rm } from 'node:fs/promises';

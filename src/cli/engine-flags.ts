@@ -1,5 +1,5 @@
 /** `--engines FILE` and `--engine CONTEXT-OR-URL`, as every command that takes them reads them. */
-import { resolveEngines, type EngineSpec } from '../sandbox/registry.js';
+import { resolveEngines, type EngineSpec } from '../sandbox/backend-registry.js';
 import type { CliContext } from './cli-context.js';
 
 export interface EngineFlags {

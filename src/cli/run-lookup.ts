@@ -16,7 +16,7 @@ import {
   resolveStoredEngine,
   sandboxProvider,
   type EngineSpec,
-} from '../sandbox/registry.js';
+} from '../sandbox/backend-registry.js';
 import type { AttachRequest, SandboxBackend } from '../sandbox/types.js';
 import type { CliContext } from './cli-context.js';
 import { enginesNamed, resolveEngineFlags, type EngineFlags } from './engine-flags.js';

@@ -5,11 +5,11 @@
  */
 import { Command, Option, type OptionValues } from '@commander-js/extra-typings';
 import type { KeepPolicy } from '../fix/run-fix.js';
-import type { ProviderName } from '../llm/registry.js';
+import type { ProviderName } from '../llm/provider-registry.js';
 import type { AgentKindName } from '../agent-kinds/kind-registry.js';
 import { integerOption } from './option-parsers.js';
 import { UsageError } from '../errors.js';
-import type { BackendName, ProviderOptions } from '../sandbox/registry.js';
+import type { BackendName, ProviderOptions } from '../sandbox/backend-registry.js';
 
 type Missing<T, Listed> = [Exclude<T, Listed>] extends [never] ? unknown : { missing: Exclude<T, Listed> };
 

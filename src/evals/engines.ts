@@ -14,7 +14,7 @@ import type { Fleet } from '../fleet/fleet.js';
 import { ImageError } from '../errors.js';
 import { daemonFetches } from '../image-context/dockerfile.js';
 import { readRepoFile } from '../repo-files.js';
-import { sandboxProvider } from '../sandbox/registry.js';
+import { sandboxProvider } from '../sandbox/backend-registry.js';
 import type { TrialPlacement } from './trial-placement.js';
 
 /** The scheduler's view of a fleet: slots by free capacity, lost engines, retries elsewhere. */

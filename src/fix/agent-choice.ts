@@ -10,9 +10,9 @@ import type { AgentKind, CliKind, WireFamily } from '../agent-kinds/agent-kind.j
 import { resolveAgentKind } from '../agent-kinds/kind-registry.js';
 import type { LoadedCatalog } from '../catalog/load.js';
 import { UsageError } from '../errors.js';
-import type { ProviderChoice } from '../llm/registry.js';
+import type { ProviderChoice } from '../llm/provider-registry.js';
 import type { Completion, ModelProvider } from '../llm/types.js';
-import { ReplayUpstream } from '../model-bridge/replay.js';
+import { ReplayUpstream } from '../model-bridge/bridge-replay.js';
 import { readTranscript } from '../model-bridge/transcript.js';
 import { HttpUpstream, type Upstream } from '../model-bridge/upstream.js';
 

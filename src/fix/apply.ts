@@ -8,7 +8,7 @@ import { realpath } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
 import { findCatalogIfAny } from '../catalog/discover.js';
 import { loadCatalog, type LoadedCatalog } from '../catalog/load.js';
-import { applyChangeSet } from '../changes/apply.js';
+import { applyChangeSet } from '../changes/apply-change-set.js';
 import { defaultJournalDir } from '../changes/apply-journal.js';
 import type { ChangeEntry, ChangeSet } from '../changes/change-set.js';
 import { sha256 } from '../changes/hash.js';

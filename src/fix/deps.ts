@@ -2,7 +2,7 @@
 import type { LoadedCatalog } from '../catalog/load.js';
 import { withBuildTimeLimit } from '../image-context/build-limit.js';
 import type { BuildTimeLimit, RepoImage, RepoImageRequest } from '../image-context/request.js';
-import type { SandboxProvider } from '../sandbox/registry.js';
+import type { SandboxProvider } from '../sandbox/backend-registry.js';
 import type { FixDeps } from './types.js';
 import { buildEgress } from './egress-phases.js';
 

@@ -4,12 +4,12 @@
  * apply to the repo that a crash interrupted is undone.
  */
 import { resolve } from 'node:path';
-import { recoverInterruptedApply } from '../changes/apply.js';
+import { recoverInterruptedApply } from '../changes/apply-change-set.js';
 import { defaultJournalDir } from '../changes/apply-journal.js';
 import { loadCatalog } from '../catalog/load.js';
 import { loadTicket } from '../catalog/ticket.js';
 import type { EventSink } from '../agent/events.js';
-import { chooseProvider, createProvider, ProviderSession } from '../llm/registry.js';
+import { chooseProvider, createProvider, ProviderSession } from '../llm/provider-registry.js';
 import type { RetryInfo } from '../llm/retry.js';
 import { CostMeter, defaultPrices } from '../llm/cost.js';
 import type { ModelProvider } from '../llm/types.js';

@@ -8,7 +8,7 @@
  * unit-testable with fakes; the CLI passes the real ones. `closeRun` runs exactly once,
  * whatever happened, and exit codes are the CLI's business (`cli/exit-codes.ts`).
  */
-import type { Recovery } from '../changes/apply.js';
+import type { Recovery } from '../changes/apply-change-set.js';
 import { resolve } from 'node:path';
 import { JsonlEventSink, fanOut } from '../agent/events.js';
 import { buildSystemPrompt } from '../agent/prompt.js';
@@ -38,7 +38,7 @@ import {
   TestCommandBroken,
   errorMessage,
 } from '../errors.js';
-import { contextWindowTokens } from '../llm/registry.js';
+import { contextWindowTokens } from '../llm/provider-registry.js';
 import type { RunOutcome } from '../outcomes.js';
 import { RunDir, runsDirFor, type ContainerRecord, type RunRecord } from '../runs/record.js';
 import { RunJournal } from '../runs/journal.js';

@@ -4,14 +4,14 @@
  * with fakes), what it gets back (`FixResult`), and the one context a run carries from step
  * to step (`Run`).
  */
-import type { Recovery } from '../changes/apply.js';
+import type { Recovery } from '../changes/apply-change-set.js';
 import type { LoadedCatalog } from '../catalog/load.js';
 import type { ChangeSet } from '../changes/change-set.js';
 import type { Ticket } from '../catalog/ticket.js';
 import type { EventSink } from '../agent/events.js';
 import type { AgentLoopResult } from '../agent/loop.js';
 import type { HarnessError } from '../errors.js';
-import type { createProvider } from '../llm/registry.js';
+import type { createProvider } from '../llm/provider-registry.js';
 import type { CassetteRecorder } from '../llm/recording.js';
 import type { CostMeter } from '../llm/cost.js';
 import type { Continuation } from './continue.js';

@@ -11,7 +11,12 @@
  * no other engine is left.
  */
 import { SandboxUnavailable } from '../errors.js';
-import { describeEngine, engineConnector, type EngineRef, type EngineSpec } from '../sandbox/registry.js';
+import {
+  describeEngine,
+  engineConnector,
+  type EngineRef,
+  type EngineSpec,
+} from '../sandbox/backend-registry.js';
 import { defaultCapacity, Placement, type AcquireOptions, type EngineLoad } from './placement.js';
 
 /**

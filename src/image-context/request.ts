@@ -1,6 +1,6 @@
 /**
  * The one way to ask for a repo's sandbox image and the one answer, from `fix` through
- * `sandbox/registry.ts` to the backend that builds it: the same field names at every layer,
+ * `sandbox/backend-registry.ts` to the backend that builds it: the same field names at every layer,
  * so nothing is renamed (and nothing dropped) on the way down or back up.
  */
 import type { EgressPolicy } from '../egress-policy.js';

@@ -1,8 +1,8 @@
 /**
  * The host side of the model bridge: one request from the sandbox's relay in, one answer
  * out. Each request is checked (checks.ts), stopped at the run's budgets, sent upstream with
- * the real credentials (upstream.ts, or a recording: replay.ts), metered as its answer
- * streams back (usage.ts) and recorded (transcript.ts). A refusal is an answer the agent
+ * the real credentials (upstream.ts, or a recording: bridge-replay.ts), metered as its answer
+ * streams back (bridge-usage.ts) and recorded (transcript.ts). A refusal is an answer the agent
  * reads in its API's error shape; `stopReason` tells the harness which budget stopped it.
  *
  * `exchange` never throws: whatever the sandbox sends or the provider does, the agent gets
@@ -20,9 +20,9 @@ import {
   type RelayedRequest,
   type Refusal,
 } from './checks.js';
-import { ReplayMismatch } from './replay.js';
+import { ReplayMismatch } from './bridge-replay.js';
 import type { BridgeExchange, TranscriptSink } from './transcript.js';
-import { UsageMeter } from './usage.js';
+import { UsageMeter } from './bridge-usage.js';
 import { fromChunks, type Upstream, type UpstreamResponse } from './upstream.js';
 import { RELAY_DEFAULTS } from './relay.js';
 

@@ -3,7 +3,7 @@
  * request body), what it got (status and the answer's text, server-sent events as they
  * came), when, how long, and the tokens and cost counted. It is the transcript of a
  * third-party agent's run (for `logs`, the viewer, exports and cost), and it replays offline
- * (replay.ts). It never holds a header: the key lives only in headers the bridge built.
+ * (bridge-replay.ts). It never holds a header: the key lives only in headers the bridge built.
  *
  * The file is created new (never over an existing file or through a link) and appended to
  * line by line, so a crash loses at most the exchange in progress.
@@ -13,7 +13,7 @@ import { open, readFile, type FileHandle } from 'node:fs/promises';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import type { ApiKind, RefusalKind } from './checks.js';
-import type { MeteredUsage } from './usage.js';
+import type { MeteredUsage } from './bridge-usage.js';
 
 /** How an exchange ended. */
 export type ExchangeOutcome = 'answered' | 'refused' | 'failed' | 'cancelled';

@@ -1,6 +1,6 @@
 /**
  * Where a checked request goes: the configured provider over HTTPS (here), or a recording
- * (replay.ts). The provider gets the request body as the sandbox sent it and headers the
+ * (bridge-replay.ts). The provider gets the request body as the sandbox sent it and headers the
  * bridge builds from nothing: the real key, the API version, the content type. What comes
  * back to the sandbox is the status, the answer's bytes as they arrive, and a few headers a
  * client acts on (its content type, request id, retry-after), never the provider's others.

@@ -14,7 +14,7 @@ import { ATTEMPT_VERDICTS, LOOP_STOPS, RUN_OUTCOMES, TEST_VERDICTS } from '../ou
 import { writeFileAtomic } from '../atomic-write.js';
 import { MODEL_ROLES } from '../llm/types.js';
 import { priceSchema } from '../llm/cost.js';
-import { storedEngineRefSchema } from '../sandbox/registry.js';
+import { storedEngineRefSchema } from '../sandbox/backend-registry.js';
 import {
   countSchema,
   durationMsSchema,

@@ -412,7 +412,7 @@ export const DEFAULT_EXEC_TIMEOUT_MS = 120_000;
 export const DEFAULT_MAX_OUTPUT_BYTES = 256 * 1024;
 
 // ---- the provider: every operation of a backend the CLI, fix and evals need ---------------
-// (here rather than in registry.ts, so a backend's provider imports types, not the registry
+// (here rather than in backend-registry.ts, so a backend's provider imports types, not the registry
 // that loads it)
 
 /** One check of `doctor`. */

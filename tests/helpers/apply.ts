@@ -1,4 +1,9 @@
-import { applyChangeSet, nodeApplyFs, pristineHashes, type ApplyFs } from '../../src/changes/apply.js';
+import {
+  applyChangeSet,
+  nodeApplyFs,
+  pristineHashes,
+  type ApplyFs,
+} from '../../src/changes/apply-change-set.js';
 import type { ChangeEntry } from '../../src/changes/change-set.js';
 
 /**

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { dockerBackend } from '../../src/sandbox/docker/index.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import type { Sandbox } from '../../src/sandbox/types.js';
-import { createProvider } from '../../src/llm/registry.js';
+import { createProvider } from '../../src/llm/provider-registry.js';
 import { ReplayProvider } from '../../src/llm/replay.js';
 import { JsonlEventSink } from '../../src/agent/events.js';
 import { startFakeModelServer, type FakeModelServer } from '../fake-model-server/server.js';

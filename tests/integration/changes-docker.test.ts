@@ -15,7 +15,7 @@ import { createAllowlist } from '../../src/changes/allowlist.js';
 import { collectChangeSet, gateChangeSet } from '../../src/changes/change-set.js';
 import type { PristineSource } from '../../src/changes/pristine.js';
 import { changeSetPatch } from '../../src/changes/patch.js';
-import { applyChangeSet } from '../../src/changes/apply.js';
+import { applyChangeSet } from '../../src/changes/apply-change-set.js';
 import { createChangeIgnore, ignoreSettings } from '../../src/changes/ignore.js';
 import { FIXTURES } from '../helpers/docker.js';
 import { treeHash } from '../helpers/cli.js';

@@ -15,7 +15,7 @@ import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fixDeps } from '../../src/fix/deps.js';
 import { runFix } from '../../src/fix/run-fix.js';
-import { sandboxProvider } from '../../src/sandbox/registry.js';
+import { sandboxProvider } from '../../src/sandbox/backend-registry.js';
 import { runCli } from '../helpers/cli.js';
 import { scripted, text, toolUse } from '../unit/agent/helpers.js';
 import { promisify } from 'node:util';

@@ -13,11 +13,11 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ModelBridge } from '../../src/model-bridge/bridge.js';
-import { ReplayUpstream } from '../../src/model-bridge/replay.js';
+import { ReplayUpstream } from '../../src/model-bridge/bridge-replay.js';
 import { startRelay } from '../../src/model-bridge/session.js';
 import { FileTranscript, readTranscript } from '../../src/model-bridge/transcript.js';
 import { HttpUpstream, type Upstream } from '../../src/model-bridge/upstream.js';
-import { sandboxProvider } from '../../src/sandbox/registry.js';
+import { sandboxProvider } from '../../src/sandbox/backend-registry.js';
 import type { Sandbox } from '../../src/sandbox/types.js';
 import { startFakeModelServer, type FakeModelServer, type ScriptStep } from '../fake-model-server/server.js';
 import {

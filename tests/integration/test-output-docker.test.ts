@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { runFix } from '../../src/fix/run-fix.js';
 import { fixDeps } from '../../src/fix/deps.js';
-import { sandboxProvider } from '../../src/sandbox/registry.js';
+import { sandboxProvider } from '../../src/sandbox/backend-registry.js';
 import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runFix, type FixOptions } from '../../src/fix/run-fix.js';
 import { fixDeps } from '../../src/fix/deps.js';
-import { sandboxProvider } from '../../src/sandbox/registry.js';
+import { sandboxProvider } from '../../src/sandbox/backend-registry.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
 import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';

@@ -62,8 +62,8 @@ async function importersOf(folder: string): Promise<string[]> {
 }
 
 describe('the shape of the code', () => {
-  it('only sandbox/registry.ts imports the Docker backend (type imports and dynamic imports too)', async () => {
-    expect(await importersOf('src/sandbox/docker')).toEqual(['src/sandbox/registry.ts']);
+  it('only sandbox/backend-registry.ts imports the Docker backend (type imports and dynamic imports too)', async () => {
+    expect(await importersOf('src/sandbox/docker')).toEqual(['src/sandbox/backend-registry.ts']);
   });
 
   it('the image context code knows no backend', async () => {
@@ -76,7 +76,7 @@ describe('the shape of the code', () => {
   });
 
   it('the seam check sees a reach into the backend (so the test above can fail)', async () => {
-    const targets = await importsOf(path.join(ROOT, 'src', 'sandbox', 'registry.ts'));
+    const targets = await importsOf(path.join(ROOT, 'src', 'sandbox', 'backend-registry.ts'));
     expect(targets).toContain('src/sandbox/docker/docker-provider.js');
     expect(targets).toContain('src/sandbox/docker/fleet/engines-file.js');
   });
@@ -489,58 +489,22 @@ function mayRepeat(file: string): boolean {
   return base === 'index.ts' || base === 'types.ts' || path.posix.dirname(file) === 'cli/commands';
 }
 
-/**
- * TEMPORARY, remove at merge: names other branches are changing right now. llm/ and model-bridge/ are their
- * owners' to rename (model-bridge/ landed with a replay.ts and a usage.ts beside llm/'s); the
- * names of changes/apply.ts and fix/apply.ts are the lead's to choose. The test below fails once one of them no longer
- * repeats, so the entry goes with the rename.
- */
-const NAME_EXCEPTIONS: readonly string[] = [
-  'sandbox/registry.ts',
-  'llm/registry.ts',
-  'llm/anthropic/mapping.ts',
-  'llm/openai/mapping.ts',
-  'llm/anthropic/provider.ts',
-  'llm/openai/provider.ts',
-  'changes/apply.ts',
-  'fix/apply.ts',
-  'llm/replay.ts',
-  'model-bridge/replay.ts',
-  'llm/usage.ts',
-  'model-bridge/usage.ts',
-];
-
-const covers = (exception: string, file: string) =>
-  exception.endsWith('/') ? file.startsWith(exception) : file === exception;
-const excepted = (file: string) => NAME_EXCEPTIONS.some((e) => covers(e, file));
-
-/** Groups of files sharing a name where at least two are neither allowed to repeat nor excepted. */
-function repeatedNames(
-  files: Iterable<string>,
-  isExcepted: (file: string) => boolean = () => false,
-): string[][] {
+/** Groups of files sharing a name where at least two are not allowed to repeat. */
+function repeatedNames(files: Iterable<string>): string[][] {
   const byName = new Map<string, string[]>();
   for (const file of files) {
     const base = path.posix.basename(file);
     byName.set(base, [...(byName.get(base) ?? []), file]);
   }
   return [...byName.values()]
-    .filter((group) => group.filter((f) => !mayRepeat(f) && !isExcepted(f)).length > 1)
+    .filter((group) => group.filter((f) => !mayRepeat(f)).length > 1)
     .map((group) => group.sort())
     .sort();
 }
 
 describe('names that say which one', () => {
   it('no two files in src/ share a name a reader could confuse', async () => {
-    expect(repeatedNames((await sourceTree()).graph.keys(), excepted)).toEqual([]);
-  });
-
-  it('every temporary exception still covers a name that repeats (remove it once renamed)', async () => {
-    const repeated = repeatedNames((await sourceTree()).graph.keys()).flat();
-    const unneeded = NAME_EXCEPTIONS.filter(
-      (e) => !repeated.some((file) => covers(e, file) && !mayRepeat(file)),
-    );
-    expect(unneeded).toEqual([]);
+    expect(repeatedNames((await sourceTree()).graph.keys())).toEqual([]);
   });
 
   it('the check sees the names this rule renamed, and lets types, index and commands repeat (so the tests above can fail)', () => {
@@ -561,7 +525,6 @@ describe('names that say which one', () => {
       ['agent/library.ts', 'fix/library.ts'],
       ['fix/egress.ts', 'sandbox/docker/egress.ts'],
     ]);
-    expect(repeatedNames(['llm/replay.ts', 'model-bridge/replay.ts'], excepted)).toEqual([]);
   });
 });
 

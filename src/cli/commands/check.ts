@@ -84,7 +84,7 @@ export async function checkCommand(ctx: CliContext, options: CheckCommandOptions
   const { runCheck } = await import('../../fix/check.js');
   const { fixDeps } = await import('../../fix/deps.js');
   const { silentProgress } = await import('../../fix/progress.js');
-  const { sandboxProvider } = await import('../../sandbox/registry.js');
+  const { sandboxProvider } = await import('../../sandbox/backend-registry.js');
   const catalogFile = await findCatalog(ctx.cwd, options.catalog);
   const result = await runCheck(
     {

@@ -57,7 +57,12 @@ import { Command } from '@commander-js/extra-typings';
 import { errorMessage, UsageError } from '../../errors.js';
 import { defaultCapacity } from '../../fleet/placement.js';
 import { alignColumns, formatBytes, formatDuration } from '../../format.js';
-import type { DoctorCheck, DoctorReport, EngineSpec, SandboxProvider } from '../../sandbox/registry.js';
+import type {
+  DoctorCheck,
+  DoctorReport,
+  EngineSpec,
+  SandboxProvider,
+} from '../../sandbox/backend-registry.js';
 import { DEFAULT_RESOURCES } from '../../sandbox/types.js';
 import { note, print, printJson, type CliContext } from '../cli-context.js';
 import { declareCommand, type OptionsOf } from '../declare-command.js';
@@ -94,7 +99,7 @@ export function doctorExitCode(report: Pick<DoctorReport, 'ok' | 'usable'>): num
 }
 
 export async function checkLocalEngine(): Promise<DoctorResult> {
-  const { sandboxProvider } = await import('../../sandbox/registry.js');
+  const { sandboxProvider } = await import('../../sandbox/backend-registry.js');
   const { agentChecks } = await import('../../agent-kinds/agent-doctor.js');
   const report = await (await sandboxProvider()).doctor();
   // Which agents are ready: notes only, so the engine's verdict (and the exit code) stays its own.
@@ -144,7 +149,7 @@ export async function doctorFleet(
     onLine?: (line: string) => void;
   },
 ): Promise<FleetDoctorResult> {
-  const { connectEngine, sandboxProvider } = await import('../../sandbox/registry.js');
+  const { connectEngine, sandboxProvider } = await import('../../sandbox/backend-registry.js');
   const engines = await Promise.all(
     specs.map(async (spec): Promise<FleetEngineReport> => {
       const provider = await sandboxProvider('docker', { engine: await connectEngine(spec) });
@@ -254,7 +259,7 @@ export async function doctorCommand(ctx: CliContext, options: DoctorCommandOptio
   const { enginesNamed, resolveEngineFlags } = await import('../engine-flags.js');
   const chosen = backendChoice(options);
   if (chosen.name !== 'docker') {
-    const { sandboxProvider } = await import('../../sandbox/registry.js');
+    const { sandboxProvider } = await import('../../sandbox/backend-registry.js');
     const provider = await sandboxProvider(chosen.name, chosen.options);
     const report = await provider.doctor();
     const result = { ...report, exitCode: doctorExitCode(report) };

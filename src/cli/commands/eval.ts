@@ -204,7 +204,10 @@ async function evalOnce(ctx: CliContext, suiteFile: string, options: EvalCommand
       ...(chosen.name !== 'docker'
         ? {
             provider: async () =>
-              (await import('../../sandbox/registry.js')).sandboxProvider(chosen.name, chosen.options),
+              (await import('../../sandbox/backend-registry.js')).sandboxProvider(
+                chosen.name,
+                chosen.options,
+              ),
           }
         : {}),
       say,

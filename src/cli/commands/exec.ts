@@ -59,7 +59,7 @@ export async function execCommand(
   const { loadCatalog } = await import('../../catalog/load.js');
   const { catalogImageOptions } = await import('../../fix/deps.js');
   const { withBuildTimeLimit } = await import('../../image-context/build-limit.js');
-  const { sandboxProvider } = await import('../../sandbox/registry.js');
+  const { sandboxProvider } = await import('../../sandbox/backend-registry.js');
   const { shellJoin } = await import('../../sandbox/shell.js');
   const { buildLines } = await import('../../fix/progress.js');
   const catalog = options.catalog

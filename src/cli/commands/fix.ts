@@ -147,7 +147,7 @@ export async function fixCommand(
   const { runFix } = await import('../../fix/run-fix.js');
   const { fixDeps } = await import('../../fix/deps.js');
   const { silentProgress } = await import('../../fix/progress.js');
-  const { sandboxProvider } = await import('../../sandbox/registry.js');
+  const { sandboxProvider } = await import('../../sandbox/backend-registry.js');
   const catalogFile = await findCatalog(ctx.cwd, options.catalog);
   const result = await runFix(
     {

@@ -1,7 +1,7 @@
 /** `gc`: this tool's leftover containers, kept ones and unused repo images when asked. */
 import { Command } from '@commander-js/extra-typings';
 import { errorMessage, UsageError } from '../../errors.js';
-import type { GcReport } from '../../sandbox/registry.js';
+import type { GcReport } from '../../sandbox/backend-registry.js';
 import { print, printJson, type CliContext } from '../cli-context.js';
 import { declareCommand, type OptionsOf } from '../declare-command.js';
 import { EXIT_CODES } from '../exit-codes.js';
@@ -73,7 +73,8 @@ async function runIdOf(ctx: CliContext, ref: string, where: RunsLocation): Promi
  * engine could not be reached; the others are still collected.
  */
 export async function gcCommand(ctx: CliContext, options: GcCommandOptions): Promise<number> {
-  const { connectEngine, describeEngine, sandboxProvider } = await import('../../sandbox/registry.js');
+  const { connectEngine, describeEngine, sandboxProvider } =
+    await import('../../sandbox/backend-registry.js');
   const { enginesNamed, resolveEngineFlags } = await import('../engine-flags.js');
   const olderThanMs = options.olderThan;
   const runId = options.run === undefined ? undefined : await runIdOf(ctx, options.run, options);

@@ -7,7 +7,7 @@
 import { Argument, Command } from '@commander-js/extra-typings';
 import { UsageError } from '../../errors.js';
 import { alignColumns, formatBytes } from '../../format.js';
-import type { BaseKind, EnsureBaseImageResult, HarnessImage } from '../../sandbox/registry.js';
+import type { BaseKind, EnsureBaseImageResult, HarnessImage } from '../../sandbox/backend-registry.js';
 import { print, printJson, type CliContext } from '../cli-context.js';
 import { declareCommand, declareGroup, type OptionsOf } from '../declare-command.js';
 import { terminalProgress } from '../progress-line.js';
@@ -59,7 +59,7 @@ export interface ImagesEnsureOptions {
 }
 
 export async function describeEnsureResult(result: EnsureBaseImageResult): Promise<string> {
-  const { BASE_IMAGES } = await import('../../sandbox/registry.js');
+  const { BASE_IMAGES } = await import('../../sandbox/backend-registry.js');
   switch (result.source) {
     case 'existing':
       return `base image ${result.tag} is present (${result.imageId.slice(7, 19)})`;
@@ -75,7 +75,7 @@ export async function imagesEnsure(
   ctx: CliContext,
   options: ImagesEnsureOptions,
 ): Promise<EnsureBaseImageResult> {
-  const { BASE_IMAGES, dockerOnly } = await import('../../sandbox/registry.js');
+  const { BASE_IMAGES, dockerOnly } = await import('../../sandbox/backend-registry.js');
   const progress = options.quiet ? undefined : terminalProgress(ctx.stderr, ctx.isTTY);
   let started = false;
   const result = await (
@@ -107,7 +107,7 @@ export function imagesBootstrap(
 }
 
 export async function imagesList(): Promise<{ images: HarnessImage[] }> {
-  const { dockerOnly } = await import('../../sandbox/registry.js');
+  const { dockerOnly } = await import('../../sandbox/backend-registry.js');
   return { images: await (await dockerOnly()).listHarnessImages() };
 }
 

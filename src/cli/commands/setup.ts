@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Command, Option } from '@commander-js/extra-typings';
 import { SandboxUnavailable, UsageError } from '../../errors.js';
-import type { BaseKind, EnsureBaseImageResult, GvisorSetupResult } from '../../sandbox/registry.js';
+import type { BaseKind, EnsureBaseImageResult, GvisorSetupResult } from '../../sandbox/backend-registry.js';
 import { note, print, printJson, type CliContext } from '../cli-context.js';
 import { declareCommand, type OptionsOf } from '../declare-command.js';
 import { describeEnsureResult, imagesEnsure } from './images.js';
@@ -65,7 +65,7 @@ async function runEnsureDocker(
   quiet: boolean,
   dockerEndpoint: () => string,
 ): Promise<{ code: number; output: string[] }> {
-  const { packageRoot } = await import('../../sandbox/registry.js');
+  const { packageRoot } = await import('../../sandbox/backend-registry.js');
   const script = join(packageRoot(), 'scripts', 'ensure-docker.sh');
   try {
     await access(script);
@@ -93,7 +93,7 @@ async function runEnsureDocker(
 }
 
 export async function setUpEngine(ctx: CliContext, options: SetupOptions = {}): Promise<SetupResult> {
-  const { DEFAULT_BASE_IMAGE, dockerOnly } = await import('../../sandbox/registry.js');
+  const { DEFAULT_BASE_IMAGE, dockerOnly } = await import('../../sandbox/backend-registry.js');
   // Setting up an engine is the Docker backend's alone: it starts dockerd.
   const docker = await dockerOnly();
   const dockerEndpoint = docker.localEndpoint;

@@ -79,7 +79,7 @@ export async function workCommand(
   const { catalogImageOptions, fixDeps } = await import('../../fix/deps.js');
   const { runFix } = await import('../../fix/run-fix.js');
   const { silentProgress } = await import('../../fix/progress.js');
-  const { sandboxProvider } = await import('../../sandbox/registry.js');
+  const { sandboxProvider } = await import('../../sandbox/backend-registry.js');
   const { loadBacklog } = await import('../../work/backlog.js');
   const { readWorkState, runBacklog, stateFileFor } = await import('../../work/run-backlog.js');
   const absolute = resolve(ctx.cwd, file);

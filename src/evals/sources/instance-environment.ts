@@ -13,7 +13,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from '../../errors.js';
 import { imageRefProblem } from '../../object-names.js';
-import { BASE_IMAGES, isBaseKind } from '../../sandbox/registry.js';
+import { BASE_IMAGES, isBaseKind } from '../../sandbox/backend-registry.js';
 
 /** An image reference, or a base the harness knows by name (`node`, `python`). */
 export const imageName = (what: string, bases: boolean) =>

@@ -1,7 +1,7 @@
 /**
  * The Docker backend's public names, for the registry's callers' tests and the benchmarks:
  * the backend, its engine client, its images and its labels. Code in src/ above the sandbox
- * seam reaches none of this except through src/sandbox/registry.ts.
+ * seam reaches none of this except through src/sandbox/backend-registry.ts.
  */
 export { DockerBackend, DockerSandbox, dockerBackend } from './docker-sandbox.js';
 export { dockerEngine, DockerEngine } from './engine/index.js';

@@ -14,7 +14,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { JsonlEventSink } from '../../../src/agent/events.js';
 import { runAgentLoop } from '../../../src/agent/loop.js';
 import { createDefaultToolRegistry } from '../../../src/agent/tools/tool-registry.js';
-import { createProvider } from '../../../src/llm/registry.js';
+import { createProvider } from '../../../src/llm/provider-registry.js';
 import type { ExecOptions } from '../../../src/sandbox/types.js';
 import { MemorySandbox } from '../../fakes/memory-sandbox.js';
 import { startFakeModelServer, type FakeModelServer } from '../../fake-model-server/server.js';

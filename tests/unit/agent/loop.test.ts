@@ -9,7 +9,7 @@ import {
 } from '../../../src/agent/tools/tool-registry.js';
 import { defineTool } from '../../../src/agent/tools/types.js';
 import { ConfigError, SandboxDead } from '../../../src/errors.js';
-import { createProvider } from '../../../src/llm/registry.js';
+import { createProvider } from '../../../src/llm/provider-registry.js';
 import { loadCassette, ReplayProvider } from '../../../src/llm/replay.js';
 import type { ModelProvider } from '../../../src/llm/types.js';
 import { MemorySandbox } from '../../fakes/memory-sandbox.js';

@@ -22,7 +22,7 @@ import {
   pristineHashes,
   recoverInterruptedApply,
   type ApplyFs,
-} from '../../../src/changes/apply.js';
+} from '../../../src/changes/apply-change-set.js';
 import { sha256 } from '../../../src/changes/hash.js';
 import type { ChangeEntry } from '../../../src/changes/change-set.js';
 import { ApplyError } from '../../../src/errors.js';

@@ -13,7 +13,7 @@ import { BuildTimeout, Interrupted } from '../../../src/errors.js';
 import { catalogImageOptions, fixDeps } from '../../../src/fix/deps.js';
 import { withBuildTimeLimit } from '../../../src/image-context/build-limit.js';
 import type { RepoImage, RepoImageRequest } from '../../../src/image-context/request.js';
-import type { SandboxProvider } from '../../../src/sandbox/registry.js';
+import type { SandboxProvider } from '../../../src/sandbox/backend-registry.js';
 
 const IMAGE: RepoImage = {
   tag: 'sandbox-harness/repo-x:1',

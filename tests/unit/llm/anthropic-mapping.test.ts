@@ -5,7 +5,7 @@ import {
   mapAnthropicStopReason,
   toAnthropicMessages,
   toAnthropicRequest,
-} from '../../../src/llm/anthropic/mapping.js';
+} from '../../../src/llm/anthropic/anthropic-mapping.js';
 import type { Message } from '../../../src/llm/types.js';
 import { loadFixture } from './fixtures.js';
 

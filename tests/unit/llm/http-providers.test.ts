@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Interrupted, ModelError } from '../../../src/errors.js';
 import { until } from '../../helpers/poll.js';
-import { createProvider } from '../../../src/llm/registry.js';
+import { createProvider } from '../../../src/llm/provider-registry.js';
 import type { CompletionRequest, ModelProvider } from '../../../src/llm/types.js';
 import {
   startFakeModelServer,

@@ -6,7 +6,7 @@ import {
   recoverToolCallsFromText,
   toOpenAIMessages,
   toOpenAIRequest,
-} from '../../../src/llm/openai/mapping.js';
+} from '../../../src/llm/openai/openai-mapping.js';
 import type { Message } from '../../../src/llm/types.js';
 import { loadFixture } from './fixtures.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, UsageError } from '../../../src/errors.js';
-import { chooseProvider, createProvider } from '../../../src/llm/registry.js';
+import { chooseProvider, createProvider } from '../../../src/llm/provider-registry.js';
 
 describe('chooseProvider', () => {
   const keys = { ANTHROPIC_API_KEY: 'sk-ant-x', OPENAI_API_KEY: 'sk-x' };

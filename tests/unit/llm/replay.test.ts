@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../../src/errors.js';
-import { createProvider, ProviderSession } from '../../../src/llm/registry.js';
+import { createProvider, ProviderSession } from '../../../src/llm/provider-registry.js';
 import { RecordingProvider } from '../../../src/llm/recording.js';
 import { loadCassette, ReplayProvider, type Cassette, type CassetteTurn } from '../../../src/llm/replay.js';
 import type { CompletionRequest, ModelProvider, ModelRole } from '../../../src/llm/types.js';

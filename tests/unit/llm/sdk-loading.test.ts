@@ -4,7 +4,7 @@
  * Anthropic's. The mocks below only note that a module was loaded, then pass it through.
  */
 import { describe, expect, it, vi } from 'vitest';
-import { createProvider } from '../../../src/llm/registry.js';
+import { createProvider } from '../../../src/llm/provider-registry.js';
 import { ReplayProvider } from '../../../src/llm/replay.js';
 
 const loaded = vi.hoisted(() => ({ anthropic: 0, openai: 0 }));

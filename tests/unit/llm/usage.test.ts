@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { ModelError } from '../../../src/errors.js';
-import { createProvider } from '../../../src/llm/registry.js';
+import { createProvider } from '../../../src/llm/provider-registry.js';
 import { CostMeter } from '../../../src/llm/cost.js';
 import { estimateRequestTokens } from '../../../src/llm/tokens.js';
 import type { CompletionRequest, ModelProvider, Usage } from '../../../src/llm/types.js';

@@ -13,7 +13,7 @@ import { ConfigError } from '../../../src/errors.js';
 import { CostMeter } from '../../../src/llm/cost.js';
 import { ModelBridge, TokenBudget, type ModelBridgeOptions } from '../../../src/model-bridge/bridge.js';
 import type { CheckedRequest } from '../../../src/model-bridge/checks.js';
-import { ReplayUpstream } from '../../../src/model-bridge/replay.js';
+import { ReplayUpstream } from '../../../src/model-bridge/bridge-replay.js';
 import { startRelay, type BridgeConnection } from '../../../src/model-bridge/session.js';
 import { FileTranscript, MemoryTranscript, readTranscript } from '../../../src/model-bridge/transcript.js';
 import { HttpUpstream, type Upstream, type UpstreamResponse } from '../../../src/model-bridge/upstream.js';

@@ -3,7 +3,7 @@
  * chunking; numbers that are not counts are refused and the call is counted by the bridge.
  */
 import { describe, expect, it } from 'vitest';
-import { tokenCount, UsageMeter } from '../../../src/model-bridge/usage.js';
+import { tokenCount, UsageMeter } from '../../../src/model-bridge/bridge-usage.js';
 import {
   toAnthropicStream,
   toAnthropicWire,

@@ -17,7 +17,7 @@ import { loadHarborSource } from '../../../../src/evals/sources/harbor-source.js
 import { materializeHarbor } from '../../../../src/evals/sources/harbor-materialize.js';
 import { catalogImageOptions } from '../../../../src/fix/deps.js';
 import type { RepoImage, RepoImageRequest } from '../../../../src/image-context/request.js';
-import type { SandboxProvider } from '../../../../src/sandbox/registry.js';
+import type { SandboxProvider } from '../../../../src/sandbox/backend-registry.js';
 
 let root: string;
 beforeEach(async () => {

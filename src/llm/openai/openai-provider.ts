@@ -5,7 +5,7 @@ import { withRetry, type RetryInfo, type RetryPolicy } from '../retry.js';
 import { estimateRequestTokens } from '../tokens.js';
 import { countRefused } from '../usage.js';
 import type { Completion, CompletionRequest, ModelProvider } from '../types.js';
-import { fromOpenAIResponse, toOpenAIRequest } from './mapping.js';
+import { fromOpenAIResponse, toOpenAIRequest } from './openai-mapping.js';
 
 type OpenAIModule = typeof import('openai');
 

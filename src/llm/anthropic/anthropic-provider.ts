@@ -11,7 +11,7 @@ import {
   toAnthropicMessages,
   toAnthropicRequest,
   toAnthropicTools,
-} from './mapping.js';
+} from './anthropic-mapping.js';
 
 type AnthropicModule = typeof import('@anthropic-ai/sdk');
 

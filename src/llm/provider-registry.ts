@@ -190,7 +190,7 @@ async function createBareProvider(options: CreateProviderOptions): Promise<Model
         });
       }
       const { createAnthropicProvider, DEFAULT_ANTHROPIC_BASE_URL, DEFAULT_ANTHROPIC_MODEL } =
-        await import('./anthropic/provider.js');
+        await import('./anthropic/anthropic-provider.js');
       return createAnthropicProvider({
         apiKey,
         baseUrl: options.baseUrl ?? envValue(env, 'ANTHROPIC_BASE_URL') ?? DEFAULT_ANTHROPIC_BASE_URL,
@@ -210,7 +210,7 @@ async function createBareProvider(options: CreateProviderOptions): Promise<Model
         );
       }
       const { createOpenAIProvider, DEFAULT_OPENAI_BASE_URL, DEFAULT_OPENAI_MODEL } =
-        await import('./openai/provider.js');
+        await import('./openai/openai-provider.js');
       const organization = envValue(env, 'OPENAI_ORG_ID');
       const project = envValue(env, 'OPENAI_PROJECT_ID');
       return createOpenAIProvider({
