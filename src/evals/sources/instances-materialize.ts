@@ -60,7 +60,7 @@ export interface PredictionsFound {
   noPrediction: string[];
   /** Predictions naming no instance of the suite. */
   unknown: string[];
-  /** Instances whose prediction is an empty patch (scored: the tests run on the base commit). */
+  /** Instances whose prediction is an empty patch (scored as not resolved: the trial ends `no-changes`). */
   emptyPatch: string[];
 }
 

@@ -211,7 +211,7 @@ function predictionsSection(info: PredictionsSummary): ReportSection {
   const rows: string[][] = [[info.file, 'model', info.models.join('; ') || '-']];
   for (const id of info.noPrediction) rows.push([id, 'no prediction: not run, not scored', '-']);
   for (const id of info.unknown) rows.push([id, 'a prediction for an instance not in the suite', '-']);
-  for (const id of info.emptyPatch) rows.push([id, 'empty patch: the tests ran on the base commit', '-']);
+  for (const id of info.emptyPatch) rows.push([id, 'empty patch: scored as not resolved (no-changes)', '-']);
   return {
     heading: 'Predictions',
     table: { header: ['instance', 'flag', 'detail'], rows: rowsOf(rows) },

@@ -231,9 +231,11 @@ describe('predictions into tasks', () => {
     );
     const table = instancesSource.section!.report(summary)[0]!;
     expect(table.heading).toBe('Predictions');
+    expect(JSON.stringify(table.table.rows)).toContain('acme-agent-1');
+    expect(JSON.stringify(table.table.rows)).toContain('no prediction: not run, not scored');
   }, 60_000);
 
-  it('an empty patch is scored (the tests run on the base commit) and named; --oracle with --predictions is refused', async () => {
+  it('an empty patch is scored (as no change) and named; --oracle with --predictions is refused', async () => {
     const preds = join(root, 'empty.jsonl');
     await writeFile(preds, jsonl([pred(repos.fees.instance_id, '', 'm')]));
     const source = await loadInstanceSuite(join(root, 'suite.yaml'));
