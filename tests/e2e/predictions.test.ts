@@ -77,12 +77,19 @@ describe('predictions end to end (real Docker, no model)', { timeout: 900_000 },
     );
     const summary = JSON.parse(await readFile(join(out, 'summary.json'), 'utf8'));
     expect(summary.overall).toMatchObject({ passes: 1 });
-    expect(summary.instances.predictions).toEqual({
+    expect(summary.instances.predictions).toMatchObject({
       file: 'preds.jsonl',
       models: [model],
       noPrediction: [],
       unknown: ['ghost-1'],
       emptyPatch: [repos.parcels.instance_id],
+      // SWE-bench's own keys beside ours.
+      swebench: {
+        resolved_ids: [repos.fees.instance_id],
+        unresolved_ids: [],
+        empty_patch_ids: [repos.parcels.instance_id],
+        error_ids: [repos.flaky.instance_id],
+      },
     });
     const report = await readFile(join(out, 'report.md'), 'utf8');
     expect(report).toContain('## Predictions');

@@ -14,7 +14,7 @@ import {
   type InstanceSuite,
 } from './instances.js';
 import { materializeInstances, type PredictionsFound } from './instances-materialize.js';
-import { loadPredictions, type Predictions } from './predictions.js';
+import { loadPredictions, swebenchReport, type Predictions, type SwebenchReport } from './predictions.js';
 import path from 'node:path';
 import { ConfigError } from '../../errors.js';
 import { oracleFindings, readQuarantine, writeQuarantine, type Quarantine } from './quarantine.js';
@@ -39,6 +39,8 @@ export interface InstancesSummary {
 export interface PredictionsSummary extends PredictionsFound {
   /** The predictions file as the command line named it. */
   file: string;
+  /** The results under SWE-bench's report keys (`resolved_ids`, `empty_patch_ids`, ...). */
+  swebench?: SwebenchReport;
 }
 
 declare module '../summary.js' {
@@ -130,7 +132,18 @@ async function makeInstances(
           : {}),
         ...(findings ? { flakyTests: findings.flakyTests } : {}),
         quarantined: findings?.flakyTests ?? quarantine?.tests ?? {},
-        ...(scored ? { predictions: scored } : {}),
+        ...(scored
+          ? {
+              predictions: {
+                ...scored,
+                swebench: swebenchReport(
+                  source.instances.instances.map((i) => i.instance_id),
+                  scored,
+                  results,
+                ),
+              },
+            }
+          : {}),
       };
       if (findings && flags.quarantine) {
         await writeQuarantine(
@@ -220,6 +233,11 @@ function predictionsSection(info: PredictionsSummary): ReportSection {
 
 function predictionLines(info: PredictionsSummary): string[] {
   const lines = [`predictions: ${info.file} (${info.models.join(', ') || 'no usable prediction'})`];
+  const s = info.swebench;
+  if (s)
+    lines.push(
+      `as SWE-bench counts: ${s.resolved_instances} resolved, ${s.unresolved_instances} unresolved, ${s.empty_patch_instances} empty patch, ${s.error_instances} error, ${s.incomplete_ids.length} incomplete (of ${s.total_instances})`,
+    );
   if (info.noPrediction.length > 0)
     lines.push(`no prediction (not run, not scored): ${info.noPrediction.join(', ')}`);
   if (info.unknown.length > 0)

@@ -10,6 +10,8 @@
 import { open } from 'node:fs/promises';
 import { sha256 } from '../../changes/hash.js';
 import { ConfigError } from '../../errors.js';
+import { PASSING_CATEGORY, UNSCORED_CATEGORIES } from '../../outcomes.js';
+import type { TrialResult } from '../types.js';
 
 /** Above this the file is refused before it is read (SWE-bench's full test set is ~20 MB of patches). */
 export const MAX_PREDICTIONS_BYTES = 256 * 1024 * 1024;
@@ -209,4 +211,63 @@ function describe(value: unknown): string {
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message.slice(0, 200) : String(error);
+}
+
+/** SWE-bench's own report keys (its harness's final report), beside the harness's summary. */
+export interface SwebenchReport {
+  total_instances: number;
+  submitted_instances: number;
+  completed_instances: number;
+  resolved_instances: number;
+  unresolved_instances: number;
+  empty_patch_instances: number;
+  error_instances: number;
+  submitted_ids: string[];
+  completed_ids: string[];
+  incomplete_ids: string[];
+  empty_patch_ids: string[];
+  resolved_ids: string[];
+  unresolved_ids: string[];
+  error_ids: string[];
+}
+
+/**
+ * The results counted as SWE-bench counts them: an empty patch is `empty_patch` (not
+ * completed), an instance with no prediction `incomplete`, one whose trial ended unscored
+ * (a patch that did not apply, the environment) `error`; a completed instance is resolved when
+ * every one of its trials passed.
+ */
+export function swebenchReport(
+  instanceIds: readonly string[],
+  found: { noPrediction: readonly string[]; emptyPatch: readonly string[] },
+  results: readonly TrialResult[],
+): SwebenchReport {
+  const submitted = instanceIds.filter((id) => !found.noPrediction.includes(id));
+  const ids = { resolved: [] as string[], unresolved: [] as string[], error: [] as string[] };
+  const incomplete = [...found.noPrediction];
+  for (const id of submitted) {
+    if (found.emptyPatch.includes(id)) continue;
+    const trials = results.filter((r) => r.taskId === id);
+    if (trials.length === 0) incomplete.push(id);
+    else if (trials.some((r) => UNSCORED_CATEGORIES.has(r.category))) ids.error.push(id);
+    else if (trials.every((r) => r.category === PASSING_CATEGORY)) ids.resolved.push(id);
+    else ids.unresolved.push(id);
+  }
+  const completed = [...ids.resolved, ...ids.unresolved];
+  return {
+    total_instances: instanceIds.length,
+    submitted_instances: submitted.length,
+    completed_instances: completed.length,
+    resolved_instances: ids.resolved.length,
+    unresolved_instances: ids.unresolved.length,
+    empty_patch_instances: found.emptyPatch.length,
+    error_instances: ids.error.length,
+    submitted_ids: submitted,
+    completed_ids: completed.sort(),
+    incomplete_ids: incomplete.sort(),
+    empty_patch_ids: [...found.emptyPatch],
+    resolved_ids: ids.resolved,
+    unresolved_ids: ids.unresolved,
+    error_ids: ids.error,
+  };
 }

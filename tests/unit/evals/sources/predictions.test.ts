@@ -8,6 +8,7 @@ import {
   matchPredictions,
   MAX_PATCH_BYTES,
   parsePredictions,
+  swebenchReport,
 } from '../../../../src/evals/sources/predictions.js';
 import { materializeInstances } from '../../../../src/evals/sources/instances-materialize.js';
 import { loadInstanceSuite } from '../../../../src/evals/sources/instances.js';
@@ -15,6 +16,7 @@ import { sourceInput } from '../../../../src/evals/sources/index.js';
 import { instancesSource } from '../../../../src/evals/sources/instances-source.js';
 import { patchedFiles } from '../../../../src/evals/sources/working-copy.js';
 import type { EvalSummary } from '../../../../src/evals/summary.js';
+import { result } from '../helpers.js';
 import { jsonl, makeInstanceRepos, REPO_SPECS, type InstanceRepos } from '../../../helpers/instance-repos.js';
 
 function problems(text: string): string[] {
@@ -122,6 +124,38 @@ describe('predictions files', () => {
   });
 });
 
+describe('as SWE-bench counts', () => {
+  it('empty patches apart, unscored trials as errors, resolved only when every trial passed', () => {
+    const report = swebenchReport(
+      ['a', 'b', 'c', 'd', 'e', 'f'],
+      { noPrediction: ['f'], emptyPatch: ['d'] },
+      [
+        result({ taskId: 'a', trial: 0 }, 'ready-for-review'),
+        result({ taskId: 'b', trial: 0 }, 'ready-for-review'),
+        result({ taskId: 'b', trial: 1 }, 'tests-failed'),
+        result({ taskId: 'c', trial: 0 }, 'infrastructure'),
+        result({ taskId: 'd', trial: 0 }, 'no-changes'),
+      ],
+    );
+    expect(report).toEqual({
+      total_instances: 6,
+      submitted_instances: 5,
+      completed_instances: 2,
+      resolved_instances: 1,
+      unresolved_instances: 1,
+      empty_patch_instances: 1,
+      error_instances: 1,
+      submitted_ids: ['a', 'b', 'c', 'd', 'e'],
+      completed_ids: ['a', 'b'],
+      incomplete_ids: ['e', 'f'],
+      empty_patch_ids: ['d'],
+      resolved_ids: ['a'],
+      unresolved_ids: ['b'],
+      error_ids: ['c'],
+    });
+  });
+});
+
 describe('a patch as files, applied where nothing of the repo changes', () => {
   let root: string;
   let repo: string;
@@ -212,13 +246,25 @@ describe('predictions into tasks', () => {
     expect(parcels!.refused).toBe(
       `the prediction of acme-agent-1 for ${repos.parcels.instance_id}: the patch names a path outside the repo: a/../../escape.js`,
     );
-    const sections = await made.summarize!([]);
+    const sections = await made.summarize!([
+      result({ taskId: repos.fees.instance_id, trial: 0 }, 'ready-for-review'),
+      result({ taskId: repos.parcels.instance_id, trial: 0 }, 'error'),
+    ]);
     expect(sections.instances?.predictions).toEqual({
       file: 'preds.jsonl',
       models: ['acme-agent-1'],
       noPrediction: [repos.flaky.instance_id],
       unknown: ['nobody-1'],
       emptyPatch: [],
+      swebench: expect.objectContaining({
+        total_instances: 3,
+        submitted_instances: 2,
+        completed_instances: 1,
+        resolved_ids: [repos.fees.instance_id],
+        unresolved_ids: [],
+        error_ids: [repos.parcels.instance_id],
+        incomplete_ids: [repos.flaky.instance_id],
+      }),
     });
     const summary = { ...sections } as unknown as EvalSummary;
     const shown = instancesSource.section!.lines(summary, { predictions: preds });
@@ -227,6 +273,7 @@ describe('predictions into tasks', () => {
         'predictions: preds.jsonl (acme-agent-1)',
         `no prediction (not run, not scored): ${repos.flaky.instance_id}`,
         'predictions for instances not in the suite: nobody-1',
+        'as SWE-bench counts: 1 resolved, 0 unresolved, 0 empty patch, 1 error, 1 incomplete (of 3)',
       ]),
     );
     const table = instancesSource.section!.report(summary)[0]!;
