@@ -43,6 +43,10 @@ function declaration() {
       'instances: apply each gold patch instead of calling a model; reports gold patches that fail and tests that flake over -n runs. Harbor tasks: run solution/solve.sh instead',
     )
     .option(
+      '--predictions <file>',
+      "instances: score another agent's patches instead of calling a model (SWE-bench predictions: JSONL of instance_id, model_patch, model_name_or_path)",
+    )
+    .option(
       '--quarantine <file>',
       'instances: with --oracle, write the flaky tests and failing gold patches found there; without, leave them out of FAIL_TO_PASS/PASS_TO_PASS',
     )
@@ -133,7 +137,8 @@ clone, nothing is fetched), the test patch is applied held out (or visibly), and
 passes when every FAIL_TO_PASS and PASS_TO_PASS test passed in the JUnit report.
 Example:
   sandbox-harness eval examples/evals/suite.yaml -n 5 --engines engines.yaml
-  sandbox-harness eval instances.jsonl --repos ~/clones --oracle -n 3 --quarantine q.json`,
+  sandbox-harness eval instances.jsonl --repos ~/clones --oracle -n 3 --quarantine q.json
+  sandbox-harness eval instances.jsonl --repos ~/clones --predictions preds.jsonl`,
     );
 }
 
@@ -178,6 +183,7 @@ function sourceFlags(options: EvalCommandOptions, at: (file: string) => string):
     ...(options.visibleTests ? { visibleTests: true } : {}),
     ...(options.oracle ? { oracle: true } : {}),
     ...(options.quarantine ? { quarantine: at(options.quarantine) } : {}),
+    ...(options.predictions ? { predictions: at(options.predictions) } : {}),
   };
 }
 

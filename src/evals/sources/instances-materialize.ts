@@ -3,12 +3,12 @@
  * folder, a working copy at the base commit (with the test patch applied), a ticket (the
  * problem statement), a catalog made from the instance and the suite's defaults (editable:
  * everything but the test patch's files and the protected paths; the named tests decide), and,
- * for `--oracle`, a cassette that writes the gold patch's files. Downstream (trials, fleet,
+ * for `--oracle`, a cassette that writes the gold patch's files (for `--predictions`, the
+ * prediction's patch, under its model's name). Downstream (trials, fleet,
  * reports, viewer) sees an ordinary suite.
  */
-import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { literalGlob } from '../../changes/allowlist.js';
 import { ConfigError } from '../../errors.js';
@@ -16,7 +16,15 @@ import { shellJoin } from '../../sandbox/shell.js';
 import type { Suite, SuiteTask } from '../suite.js';
 import { sha256 } from '../../changes/hash.js';
 import type { Instance, InstanceSuite, RepoSpec } from './instances.js';
-import { applyPatch, findLocalRepo, makeWorkingCopy, patchPaths, readPatchedFile } from './working-copy.js';
+import {
+  applyPatch,
+  findLocalRepo,
+  makeWorkingCopy,
+  patchedFiles,
+  patchPaths,
+  type PatchedFile,
+} from './working-copy.js';
+import { matchPredictions, type Predictions, type Prediction } from './predictions.js';
 import type { Quarantine } from './quarantine.js';
 import { taskRefusal } from '../task-refusals.js';
 import { chooseEnvironment, instanceLineEnvironment, type Environment } from './instance-environment.js';
@@ -29,6 +37,8 @@ export interface MaterializeOptions {
   /** `--visible-tests` (overrides the suite's). */
   visibleTests?: boolean;
   oracle?: boolean;
+  /** `--predictions`: each instance's patch from another agent instead of a model. */
+  predictions?: Predictions;
   /** Tests to leave out of FAIL_TO_PASS/PASS_TO_PASS, and instances whose gold patch fails. */
   quarantine?: Quarantine;
   onLine?: (line: string) => void;
@@ -38,6 +48,20 @@ export interface MaterializedInstances {
   suite: Suite;
   /** Instances left out because their gold patch fails (from the quarantine file). */
   goldFails: string[];
+  /** With predictions: what the file held beside the patches that were scored. */
+  predictions?: PredictionsFound;
+}
+
+/** What a predictions file held beside the patches that ran (for the summary). */
+export interface PredictionsFound {
+  /** Every model named by a prediction of an instance of the suite. */
+  models: string[];
+  /** Instances with no prediction: not run, not scored. */
+  noPrediction: string[];
+  /** Predictions naming no instance of the suite. */
+  unknown: string[];
+  /** Instances whose prediction is an empty patch (scored as not resolved: the trial ends `no-changes`). */
+  emptyPatch: string[];
 }
 
 export async function materializeInstances(
@@ -56,10 +80,17 @@ export async function materializeInstances(
     : (quarantine?.goldFails ?? []).filter((id) =>
         source.instances.instances.some((i) => i.instance_id === id),
       );
+  const found = options.predictions
+    ? predictionsFound(
+        options.predictions,
+        source.instances.instances.map((i) => i.instance_id),
+      )
+    : undefined;
   const tasks: SuiteTask[] = [];
   const refusals: unknown[] = [];
   for (const instance of source.instances.instances) {
     if (goldFails.includes(instance.instance_id)) continue;
+    if (found?.noPrediction.includes(instance.instance_id)) continue;
     options.onLine?.(
       `preparing instance ${instance.instance_id} (${instance.repo}@${instance.base_commit.slice(0, 12)})`,
     );
@@ -74,6 +105,7 @@ export async function materializeInstances(
           dir,
           visible,
           oracle: options.oracle === true,
+          ...(options.predictions ? { prediction: options.predictions.byId.get(instance.instance_id) } : {}),
           quarantined: quarantine?.tests[instance.instance_id] ?? [],
           ...(options.onLine ? { onLine: options.onLine } : {}),
           ...(source.cassettes ? { cassettes: source.cassettes } : {}),
@@ -95,9 +127,19 @@ export async function materializeInstances(
   }
   // Nothing to run at all: the one reason is the eval's.
   if (tasks.length > 0 && tasks.every((t) => t.refused !== undefined)) throw refusals[0];
+  if (tasks.length === 0 && found)
+    throw new ConfigError('no prediction names an instance of the suite', [], {
+      hint: `the file's instance ids: ${found.unknown.slice(0, 10).join(', ')}`,
+    });
   if (tasks.length === 0)
     throw new ConfigError('every instance is left out (its gold patch fails, says the quarantine file)');
-  const flags = JSON.stringify({ visible, oracle: options.oracle === true, quarantine: quarantine ?? null });
+  const flags = JSON.stringify({
+    visible,
+    oracle: options.oracle === true,
+    quarantine: quarantine ?? null,
+    // Other predictions are another eval: resume refuses them.
+    ...(options.predictions ? { predictions: options.predictions.sha256 } : {}),
+  });
   return {
     suite: {
       file: source.file,
@@ -107,6 +149,20 @@ export async function materializeInstances(
       tasks,
     },
     goldFails,
+    ...(found ? { predictions: found } : {}),
+  };
+}
+
+function predictionsFound(predictions: Predictions, instanceIds: readonly string[]): PredictionsFound {
+  const match = matchPredictions(predictions.byId, instanceIds);
+  const scored = instanceIds.flatMap((id) => {
+    const p = predictions.byId.get(id);
+    return p ? [p] : [];
+  });
+  return {
+    models: [...new Set(scored.flatMap((p) => (p.model !== undefined ? [p.model] : [])))].sort(),
+    ...match,
+    emptyPatch: scored.flatMap((p) => ('patch' in p && p.patch.trim() === '' ? [p.instanceId] : [])),
   };
 }
 
@@ -138,6 +194,8 @@ interface OneOptions {
   dir: string;
   visible: boolean;
   oracle: boolean;
+  /** With predictions: this instance's (there is one: instances without are left out before). */
+  prediction?: Prediction | undefined;
   quarantined: readonly string[];
   cassettes?: string;
   onLine?: (line: string) => void;
@@ -158,8 +216,16 @@ async function materializeOne(instance: Instance, o: OneOptions): Promise<SuiteT
   const overlap = goldFiles.filter((f) => testFiles.includes(f));
   if (overlap.length > 0)
     throw new ConfigError(`instance ${id}: the gold patch changes test patch files (${overlap.join(', ')})`);
-  // The gold change is computed before the tests go in: it is a change of the base commit.
-  const gold = o.oracle ? await goldChange(repoDir, instance) : undefined;
+  // The change is computed before the tests go in: it is a change of the base commit.
+  const change = o.oracle
+    ? {
+        files: await patchedFiles(repoDir, instance.patch, `gold patch of ${id}`),
+        model: `oracle: the gold patch of ${id}`,
+        what: `the gold patch of ${id}`,
+      }
+    : o.prediction
+      ? await predictionChange(repoDir, o.prediction)
+      : undefined;
   await applyPatch(repoDir, instance.test_patch, `test_patch of ${id}`);
   const environment = await chooseEnvironment(
     [
@@ -206,9 +272,9 @@ async function materializeOne(instance: Instance, o: OneOptions): Promise<SuiteT
   const task: SuiteTask = { id, catalog: catalogFile, ticket: ticketFile, repo: repoDir };
   // Visible tests are the agent's to read, never to change.
   if (o.visible && testFiles.length > 0) task.mustNotTouch = testFiles.map(literalGlob);
-  if (gold) {
-    const cassette = path.join(o.dir, 'oracle.json');
-    await writeFile(cassette, `${JSON.stringify(oracleCassette(id, gold), null, 2)}\n`);
+  if (change) {
+    const cassette = path.join(o.dir, o.oracle ? 'oracle.json' : 'prediction.json');
+    await writeFile(cassette, `${JSON.stringify(changeCassette(change), null, 2)}\n`);
     task.cassettes = [cassette];
   } else if (o.cassettes) {
     const recorded = path.join(o.cassettes, `${id}.json`);
@@ -224,40 +290,52 @@ function describeEnvironment(sandbox: { image?: string; baseImage?: string; dock
   return "built on the harness's default base";
 }
 
-interface GoldFile {
-  path: string;
-  /** Undefined: the gold patch deletes it. */
-  content?: string;
+/**
+ * A prediction's patch as files, under its model's name; a prediction that cannot be used, or
+ * whose patch cannot (outside the repo, through a link, does not apply), is this instance's
+ * error with the reason.
+ */
+async function predictionChange(repoDir: string, prediction: Prediction): Promise<Change> {
+  const id = prediction.instanceId;
+  const who = `the prediction of ${prediction.model ?? 'a model'} for ${id}`;
+  if ('error' in prediction) throw new ConfigError(`${who}: ${prediction.error}`);
+  try {
+    return {
+      files: await patchedFiles(repoDir, prediction.patch, 'model_patch'),
+      model: prediction.model,
+      what: `the model_patch of ${prediction.model}`,
+    };
+  } catch (error) {
+    if (error instanceof ConfigError) throw new ConfigError(`${who}: ${error.message}`);
+    throw error;
+  }
 }
 
-/** The files of the base commit as the gold patch leaves them (applied in a scratch copy of those files). */
-async function goldChange(repoDir: string, instance: Instance): Promise<GoldFile[]> {
-  const paths = patchPaths(instance.patch);
-  const scratch = await mkdtemp(path.join(os.tmpdir(), 'sandbox-harness-gold-'));
-  try {
-    for (const p of paths) {
-      if (existsSync(path.join(repoDir, p))) {
-        await mkdir(path.dirname(path.join(scratch, p)), { recursive: true });
-        await cp(path.join(repoDir, p), path.join(scratch, p));
-      }
-    }
-    await applyPatch(scratch, instance.patch, `gold patch of ${instance.instance_id}`);
-    const files: GoldFile[] = [];
-    for (const p of paths) {
-      const content = await readPatchedFile(scratch, p);
-      files.push(content === undefined ? { path: p } : { path: p, content });
-    }
-    return files;
-  } finally {
-    await rm(scratch, { recursive: true, force: true });
-  }
+/** A change to replay: files as a patch leaves them, the model name results show, what the cassette says. */
+interface Change {
+  files: readonly PatchedFile[];
+  model: string;
+  what: string;
 }
 
 /**
  * A recorded "model" that writes the gold patch's files and stops: the oracle goes through
  * the same gate and verification as any agent's change.
  */
-export function oracleCassette(id: string, gold: readonly GoldFile[]): unknown {
+export function oracleCassette(id: string, gold: readonly PatchedFile[]): unknown {
+  return changeCassette({
+    files: gold,
+    model: `oracle: the gold patch of ${id}`,
+    what: `the gold patch of ${id}`,
+  });
+}
+
+/**
+ * A recorded "model" that writes a patch's files and stops: the oracle's gold patch and another
+ * agent's prediction go through the same gate and verification as any agent's change.
+ */
+export function changeCassette({ files, model, what }: Change): unknown {
+  const gold = files;
   const writes = gold
     .filter((f) => f.content !== undefined)
     .map((f, i) => ({
@@ -280,14 +358,14 @@ export function oracleCassette(id: string, gold: readonly GoldFile[]): unknown {
   const turns = [];
   if (writes.length + removes.length > 0)
     turns.push({
-      content: [{ type: 'text', text: `Applying the gold patch of ${id}.` }, ...writes, ...removes],
+      content: [{ type: 'text', text: `Applying ${what}.` }, ...writes, ...removes],
       stopReason: 'tool_use',
       usage: { inputTokens: 0, outputTokens: 0 },
     });
   turns.push({
-    content: [{ type: 'text', text: 'The gold patch is applied.' }],
+    content: [{ type: 'text', text: `Applied ${what}.` }],
     stopReason: 'end_turn',
     usage: { inputTokens: 0, outputTokens: 0 },
   });
-  return { version: 1, model: `oracle: the gold patch of ${id}`, turns };
+  return { version: 1, model, turns };
 }

@@ -13,7 +13,10 @@ import {
   looksLikeInstanceSuite,
   type InstanceSuite,
 } from './instances.js';
-import { materializeInstances } from './instances-materialize.js';
+import { materializeInstances, type PredictionsFound } from './instances-materialize.js';
+import { loadPredictions, swebenchReport, type Predictions, type SwebenchReport } from './predictions.js';
+import path from 'node:path';
+import { ConfigError } from '../../errors.js';
 import { oracleFindings, readQuarantine, writeQuarantine, type Quarantine } from './quarantine.js';
 import type { MadeSuite, SourceFlags, TaskSource } from './task-source.js';
 
@@ -29,6 +32,15 @@ export interface InstancesSummary {
   flakyTests?: Record<string, string[]>;
   /** Tests left out of FAIL_TO_PASS/PASS_TO_PASS, per instance. */
   quarantined: Record<string, string[]>;
+  /** With `--predictions`: the file scored, its models, and what it left out or named wrongly. */
+  predictions?: PredictionsSummary;
+}
+
+export interface PredictionsSummary extends PredictionsFound {
+  /** The predictions file as the command line named it. */
+  file: string;
+  /** The results under SWE-bench's report keys (`resolved_ids`, `empty_patch_ids`, ...). */
+  swebench?: SwebenchReport;
 }
 
 declare module '../summary.js' {
@@ -43,7 +55,7 @@ const isJsonl = (file: string) => /\.jsonl$/i.test(file);
 export const instancesSource: TaskSource = {
   name: 'instances',
   title: 'instances (JSONL)',
-  flags: ['repos', 'visibleTests', 'oracle', 'quarantine'],
+  flags: ['repos', 'visibleTests', 'oracle', 'quarantine', 'predictions'],
   async recognises(input) {
     if (isJsonl(input.file)) return true;
     const text = await input.text();
@@ -54,12 +66,35 @@ export const instancesSource: TaskSource = {
       ? await bareInstanceSuite(input.file, input.displayPath)
       : await loadInstanceSuite(input.file, input.displayPath);
     const quarantine = flags.quarantine && !flags.oracle ? await readQuarantine(flags.quarantine) : undefined;
-    return { name: source.name, make: (context) => makeInstances(source, flags, quarantine, context) };
+    if (flags.oracle && flags.predictions)
+      throw new ConfigError('--oracle and --predictions both say what to apply: give one');
+    const predictions = flags.predictions
+      ? await loadPredictions(
+          flags.predictions,
+          path.relative(input.cwd, flags.predictions) || flags.predictions,
+        )
+      : undefined;
+    return {
+      name: source.name,
+      make: (context) => makeInstances(source, flags, quarantine, context, predictions),
+    };
   },
   section: {
     place: 'before-provenance',
-    report: (summary) => (summary.instances ? [instancesSection(summary.instances)] : []),
-    lines: (summary, flags) => (summary.instances ? instanceLines(summary.instances, flags.quarantine) : []),
+    report: (summary) =>
+      summary.instances
+        ? [
+            ...(summary.instances.predictions ? [predictionsSection(summary.instances.predictions)] : []),
+            instancesSection(summary.instances),
+          ]
+        : [],
+    lines: (summary, flags) =>
+      summary.instances
+        ? [
+            ...(summary.instances.predictions ? predictionLines(summary.instances.predictions) : []),
+            ...instanceLines(summary.instances, flags.quarantine),
+          ]
+        : [],
   },
 };
 
@@ -69,6 +104,7 @@ async function makeInstances(
   flags: SourceFlags,
   quarantine: Quarantine | undefined,
   { outDir, say }: { outDir: string; say: (line: string) => void },
+  predictions: Predictions | undefined,
 ): Promise<MadeSuite> {
   const made = await materializeInstances(source, {
     outDir,
@@ -76,8 +112,13 @@ async function makeInstances(
     ...(flags.visibleTests ? { visibleTests: true } : {}),
     ...(flags.oracle ? { oracle: true } : {}),
     ...(quarantine ? { quarantine } : {}),
+    ...(predictions ? { predictions } : {}),
     onLine: say,
   });
+  const scored =
+    made.predictions && flags.predictions
+      ? { ...made.predictions, file: path.basename(flags.predictions) }
+      : undefined;
   const oracle = flags.oracle === true;
   return {
     suite: made.suite,
@@ -91,6 +132,18 @@ async function makeInstances(
           : {}),
         ...(findings ? { flakyTests: findings.flakyTests } : {}),
         quarantined: findings?.flakyTests ?? quarantine?.tests ?? {},
+        ...(scored
+          ? {
+              predictions: {
+                ...scored,
+                swebench: swebenchReport(
+                  source.instances.instances.map((i) => i.instance_id),
+                  scored,
+                  results,
+                ),
+              },
+            }
+          : {}),
       };
       if (findings && flags.quarantine) {
         await writeQuarantine(
@@ -163,5 +216,32 @@ function instanceLines(info: InstancesSummary, quarantineFile: string | undefine
     const count = Object.values(info.quarantined).reduce((sum, list) => sum + list.length, 0);
     if (count > 0) lines.push(`${count} quarantined test(s) left out of FAIL_TO_PASS/PASS_TO_PASS`);
   }
+  return lines;
+}
+
+/** The report's account of a predictions file: whose patches, and what was not scored. */
+function predictionsSection(info: PredictionsSummary): ReportSection {
+  const rows: string[][] = [[info.file, 'model', info.models.join('; ') || '-']];
+  for (const id of info.noPrediction) rows.push([id, 'no prediction: not run, not scored', '-']);
+  for (const id of info.unknown) rows.push([id, 'a prediction for an instance not in the suite', '-']);
+  for (const id of info.emptyPatch) rows.push([id, 'empty patch: scored as not resolved (no-changes)', '-']);
+  return {
+    heading: 'Predictions',
+    table: { header: ['instance', 'flag', 'detail'], rows: rowsOf(rows) },
+  };
+}
+
+function predictionLines(info: PredictionsSummary): string[] {
+  const lines = [`predictions: ${info.file} (${info.models.join(', ') || 'no usable prediction'})`];
+  const s = info.swebench;
+  if (s)
+    lines.push(
+      `as SWE-bench counts: ${s.resolved_instances} resolved, ${s.unresolved_instances} unresolved, ${s.empty_patch_instances} empty patch, ${s.error_instances} error, ${s.incomplete_ids.length} incomplete (of ${s.total_instances})`,
+    );
+  if (info.noPrediction.length > 0)
+    lines.push(`no prediction (not run, not scored): ${info.noPrediction.join(', ')}`);
+  if (info.unknown.length > 0)
+    lines.push(`predictions for instances not in the suite: ${info.unknown.join(', ')}`);
+  if (info.emptyPatch.length > 0) lines.push(`empty patches: ${info.emptyPatch.join(', ')}`);
   return lines;
 }

@@ -34,6 +34,8 @@ export interface SourceFlags {
   oracle?: boolean;
   /** `--quarantine`: the quarantine file, absolute (written with `oracle`, read without). */
   quarantine?: string;
+  /** `--predictions`: another agent's patches to score (SWE-bench's predictions file), absolute. */
+  predictions?: string;
 }
 
 export type SourceFlag = keyof SourceFlags;
@@ -44,6 +46,7 @@ export const SOURCE_FLAGS: Readonly<Record<SourceFlag, string>> = {
   visibleTests: '--visible-tests',
   oracle: '--oracle',
   quarantine: '--quarantine',
+  predictions: '--predictions',
 };
 
 export interface TaskSource {

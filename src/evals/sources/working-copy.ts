@@ -5,7 +5,8 @@
  * `git apply` in that folder, never in the clone. Git runs through `host-git/`: nothing the
  * clone's configuration names (filters, hooks) runs on the host.
  */
-import { cp, lstat, mkdir, readFile, rm } from 'node:fs/promises';
+import { cp, lstat, mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { ConfigError } from '../../errors.js';
 import { applyPatch as gitApply, commitExists, exportCommit, openClone } from '../../host-git/commands.js';
@@ -110,4 +111,78 @@ export async function readPatchedFile(dir: string, rel: string): Promise<string 
   if (!Buffer.from(text, 'utf8').equals(bytes))
     throw new ConfigError(`${rel} is binary after the patch; not supported`);
   return text;
+}
+
+/** A file as a patch leaves it. */
+export interface PatchedFile {
+  path: string;
+  /** Undefined: the patch deletes it. */
+  content?: string;
+}
+
+/**
+ * The files of `repoDir` as `patch` leaves them, applied in a scratch folder holding copies of
+ * only the files the patch names, so nothing in `repoDir` changes. The patch is data (a
+ * prediction is anyone's): a path outside the repo, into `.git`, or through a symbolic link of
+ * the working copy is refused before anything is copied, and a patch that makes any file its
+ * `---`/`+++` lines do not name (a rename or binary header, a link) is refused after.
+ */
+export async function patchedFiles(repoDir: string, patch: string, what: string): Promise<PatchedFile[]> {
+  const paths = patchPaths(patch);
+  for (const p of paths) {
+    if (p.split('/').includes('.git')) throw new ConfigError(`the ${what} touches ${p}, inside .git`);
+    await refuseLinks(repoDir, p, what);
+  }
+  const scratch = await mkdtemp(path.join(os.tmpdir(), 'sandbox-harness-patch-'));
+  try {
+    for (const p of paths) {
+      const stat = await lstat(path.join(repoDir, p)).catch(() => undefined);
+      if (stat?.isFile()) {
+        await mkdir(path.dirname(path.join(scratch, p)), { recursive: true });
+        await cp(path.join(repoDir, p), path.join(scratch, p));
+      }
+    }
+    await applyPatch(scratch, patch, what);
+    const named = new Set(paths);
+    for (const made of await filesUnder(scratch))
+      if (!named.has(made))
+        throw new ConfigError(
+          `the ${what} makes ${made}, which its ---/+++ lines do not name; not supported`,
+        );
+    const files: PatchedFile[] = [];
+    for (const p of paths) {
+      const content = await readPatchedFile(scratch, p);
+      files.push(content === undefined ? { path: p } : { path: p, content });
+    }
+    return files;
+  } finally {
+    await rm(scratch, { recursive: true, force: true });
+  }
+}
+
+/** Refuses `rel` when any of its components in `root` is a symbolic link, or it is there and not a file. */
+async function refuseLinks(root: string, rel: string, what: string): Promise<void> {
+  const parts = rel.split('/');
+  for (let i = 1; i <= parts.length; i++) {
+    const at = parts.slice(0, i).join('/');
+    const stat = await lstat(path.join(root, at)).catch(() => undefined);
+    if (!stat) return;
+    if (stat.isSymbolicLink())
+      throw new ConfigError(`the ${what} touches ${rel} through the symbolic link ${at}; not applied`);
+    if (i < parts.length ? !stat.isDirectory() : !stat.isFile())
+      throw new ConfigError(
+        `the ${what} touches ${rel}, and ${at} is not a ${i < parts.length ? 'folder' : 'file'}`,
+      );
+  }
+}
+
+/** Every entry under `dir` that is not a folder, repo-relative with "/"; links and the like included. */
+async function filesUnder(dir: string, rel = ''): Promise<string[]> {
+  const found: string[] = [];
+  for (const entry of await readdir(path.join(dir, rel), { withFileTypes: true })) {
+    const name = rel ? `${rel}/${entry.name}` : entry.name;
+    if (entry.isDirectory()) found.push(...(await filesUnder(dir, name)));
+    else found.push(name);
+  }
+  return found;
 }

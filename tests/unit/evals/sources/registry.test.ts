@@ -76,12 +76,15 @@ describe('the task source registry', () => {
       return undefined;
     };
     expect(refused('suite', { oracle: true })).toBe(
-      '--repos, --visible-tests, --oracle and --quarantine are for instances (JSONL) and Harbor task folders only',
+      '--repos, --visible-tests, --oracle, --quarantine and --predictions are for instances (JSONL) and Harbor task folders only',
     );
     expect(refused('harbor', { repos: '/clones' })).toBe(
-      '--repos, --visible-tests and --quarantine are for instances (JSONL) only',
+      '--repos, --visible-tests, --quarantine and --predictions are for instances (JSONL) only',
     );
     expect(refused('harbor', { oracle: true })).toBeUndefined();
+    expect(refused('harbor', { predictions: '/preds.jsonl' })).toBe(
+      '--repos, --visible-tests, --quarantine and --predictions are for instances (JSONL) only',
+    );
     expect(refused('suite', { visibleTests: false })).toBeUndefined();
     expect(
       refused('instances', { repos: '/clones', visibleTests: true, oracle: true, quarantine: '/q.json' }),
