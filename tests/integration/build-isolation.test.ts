@@ -206,7 +206,13 @@ describe('build network', () => {
 describe('the default recipe without network', () => {
   it('builds a repo that brings node_modules, without installing anything', async () => {
     const repo = await freshRepo();
-    await put(repo, 'package-lock.json', '{"name":"tiny-node","lockfileVersion":3,"packages":{}}\n');
+    // A lockfile that names a dependency: `npm ci` would fetch it (one that names only the
+    // package itself builds offline, see tests/unit/images/repo-image.test.ts).
+    await put(
+      repo,
+      'package-lock.json',
+      '{"name":"tiny-node","lockfileVersion":3,"packages":{"":{"name":"tiny-node"},"node_modules/left-pad":{"version":"1.3.0"}}}\n',
+    );
     await put(repo, 'node_modules/left-pad/index.js', 'module.exports = (s) => s;\n');
     const { image, lines } = await build(repo);
     expect(image.buildNetwork).toBe(false);
@@ -218,7 +224,13 @@ describe('the default recipe without network', () => {
 
   it('refuses a lockfile without node_modules before building, saying what to do', async () => {
     const repo = await freshRepo();
-    await put(repo, 'package-lock.json', '{"name":"tiny-node","lockfileVersion":3,"packages":{}}\n');
+    // A lockfile that names a dependency: `npm ci` would fetch it (one that names only the
+    // package itself builds offline, see tests/unit/images/repo-image.test.ts).
+    await put(
+      repo,
+      'package-lock.json',
+      '{"name":"tiny-node","lockfileVersion":3,"packages":{"":{"name":"tiny-node"},"node_modules/left-pad":{"version":"1.3.0"}}}\n',
+    );
     const error = await failure(buildRepoImage({ repoDir: repo }));
     expect(error.message).toMatch(/would run `npm ci`/);
     expect(error.hint).toMatch(/npm ci.* on the host/);

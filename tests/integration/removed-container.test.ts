@@ -13,15 +13,19 @@ import { shellCommand } from '../../src/cli/commands/shell.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { memoryRun, type MemoryRun } from '../helpers/memory-run.js';
 import { capturedContext } from '../helpers/cli.js';
-import { text } from '../unit/agent/helpers.js';
+import { text, toolUse } from '../unit/agent/helpers.js';
 
 let run: MemoryRun;
 
 beforeAll(async () => {
   await dockerEngine().ping(5000);
-  // A failed run that kept its attempt's container (never fixed: the threshold stays 50).
+  // A failed run that kept its attempt's container (never fixed: the threshold stays 50). Each
+  // attempt runs a command before giving up: a sandbox where nothing ran is not kept.
   run = await memoryRun({
-    turns: [1, 2, 3].map(() => ({ content: [text('no idea')] })),
+    turns: [1, 2, 3].flatMap((n) => [
+      { content: [toolUse(`ls-${n}`, 'run_command', { command: 'ls' })] },
+      { content: [text('no idea')] },
+    ]),
     overrides: { keep: 'on-failure' },
   });
   // Its record as a run on the local engine leaves it: the ids it names are on no engine now.
