@@ -33,11 +33,15 @@ export function jobScript(cli: 'docker' | 'podman'): string {
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin; export PATH
 cli=${cli}
 clean() {
-  # The container by its name first (one call: Slurm's KillWait may be a few seconds), then
-  # any other of the job's by label.
-  "$cli" rm -f "sandbox-harness-slurm-$SLURM_JOB_ID-r\${SLURM_RESTART_COUNT:-0}" >/dev/null 2>&1
-  ids=$("$cli" ps -aq --filter "label=${SLURM_LABEL.job}=$SLURM_JOB_ID")
-  [ -n "$ids" ] && "$cli" rm -f $ids >/dev/null 2>&1
+  # The container by its name first, then any other of the job's by label, by a remover of its
+  # own session that outlives this script: Slurm ends the job's processes KillWait seconds after
+  # the signal, and an engine client killed mid-request can leave the removal undone (seen on a
+  # loaded node: the container outlived its cancelled job).
+  setsid sh -c '"$1" rm -f "$2" >/dev/null 2>&1
+ids=$("$1" ps -aq --filter "label=$3")
+[ -n "$ids" ] && "$1" rm -f $ids >/dev/null 2>&1' sandbox-harness-clean "$cli" \
+    "sandbox-harness-slurm-$SLURM_JOB_ID-r\${SLURM_RESTART_COUNT:-0}" "${SLURM_LABEL.job}=$SLURM_JOB_ID" \
+    </dev/null >/dev/null 2>&1 &
   exit 0
 }
 trap clean TERM INT USR1
