@@ -16,6 +16,13 @@ import { exampleCopy, removeExampleCopies } from '../helpers/example.js';
 import { runCli, ROOT } from '../helpers/cli.js';
 
 /** Kills each container with role `verify-1` as soon as a test command starts in it. */
+/**
+ * This test's own test command: the killer matches it, so a verification of another file's run
+ * beside this one on the engine (role verify-1, `npm test` too) is never killed.
+ */
+const SLOW_TEST_COMMAND = 'sleep 3.0417 && npm test';
+const OWN_COMMAND_MARK = 'sleep 3.0417';
+
 function killVerificationOnTests(): { stop: () => void; killed: string[] } {
   const killed: string[] = [];
   const events = spawn(
@@ -38,7 +45,7 @@ function killVerificationOnTests(): { stop: () => void; killed: string[] } {
     buffered = lines.pop() ?? '';
     for (const line of lines) {
       const [id] = line.split(' ');
-      if (!id || !line.includes('npm test') || killed.includes(id)) continue;
+      if (!id || !line.includes(OWN_COMMAND_MARK) || killed.includes(id)) continue;
       killed.push(id);
       spawn('docker', ['kill', id], { stdio: 'ignore' });
     }
@@ -63,7 +70,7 @@ describe('a sandbox that stops while the change is checked (real Docker)', { tim
     const catalog = join(root, 'evals', 'shipping-eval.yaml');
     const yaml = await readFile(catalog, 'utf8');
     expect(yaml).toContain('testCommand: npm test');
-    await writeFile(catalog, yaml.replace('testCommand: npm test', 'testCommand: sleep 3 && npm test'));
+    await writeFile(catalog, yaml.replace('testCommand: npm test', `testCommand: ${SLOW_TEST_COMMAND}`));
     const suite = join(root, 'evals', 'one.yaml');
     await writeFile(
       suite,
