@@ -163,38 +163,8 @@ export function claudeCommand(task: string, model: string): string {
   return `claude -p ${shellQuote(task)} --model ${shellQuote(model)} --dangerously-skip-permissions --output-format json`;
 }
 
-/** Codex's config file: the bridge as its one provider, hosted tools and everything that calls out off. */
-export function codexConfig(baseUrl: string, model: string): string {
-  return [
-    `model = ${JSON.stringify(model)}`,
-    'model_provider = "sandbox-harness"',
-    'approval_policy = "never"',
-    'sandbox_mode = "danger-full-access"',
-    'web_search = "disabled"',
-    'check_for_update_on_startup = false',
-    '',
-    '[analytics]',
-    'enabled = false',
-    '',
-    '[feedback]',
-    'enabled = false',
-    '',
-    '[otel]',
-    'exporter = "none"',
-    '',
-    '[features]',
-    'plugins = false',
-    'remote_plugin = false',
-    '',
-    '[model_providers.sandbox-harness]',
-    'name = "sandbox-harness"',
-    `base_url = ${JSON.stringify(`${baseUrl}/v1`)}`,
-    'env_key = "OPENAI_API_KEY"',
-    'wire_api = "responses"',
-    'supports_websockets = false',
-    '',
-  ].join('\n');
-}
+/** Codex's config file: the product's own, so the bridge tests run Codex as `fix` does. */
+export { codexConfig } from '../../src/agent-kinds/cli-kinds.js';
 
 export function codexEnv(home: string): Record<string, string> {
   return { HOME: home, CODEX_HOME: `${home}/.codex`, OPENAI_API_KEY: 'sandbox-harness-placeholder' };
