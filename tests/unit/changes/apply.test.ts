@@ -382,7 +382,7 @@ describe('applyChangeSet against a failure at any step', () => {
     await writeFile(
       child,
       `import { readFileSync } from 'node:fs';
-import { applyChangeSet, nodeApplyFs, pristineHashes } from ${JSON.stringify(pathToFileURL(path.join(ROOT, 'dist', 'changes', 'apply.js')).href)};
+import { applyChangeSet, nodeApplyFs, pristineHashes } from ${JSON.stringify(pathToFileURL(path.join(ROOT, 'dist', 'changes', 'apply-change-set.js')).href)};
 const [repo, plan, killAt, journalDir] = process.argv.slice(2);
 const entries = JSON.parse(readFileSync(plan, 'utf8')).map((e) => ({
   ...e,
