@@ -15,6 +15,13 @@ export const SLURM_LABEL = {
   job: 'sandbox-harness.slurm-job',
   /** The job's run (`SLURM_RESTART_COUNT`, 0 with --no-requeue): a fence keeps only the current one. */
   restart: 'sandbox-harness.slurm-restart',
+  /** On a repo image a node built: the same names a local engine's image carries. */
+  kind: 'sandbox-harness.kind',
+  contentHash: 'sandbox-harness.content-hash',
+  repo: 'sandbox-harness.repo',
+  buildNetwork: 'sandbox-harness.build-network',
+  /** The id the base image had on that node when it was built: a changed base means a rebuild. */
+  baseId: 'sandbox-harness.base-id',
 } as const;
 
 /** Every job of a run shares one name, so `scancel --name` cancels the whole run at once. */
@@ -55,7 +62,7 @@ while :; do sleep 3600 & wait $!; done
  * declares volumes; 41-43: create, copy or start failed (the container is removed again).
  */
 export const CREATE_SCRIPT = `cli=$1; img=$2; name=$3; shift 3
-"$cli" image inspect "$img" >/dev/null 2>&1 || { echo "image $img is not on node $(hostname)" >&2; exit 40; }
+"$cli" image inspect "$img" >/dev/null 2>&1 || { echo "image $img is not on node \${SLURMD_NODENAME:-$(hostname)}" >&2; exit 40; }
 vols=$("$cli" image inspect -f '{{len .Config.Volumes}}' "$img")
 [ "$vols" = 0 ] || { echo "image $img declares volumes" >&2; exit 44; }
 "$cli" create "$@" >/dev/null || exit 41
@@ -78,7 +85,7 @@ export const RESTART_SCRIPT = `"$1" restart -t 0 "$2" >/dev/null`;
  * image (never started): the tar of its /workspace on stdout, the container removed after.
  */
 export const TREE_SCRIPT = `cli=$1; img=$2; shift 2
-"$cli" image inspect "$img" >/dev/null 2>&1 || { echo "image $img is not on node $(hostname)" >&2; exit 40; }
+"$cli" image inspect "$img" >/dev/null 2>&1 || { echo "image $img is not on node \${SLURMD_NODENAME:-$(hostname)}" >&2; exit 40; }
 id=$("$cli" create "$@") || exit 41
 "$cli" cp "$id:/workspace" -; rc=$?
 "$cli" rm -f "$id" >/dev/null 2>&1

@@ -4,13 +4,14 @@
  * node's word, read with caps by the caller.
  */
 import { spawn } from 'node:child_process';
-import type { Writable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 import { abortError } from '../../errors.js';
 import { EXPORT_NONE, type SlurmClient } from './slurm-client.js';
 import { stepArgs } from './srun-transport.js';
 
 export interface NodeStepOptions {
-  stdin?: Buffer;
+  /** A buffer, or a stream (a build context: piped, never held whole in memory). */
+  stdin?: Buffer | Readable;
   /** Where stdout goes as it arrives; default: collected (up to `maxStdoutBytes`). */
   stdout?: Writable;
   maxStdoutBytes?: number;
@@ -74,7 +75,13 @@ export function nodeStep(
     });
     if (child.stdin) {
       child.stdin.on('error', () => undefined);
-      child.stdin.end(options.stdin);
+      if (Buffer.isBuffer(options.stdin)) child.stdin.end(options.stdin);
+      else if (options.stdin) {
+        // A context that fails while it streams (a file changed since the scan) ends the step:
+        // the node must never build from half a context.
+        options.stdin.on('error', () => child.kill('SIGTERM'));
+        options.stdin.pipe(child.stdin);
+      }
     }
     const timer = setTimeout(() => child.kill('SIGTERM'), options.timeoutMs ?? 120_000);
     timer.unref();

@@ -5,6 +5,7 @@
  * this tool's jobs and containers on the cluster.
  */
 import { UsageError } from '../../errors.js';
+import { imageRef } from '../../object-names.js';
 import type { RepoImage, RepoImageRequest } from '../../image-context/request.js';
 import type { DoctorReport, GcReport, GcScope, ImagePresence, SandboxProvider } from '../types.js';
 import { collectSlurmGarbage, slurmDoctor } from './slurm-operator.js';
@@ -19,12 +20,14 @@ export function slurmProvider(
     backend,
     endpoint: `slurm (${client.conf})`,
     async repoImage(request: RepoImageRequest): Promise<RepoImage> {
-      if (!request.prebuilt) {
-        throw new UsageError('the slurm backend runs prebuilt images only, for now', {
-          hint: "Name an image every node has in the catalog's sandbox.image (build it on the nodes, or pull it from the cluster's registry).",
-        });
+      if (request.prebuilt !== undefined) {
+        // Every node must have it (loaded there, or pulled from the cluster's registry): the node
+        // checks before it makes a container, and a missing one is an error naming the node.
+        imageRef(request.prebuilt, "the catalog's sandbox.image");
+        return { tag: request.prebuilt, imageId: request.prebuilt, reused: true, hostFiles: new Map() };
       }
-      return { tag: request.prebuilt, imageId: request.prebuilt, reused: true, hostFiles: new Map() };
+      // Scanned here, built on each node that runs one of its sandboxes (node-images.ts).
+      return backend.images.prepare(request);
     },
     async preflight(): Promise<void> {
       await client.ok('scontrol', ['ping']);

@@ -49,6 +49,7 @@ import {
   SLURM_LABEL,
   TREE_SCRIPT,
 } from './job-script.js';
+import { NodeImages } from './node-images.js';
 import { nodeStep, type StepPlace } from './node-step.js';
 import { EXPORT_NONE, jobState, SlurmClient, type SlurmSettings } from './slurm-client.js';
 import { SrunTransport, type SandboxAddress } from './srun-transport.js';
@@ -157,6 +158,8 @@ export function cancelLiveJobsSync(): void {
 export class SlurmBackend implements SandboxBackend {
   readonly name = 'slurm';
   readonly client: SlurmClient;
+  /** Repo images this process builds on the nodes (`repoImage` of the provider registers them). */
+  readonly images: NodeImages;
   private readonly trees = new Map<string, Promise<WorkspaceTree>>();
 
   constructor(
@@ -164,6 +167,7 @@ export class SlurmBackend implements SandboxBackend {
     readonly engine = 'slurm',
   ) {
     this.client = new SlurmClient(options);
+    this.images = new NodeImages(this.client);
   }
 
   /** Why egress cannot be had here: a node's container has no network, and no proxy reaches it. */
@@ -225,13 +229,24 @@ export class SlurmBackend implements SandboxBackend {
         container.extraHosts = container.extraHosts.filter((entry) => !DOCKER_OWN_HOSTS.has(entry));
       }
       const tar = await packTar(injectedFiles(spec, marker));
-      const made = await nodeStep(
-        this.client,
-        address,
-        CREATE_SCRIPT,
-        [this.client.engineCli, spec.image, address.container, ...containerCliArgs(container)],
-        { stdin: tar, timeoutMs: 300_000 },
-      );
+      // A repo image of this process is built on the node from its context, once per node.
+      await this.images.ensure(address, spec.image);
+      if (spec.scanAgainst) await this.images.ensure(address, spec.scanAgainst);
+      const create = () =>
+        nodeStep(
+          this.client,
+          address!,
+          CREATE_SCRIPT,
+          [this.client.engineCli, spec.image, address!.container, ...containerCliArgs(container)],
+          { stdin: tar, timeoutMs: 300_000 },
+        );
+      let made = await create();
+      if (made.code === 40 && this.images.knows(spec.image)) {
+        // Removed from the node since it was made sure of (a gc there): once more, from the context.
+        this.images.forget(node, spec.image);
+        await this.images.ensure(address, spec.image);
+        made = await create();
+      }
       if (made.code === 40) {
         throw new ImageError(`image ${spec.image} does not exist on node ${node}`, {
           hint: "Build it first (the eval and fix commands build repo images on the node), or check the catalog's sandbox.image.",
@@ -353,8 +368,31 @@ export class SlurmBackend implements SandboxBackend {
     return pending;
   }
 
-  /** The node engine's own archive of /workspace from a container that is never started. */
+  /**
+   * The node engine's own archive of /workspace from a container that is never started. A repo
+   * image this process builds on the nodes is made sure of first; with no node named yet, the
+   * node Slurm picked says it lacks the image, and it is built there.
+   */
   private async readTree(image: string, place: StepPlace): Promise<WorkspaceTree> {
+    if (place.node) await this.images.ensure({ ...place, node: place.node }, image);
+    const first = await this.readTreeOnce(image, place);
+    if ('tree' in first) return first.tree;
+    if (!this.images.knows(image) || first.missingOn === undefined) {
+      throw new ImageError(`image ${image} does not exist on node ${first.missingOn ?? '(unknown)'}`);
+    }
+    this.images.forget(first.missingOn, image);
+    await this.images.ensure({ node: first.missingOn }, image);
+    const again = await this.readTreeOnce(image, { node: first.missingOn });
+    if ('tree' in again) return again.tree;
+    throw new ImageError(
+      `image ${image} does not exist on node ${first.missingOn} even after it was built there`,
+    );
+  }
+
+  private async readTreeOnce(
+    image: string,
+    place: StepPlace,
+  ): Promise<{ tree: WorkspaceTree } | { missingOn: string | undefined }> {
     const idle = hardenedContainer({
       image,
       entrypoint: ['true'],
@@ -379,14 +417,14 @@ export class SlurmBackend implements SandboxBackend {
       },
     );
     stream.end();
-    if (result.code === 40) throw new ImageError(`image ${image} does not exist on the node`);
+    if (result.code === 40) return { missingOn: / is not on node (\S+)/.exec(result.stderr)?.[1] };
     if (result.code !== 0) {
       throw new SandboxUnavailable(
         `reading the pristine tree of ${image} failed (exit ${result.code}): ${result.stderr.trim().slice(-300)}`,
       );
     }
     try {
-      return (await tree) as Map<string, TreeEntry>;
+      return { tree: (await tree) as Map<string, TreeEntry> };
     } catch (error) {
       if (error instanceof HarnessError) throw error;
       throw new SandboxUnavailable(

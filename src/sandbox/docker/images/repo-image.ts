@@ -2,13 +2,13 @@
  * The per-repo sandbox image, named by a content hash of (Dockerfile, build context, build
  * args, base image id) so an unchanged repo reuses its image without a build.
  */
-import { lstat } from 'node:fs/promises';
-import { basename, join, relative, resolve } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { BuildRefused, ImageError } from '../../../errors.js';
 import { scanBuildContext, type BuildContext } from '../../../image-context/build-context.js';
 import { argDefault, finalBaseImage } from '../../../image-context/dockerfile.js';
 import type { BuiltRepoImage, RepoImageRequest } from '../../../image-context/request.js';
 import { packageRoot } from '../../../package-root.js';
+import { defaultRecipe, repoImageTag, repoSlug, resolveDockerfile } from '../../../image-context/recipe.js';
 import { imageRef, imageRefProblem } from '../../../object-names.js';
 import { readRepoFile } from '../../../repo-files.js';
 import { dockerEngine, type DockerEngine } from '../engine/index.js';
@@ -30,45 +30,12 @@ import { runBuild } from './image-build.js';
 import { pullWithIdleTimeout } from './image-pull.js';
 
 export type { BuiltRepoImage } from '../../../image-context/request.js';
+// The recipe and the tag are the same for every backend (image-context/recipe.ts).
+export { defaultRecipe, repoImageTag, repoSlug, resolveDockerfile };
 
 /** A repo image request as the Docker backend takes it: the one request, on one engine. */
 export interface BuildRepoImageOptions extends Omit<RepoImageRequest, 'prebuilt'> {
   engine?: DockerEngine;
-}
-
-/**
- * The name a repo image goes by: the service's (`name`, the catalog's), else the repo's folder.
- * Docker repository names allow lowercase letters, digits and separators only.
- */
-export function repoSlug(repoDir: string, name?: string): string {
-  const slug = (name ?? basename(resolve(repoDir)))
-    .toLowerCase()
-    .replace(/[^a-z0-9]+/g, '-')
-    .replace(/^-+|-+$/g, '')
-    .slice(0, 48)
-    .replace(/-+$/g, '');
-  return slug || 'repo';
-}
-
-export function repoImageTag(repoDir: string, contentHash: string, name?: string): string {
-  return `sandbox-harness/repo-${repoSlug(repoDir, name)}:${contentHash.slice(0, 16)}`;
-}
-
-/** The harness's own per-project recipe, used when a repo has no Dockerfile.sandbox. */
-export function defaultRecipe(): string {
-  return join(packageRoot(), 'Dockerfile.sandbox');
-}
-
-export async function resolveDockerfile(
-  repoDir: string,
-  dockerfile?: string,
-  root?: string,
-): Promise<string> {
-  if (dockerfile) return resolve(root ?? repoDir, dockerfile);
-  const own = join(repoDir, 'Dockerfile.sandbox');
-  const st = await lstat(own).catch(() => undefined);
-  if (st && (st.isFile() || st.isSymbolicLink())) return own;
-  return defaultRecipe();
 }
 
 const pendingRepo = new Map<string, Promise<BuiltRepoImage>>();
