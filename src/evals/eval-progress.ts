@@ -27,6 +27,33 @@ export interface EvalProgress {
   notice?: string;
   /** Per engine: the engines of this eval in order, then engines only resumed results ran on. */
   engines?: EngineProgress[];
+  /** On a cluster: trials whose sandbox waits in its queue, and the reason it gives most. */
+  queued?: QueueProgress | undefined;
+}
+
+export interface QueueProgress {
+  count: number;
+  reason: string;
+}
+
+/**
+ * The jobs of a cluster backend that wait in its queue (`QueueEvent`s, by job): how many, and
+ * the reason most of them wait for. `onChange` hears every change of either.
+ */
+export function queueTally(onChange: (queued: QueueProgress) => void) {
+  const waiting = new Map<string, string>();
+  let shown = '';
+  return (event: { job: string; state: string; reason: string }): void => {
+    if (event.state === 'PENDING' || event.state === 'CONFIGURING') waiting.set(event.job, event.reason);
+    else waiting.delete(event.job);
+    const reasons = new Map<string, number>();
+    for (const reason of waiting.values()) reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
+    const reason = [...reasons].sort((a, b) => b[1] - a[1])[0]?.[0] ?? '';
+    const key = `${waiting.size}|${reason}`;
+    if (key === shown) return;
+    shown = key;
+    onChange({ count: waiting.size, reason });
+  };
 }
 
 export interface EngineProgress {
@@ -92,10 +119,18 @@ export function formatEngineTally(
   return `${e.name}${e.lost ? ' (lost)' : ''} ${parts.join(', ')}`;
 }
 
+/** `queued 3 (Resources)`: trials whose sandbox waits in the cluster's queue, and why. */
+function queuedPart(p: EvalProgress): string {
+  if (!p.queued || p.queued.count === 0) return '';
+  return ` queued ${p.queued.count}${p.queued.reason ? ` (${p.queued.reason})` : ''}`;
+}
+
 /** The single line redrawn on a terminal. */
 export function formatProgressLine(p: EvalProgress, barWidth = 20): string {
-  const running = p.inFlight > 0 ? ` running ${p.inFlight}` : '';
-  return `${formatBar(p.done, p.total, barWidth)} ${p.done}/${p.total} ${counts(p)}${running}${engineLoads(p)} elapsed ${formatDuration(p.elapsedMs)} eta ${formatDuration(p.etaMs)}`;
+  // A queued trial is in flight too: `running` counts only those that are not waiting.
+  const active = p.inFlight - (p.queued?.count ?? 0);
+  const running = active > 0 ? ` running ${active}` : '';
+  return `${formatBar(p.done, p.total, barWidth)} ${p.done}/${p.total} ${counts(p)}${running}${queuedPart(p)}${engineLoads(p)} elapsed ${formatDuration(p.elapsedMs)} eta ${formatDuration(p.etaMs)}`;
 }
 
 /** One log line per finished trial, for non-terminals. */
@@ -132,6 +167,8 @@ export interface ProgressStream {
 
 export interface ProgressReporter {
   update(progress: EvalProgress): void;
+  /** The cluster's queue changed (`queueTally`): shown with the last progress. */
+  queue?(queued: QueueProgress): void;
   /** Ends the redrawn line so later output starts on a fresh one. */
   finish(): void;
 }
@@ -147,8 +184,28 @@ export function createProgressReporter(
   const tty = options.tty ?? stream.isTTY === true;
   const safe = options.safe ?? ((text: string) => text);
   let drawn = 0;
+  let queued: QueueProgress | undefined;
+  let last: EvalProgress | undefined;
   return {
-    update(progress) {
+    queue(now) {
+      const before = queued;
+      queued = now;
+      if (!last) return;
+      if (tty) {
+        // Redrawn with the last counts; what was said once (a notice, a finished trial) is not said again.
+        const { notice: _notice, last: _last, ...counts } = last;
+        this.update(counts);
+        return;
+      }
+      // A log gets a line when the wait starts, ends or changes its reason; not one per job.
+      const said = (q: QueueProgress | undefined) => (q && q.count > 0 ? q.reason : undefined);
+      if (said(before) === said(now)) return;
+      const text = now.count > 0 ? `queued ${now.count}: ${now.reason}` : 'no trial waits in the queue';
+      stream.write(`${safe(`[${last.done}/${last.total}] ${text}`)}\n`);
+    },
+    update(given) {
+      const progress = { ...given, queued };
+      last = progress;
       if (!tty) {
         stream.write(`${safe(formatProgressEvent(progress))}\n`);
         return;

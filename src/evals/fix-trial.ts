@@ -8,6 +8,7 @@ import { HarnessError } from '../errors.js';
 import { runFix, type FixDeps, type FixResult, type KeepPolicy } from '../fix/run-fix.js';
 import { categoryOf, PASSING_CATEGORY } from '../outcomes.js';
 import type { EventSink } from '../agent/events.js';
+import type { RunRecord } from '../runs/record.js';
 import { readFile } from 'node:fs/promises';
 import { parseStoredResults } from '../test-results/stored.js';
 import {
@@ -147,7 +148,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
       provider: record.provider.name,
       model: record.provider.model,
       containerIds: record.containers.map((c) => c.id),
-      ...(record.engine ? { engine: record.engine } : {}),
+      ...(placedOn(record) ? { engine: placedOn(record) } : {}),
       ...(record.runtime ? { runtime: record.runtime } : {}),
       ...reviewFacts(record),
       ...(await testFacts(result)),
@@ -212,4 +213,13 @@ function reviewFacts(record: FixResult['record']): { verified: boolean; approved
   const reviews = record.attempts.flatMap((a) => a.reviews ?? []);
   const last = reviews[reviews.length - 1];
   return { verified, ...(last ? { approved: last.verdict === 'approve' } : {}) };
+}
+
+/**
+ * Where the trial ran: the engine of its last attempt's sandbox when the backend placed that
+ * sandbox itself (a Slurm node), else the run's engine.
+ */
+function placedOn(record: RunRecord): string | undefined {
+  const attempts = record.attempts.flatMap((a) => a.containers).filter((c) => c.role.startsWith('attempt-'));
+  return attempts.at(-1)?.engine ?? record.engine;
 }

@@ -431,7 +431,8 @@ async function runTrial(
       ...second.result,
       infraRetried: true,
       firstTry: {
-        engine: first.slot.engine,
+        // Where it really ran: a backend that places sandboxes itself names the node.
+        engine: first.result.engine ?? first.slot.engine,
         category: first.result.category,
         durationMs: first.result.durationMs,
         ...(first.result.error ? { error: first.result.error } : {}),

@@ -231,7 +231,12 @@ async function openAttemptSandbox(run: Run, plan: AttemptPlan, n: number): Promi
   run.journal.append({
     kind: 'sandbox',
     attempt: n,
-    container: { role: `attempt-${n}`, id: box.id, kept: false, engine: run.deps.backend.engine },
+    container: {
+      role: `attempt-${n}`,
+      id: box.id,
+      kept: false,
+      engine: box.where ?? run.deps.backend.engine,
+    },
   });
   return box;
 }

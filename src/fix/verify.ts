@@ -125,7 +125,7 @@ export async function verifyChange(
   run.journal.append({
     kind: 'sandbox',
     attempt: n,
-    container: { role, id: box.id, kept: false, engine: run.deps.backend.engine },
+    container: { role, id: box.id, kept: false, engine: box.where ?? run.deps.backend.engine },
   });
   await writeAllowed(box, changeSet, run.signal);
   const report = await checkInvariant(box, changeSet, tree, run.signal);

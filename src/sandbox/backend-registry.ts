@@ -29,6 +29,7 @@ export type {
   ImagePresence,
   PresenceMethod,
   ProviderOptions,
+  QueueEvent,
   SandboxProvider,
 } from './types.js';
 // Docker-only: the harness's base images (no engine code: cheap to load).
@@ -64,7 +65,10 @@ export async function sandboxProvider(
         );
       }
       const slurm = await import('./slurm/slurm-provider.js');
-      return slurm.slurmProvider(options.cluster ?? {});
+      return slurm.slurmProvider({
+        ...options.cluster,
+        ...(options.onQueued ? { onQueued: options.onQueued } : {}),
+      });
     }
     default:
       throw new UsageError(`unknown sandbox backend "${name}"`, {

@@ -183,6 +183,11 @@ export interface Sandbox {
   readonly id: string;
   readonly image: string;
   readonly labels: Readonly<Record<string, string>>;
+  /**
+   * The machine it runs on when the backend picks one per sandbox (a Slurm node), for records
+   * and reports where an engine is named; absent: the backend's engine.
+   */
+  readonly where?: string | undefined;
 
   /** Runs `sh -c command` as the sandbox user in the workspace, under limits. */
   exec(command: string, options?: ExecOptions): Promise<ExecResult>;
@@ -538,11 +543,23 @@ export interface ClusterPlacement {
   constraint?: string;
 }
 
+/** A cluster backend's sandbox waiting in the cluster's queue, or leaving it. */
+export interface QueueEvent {
+  /** The cluster's id of the sandbox's job. */
+  job: string;
+  /** The cluster's word: `PENDING` while it waits; `RUNNING` once it runs; anything else: it ended unrun. */
+  state: string;
+  /** Why it waits, in the cluster's words (`Resources`, `Priority`, `ReqNodeNotAvail, ...`). */
+  reason: string;
+}
+
 export interface ProviderOptions {
   /** The engine to bind to; absent: the local engine, named `local`. */
   engine?: EngineHandle;
   /** For a cluster backend: where its jobs go. */
   cluster?: ClusterPlacement;
+  /** For a cluster backend: each change of a sandbox's wait in the queue. */
+  onQueued?: ((event: QueueEvent) => void) | undefined;
 }
 
 export interface SandboxProvider {

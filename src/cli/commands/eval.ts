@@ -190,7 +190,7 @@ function sourceFlags(options: EvalCommandOptions, at: (file: string) => string):
 /** One eval of the suite (with one agent kind, when given): its result and exit code, nothing printed. */
 async function evalOnce(ctx: CliContext, suiteFile: string, options: EvalCommandOptions, agent?: string) {
   const { runSuite } = await import('../../evals/run-suite.js');
-  const { createProgressReporter } = await import('../../evals/eval-progress.js');
+  const { createProgressReporter, queueTally } = await import('../../evals/eval-progress.js');
   const { exportView } = await import('../../view/export.js');
   const { openViewSource, runHref } = await import('../../view/source.js');
   const { enginesNamed, resolveEngineFlags } = await import('../engine-flags.js');
@@ -203,6 +203,9 @@ async function evalOnce(ctx: CliContext, suiteFile: string, options: EvalCommand
       `--engines/--engine name Docker engines; --backend ${chosen.name} places trials itself`,
     );
   }
+  // A cluster's queue (trials waiting for a node, and why) goes to the progress line.
+  let reporter: ReturnType<typeof createProgressReporter> | undefined;
+  const onQueued = queueTally((queued) => reporter?.queue?.(queued));
   const result = await runSuite(
     { ...suiteOptions(ctx, suiteFile, options), ...(agent ? { agent } : {}) },
     {
@@ -210,10 +213,10 @@ async function evalOnce(ctx: CliContext, suiteFile: string, options: EvalCommand
       ...(chosen.name !== 'docker'
         ? {
             provider: async () =>
-              (await import('../../sandbox/backend-registry.js')).sandboxProvider(
-                chosen.name,
-                chosen.options,
-              ),
+              (await import('../../sandbox/backend-registry.js')).sandboxProvider(chosen.name, {
+                ...chosen.options,
+                onQueued,
+              }),
           }
         : {}),
       say,
@@ -226,10 +229,10 @@ async function evalOnce(ctx: CliContext, suiteFile: string, options: EvalCommand
         ? {}
         : {
             progress: () =>
-              createProgressReporter(ctx.stderr as NodeJS.WriteStream, {
+              (reporter = createProgressReporter(ctx.stderr as NodeJS.WriteStream, {
                 tty: ctx.isTTY,
                 safe: terminalSafe,
-              }),
+              })),
           }),
     },
   );

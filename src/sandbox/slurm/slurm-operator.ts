@@ -8,7 +8,7 @@ import { containerCliArgs } from '../container/cli-args.js';
 import { hardenedContainer, IDLE_CONTAINER_LIMITS } from '../container/container-spec.js';
 import type { DoctorCheck, DoctorReport, GcReport, GcScope } from '../types.js';
 import { jobName, SLURM_LABEL } from './job-script.js';
-import { nodeStep } from './node-step.js';
+import { nodeStep, type StepPlace } from './node-step.js';
 import type { SlurmClient } from './slurm-client.js';
 
 /** The image the node probe runs (any image with a POSIX shell; the harness's node base by default). */
@@ -23,8 +23,9 @@ const PROBE_INSIDE = [
 ].join('; ');
 
 /** On a node: the engine answers, then the probe container runs once and is removed. */
-const NODE_PROBE = `cli=$1; shift
+const NODE_PROBE = `cli=$1; img=$2; shift 2
 "$cli" version --format '{{.Server.Version}}' 2>&1 | sed 's/^/engine /' || exit 50
+"$cli" image inspect "$img" >/dev/null 2>&1 || { echo "image $img is not on node \${SLURMD_NODENAME:-$(hostname)}" >&2; exit 40; }
 "$cli" run --rm "$@" 2>&1
 `;
 
@@ -45,10 +46,17 @@ export interface NodeProbe {
   node: string;
   ok: boolean;
   detail: string;
+  /** The probe's image is not on the node: nothing was learnt of its engine. */
+  missingImage?: boolean;
 }
 
-/** Runs the probe on one node (a job of its own there). */
-export async function probeNode(client: SlurmClient, node: string, image = PROBE_IMAGE): Promise<NodeProbe> {
+/** Runs the probe on one node: a job of its own there, or a step of a job that holds it (`place`). */
+export async function probeNode(
+  client: SlurmClient,
+  node: string,
+  image = PROBE_IMAGE,
+  place: StepPlace = { node },
+): Promise<NodeProbe> {
   const spec = hardenedContainer({
     image,
     entrypoint: ['/bin/sh'],
@@ -59,9 +67,15 @@ export async function probeNode(client: SlurmClient, node: string, image = PROBE
     labels: { [SLURM_LABEL.marker]: '1', [SLURM_LABEL.role]: 'probe' },
     ...IDLE_CONTAINER_LIMITS,
   });
-  const result = await nodeStep(client, { node }, NODE_PROBE, [client.engineCli, ...containerCliArgs(spec)], {
-    timeoutMs: 120_000,
-  }).catch((error: unknown) => ({ code: -1, stdout: Buffer.from(''), stderr: String(error) }));
+  const result = await nodeStep(
+    client,
+    place,
+    NODE_PROBE,
+    [client.engineCli, image, ...containerCliArgs(spec)],
+    {
+      timeoutMs: 120_000,
+    },
+  ).catch((error: unknown) => ({ code: -1, stdout: Buffer.from(''), stderr: String(error) }));
   const lines = result.stdout.toString().split('\n');
   const engine = lines.find((l) => l.startsWith('engine '))?.slice(7) ?? '';
   const net = lines
@@ -73,6 +87,8 @@ export async function probeNode(client: SlurmClient, node: string, image = PROBE
     ?.slice(4)
     .trim();
   const mounts = lines.filter((l) => l.startsWith('mount ')).map((l) => l.slice(6));
+  if (result.code === 40)
+    return { node, ok: false, detail: result.stderr.trim().slice(-200), missingImage: true };
   const problems: string[] = [];
   if (result.code !== 0)
     problems.push(

@@ -31,6 +31,7 @@ import {
   SANDBOX_UID,
   WORKSPACE,
   type AttachRequest,
+  type QueueEvent,
   type Sandbox,
   type SandboxBackend,
   type SandboxSpec,
@@ -49,7 +50,9 @@ import {
   SLURM_LABEL,
   TREE_SCRIPT,
 } from './job-script.js';
+import { NodeHealth } from './node-health.js';
 import { NodeImages } from './node-images.js';
+import { RunJobs } from './run-jobs.js';
 import { nodeStep, type StepPlace } from './node-step.js';
 import { EXPORT_NONE, jobState, SlurmClient, type SlurmSettings } from './slurm-client.js';
 import { SrunTransport, type SandboxAddress } from './srun-transport.js';
@@ -61,31 +64,46 @@ const MIB = 1024 * 1024;
 /** The loopback names the docker CLI writes into every hosts file itself. */
 const DOCKER_OWN_HOSTS = new Set(['localhost:::1', 'ip6-localhost:::1', 'ip6-loopback:::1']);
 
-/** What the backend tells its caller while a sandbox's job waits in the queue. */
-export interface QueueEvent {
-  job: string;
-  state: string;
-  /** Slurm's reason (`Resources`, `Priority`, `ReqNodeNotAvail, ...`). */
-  reason: string;
-}
+export type { QueueEvent };
 
 export interface SlurmBackendOptions extends SlurmSettings {
   /** Slurm's outer bound on a sandbox (`--time`), minutes; the harness keeps its own deadlines inside it. */
   timeLimitMinutes?: number;
   /** How long a job may wait in the queue before create gives up (default: no limit). */
   queueTimeoutMs?: number;
-  onQueued?: (event: QueueEvent) => void;
+  onQueued?: ((event: QueueEvent) => void) | undefined;
+  /** Notes for a person: a node excluded (probe failed, lost), fenced, back. */
+  onNote?: ((line: string) => void) | undefined;
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/** A node name fit for a record's engine field; the cluster's word, checked before it is kept. */
+const NODE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
+
 export class SlurmSandbox extends PosixSandbox {
   private disposed = false;
+
+  /** A node lost under the sandbox is infrastructure (retried elsewhere), never "the sandbox stopped". */
+  protected override async checkUsable(): Promise<void> {
+    if (this.srun && (await this.srun.nodeLost())) throw this.srun.lostError();
+  }
+
+  private get srun(): SrunTransport | undefined {
+    return this.transport instanceof SrunTransport ? this.transport : undefined;
+  }
+
+  /** Its node, named in run records and eval results where a local sandbox names its engine. */
+  get where(): string | undefined {
+    return NODE_NAME.test(this.address.node) ? this.address.node : undefined;
+  }
 
   constructor(
     private readonly client: SlurmClient,
     readonly address: SandboxAddress,
     options: PosixSandboxOptions,
+    /** Hands the run's job back (`RunJobs`): it ends once no sandbox of the run holds it. */
+    private readonly releaseJob: () => Promise<void> = async () => undefined,
   ) {
     super(options);
   }
@@ -109,23 +127,31 @@ export class SlurmSandbox extends PosixSandbox {
     return result?.code === 0 && result.stdout.toString().trim() === 'true';
   }
 
-  /** Removes the container, then ends the job (whose trap would remove it too). Kept sandboxes do not exist on Slurm. */
+  /** Removes the container, then hands the run's job back (whose trap removes what is left when it ends). Kept sandboxes do not exist on Slurm. */
   async dispose(_options: { keep?: boolean } = {}): Promise<void> {
     if (this.disposed) return;
     this.disposed = true;
     await this.closeChannel();
-    await removeSandbox(this.client, this.address);
+    await removeContainer(this.client, this.address);
+    await this.releaseJob();
   }
 }
 
-/** The container removed over a step, then the job cancelled; a job already gone is fine. */
-async function removeSandbox(client: SlurmClient, address: SandboxAddress): Promise<void> {
+/** The container removed over a step; a job or container already gone is fine. */
+async function removeContainer(client: SlurmClient, address: SandboxAddress): Promise<void> {
   await nodeStep(client, address, REMOVE_SCRIPT, [client.engineCli, address.container], {
     timeoutMs: 60_000,
   }).catch(() => undefined);
-  await client.run('scancel', [address.job]).catch(() => undefined);
-  liveJobs.get(client)?.delete(address.job);
 }
+
+/** A job ended (a job already gone is fine), and no longer cancelled on exit. */
+async function cancelJob(client: SlurmClient, job: string): Promise<void> {
+  await client.run('scancel', [job]).catch(() => undefined);
+  liveJobs.get(client)?.delete(job);
+}
+
+/** How many jobs one sandbox may go through while nodes fail their probe. */
+const MAX_PLACEMENTS = 4;
 
 /**
  * Jobs this process submitted and has not cancelled yet, per client. A harness that exits
@@ -160,6 +186,9 @@ export class SlurmBackend implements SandboxBackend {
   readonly client: SlurmClient;
   /** Repo images this process builds on the nodes (`repoImage` of the provider registers them). */
   readonly images: NodeImages;
+  /** Nodes probed before use, and those left out (failed the probe, or lost until fenced). */
+  readonly health: NodeHealth;
+  private readonly runJobs: RunJobs;
   private readonly trees = new Map<string, Promise<WorkspaceTree>>();
 
   constructor(
@@ -168,6 +197,8 @@ export class SlurmBackend implements SandboxBackend {
   ) {
     this.client = new SlurmClient(options);
     this.images = new NodeImages(this.client);
+    this.health = new NodeHealth(this.client, options.onNote);
+    this.runJobs = new RunJobs((job) => cancelJob(this.client, job));
   }
 
   /** Why egress cannot be had here: a node's container has no network, and no proxy reaches it. */
@@ -187,12 +218,17 @@ export class SlurmBackend implements SandboxBackend {
       });
     }
     const resources = { ...DEFAULT_RESOURCES, ...spec.resources };
-    const job = await this.submit(spec, resources);
-    trackJob(this.client, job);
+    // Every sandbox of a run in the run's one job (run-jobs.ts: no run waits for a second allocation).
+    const lease = await this.runJobs.acquire(spec.runId, () => this.placeJob(spec, resources));
+    const { job, node } = lease;
     let address: SandboxAddress | undefined;
     try {
-      const node = await this.waitRunning(job);
-      address = { job, node, container: containerNameOf(job) };
+      if (lease.seq > 0) await this.images.ensure({ job, node }, spec.image);
+      address = {
+        job,
+        node,
+        container: lease.seq === 0 ? containerNameOf(job) : `${containerNameOf(job)}-s${lease.seq}`,
+      };
       const marker = randomBytes(16).toString('hex');
       const labels = {
         [SLURM_LABEL.marker]: '1',
@@ -229,8 +265,6 @@ export class SlurmBackend implements SandboxBackend {
         container.extraHosts = container.extraHosts.filter((entry) => !DOCKER_OWN_HOSTS.has(entry));
       }
       const tar = await packTar(injectedFiles(spec, marker));
-      // A repo image of this process is built on the node from its context, once per node.
-      await this.images.ensure(address, spec.image);
       if (spec.scanAgainst) await this.images.ensure(address, spec.scanAgainst);
       const create = () =>
         nodeStep(
@@ -263,16 +297,21 @@ export class SlurmBackend implements SandboxBackend {
           `could not start the sandbox container on node ${node} (step exit ${made.code}): ${made.stderr.trim().slice(-500)}`,
         );
       }
-      const transport = new SrunTransport(this.client, address);
-      const sandbox = new SlurmSandbox(this.client, address, {
-        id: address.container,
-        image: spec.image,
-        labels,
-        env: [],
-        transport,
-        tree: () => this.workspaceTree(spec.scanAgainst ?? spec.image, { place: address }),
-        ...(spec.hidden ? { hidden: spec.hidden.map((p) => workspaceRelative(p)) } : {}),
-      } satisfies PosixSandboxOptions);
+      const transport = new SrunTransport(this.client, address, (lost) => this.nodeLost(lost));
+      const sandbox = new SlurmSandbox(
+        this.client,
+        address,
+        {
+          id: address.container,
+          image: spec.image,
+          labels,
+          env: [],
+          transport,
+          tree: () => this.workspaceTree(spec.scanAgainst ?? spec.image, { place: address }),
+          ...(spec.hidden ? { hidden: spec.hidden.map((p) => workspaceRelative(p)) } : {}),
+        } satisfies PosixSandboxOptions,
+        () => lease.release(),
+      );
       if (spec.hidden && spec.hidden.length > 0) {
         const hidden = await runScript(
           transport,
@@ -288,14 +327,62 @@ export class SlurmBackend implements SandboxBackend {
       }
       return sandbox;
     } catch (error) {
-      // Never leave a half-made sandbox behind: its container and its job.
-      if (address) await removeSandbox(this.client, address);
-      else {
-        await this.client.run('scancel', [job]).catch(() => undefined);
-        liveJobs.get(this.client)?.delete(job);
-      }
+      // Never leave a half-made sandbox behind: its container, and its job when no other holds it.
+      if (address) await removeContainer(this.client, address);
+      await lease.release();
       throw error;
     }
+  }
+
+  /**
+   * A job for the sandbox on a node this process trusts: submitted (trusted-out nodes excluded),
+   * waited for, the image made sure of there, and the node probed before its first sandbox
+   * (fail closed: a node that fails is excluded and the sandbox goes elsewhere).
+   */
+  private async placeJob(
+    spec: SandboxSpec,
+    resources: Required<NonNullable<SandboxSpec['resources']>>,
+  ): Promise<{ job: string; node: string }> {
+    for (let tries = 1; ; tries++) {
+      const job = await this.submit(spec, resources);
+      trackJob(this.client, job);
+      try {
+        const node = await this.waitRunning(job);
+        // A repo image of this process is built on the node from its context, once per node.
+        await this.images.ensure({ job, node }, spec.image);
+        if ((await this.health.check({ job, node }, spec.image)).ok) return { job, node };
+      } catch (error) {
+        await cancelJob(this.client, job);
+        throw error;
+      }
+      await cancelJob(this.client, job);
+      if (tries >= MAX_PLACEMENTS) {
+        throw new SandboxUnavailable(
+          `no node of the cluster could take the sandbox: ${this.health.describeExcluded()}`,
+          {
+            hint: 'See `sandbox-harness doctor --backend slurm` for each node.',
+          },
+        );
+      }
+    }
+  }
+
+  /**
+   * A step of `address` ended without its end record: lost when Slurm says its job failed with
+   * its node, or the node no longer answers. Then no new sandbox goes there until it is fenced.
+   */
+  private async nodeLost(address: SandboxAddress): Promise<boolean> {
+    const job = await jobState(this.client, address.job).catch(() => undefined);
+    const node = await this.client
+      .run('sinfo', ['-h', '-n', address.node, '-o', '%t'])
+      .then((r) => r.stdout.trim())
+      .catch(() => '');
+    const lost = job?.state === 'NODE_FAIL' || /\*$|down|fail/.test(node);
+    if (lost) {
+      this.health.lost(address.node);
+      this.runJobs.forget(address.job);
+    }
+    return lost;
   }
 
   /** sbatch of the keeper script; the job id. */
@@ -320,6 +407,7 @@ export class SlurmBackend implements SandboxBackend {
       '--output=/dev/null',
       '--error=/dev/null',
       ...this.client.placementArgs(),
+      ...this.health.excludeArgs(),
     ];
     const stdout = await this.client.ok('sbatch', args, { input: jobScript(this.client.engineCli) });
     const job = stdout.trim().split(';')[0] ?? '';
@@ -327,25 +415,40 @@ export class SlurmBackend implements SandboxBackend {
     return job;
   }
 
-  /** Polls the job until it runs; its node. Throws `SandboxUnavailable` when it ends first. */
+  /**
+   * Polls the job until it runs; its node. Throws `SandboxUnavailable` when it ends first. While
+   * it waits, `onQueued` hears each new reason Slurm gives, and once more when it leaves the queue.
+   */
   private async waitRunning(job: string): Promise<string> {
     const started = Date.now();
     let interval = 100;
-    let lastReason = '';
+    let lastReason: string | undefined;
+    const left = (state: string) => {
+      if (lastReason !== undefined) this.options.onQueued?.({ job, state, reason: '' });
+    };
     for (;;) {
-      const state = await jobState(this.client, job);
-      if (state?.state === 'RUNNING' && state.node) return state.node;
+      const state = await jobState(this.client, job).catch((error: unknown) => {
+        left('UNKNOWN');
+        throw error;
+      });
+      if (state?.state === 'RUNNING' && state.node) {
+        left('RUNNING');
+        return state.node;
+      }
       if (!state || !['PENDING', 'CONFIGURING'].includes(state.state)) {
+        left(state?.state ?? 'GONE');
         throw new SandboxUnavailable(
           `the sandbox's Slurm job ${job} ended before it ran (${state ? `${state.state}, ${state.reason}` : 'gone'})`,
           { hint: 'See `scontrol show job ' + job + '` and the nodes in `sinfo -R`.' },
         );
       }
-      if (state.reason !== lastReason) {
+      // `None`: not looked at by the scheduler yet (every job, for up to a tick): no wait to report.
+      if (state.reason !== lastReason && (state.reason !== 'None' || Date.now() - started > 2000)) {
         lastReason = state.reason;
         this.options.onQueued?.({ job, state: state.state, reason: state.reason });
       }
       if (this.options.queueTimeoutMs !== undefined && Date.now() - started > this.options.queueTimeoutMs) {
+        left('TIMEOUT');
         throw new SandboxUnavailable(
           `the sandbox's Slurm job ${job} waited in the queue too long (${state.reason})`,
         );
@@ -369,23 +472,29 @@ export class SlurmBackend implements SandboxBackend {
   }
 
   /**
-   * The node engine's own archive of /workspace from a container that is never started. A repo
-   * image this process builds on the nodes is made sure of first; with no node named yet, the
-   * node Slurm picked says it lacks the image, and it is built there.
+   * The node engine's own archive of /workspace from a container that is never started. With no
+   * sandbox's job to read it in, a job of its own is queued for it like a sandbox's (a step
+   * asking for its own allocation would give up while a full cluster kept it waiting), the
+   * image made sure of on its node, then read there.
    */
   private async readTree(image: string, place: StepPlace): Promise<WorkspaceTree> {
-    if (place.node) await this.images.ensure({ ...place, node: place.node }, image);
-    const first = await this.readTreeOnce(image, place);
-    if ('tree' in first) return first.tree;
-    if (!this.images.knows(image) || first.missingOn === undefined) {
-      throw new ImageError(`image ${image} does not exist on node ${first.missingOn ?? '(unknown)'}`);
+    if (place.node) {
+      await this.images.ensure({ ...place, node: place.node }, image);
+      return this.readTreeOn(image, place);
     }
-    this.images.forget(first.missingOn, image);
-    await this.images.ensure({ node: first.missingOn }, image);
-    const again = await this.readTreeOnce(image, { node: first.missingOn });
-    if ('tree' in again) return again.tree;
+    const placed = await this.placeJob({ image, role: 'tree' }, { ...DEFAULT_RESOURCES, cpus: 1 });
+    try {
+      return await this.readTreeOn(image, placed);
+    } finally {
+      await cancelJob(this.client, placed.job);
+    }
+  }
+
+  private async readTreeOn(image: string, place: StepPlace): Promise<WorkspaceTree> {
+    const read = await this.readTreeOnce(image, place);
+    if ('tree' in read) return read.tree;
     throw new ImageError(
-      `image ${image} does not exist on node ${first.missingOn} even after it was built there`,
+      `image ${image} does not exist on node ${read.missingOn ?? place.node ?? '(unknown)'}`,
     );
   }
 
@@ -444,7 +553,7 @@ export class SlurmBackend implements SandboxBackend {
   async release(_request: AttachRequest): Promise<void> {}
 
   async state(request: AttachRequest): Promise<SandboxState> {
-    const job = /^sandbox-harness-slurm-(\d+)-r\d+$/.exec(request.id)?.[1];
+    const job = /^sandbox-harness-slurm-(\d+)-r\d+(?:-s\d+)?$/.exec(request.id)?.[1];
     const state = job ? await jobState(this.client, job) : undefined;
     if (!state) return { exists: false, running: false, status: 'removed' };
     return {

@@ -13,7 +13,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
-import { SandboxDead } from '../../errors.js';
+import { SandboxDead, SandboxUnavailable } from '../../errors.js';
 import { SANDBOX_GID, SANDBOX_UID } from '../types.js';
 import type { ProcessSpec, StartedProcess, Transport } from '../posix/transport.js';
 import { EXPORT_NONE, type SlurmClient } from './slurm-client.js';
@@ -92,12 +92,38 @@ export function stepArgs(address: Pick<SandboxAddress, 'job' | 'node'>): string[
 }
 
 export class SrunTransport implements Transport {
+  /** Slurm said the node was lost: from now on nothing is run or read in this sandbox. */
+  private lost = false;
+  /** Slurm's answer about the last step that ended without its record, while it is asked. */
+  private verdict: Promise<boolean> | undefined;
+
   constructor(
     private readonly client: SlurmClient,
     private readonly address: SandboxAddress,
+    /** Asked when a step ends without its end record: was the node lost? (Then the sandbox is.) */
+    private readonly onLost?: (address: SandboxAddress) => Promise<boolean>,
   ) {}
 
+  /** Whether Slurm said the sandbox's node was lost (asked when a step ended without its record). */
+  async nodeLost(): Promise<boolean> {
+    return this.lost || ((await this.verdict) ?? false);
+  }
+
+  /**
+   * A lost node is the cluster failing, not the sandbox's processes dying: infrastructure, which
+   * an eval retries elsewhere, and the lost copy is fenced, never read.
+   */
+  lostError(): SandboxUnavailable {
+    return new SandboxUnavailable(
+      `the sandbox's node ${this.address.node} was lost (Slurm job ${this.address.job}); nothing more is run or read in it`,
+      {
+        hint: 'The node is left out until Slurm says it answers again and its containers of this tool are removed.',
+      },
+    );
+  }
+
   async start(spec: ProcessSpec): Promise<StartedProcess> {
+    if (this.lost) throw this.lostError();
     const token = randomBytes(6).toString('hex');
     const user = spec.user === 'root' ? '0:0' : `${SANDBOX_UID}:${SANDBOX_GID}`;
     const exec = [
@@ -152,7 +178,17 @@ export class SrunTransport implements Transport {
       if (!following) return new Promise<number>(() => undefined);
       if (spawnError) throw new SandboxDead(`cannot start srun: ${spawnError.message}`);
       // The daemon's word (srun passes docker exec's code through) once the step really ended.
-      if (filter.code === undefined) return LOST;
+      if (filter.code === undefined) {
+        // Also what a step cut on purpose looks like (the channel closed, a freeze's restart):
+        // the backend asks Slurm whether the node really failed before anything is fenced.
+        if (this.onLost && !this.lost) {
+          this.verdict = this.onLost(this.address).then(
+            (lost) => (this.lost ||= lost),
+            () => false,
+          );
+        }
+        return LOST;
+      }
       return code ?? LOST;
     })();
     exited.catch(() => undefined);

@@ -5,6 +5,7 @@ import {
   formatBar,
   formatProgressEvent,
   formatProgressLine,
+  queueTally,
   type EvalProgress,
 } from '../../../src/evals/eval-progress.js';
 import { result } from './helpers.js';
@@ -221,5 +222,55 @@ describe('progress over several engines', () => {
     const log = createProgressReporter({ write: (c: string) => plain.push(c) }, { tty: false });
     log.update(progress({ notice: 'engine box-b lost (gone)' }));
     expect(plain).toEqual(['[3/10] engine box-b lost (gone)\n']);
+  });
+});
+
+describe("a cluster's queue in the progress", () => {
+  it('counts waiting jobs by their latest event and names the reason most of them give', () => {
+    const seen: { count: number; reason: string }[] = [];
+    const tally = queueTally((q) => seen.push(q));
+    tally({ job: '1', state: 'PENDING', reason: 'Resources' });
+    tally({ job: '2', state: 'PENDING', reason: 'Priority' });
+    tally({ job: '3', state: 'PENDING', reason: 'Priority' });
+    tally({ job: '2', state: 'RUNNING', reason: '' });
+    tally({ job: '3', state: 'CANCELLED', reason: '' });
+    tally({ job: '1', state: 'RUNNING', reason: '' });
+    expect(seen).toEqual([
+      { count: 1, reason: 'Resources' },
+      { count: 2, reason: 'Resources' },
+      { count: 3, reason: 'Priority' },
+      { count: 2, reason: 'Resources' },
+      { count: 1, reason: 'Resources' },
+      { count: 0, reason: '' },
+    ]);
+  });
+
+  it('shows queued trials apart from running ones on the redrawn line', () => {
+    expect(
+      formatProgressLine(progress({ inFlight: 5, queued: { count: 3, reason: 'Resources' } }), 10),
+    ).toContain(' running 2 queued 3 (Resources) ');
+    expect(formatProgressLine(progress({ queued: { count: 0, reason: '' } }), 10)).not.toContain('queued');
+  });
+
+  it('redraws the line when the queue changes on a terminal; a log hears when the wait starts, changes reason or ends', () => {
+    const tty: string[] = [];
+    const onTty = createProgressReporter({ write: (c: string) => tty.push(c), isTTY: true });
+    onTty.update(progress({ inFlight: 4 }));
+    onTty.queue?.({ count: 2, reason: 'Resources' });
+    expect(tty.at(-1)).toContain('running 2 queued 2 (Resources)');
+
+    const log: string[] = [];
+    const onLog = createProgressReporter({ write: (c: string) => log.push(c), isTTY: false });
+    onLog.update(progress());
+    log.length = 0;
+    onLog.queue?.({ count: 1, reason: 'Resources' });
+    onLog.queue?.({ count: 2, reason: 'Resources' });
+    onLog.queue?.({ count: 2, reason: 'ReqNodeNotAvail, UnavailableNodes:node2' });
+    onLog.queue?.({ count: 0, reason: '' });
+    expect(log).toEqual([
+      '[3/10] queued 1: Resources\n',
+      '[3/10] queued 2: ReqNodeNotAvail, UnavailableNodes:node2\n',
+      '[3/10] no trial waits in the queue\n',
+    ]);
   });
 });
