@@ -102,7 +102,8 @@ function normalise(result: TrialResult, spec: TrialSpec, engine: string): TrialR
     taskId: spec.taskId,
     trial: spec.trial,
     outcome: result.category === PASSING_CATEGORY ? 'passed' : 'failed',
-    engine,
+    // The slot's engine, unless the backend placed the trial itself and said where (a Slurm node).
+    engine: result.engine ?? engine,
   };
 }
 

@@ -10,9 +10,9 @@ import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SLURM_LABEL } from '../../src/sandbox/slurm/job-script.js';
 import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
-import { cleanEnv, ROOT, runCli, treeHash } from '../helpers/cli.js';
+import { cleanEnv, ROOT, runCli, startCli, treeHash } from '../helpers/cli.js';
 import { exampleCopy, removeExampleCopies } from '../helpers/example.js';
-import { slurm, startSlurm, stopSlurm, type SlurmCluster } from '../helpers/slurm.js';
+import { killNode, restartNode, slurm, startSlurm, stopSlurm, type SlurmCluster } from '../helpers/slurm.js';
 
 interface Result {
   taskId: string;
@@ -21,6 +21,23 @@ interface Result {
   category: string;
   engine?: string;
   runId: string;
+  infraRetried?: boolean;
+  firstTry?: { engine?: string; category: string };
+}
+
+/** Containers of this tool on every node's engine, with their node and role. */
+async function ourContainers(cluster: SlurmCluster) {
+  const all = await Promise.all(
+    cluster.nodes.map(async (n) =>
+      (await n.engine.engine.containers.list({ [SLURM_LABEL.marker]: '1' })).map((c) => ({
+        node: n.name,
+        name: c.name,
+        state: c.state,
+        role: c.labels[SLURM_LABEL.role] ?? '',
+      })),
+    ),
+  );
+  return all.flat();
 }
 
 let cluster: SlurmCluster | undefined;
@@ -93,5 +110,62 @@ describe('eval over a Slurm cluster (offline suite)', { timeout: 900_000 }, () =
       expect(left.map((c) => c.name)).toEqual([]);
     }
     expect(treeHash(copy.repo)).toBe(before);
+  });
+
+  it('a node lost mid-eval: its trial is retried once elsewhere and marked so, none is lost or scored twice, no container is left', async () => {
+    const copy = await exampleCopy();
+    const root = dirname(copy.root);
+    await cp(join(ROOT, 'examples', 'evals'), join(root, 'evals'), { recursive: true });
+    const suite = join(root, 'evals', 'suite.yaml');
+    const out = join(root, 'out-lost');
+    const env = cleanEnv({ SLURM_CONF: ready().confFile });
+    const { done } = startCli(
+      ['eval', suite, '-n', '1', '--concurrency', '3', '--backend', 'slurm', '--out', out],
+      {
+        cwd: root,
+        env,
+      },
+    );
+    // The first attempt sandbox that runs: its node is the one lost.
+    let victim: string | undefined;
+    const deadline = Date.now() + 300_000;
+    while (!victim) {
+      if (Date.now() > deadline) throw new Error('no attempt sandbox ran');
+      victim = (await ourContainers(ready())).find(
+        (c) => c.role.startsWith('attempt-') && c.state === 'running',
+      )?.node;
+      if (!victim) await new Promise((r) => setTimeout(r, 200));
+    }
+    await killNode(ready(), victim);
+    const r = await done;
+    try {
+      expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
+      const results = await readResults(out);
+      // Every trial once: none lost, none scored twice.
+      expect(results.map((x) => `${x.taskId}#${x.trial}`)).toEqual([
+        'fixes-threshold#0',
+        'flaky-fix#0',
+        'gives-up#0',
+        'hard-codes-reviewed#0',
+      ]);
+      expect(results.map((x) => x.outcome).sort()).toEqual(['failed', 'failed', 'passed', 'passed']);
+      const retried = results.filter((x) => x.infraRetried);
+      expect(retried.length).toBeGreaterThanOrEqual(1);
+      for (const x of retried) {
+        expect(x.firstTry).toMatchObject({ engine: victim, category: 'infrastructure' });
+        expect(x.engine).not.toBe(victim);
+      }
+      expect(r.stderr).toMatch(new RegExp(`retried after infrastructure failure`));
+    } finally {
+      await restartNode(ready(), victim);
+    }
+    // The lost copy: once its node is back, Slurm ends the old job's script, whose trap removes it.
+    const gone = Date.now() + 60_000;
+    for (;;) {
+      const left = await ourContainers(ready());
+      if (left.length === 0) break;
+      if (Date.now() > gone) throw new Error(`left on the nodes: ${JSON.stringify(left)}`);
+      await new Promise((r2) => setTimeout(r2, 500));
+    }
   });
 });

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SLURM_LABEL } from '../../src/sandbox/slurm/job-script.js';
 import { SlurmBackend, type SlurmSandbox } from '../../src/sandbox/slurm/slurm-sandbox.js';
 import { fenceNode } from '../../src/sandbox/slurm/slurm-operator.js';
-import { SandboxDead } from '../../src/errors.js';
+import { SandboxDead, SandboxUnavailable } from '../../src/errors.js';
 import { shellQuote } from '../../src/sandbox/shell.js';
 import type { Sandbox, SandboxBackend } from '../../src/sandbox/types.js';
 import { fixtureImage } from '../helpers/docker.js';
@@ -153,7 +153,7 @@ describe('slurm: what is special to a sandbox as a job', () => {
 });
 
 describe('slurm: a node lost mid-command', () => {
-  it('is a dead sandbox (never exit 0), and the lost copy is fenced when the node returns', async () => {
+  it('is infrastructure, not a dead sandbox (never exit 0); nothing more runs in it; the lost copy is fenced when the node returns', async () => {
     const sandbox = (await theBackend().create({ image, role: 'lost', runId: 'slurm-lost' })) as SlurmSandbox;
     const { node, job } = sandbox.address;
     const running = sandbox.exec('sleep 120', { timeoutMs: 180_000 });
@@ -166,8 +166,14 @@ describe('slurm: a node lost mid-command', () => {
       (r) => new Error(`exec answered ${JSON.stringify(r)}`),
       (e: unknown) => e,
     );
-    expect(error).toBeInstanceOf(SandboxDead);
+    // The cluster failed, not the sandbox's processes: infrastructure (an eval retries it
+    // elsewhere), never SandboxDead (which the agent loop takes as "the sandbox stopped").
+    expect(error).toBeInstanceOf(SandboxUnavailable);
+    expect(error).not.toBeInstanceOf(SandboxDead);
+    expect(String(error)).toMatch(new RegExp(`node ${node} was lost`));
     expect(Date.now() - lostAt).toBeLessThan(60_000);
+    // The lost copy is never read again, not even once its node is back.
+    await expect(sandbox.exec('true')).rejects.toThrow(SandboxUnavailable);
     expect(await sandbox.isAlive()).toBe(false);
     // The container lives on, on the lost node (slurmd dead is not the node dead).
     expect((await containersOnNodes({ [SLURM_LABEL.job]: job })).map((c) => c.state)).toEqual(['running']);

@@ -21,6 +21,8 @@ export interface RunJobLease extends PlacedJob {
 
 interface Entry {
   placed: Promise<PlacedJob>;
+  /** Set once placed: a job that runs, which a shared sandbox may join. */
+  running?: PlacedJob;
   users: number;
   seq: number;
 }
@@ -30,8 +32,34 @@ export class RunJobs {
 
   constructor(private readonly cancel: (job: string) => Promise<void>) {}
 
-  /** The run's job (placed by `place` when the run has none), held until `release`. */
-  async acquire(runId: string | undefined, place: () => Promise<PlacedJob>): Promise<RunJobLease> {
+  /**
+   * The run's job (placed by `place` when the run has none), held until `release`. With
+   * `shared` (a sandbox other runs wait for: the eval's one baseline of an image), any job this
+   * process holds will do: queued behind the very runs that wait for it, it would never run
+   * on a cluster they fill.
+   */
+  async acquire(
+    runId: string | undefined,
+    place: () => Promise<PlacedJob>,
+    options: { shared?: boolean } = {},
+  ): Promise<RunJobLease> {
+    while (options.shared) {
+      const entries = [...this.runs];
+      const held = entries.find(([, e]) => e.running !== undefined && e.users > 0);
+      if (held) return this.join(held[0], held[1]);
+      // Jobs of this process wait in the queue: the first to run takes it (a job of its own
+      // would queue behind them). With none, it queues like any other, first in line.
+      if (entries.length === 0) break;
+      await Promise.race(
+        entries.map(([, e]) =>
+          e.placed.then(
+            () => undefined,
+            () => undefined,
+          ),
+        ),
+      );
+      await new Promise((resolve) => setImmediate(resolve));
+    }
     if (runId === undefined) {
       const placed = await place();
       return { ...placed, seq: 0, release: () => this.cancel(placed.job) };
@@ -44,14 +72,21 @@ export class RunJobs {
       this.runs.set(runId, entry);
     }
     const current = entry;
-    let placed: PlacedJob;
     try {
-      placed = await current.placed;
+      current.running = await current.placed;
     } catch (error) {
       current.users--;
       if (this.runs.get(runId) === current) this.runs.delete(runId);
       throw error;
     }
+    current.users--;
+    return this.join(runId, current);
+  }
+
+  /** One more sandbox in the placed job of `runId`'s entry. */
+  private join(runId: string, current: Entry & { running?: PlacedJob }): RunJobLease {
+    const placed = current.running!;
+    current.users++;
     const seq = ++current.seq;
     let released = false;
     return {

@@ -219,7 +219,10 @@ export class SlurmBackend implements SandboxBackend {
     }
     const resources = { ...DEFAULT_RESOURCES, ...spec.resources };
     // Every sandbox of a run in the run's one job (run-jobs.ts: no run waits for a second allocation).
-    const lease = await this.runJobs.acquire(spec.runId, () => this.placeJob(spec, resources));
+    // The baseline is the eval's, shared by every trial of its image: it joins any job held.
+    const lease = await this.runJobs.acquire(spec.runId, () => this.placeJob(spec, resources), {
+      shared: spec.role === 'baseline',
+    });
     const { job, node } = lease;
     let address: SandboxAddress | undefined;
     try {

@@ -64,4 +64,28 @@ describe('one Slurm job per run', () => {
     expect(third.seq).toBe(0);
     expect(placed).toHaveLength(3);
   });
+
+  it("the eval's shared baseline joins a job this process holds instead of queueing behind the runs that wait for it", async () => {
+    const { runJobs, place, placed, cancelled } = jobs();
+    let grant: (() => void) | undefined;
+    const slow = () =>
+      new Promise<{ job: string; node: string }>((resolve) => (grant = () => void place().then(resolve)));
+    // Run b's job waits in the queue; the baseline waits for it rather than submit its own.
+    const b = runJobs.acquire('run-b', slow);
+    const baseline = runJobs.acquire('run-a', place, { shared: true });
+    await new Promise((r) => setTimeout(r, 10));
+    expect(placed).toEqual([]);
+    grant!();
+    const [bLease, baseLease] = await Promise.all([b, baseline]);
+    expect(baseLease.job).toBe(bLease.job);
+    expect(baseLease.seq).toBe(1);
+    await baseLease.release();
+    expect(cancelled).toEqual([]);
+    await bLease.release();
+    expect(cancelled).toEqual([bLease.job]);
+    // Nothing held: a job of its own.
+    const alone = await runJobs.acquire('run-a', place, { shared: true });
+    expect(alone.seq).toBe(0);
+    expect(placed).toHaveLength(2);
+  });
 });
