@@ -15,7 +15,8 @@ import type { Sandbox } from '../sandbox/types.js';
 import { testOutputsOf, type TestOutputs } from '../changes/ignore.js';
 import type { BaselineResult, BrokenTestCommand } from './baseline-cache.js';
 
-function baselineKey(run: Run, image: RepoImage, layers: readonly TestLayer[]): string {
+/** What makes two baselines the same: the image's id, the catalog and the test commands. */
+export function baselineKey(run: Run, image: RepoImage, layers: readonly TestLayer[]): string {
   return JSON.stringify([image.imageId, run.catalog.hash, layers.map((l) => [l.name, l.command])]);
 }
 

@@ -26,6 +26,7 @@ import type { InjectedFile, KeepPolicy, SandboxBackend } from '../sandbox/types.
 import type { BaselineCache } from './baseline-cache.js';
 import type { ProgressSink } from './progress.js';
 import type { SandboxPool } from './sandboxes.js';
+import type { FailingBaselines } from './failing-baselines.js';
 import type { TestLayer } from './test-layers.js';
 
 export type { KeepPolicy } from '../sandbox/types.js';
@@ -40,6 +41,11 @@ export interface FixDeps {
   createProvider?: typeof createProvider;
   /** Evals share one baseline per (image, catalog, test command) between their trials. */
   baselines?: BaselineCache;
+  /**
+   * Baselines known to fail (`failing-baselines.ts`): for those the first attempt's agent does
+   * not wait for the baseline's verdict. Absent: it always waits.
+   */
+  failingBaselines?: FailingBaselines | undefined;
   /** How to reach the backend's engine again (an eval on a fleet); recorded with the run. */
   engineRef?: RunRecord['engineRef'];
   /**

@@ -18,6 +18,7 @@ import {
   type HostFileState as HostFile,
 } from '../../../src/fix/run-fix.js';
 import { memoryBaselineCache } from '../../../src/fix/baseline-cache.js';
+import { memoryFailingBaselines } from '../../../src/fix/failing-baselines.js';
 import { SandboxDead, SandboxUnavailable } from '../../../src/errors.js';
 import { exitCodeForRun } from '../../../src/cli/exit-codes.js';
 import { fixSummaryJson } from '../../../src/cli/commands/fix.js';
@@ -304,6 +305,92 @@ describe('runFix with fakes', () => {
     expect(result.record.turns).toBe(2);
     expect(fixSummaryJson(result).attempts).toEqual([]);
   });
+
+  /** `npm test` in the baseline's sandbox fails only once `release` is called. */
+  function heldBaseline(h: Harness) {
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const handler: ExecHandler = async (command, options, sandbox) => {
+      const role = h.created.find((c) => c.sandbox === sandbox)?.spec.role;
+      if (command === 'npm test' && role === 'baseline') {
+        await released;
+        return {
+          exitCode: 1,
+          stdout: 'not ok 2 - an order of 45 EUR ships free (OPS-412)\n# pass 2\n# fail 2\n',
+        };
+      }
+      return npmTest(command, options, sandbox);
+    };
+    return { handler, release: () => release() };
+  }
+
+  it('a baseline known to fail does not hold the agent: it runs beside the attempt, and the attempt is verified before it ends', async () => {
+    const h = await harness();
+    const held = heldBaseline(h);
+    const failing = memoryFailingBaselines();
+    failing.known = async () => true;
+    // The verification's own tests release the baseline: had the agent waited for the
+    // baseline's verdict, or the change set for what the baseline's tests wrote, nothing would.
+    const handler: ExecHandler = (command, options, sandbox) => {
+      const role = h.created.find((c) => c.sandbox === sandbox)?.spec.role;
+      if (command === 'npm test' && role === 'verify-1') held.release();
+      return held.handler(command, options, sandbox);
+    };
+    const result = await runFix(h.options({ baselineHeadStartMs: 600_000 }), {
+      ...h.deps(scripted(fixingTurns), handler),
+      failingBaselines: failing,
+    });
+    expect(result.outcome).toBe('ready-for-review');
+    expect(result.record.baseline).toMatchObject({ failing: true });
+  }, 20_000);
+
+  it('a baseline that ran the tests and found them failing is remembered; a passing or broken one is not', async () => {
+    const failingRun = await harness();
+    const failing = memoryFailingBaselines();
+    const first = await runFix(failingRun.options(), {
+      ...failingRun.deps(scripted(fixingTurns)),
+      failingBaselines: failing,
+    });
+    expect(first.outcome).toBe('ready-for-review');
+    expect([...failing.keys]).toHaveLength(1);
+    expect([...failing.keys][0]).toContain('sha256:memory');
+
+    const passingRun = await harness();
+    const none = memoryFailingBaselines();
+    const passing: ExecHandler = () => ({ exitCode: 0, stdout: '# pass 4\n# fail 0\n' });
+    const second = await runFix(passingRun.options(), {
+      ...passingRun.deps(scripted(fixingTurns), passing),
+      failingBaselines: none,
+    });
+    expect(second.outcome).toBe('nothing-to-fix');
+    const broken = await harness();
+    await broken.catalog((yaml) => yaml.replace('testCommand: npm test', 'testCommand: npm run tset'));
+    const missing: ExecHandler = (command) =>
+      command === 'npm run tset'
+        ? { exitCode: 1, stderr: 'npm ERR! Missing script: "tset"\n' }
+        : { exitCode: 0 };
+    const third = await runFix(broken.options(), {
+      ...broken.deps(scripted(fixingTurns), missing),
+      failingBaselines: none,
+    });
+    expect(third.outcome).toBe('error');
+    expect(none.keys.size).toBe(0);
+  });
+
+  it('a baseline not known to fail still holds the agent until its verdict', async () => {
+    const h = await harness();
+    const held = heldBaseline(h);
+    const model = scripted(fixingTurns);
+    const running = runFix(h.options({ baselineHeadStartMs: 600_000 }), {
+      ...h.deps(model, held.handler),
+      failingBaselines: memoryFailingBaselines(),
+    });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(model.position).toBe(0);
+    held.release();
+    expect((await running).outcome).toBe('ready-for-review');
+    expect(model.position).toBeGreaterThan(0);
+  }, 20_000);
 
   it('a test command that cannot run (no such npm script) ends the run as a configuration error before any model call', async () => {
     const h = await harness();
