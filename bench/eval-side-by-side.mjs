@@ -9,16 +9,25 @@
  *
  *   node bench/eval-side-by-side.mjs --other ../ref --pairs 3 --n 2 --concurrency 2
  *   node bench/eval-side-by-side.mjs --other ../ref --instances   # the oracle instance suite instead
+ *   node bench/eval-side-by-side.mjs --other ../ref --instances --by-hand
+ *
+ * `--by-hand` adds the reference of issue 36's throughput goal after each eval of this build:
+ * the same test commands in fresh containers, by hand, at the same concurrency. Every trial's
+ * run record names its image and test commands; by hand, each trial is one `docker run --rm
+ * --network none` of that image running them (the catalog file mounted where the harness
+ * injects it), and each distinct (image, commands) one run more, as the harness's shared
+ * baseline. Its trials per minute beside the eval's give `byHandRatio` (eval / by hand).
  *
  * Prints the medians of each side and their ratios (this / other: above 1 this build is
  * slower) and writes `bench/results/side-by-side-<date>-<sha>.json` (`--out FILE` to choose).
  */
-import { cp, mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { checkInterrupted, installSignalHandlers, onCleanup, runOk } from './process.mjs';
+import { cp, mkdtemp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { performance } from 'node:perf_hooks';
+import { checkInterrupted, installSignalHandlers, onCleanup, run, runOk } from './process.mjs';
 import { prepareCopy, runSuite } from './eval-bench.mjs';
 import { median, quantile, round1 } from './stats.mjs';
 
@@ -51,6 +60,73 @@ async function copyOf(root, parent, instances) {
       verbatimSymlinks: true,
     });
   return join(parent, 'instances', 'suite.yaml');
+}
+
+/**
+ * The eval's test commands run by hand (see the header), `concurrency` at a time.
+ *
+ * @param {string} outDir the eval's output folder
+ * @param {number} concurrency
+ */
+async function byHand(outDir, concurrency) {
+  const { loadCatalog, catalogForSandbox, CATALOG_SANDBOX_PATH, CATALOG_ENV_VAR } = await import(
+    join(HERE, 'dist', 'catalog', 'load.js')
+  );
+  const results = (await readFile(join(outDir, 'results.jsonl'), 'utf8')).split('\n').filter((l) => l.trim());
+  const jobs = [];
+  const seen = new Set();
+  const files = await mkdtemp(join(tmpdir(), 'sandbox-harness-bench-by-hand-'));
+  try {
+    for (const line of results) {
+      const { runId } = JSON.parse(line);
+      if (!runId) continue;
+      const record = JSON.parse(await readFile(join(outDir, 'runs', runId, 'run.json'), 'utf8'));
+      const catalogFile = join(files, `${runId}.json`);
+      await writeFile(catalogFile, catalogForSandbox(await loadCatalog(record.catalog.file)));
+      const script = record.testCommand
+        .map((/** @type {{ command: string }} */ l) => `(${l.command})`)
+        .join(' && ');
+      const job = { image: record.image.tag, script, catalogFile };
+      jobs.push(job);
+      const key = `${job.image}\n${script}`;
+      if (!seen.has(key)) {
+        seen.add(key);
+        jobs.push(job);
+      }
+    }
+    const started = performance.now();
+    let next = 0;
+    const worker = async () => {
+      while (next < jobs.length) {
+        const job = jobs[next++];
+        await run('docker', [
+          'run',
+          '--rm',
+          '--network',
+          'none',
+          '-v',
+          `${job.catalogFile}:${CATALOG_SANDBOX_PATH}:ro`,
+          '-e',
+          `${CATALOG_ENV_VAR}=${CATALOG_SANDBOX_PATH}`,
+          job.image,
+          'sh',
+          '-c',
+          job.script,
+        ]);
+      }
+    };
+    await Promise.all(Array.from({ length: concurrency }, worker));
+    const wallTimeMs = performance.now() - started;
+    const trials = results.length;
+    return {
+      trials,
+      containerRuns: jobs.length,
+      wallTimeMs: Math.round(wallTimeMs),
+      trialsPerMinute: Math.round((trials / (wallTimeMs / 60_000)) * 100) / 100,
+    };
+  } finally {
+    await rm(files, { recursive: true, force: true });
+  }
 }
 
 /** @param {number[]} values */
@@ -95,16 +171,19 @@ async function main() {
       n: { type: 'string', default: '2' },
       concurrency: { type: 'string', default: '2' },
       instances: { type: 'boolean', default: false },
+      'by-hand': { type: 'boolean', default: false },
       out: { type: 'string' },
       extra: { type: 'string', multiple: true, default: [] },
     },
   });
-  if (!values.other)
-    throw new Error('--other DIR is needed: a checkout of the build to compare with, built (npm run build)');
+  if (!values.other && !values['by-hand'])
+    throw new Error(
+      '--other DIR is needed (a checkout of the build to compare with, built), or --by-hand alone',
+    );
   installSignalHandlers();
   const sides = [
     { name: 'this', root: HERE, extra: values.extra ?? [] },
-    { name: 'other', root: resolve(values.other), extra: [] },
+    ...(values.other ? [{ name: 'other', root: resolve(values.other), extra: [] }] : []),
   ];
   const parent = await mkdtemp(join(tmpdir(), 'sandbox-harness-bench-side-by-side-'));
   const unregister = onCleanup(() => rm(parent, { recursive: true, force: true }));
@@ -113,6 +192,8 @@ async function main() {
   const pairs = Number(values.pairs);
   /** @type {Record<string, Array<Awaited<ReturnType<typeof runSuite>>>>} */
   const runs = { this: [], other: [] };
+  /** @type {Array<Awaited<ReturnType<typeof byHand>>>} */
+  const hand = [];
   try {
     const suites = {};
     for (const side of sides)
@@ -135,6 +216,13 @@ async function main() {
           `  ${side.name}: ${r.trials} trials in ${(r.wallTimeMs / 1000).toFixed(1)} s, ${r.trialsPerMinute} trials/min, overhead median ${r.overheadMs?.median} ms p90 ${r.overheadMs?.p90} ms`,
         );
         runs[side.name].push(r);
+        if (values['by-hand'] && side.name === 'this') {
+          const h = await byHand(outDir, concurrency);
+          console.log(
+            `  by hand: ${h.trials} trials (${h.containerRuns} containers) in ${(h.wallTimeMs / 1000).toFixed(1)} s, ${h.trialsPerMinute} trials/min`,
+          );
+          hand.push(h);
+        }
         await rm(outDir, { recursive: true, force: true });
       }
     }
@@ -152,7 +240,7 @@ async function main() {
     concurrency,
     pairs,
     this: { ...(await gitFacts(HERE)), extra: values.extra, ...a },
-    other: { ...(await gitFacts(resolve(values.other))), ...b },
+    ...(values.other ? { other: { ...(await gitFacts(resolve(values.other))), ...b } } : {}),
     ratios: {
       overheadMedian: ratio(a.overheadMs, b.overheadMs),
       overheadP90:
@@ -160,16 +248,24 @@ async function main() {
       trialsPerMinute: ratio(a.trialsPerMinute, b.trialsPerMinute),
       trialMedian: ratio(a.trialMs, b.trialMs),
     },
+    ...(hand.length > 0
+      ? {
+          byHand: { runs: hand, trialsPerMinute: dist(hand.map((h) => h.trialsPerMinute)) },
+          byHandRatio: ratio(a.trialsPerMinute, dist(hand.map((h) => h.trialsPerMinute))),
+        }
+      : {}),
     samples: { this: runs.this.map(({ trialDetails, ...r }) => ({ ...r, trialDetails })), other: runs.other },
   };
-  console.log(JSON.stringify({ this: a, other: b, ratios: result.ratios }, null, 2));
+  console.log(
+    JSON.stringify({ this: a, other: b, ratios: result.ratios, byHandRatio: result.byHandRatio }, null, 2),
+  );
   const file =
     values.out ??
     join(
       HERE,
       'bench',
       'results',
-      `side-by-side-${result.at.slice(0, 10)}-${result.this.sha}-vs-${result.other.sha}.json`,
+      `side-by-side-${result.at.slice(0, 10)}-${result.this.sha}${result.other ? `-vs-${result.other.sha}` : '-by-hand'}.json`,
     );
   await writeFile(file, `${JSON.stringify(result, null, 2)}\n`);
   console.log(`written: ${file}`);
