@@ -862,6 +862,33 @@ describe('runFix with fakes', () => {
     expect(await readdir(join(h.repo, 'test'))).not.toContain('output');
   });
 
+  it('without the hold, a change with a path the tests may have written waits for the baseline and leaves it aside', async () => {
+    const h = await harness();
+    const turns: Turn[] = [
+      { content: [toolUse('t0', 'run_command', { command: 'npm test' })] },
+      { content: [FIX_EDIT] },
+      { content: [text('fixed')] },
+    ];
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const writesReport: ExecHandler = async (command, options, sandbox) => {
+      // The baseline's tests end only once the attempt's change is being read.
+      if (command === 'npm test' && h.created.find((c) => c.sandbox === sandbox)?.spec.role === 'baseline')
+        await released;
+      const result = await npmTest(command, options, sandbox);
+      if (command === 'npm test') sandbox.set('test/output/result.json', `{"exit":${result.exitCode}}`);
+      return result;
+    };
+    const failing = memoryFailingBaselines();
+    failing.known = async () => true;
+    const result = await runFix(
+      h.options({ events: { emit: (e) => (e.kind === 'collect_start' ? release() : undefined) } }),
+      { ...h.deps(scripted(turns), writesReport), failingBaselines: failing },
+    );
+    expect(result.outcome).toBe('ready-for-review');
+    expect(result.record.attempts[0]?.ignoredFiles).toContain('test/output/result.json');
+  });
+
   it('a rejected change is explained to the model in the next attempt', async () => {
     const h = await harness();
     const turns: Turn[] = [
