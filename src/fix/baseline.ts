@@ -107,12 +107,14 @@ export async function runBaseline(
   run: Run,
   image: RepoImage,
   layers: readonly TestLayer[],
-  /** Called when the test command starts in the baseline's sandbox (not when another trial measures it). */
+  /** Called when the test command starts in the baseline's sandbox (this run's, or the one another trial measures). */
   onCommandStart?: () => void,
 ): Promise<BaselineResult> {
   const result = run.deps.baselines
-    ? await run.deps.baselines.get(baselineKey(run, image, layers), () =>
-        measure(run, layers, onCommandStart),
+    ? await run.deps.baselines.get(
+        baselineKey(run, image, layers),
+        (started) => measure(run, layers, started),
+        onCommandStart,
       )
     : await measure(run, layers, onCommandStart);
   const reused = result.runId !== run.dir.id;

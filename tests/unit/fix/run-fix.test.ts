@@ -471,6 +471,38 @@ describe('runFix with fakes', () => {
     expect(secondModel.position).toBe(0);
   });
 
+  it("within an eval, a trial waiting for another trial's baseline gets the same head start, not the whole baseline", async () => {
+    const h = await harness();
+    const baselines = memoryBaselineCache();
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let commandStarted: () => void = () => undefined;
+    const started = new Promise<void>((resolve) => (commandStarted = resolve));
+    const handler: ExecHandler = async (command, options, sandbox) => {
+      const role = h.created.find((c) => c.sandbox === sandbox)?.spec.role;
+      if (command === 'release-baseline') {
+        release();
+        return { exitCode: 0 };
+      }
+      if (command === 'npm test' && role === 'baseline') {
+        commandStarted();
+        await released;
+      }
+      return npmTest(command, options, sandbox);
+    };
+    const options = () => h.options({ apply: false, baselineHeadStartMs: 0 });
+    // The first trial measures the baseline; only the second trial's agent ends it.
+    const first = runFix(options(), { ...h.deps(scripted(fixingTurns), handler), baselines });
+    await started;
+    const releasing: Turn[] = [
+      { content: [toolUse('r', 'run_command', { command: 'release-baseline' })] },
+      ...fixingTurns,
+    ];
+    const second = await runFix(options(), { ...h.deps(scripted(releasing), handler), baselines });
+    expect(second.record.baseline?.reusedFrom).toBe((await first).runId);
+    expect(second.outcome).toBe('ready-for-review');
+  }, 20_000);
+
   it('within an eval, a baseline is measured once and reused, and the record says so', async () => {
     const h = await harness();
     const baselines = memoryBaselineCache();
