@@ -18,6 +18,9 @@
  * injects it), and each distinct (image, commands) one run more, as the harness's shared
  * baseline. Its trials per minute beside the eval's give `byHandRatio` (eval / by hand).
  *
+ * `--cold` gives every eval a fresh cache folder (XDG_CACHE_HOME), so nothing a build remembers
+ * between runs (the baselines known to fail) helps it: a first eval of a repo state.
+ *
  * Prints the medians of each side and their ratios (this / other: above 1 this build is
  * slower) and writes `bench/results/side-by-side-<date>-<sha>.json` (`--out FILE` to choose).
  */
@@ -172,6 +175,7 @@ async function main() {
       concurrency: { type: 'string', default: '2' },
       instances: { type: 'boolean', default: false },
       'by-hand': { type: 'boolean', default: false },
+      cold: { type: 'boolean', default: false },
       out: { type: 'string' },
       extra: { type: 'string', multiple: true, default: [] },
     },
@@ -203,6 +207,10 @@ async function main() {
       for (const side of order) {
         checkInterrupted();
         const outDir = join(parent, side.name, `out-${pair}`);
+        // --cold: nothing this build remembers between runs (baselines known to fail) carries over.
+        const cache = values.cold ? await mkdtemp(join(parent, 'cache-')) : undefined;
+        const before = process.env.XDG_CACHE_HOME;
+        if (cache) process.env.XDG_CACHE_HOME = cache;
         const r = await runSuite({
           cli: join(side.root, 'dist', 'main.js'),
           cwd: join(parent, side.name),
@@ -215,6 +223,10 @@ async function main() {
         console.log(
           `  ${side.name}: ${r.trials} trials in ${(r.wallTimeMs / 1000).toFixed(1)} s, ${r.trialsPerMinute} trials/min, overhead median ${r.overheadMs?.median} ms p90 ${r.overheadMs?.p90} ms`,
         );
+        if (cache) {
+          if (before === undefined) delete process.env.XDG_CACHE_HOME;
+          else process.env.XDG_CACHE_HOME = before;
+        }
         runs[side.name].push(r);
         if (values['by-hand'] && side.name === 'this') {
           const h = await byHand(outDir, concurrency);
