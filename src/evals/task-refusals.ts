@@ -7,7 +7,7 @@
  */
 import { ConfigError, HarnessError, ImageError } from '../errors.js';
 import type { TrialCategory } from '../outcomes.js';
-import type { TrialResult, TrialRunner } from './types.js';
+import type { TrialResult, TrialRunner, TrialSpec } from './types.js';
 
 /** Task id to the reason its trials are errors (and the error, when one was thrown here). */
 export type Refusals = Map<string, { reason: string; error?: unknown }>;
@@ -51,37 +51,33 @@ export function refusingRunner(
   settled: Settled = new Map(),
 ): TrialRunner {
   return async (spec, context) => {
-    const now = new Date().toISOString();
     const known = settled.get(spec.taskId);
-    if (known)
-      return {
-        taskId: spec.taskId,
-        trial: spec.trial,
-        outcome: 'failed',
-        category: known.category,
-        turns: 0,
-        inputTokens: 0,
-        outputTokens: 0,
-        durationMs: 0,
-        startedAt: now,
-        finishedAt: now,
-        // The reason is the source's to report (an empty prediction is in its section), not an error.
-        ...(known.model !== undefined ? { model: known.model } : {}),
-      } satisfies TrialResult;
+    // The reason is the source's to report (an empty prediction is in its section), not an error.
+    if (known) return notRun(spec, known.category, known.model !== undefined ? { model: known.model } : {});
     const reason = refused.get(spec.taskId)?.reason;
     if (reason === undefined) return runner(spec, context);
-    return {
-      taskId: spec.taskId,
-      trial: spec.trial,
-      outcome: 'failed',
-      category: 'error',
-      turns: 0,
-      inputTokens: 0,
-      outputTokens: 0,
-      durationMs: 0,
-      startedAt: now,
-      finishedAt: now,
-      error: reason,
-    } satisfies TrialResult;
+    return notRun(spec, 'error', { error: reason });
+  };
+}
+
+/** A trial's result without running it: no turns, no tokens, no time. */
+function notRun(
+  spec: Pick<TrialSpec, 'taskId' | 'trial'>,
+  category: TrialCategory,
+  extra: Pick<TrialResult, 'model' | 'error'>,
+): TrialResult {
+  const now = new Date().toISOString();
+  return {
+    taskId: spec.taskId,
+    trial: spec.trial,
+    outcome: 'failed',
+    category,
+    turns: 0,
+    inputTokens: 0,
+    outputTokens: 0,
+    durationMs: 0,
+    startedAt: now,
+    finishedAt: now,
+    ...extra,
   };
 }
