@@ -447,6 +447,8 @@ async function attemptsWithBaseline(
   const failingBaselines = run.deps.failingBaselines;
   // Known to fail on this very image and command: the verdict cannot save the agent's money.
   const knownFailing = (await failingBaselines?.known(key)) === true;
+  // A patch the harness replays (an oracle, a predictions file) spends nothing either.
+  const hold = !knownFailing && run.options.patchOnly !== true;
   const baseline: Promise<BaselineResult> = runBaseline(run, image, plan.layers, onCommandStart).then(
     (result) => {
       if (!result.broken && !result.passed && !knownFailing) void failingBaselines?.remember(key);
@@ -481,8 +483,14 @@ async function attemptsWithBaseline(
   for (let n = first; n < first + plan.maxAttempts; n++) {
     const signal = n === first ? AbortSignal.any([run.signal, gate.signal]) : run.signal;
     try {
-      const hold = n === 1 && !knownFailing ? baselineOrHeadStart : undefined;
-      last = await runAttempt(run, plan, n, feedback, signal, hold);
+      last = await runAttempt(
+        run,
+        plan,
+        n,
+        feedback,
+        signal,
+        n === 1 && hold ? baselineOrHeadStart : undefined,
+      );
     } catch (error) {
       if (error instanceof TestCommandBroken) {
         // Stopped before its first model call, it spent nothing: it was never an attempt.

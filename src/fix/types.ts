@@ -98,6 +98,11 @@ export interface FixOptions {
    * `continueFrom`, and its last conversation starts the first attempt's history.
    */
   seedRun?: string;
+  /**
+   * The cassette is a patch the harness wrote (an eval's oracle or predictions), not a model:
+   * no money to save, so the first attempt does not wait for the baseline's verdict.
+   */
+  patchOnly?: boolean | undefined;
   /** The OCI runtime (`--runtime`); overrides the catalog's `sandbox.runtime`. */
   runtime?: string;
   /** The agent kind (`--agent`, a suite task's); overrides the catalog's `agent.kind`. */

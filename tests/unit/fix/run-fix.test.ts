@@ -344,6 +344,21 @@ describe('runFix with fakes', () => {
     expect(result.record.baseline).toMatchObject({ failing: true });
   }, 20_000);
 
+  it("an eval's patch-only trial (the oracle's gold patch, a predictions file's) does not wait for the baseline either", async () => {
+    const h = await harness();
+    const held = heldBaseline(h);
+    const handler: ExecHandler = (command, options, sandbox) => {
+      const role = h.created.find((c) => c.sandbox === sandbox)?.spec.role;
+      if (command === 'npm test' && role === 'verify-1') held.release();
+      return held.handler(command, options, sandbox);
+    };
+    const result = await runFix(h.options({ baselineHeadStartMs: 600_000, patchOnly: true }), {
+      ...h.deps(scripted(fixingTurns), handler),
+      failingBaselines: memoryFailingBaselines(),
+    });
+    expect(result.outcome).toBe('ready-for-review');
+  }, 20_000);
+
   it('a baseline that ran the tests and found them failing is remembered; a passing or broken one is not', async () => {
     const failingRun = await harness();
     const failing = memoryFailingBaselines();
