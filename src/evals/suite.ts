@@ -7,6 +7,7 @@
 import os from 'node:os';
 import { z } from 'zod';
 import type { TrialSpec } from './types.js';
+import type { TrialCategory } from '../outcomes.js';
 
 export const KEEP_POLICIES = ['on-failure', 'always', 'never'] as const;
 export type KeepPolicy = (typeof KEEP_POLICIES)[number];
@@ -64,6 +65,11 @@ export interface SuiteTask {
   /** Absolute path of a recorded run's folder every trial of the task is seeded from. */
   seedRun?: string;
   /**
+   * Its cassettes are a patch the harness wrote (the oracle's gold patch, a predictions
+   * file's), not a model: nothing is spent, so the first attempt never waits for the baseline.
+   */
+  patchOnly?: boolean;
+  /**
    * The file and field that set the catalog's image build limit, when the catalog was made
    * from another file (a Harbor task's task.toml), so a build past it names them.
    */
@@ -73,6 +79,11 @@ export interface SuiteTask {
    * `error`s with this reason, and the other tasks run.
    */
   refused?: string;
+  /**
+   * The result every trial of this task has without running (another agent's empty patch is
+   * `no-changes`): no image, no sandbox, no test run.
+   */
+  settled?: { category: TrialCategory; reason: string; model?: string | undefined };
 }
 
 export interface Suite {
@@ -108,6 +119,7 @@ export function trialSpecs(suite: Suite, n: number): TrialSpec[] {
       if (suite.defaults.model !== undefined) spec.model = suite.defaults.model;
       if (task.mustNotTouch !== undefined) spec.mustNotTouch = [...task.mustNotTouch];
       if (task.seedRun !== undefined) spec.seedRun = task.seedRun;
+      if (task.patchOnly && spec.cassette !== undefined) spec.patchOnly = true;
       specs.push(spec);
     }
   }

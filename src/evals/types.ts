@@ -34,6 +34,8 @@ export interface TrialSpec {
   mustNotTouch?: string[];
   /** Absolute path of the recorded run's folder the trial is seeded from (suite task `seedRun`). */
   seedRun?: string;
+  /** Its cassette is a patch the harness wrote, not a model (suite task `patchOnly`). */
+  patchOnly?: boolean;
 }
 
 export interface TrialResult {
