@@ -61,6 +61,7 @@ export class RunJobs {
       await new Promise((resolve) => setImmediate(resolve));
     }
     if (runId === undefined) {
+      // Nothing joins a job without a run; it ends with its one user.
       const placed = await place();
       return { ...placed, seq: 0, release: () => this.cancel(placed.job) };
     }

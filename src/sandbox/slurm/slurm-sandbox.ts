@@ -476,20 +476,26 @@ export class SlurmBackend implements SandboxBackend {
 
   /**
    * The node engine's own archive of /workspace from a container that is never started. With no
-   * sandbox's job to read it in, a job of its own is queued for it like a sandbox's (a step
-   * asking for its own allocation would give up while a full cluster kept it waiting), the
-   * image made sure of on its node, then read there.
+   * sandbox's job named to read it in, it is read in a job this process holds (any run's), else
+   * in a job queued for it like a sandbox's (a step asking for its own allocation would give up
+   * while a full cluster kept it waiting); the image made sure of on that node first.
    */
   private async readTree(image: string, place: StepPlace): Promise<WorkspaceTree> {
     if (place.node) {
       await this.images.ensure({ ...place, node: place.node }, image);
       return this.readTreeOn(image, place);
     }
-    const placed = await this.placeJob({ image, role: 'tree' }, { ...DEFAULT_RESOURCES, cpus: 1 });
+    // Shared like the baseline: the runs that wait for this tree may hold every node there is.
+    const lease = await this.runJobs.acquire(
+      undefined,
+      () => this.placeJob({ image, role: 'tree' }, { ...DEFAULT_RESOURCES, cpus: 1 }),
+      { shared: true },
+    );
     try {
-      return await this.readTreeOn(image, placed);
+      await this.images.ensure({ job: lease.job, node: lease.node }, image);
+      return await this.readTreeOn(image, { job: lease.job, node: lease.node });
     } finally {
-      await cancelJob(this.client, placed.job);
+      await lease.release();
     }
   }
 
