@@ -102,8 +102,9 @@ describe('operator commands on a Slurm cluster', { timeout: 300_000 }, () => {
       expect(all.code, all.stderr).toBe(0);
       expect(await containers()).toEqual([FOREIGN_CONTAINER]);
       expect(await jobNames()).toEqual([FOREIGN_JOB]);
+      // (The foreign container carries the base image's own `sandbox-harness` label: only a job label is this tool's sandbox.)
       for (const n of ready().nodes)
-        expect(await n.engine.engine.containers.list({ [SLURM_LABEL.marker]: '1' })).toEqual([]);
+        expect(await n.engine.engine.containers.list({ [SLURM_LABEL.job]: true })).toEqual([]);
     } finally {
       await Promise.all([a.dispose(), b.dispose()]);
       await slurm(ready(), 'scancel', [`--name=${FOREIGN_JOB}`]).catch(() => '');
