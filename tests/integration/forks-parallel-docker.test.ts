@@ -35,7 +35,12 @@ async function project(): Promise<{ root: string; repo: string; catalog: string 
   await mkdir(join(repo, 'test'), { recursive: true });
   await writeFile(
     join(repo, 'package.json'),
-    JSON.stringify({ name: 'forks', private: true, type: 'module', scripts: { test: 'node test/app.test.js' } }),
+    JSON.stringify({
+      name: 'forks',
+      private: true,
+      type: 'module',
+      scripts: { test: 'node test/app.test.js' },
+    }),
   );
   await writeFile(join(repo, 'src', 'app.js'), 'export const limit = 10;\n');
   await writeFile(
@@ -145,6 +150,7 @@ describe('forks and parallel attempts on real Docker', () => {
       cassette: await cassette(root, 'earlier', [
         [run('p', 'mkdir -p coverage && echo x > coverage/.planted && echo x > "$HOME/.planted"')],
         [toolUse('h', 'write_file', { path: 'src/helper.js', content: 'export const twelve = 12;\n' })],
+        [toolUse('x', 'write_file', { path: 'src/extra.js', content: 'export const extra = 1;\n' })],
         [text('done')],
       ]),
     });
@@ -156,7 +162,14 @@ describe('forks and parallel attempts on real Docker', () => {
       fromSandbox: true,
       cassette: await cassette(root, 'continued', [
         // The fork holds everything the kept sandbox had, in the workspace and outside it.
-        [run('c', 'test -e coverage/.planted && test -e "$HOME/.planted" && echo FORK-SEES-$(cat src/helper.js)')],
+        [
+          run(
+            'c',
+            'test -e coverage/.planted && test -e "$HOME/.planted" && echo FORK-SEES-$(cat src/helper.js)',
+          ),
+        ],
+        // A file the fork added, removed again: no longer part of the change.
+        [run('r', 'rm src/extra.js')],
         [setLimit('e', "import { twelve } from './helper.js';\nexport const limit = twelve;")],
         [text('fixed')],
       ]),
@@ -185,7 +198,10 @@ describe('forks and parallel attempts on real Docker', () => {
       [run('s', 'sleep 50')],
       [text('done')],
     ]);
-    const right = await cassette(root, 'right', [[setLimit('r', 'export const limit = 12;')], [text('fixed')]]);
+    const right = await cassette(root, 'right', [
+      [setLimit('r', 'export const limit = 12;')],
+      [text('fixed')],
+    ]);
     const started = Date.now();
     const result = await fix(root, catalog, {
       apply: true,
@@ -204,7 +220,9 @@ describe('forks and parallel attempts on real Docker', () => {
     expect(await readFile(join(repo, 'src', 'app.js'), 'utf8')).toBe('export const limit = 12;\n');
     // The loser's sandbox was removed, not kept; nothing of the run is left on the engine.
     expect(result.record.containers.filter((c) => c.kept)).toEqual([]);
-    expect(result.record.containers.map((c) => c.role)).toEqual(expect.arrayContaining(['attempt-1', 'attempt-2']));
+    expect(result.record.containers.map((c) => c.role)).toEqual(
+      expect.arrayContaining(['attempt-1', 'attempt-2']),
+    );
     expect(await leftOf(result.runId)).toEqual({ containers: [], forks: [] });
   }, 600_000);
 });
