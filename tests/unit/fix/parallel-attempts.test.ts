@@ -15,6 +15,7 @@ import { MemoryBackend, type ExecHandler, type MemorySandbox } from '../../fakes
 import type { SandboxSpec } from '../../../src/sandbox/types.js';
 import { scripted, text, toolUse } from '../agent/helpers.js';
 import { expectRecordIsFoldOfEvents, runFoldersUnder } from '../../helpers/journal.js';
+import { forkSpec } from '../../../src/fix/continue-fork.js';
 
 const roots: string[] = [];
 afterEach(async () => {
@@ -148,5 +149,39 @@ describe('fix --continue --from-sandbox', () => {
     expect(result.outcome).toBe('error');
     expect(result.error?.message).toMatch(/the memory backend cannot fork a sandbox/);
     expect(result.record.attempts).toEqual([]);
+  });
+});
+
+describe('fix --parallel, interrupted', () => {
+  it('Ctrl-C stops every attempt of the round: the run is interrupted, and no attempt reads as stopped by another', async () => {
+    const { deps, options, created } = await setUp([new ThinkingProvider(), new ThinkingProvider()]);
+    const controller = new AbortController();
+    const running = runFix(options({ parallel: 2, signal: controller.signal, keep: 'always' }), deps);
+    // Both attempts are waiting on their models.
+    while (created.filter((c) => c.spec.role?.startsWith('attempt-')).length < 2)
+      await new Promise((r) => setTimeout(r, 5));
+    controller.abort();
+    const result = await running;
+    expect(result.outcome).toBe('interrupted');
+    expect(result.record.attempts.map((a) => [a.n, a.verdict, a.stoppedBy])).toEqual([
+      [1, 'interrupted', undefined],
+      [2, 'interrupted', undefined],
+    ]);
+  });
+});
+
+describe('a fork is never a verification base', () => {
+  it('only the first round of attempt sandboxes starts from the fork; verification, review and baseline never do', () => {
+    const fork = { image: 'sandbox-harness-fork:x', imageId: 'sha256:x', inherited: [], durationMs: 1 };
+    const run = { fork, continuation: { runId: 'r', attemptsBefore: 2, files: [], deletions: [] } };
+    expect(forkSpec(run, 'attempt-3', 'pristine:1')).toEqual({
+      image: fork.image,
+      scanAgainst: 'pristine:1',
+    });
+    for (const role of ['attempt-4', 'attempt-2', 'verify-3', 'verify-3-visible', 'review-3', 'baseline'])
+      expect(forkSpec(run, role, 'pristine:1')).toEqual({});
+    const twoLanes = { ...run, laneProviders: [scripted(FIX), scripted(FIX)] };
+    expect(forkSpec(twoLanes, 'attempt-4', 'pristine:1')).toMatchObject({ image: fork.image });
+    expect(forkSpec(twoLanes, 'attempt-5', 'pristine:1')).toEqual({});
   });
 });
