@@ -15,6 +15,9 @@ import { fixDeps } from '../../src/fix/deps.js';
 import { sandboxProvider } from '../../src/sandbox/backend-registry.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
+import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
+import { collectGarbage } from '../../src/sandbox/docker/operator/collect-garbage.js';
+import { forkSandbox, forkedSandbox } from '../../src/sandbox/fork/fork.js';
 import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { requireDocker } from '../helpers/docker.js';
 import { text, toolUse } from '../unit/agent/helpers.js';
@@ -225,4 +228,32 @@ describe('forks and parallel attempts on real Docker', () => {
     );
     expect(await leftOf(result.runId)).toEqual({ containers: [], forks: [] });
   }, 600_000);
+
+  it("a fork is hardened as any sandbox, refuses another run's container, and gc --run removes its image", async () => {
+    const backend = dockerBackend();
+    const image = (await ensureBaseImage('node', {})).tag;
+    const runId = `forks-test-${process.pid}`;
+    runIds.push(runId);
+    const source = await backend.create({ image, runId, role: 'source' });
+    await source.writeFiles([{ path: 'state.txt', content: 'forked\n' }]);
+    await expect(
+      backend.forkImage!({ id: source.id, runId: 'another-run' }, { owner: runId }),
+    ).rejects.toThrow(/is not a sandbox of run another-run/);
+    const fork = await forkSandbox(backend, source, { id: source.id, runId }, { owner: runId });
+    expect(fork.inherited.map((c) => c.path)).toEqual(['state.txt']);
+    const child = forkedSandbox(
+      await backend.create({ image: fork.image, runId, role: 'child', scanAgainst: image }),
+      fork,
+    );
+    expect((await child.readFile('state.txt')).toString()).toBe('forked\n');
+    expect((await child.changes()).changes.map((c) => [c.path, c.kind])).toEqual([['state.txt', 'added']]);
+    const host = (await dockerEngine().containers.inspect(child.id))!.hostConfig;
+    expect(host).toMatchObject({ NetworkMode: 'none', CapDrop: ['ALL'], Privileged: false });
+    expect(host['SecurityOpt']).toContain('no-new-privileges');
+    await child.dispose();
+    await source.dispose();
+    const report = await collectGarbage(dockerEngine(), { runId });
+    expect(report.images.map((i) => i.tags)).toEqual([[fork.image]]);
+    expect(await leftOf(runId)).toEqual({ containers: [], forks: [] });
+  }, 300_000);
 });
