@@ -27,8 +27,28 @@ import type {
 } from '../types.js';
 import type { EgressLogEntry } from '../egress/proxy.js';
 
-/** Paths checked per command when looking which inherited paths are still there. */
+/**
+ * Paths checked per command when looking which inherited paths are still there, and their
+ * bytes: the command is one argument of `sh -c`, which the kernel caps at 128 KiB.
+ */
 const CHECK_BATCH = 500;
+const CHECK_BATCH_BYTES = 64 * 1024;
+
+function* batches(paths: readonly string[]): Generator<string[]> {
+  let batch: string[] = [];
+  let bytes = 0;
+  for (const path of paths) {
+    const size = Buffer.byteLength(path) + 3;
+    if (batch.length > 0 && (batch.length >= CHECK_BATCH || bytes + size > CHECK_BATCH_BYTES)) {
+      yield batch;
+      batch = [];
+      bytes = 0;
+    }
+    batch.push(path);
+    bytes += size;
+  }
+  if (batch.length > 0) yield batch;
+}
 
 export class ForkedSandbox implements Sandbox {
   readonly spawn?: (argv: readonly string[], options: SpawnOptions) => Promise<SandboxProcess>;
@@ -101,8 +121,7 @@ export class ForkedSandbox implements Sandbox {
   /** Which of `paths` no longer exist (nothing at the name, not even a link). */
   private async missing(paths: readonly string[], signal?: AbortSignal): Promise<string[]> {
     const gone: string[] = [];
-    for (let i = 0; i < paths.length; i += CHECK_BATCH) {
-      const batch = paths.slice(i, i + CHECK_BATCH);
+    for (const batch of batches(paths)) {
       const result = await this.inner.exec(
         `for p in ${batch.map(shellQuote).join(' ')}; do [ -e "$p" ] || [ -h "$p" ] || printf '%s\\0' "$p"; done`,
         { timeoutMs: 60_000, maxOutputBytes: 4 * 1024 * 1024, ...(signal ? { signal } : {}) },
