@@ -112,6 +112,10 @@ export const agentSchema = z.strictObject({
   testCommand,
   maxAttempts: int(1, 10).default(DEFAULT_MAX_ATTEMPTS),
   maxTurns: int(1, 500).default(DEFAULT_MAX_TURNS),
+  parallelAttempts: int(1, 8).optional().meta({
+    description:
+      'Attempts run at once from the same state (`fix --parallel`): the first verified (with review, approved) one wins, the others are stopped and their sandboxes removed. Each round of attempts counts as one of maxAttempts. Default 1.',
+  }),
   tokenBudget: z
     .int({ error: 'expected a positive integer number of tokens' })
     .positive({ error: 'expected a positive integer number of tokens' })

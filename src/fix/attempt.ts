@@ -39,6 +39,7 @@ import { shellQuote } from '../agent/tools/workspace-path.js';
 import { runTaskSteps, stepVerifyRole } from './steps.js';
 import { cliAgentStep } from './cli-agent-step.js';
 import { collectChange } from './collect-change.js';
+import { inFirstRound } from './continue-fork.js';
 
 /** What every attempt of a run shares, worked out once. */
 export interface AttemptPlan {
@@ -150,9 +151,10 @@ export async function runAttempt(
     // Steps make each step's verification sandbox ahead themselves.
     if (!plan.steps) run.sandboxes.makeAhead(`verify-${n}`);
     const continued = run.continuation;
-    if (continued && n === continued.attemptsBefore + 1) {
+    // The first round starts from the earlier change: replayed, unless the sandbox is its fork.
+    if (continued && inFirstRound(run, n)) {
       run.sandboxes.touched(box);
-      await replayEarlierChange(box, continued, signal);
+      if (!run.fork) await replayEarlierChange(box, continued, signal);
     }
     return await finish(await attemptSteps({ run, plan, n, box, signal }, feedback, loop));
   } catch (error) {
@@ -256,7 +258,7 @@ async function agentStep(
   warmChannel(box);
   // A seeded run's first attempt goes on from the recorded conversation (see seed.ts).
   const seeded = run.continuation?.messages;
-  const seed = seeded && n === run.continuation!.attemptsBefore + 1 ? seeded : [];
+  const seed = seeded && inFirstRound(run, n) ? seeded : [];
   const messages: Message[] = [...seed];
   const entry: Run['transcript'][number] = {
     attempt: n,

@@ -161,6 +161,10 @@ export type RunEvent =
    * baseline showed there was nothing to fix): left out of the record.
    */
   | { kind: 'attempt_dropped'; attempt: number }
+  /** `--continue --from-sandbox`: the earlier run's kept sandbox, forked for the first attempts. */
+  | { kind: 'fork'; fork: Defined<RunRecord['fork']> }
+  /** A parallel attempt stopped because `winner`, of the same round, passed first. */
+  | { kind: 'attempt_stopped'; attempt: number; winner: number }
   | { kind: 'patch_saved'; patchFile: string }
   /** The verified change is being written to the host repo (not with `--no-apply`). */
   | { kind: 'apply_start' }
@@ -211,6 +215,8 @@ const KIND_LIST: Record<RunEventKind, true> = {
   attempt_end: true,
   attempt_note: true,
   attempt_dropped: true,
+  attempt_stopped: true,
+  fork: true,
   patch_saved: true,
   apply_start: true,
   apply: true,
@@ -312,6 +318,14 @@ export function applyRunEvent(record: RunRecord, event: RunEvent): void {
       record.tokens.input += event.inputTokens;
       record.tokens.output += event.outputTokens;
       break;
+    case 'fork':
+      record.fork = structuredClone(event.fork);
+      return;
+    case 'attempt_stopped': {
+      const attempt = attemptOf(record, event.attempt);
+      if (attempt) attempt.stoppedBy = event.winner;
+      return;
+    }
     case 'attempt_dropped': {
       const at = record.attempts.findIndex((a) => a.n === event.attempt);
       if (at >= 0) record.attempts.splice(at, 1);

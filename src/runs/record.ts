@@ -122,6 +122,8 @@ export const attemptRecordSchema = z.object({
   feedback: z.string().optional(),
   message: z.string().optional(),
   reviews: z.array(reviewSchema).optional(),
+  /** A parallel attempt stopped because this attempt of its round passed first (`fix --parallel`). */
+  stoppedBy: countSchema.min(1).optional(),
   /** What this attempt's model calls cost (maker, sub-agents, checker), in US dollars. */
   costUsd: usdSchema.optional(),
   /** The per-test report of the verification (catalog `agent.testReport`). */
@@ -226,6 +228,18 @@ export const runRecordSchema = z.object({
       attempts: countSchema,
       /** A seeded run (eval `seedRun`): how many messages of that run's conversation started this one. */
       seededMessages: countSchema.optional(),
+    })
+    .optional(),
+  /** `fix --parallel`: attempts run at once, each round (absent: one at a time). */
+  parallelAttempts: countSchema.min(2).optional(),
+  /** `fix --continue --from-sandbox`: the fork of the earlier run's kept sandbox the first attempts started from. */
+  fork: z
+    .object({
+      container: z.string(),
+      image: z.string(),
+      /** Paths the fork had changed against the pristine tree. */
+      inherited: countSchema,
+      durationMs: durationMsSchema,
     })
     .optional(),
   applied: z.boolean().optional(),
