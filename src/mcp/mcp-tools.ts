@@ -230,9 +230,10 @@ export async function startMcpTools(
       await set.close();
       if (options.signal?.aborted) throw new Interrupted('interrupted while MCP servers started');
       if (!(error instanceof McpError)) throw error;
-      throw new ConfigError(`catalog agent.mcpServers.${name}: the server did not start in the sandbox`, [
-        error.message,
-      ]);
+      // The reason goes into the message itself: the run record keeps the message only.
+      throw new ConfigError(
+        `catalog agent.mcpServers.${name}: the server did not start in the sandbox: ${error.message}`,
+      );
     }
   }
   return set;
