@@ -63,6 +63,8 @@ export interface SuiteTask {
   mustNotTouch?: string[];
   /** Absolute path of a recorded run's folder every trial of the task is seeded from. */
   seedRun?: string;
+  /** The task's own agent kind (suite file `agent`), over its catalog's `agent.kind`. */
+  agent?: string;
   /**
    * The file and field that set the catalog's image build limit, when the catalog was made
    * from another file (a Harbor task's task.toml), so a build past it names them.
@@ -108,6 +110,7 @@ export function trialSpecs(suite: Suite, n: number): TrialSpec[] {
       if (suite.defaults.model !== undefined) spec.model = suite.defaults.model;
       if (task.mustNotTouch !== undefined) spec.mustNotTouch = [...task.mustNotTouch];
       if (task.seedRun !== undefined) spec.seedRun = task.seedRun;
+      if (task.agent !== undefined) spec.agent = task.agent;
       specs.push(spec);
     }
   }
