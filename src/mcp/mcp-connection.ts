@@ -7,7 +7,7 @@
  * nothing it sends ever reaches the host but as text for the model.
  */
 import { Writable } from 'node:stream';
-import { HarnessError } from '../errors.js';
+import { HarnessError, UsageError } from '../errors.js';
 import { formatDuration } from '../format.js';
 import type { Sandbox, SandboxProcess } from '../sandbox/types.js';
 
@@ -84,7 +84,13 @@ export class McpConnection {
         done();
       },
     });
-    connection.process = await sandbox.spawn(argv, { stdout, stderr, env });
+    try {
+      connection.process = await sandbox.spawn(argv, { stdout, stderr, env });
+    } catch (error) {
+      // A backend that cannot keep stdin open is the catalog's problem here; a dead sandbox is not.
+      if (!(error instanceof UsageError)) throw error;
+      throw new McpError(`MCP server ${server} could not be started: ${error.message}`, 'closed');
+    }
     void connection.process.exited.then((code) => connection.fail(`exited with code ${code}`));
     return connection;
   }

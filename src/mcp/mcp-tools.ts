@@ -38,6 +38,15 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/** A schema's size as JSON; one nested past what JSON.stringify can walk counts as too large. */
+function schemaBytes(schema: Record<string, unknown>): number {
+  try {
+    return Buffer.byteLength(JSON.stringify(schema));
+  } catch {
+    return Number.POSITIVE_INFINITY;
+  }
+}
+
 /** A listed tool as the loop's tool, or why it is left out. */
 function toAgentTool(
   connection: McpConnection,
@@ -54,8 +63,8 @@ function toAgentTool(
   const schema = listed['inputSchema'];
   if (!isObject(schema) || schema['type'] !== 'object')
     return `${remote}: its inputSchema is not an object schema`;
-  if (Buffer.byteLength(JSON.stringify(schema)) > MAX_SCHEMA_BYTES)
-    return `${remote}: its inputSchema is over ${MAX_SCHEMA_BYTES} bytes`;
+  if (schemaBytes(schema) > MAX_SCHEMA_BYTES)
+    return `${remote}: its inputSchema is over ${MAX_SCHEMA_BYTES} bytes or nested too deep`;
   const said =
     typeof listed['description'] === 'string' ? serverText(listed['description'], MAX_DESCRIPTION_CHARS) : '';
   return {

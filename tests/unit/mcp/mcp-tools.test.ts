@@ -141,6 +141,12 @@ describe('MCP tools for the built-in loop', () => {
     ]);
   });
 
+  it('leaves out a schema nested too deep to serialise, and keeps the server', async () => {
+    const { set } = await start('deep');
+    expect(set.tools.map((t) => t.name)).toEqual(['notes__lookup']);
+    expect(set.servers[0]!.skipped).toEqual(['deep: its inputSchema is over 16384 bytes or nested too deep']);
+  });
+
   it('follows the list across pages', async () => {
     const { set } = await start('paged');
     expect(set.tools.map((t) => t.name)).toEqual(['notes__lookup', 'notes__flood']);
@@ -164,6 +170,14 @@ describe('MCP tools for the built-in loop', () => {
   it('stops a server that writes endless lines that are not JSON-RPC', async () => {
     const failure = await start('noise').catch((e: unknown) => e);
     expect((failure as ConfigError).message).toMatch(/wrote more than 200 lines that are not JSON-RPC/);
+  });
+
+  it('says so when the sandbox cannot keep a server running', async () => {
+    const box = new MemorySandbox({});
+    const failure = await start('normal', {}, box).catch((e: unknown) => e);
+    expect((failure as ConfigError).message).toMatch(
+      /agent.mcpServers.notes: the server did not start in the sandbox: MCP server notes could not be started: this memory sandbox has no spawn handler/,
+    );
   });
 
   it('stops every server it started when a later one fails', async () => {
