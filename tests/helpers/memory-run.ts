@@ -16,7 +16,7 @@ import {
 import { sha256 } from '../../src/changes/hash.js';
 import { EXAMPLE_DIR } from '../../src/demo.js';
 import type { ModelProvider } from '../../src/llm/types.js';
-import { MemoryBackend, type ExecHandler } from '../fakes/memory-sandbox.js';
+import { MemoryBackend, type ExecHandler, type MemorySandbox } from '../fakes/memory-sandbox.js';
 import { scripted, text, toolUse, type Turn } from '../unit/agent/helpers.js';
 
 export const fixingTurns: Turn[] = [
@@ -59,7 +59,10 @@ export interface MemoryRun {
 }
 
 /** A copy of the bundled example, and `fix` dependencies on in-memory sandboxes of its repo. */
-export async function memoryExample(onExec: ExecHandler = npmTest): Promise<{
+export async function memoryExample(
+  onExec: ExecHandler = npmTest,
+  onCreate?: (sandbox: MemorySandbox) => void,
+): Promise<{
   root: string;
   repo: string;
   catalog: string;
@@ -78,7 +81,7 @@ export async function memoryExample(onExec: ExecHandler = npmTest): Promise<{
   }
   const env = { HOME: '/root', XDG_STATE_HOME: join(root, 'state') };
   const deps = (provider: ModelProvider): FixDeps => ({
-    backend: new MemoryBackend(files, onExec),
+    backend: new MemoryBackend(files, onExec, onCreate),
     ping: async () => undefined,
     image: async () => ({ tag: 'memory:repo', imageId: 'sha256:memory', reused: true, hostFiles }),
     createProvider: async () => provider,
