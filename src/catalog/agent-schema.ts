@@ -5,6 +5,8 @@
  */
 import { z } from 'zod';
 import { priceTableSchema } from '../llm/cost.js';
+// The providers the registry knows by name: one list, so the catalog accepts exactly those.
+import { PROVIDER_NAMES } from '../llm/provider-registry.js';
 import { TEST_LOG_FORMATS } from '../outcomes.js';
 import { glob, int, nonEmpty, repoRelativePath, typeError } from './field-checks.js';
 import { DEFAULT_IGNORED_NAMES } from './ignore-defaults.js';
@@ -13,8 +15,6 @@ import { rewardSchema, stepsSchema, verifierFilesSchema } from './reward-schema.
 
 export const DEFAULT_MAX_ATTEMPTS = 3;
 export const DEFAULT_MAX_TURNS = 30;
-
-export const PROVIDER_NAMES = ['anthropic', 'openai', 'replay'] as const;
 
 const layerName = z
   .string({ error: 'expected a layer name such as "unit" or "e2e"' })

@@ -9,7 +9,8 @@
  * they are the "expected …" clause; for refinements they are the whole sentence.
  */
 import { z } from 'zod';
-import { agentSchema, PROVIDER_NAMES, testLayerSchema } from './agent-schema.js';
+import { agentSchema, testLayerSchema } from './agent-schema.js';
+import { PROVIDER_NAMES } from '../llm/provider-registry.js';
 import type { egressSchema } from './egress-schema.js';
 import { nonEmpty, typeError } from './field-checks.js';
 import {
@@ -82,7 +83,6 @@ export type SandboxTimeouts = z.output<typeof timeoutsSchema>;
 export type ResourcesConfig = z.output<typeof resourcesSchema>;
 export type ProviderConfig = z.output<typeof providerSchema>;
 export type EgressConfig = z.output<typeof egressSchema>;
-export type ProviderName = (typeof PROVIDER_NAMES)[number];
 
 /** The test command as layers; a single command is one layer called `test`. */
 export function testLayers(catalog: { agent: Pick<AgentConfig, 'testCommand'> }): TestLayer[] {

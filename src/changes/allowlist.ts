@@ -4,6 +4,7 @@
  * glob sees it: globs are about intent, not about parsing tricks.
  */
 import picomatch from 'picomatch';
+import { hasControlCharacter } from '../catalog/field-checks.js';
 
 export interface AllowlistOptions {
   /** Globs (repo-relative, picomatch) of the files the agent may change. */
@@ -142,14 +143,6 @@ export function pathProblem(path: string): string | undefined {
   if (segments.includes('..')) return 'contains ".." (a path that leaves its folder)';
   if (segments.some((s) => s === '' || s === '.')) return 'is not a normalised path (empty or "." segments)';
   return undefined;
-}
-
-function hasControlCharacter(text: string): boolean {
-  for (let i = 0; i < text.length; i++) {
-    const code = text.charCodeAt(i);
-    if (code < 0x20 || (code >= 0x7f && code < 0xa0)) return true;
-  }
-  return false;
 }
 
 // Bidi overrides make a path read differently in a review than on disk ("Trojan Source").

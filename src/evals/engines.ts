@@ -15,6 +15,8 @@ import { ImageError } from '../errors.js';
 import { daemonFetches } from '../image-context/dockerfile.js';
 import { readRepoFile } from '../repo-files.js';
 import { sandboxProvider } from '../sandbox/backend-registry.js';
+import type { SandboxProvider } from '../sandbox/types.js';
+import { taskRefusal } from './task-refusals.js';
 import type { TrialPlacement } from './trial-placement.js';
 
 /** The scheduler's view of a fleet: slots by free capacity, lost engines, retries elsewhere. */
@@ -85,23 +87,57 @@ async function prepareEngine(options: FleetDepsOptions, name: string): Promise<F
       ...(engine.ref ? { engineRef: engine.ref } : {}),
     }),
   );
-  const signal = options.signal;
-  const say = (line: string) => options.onLine?.(`${name}: ${line}`);
   await provider.preflight();
+  await prepareImages(provider, deps, {
+    tasks: options.tasks,
+    signal: options.signal,
+    logFile: (task) => join(options.logDir, `image-${task.id}-${name}.log`),
+    say: (line: string) => options.onLine?.(`${name}: ${line}`),
+  });
+  return deps;
+}
+
+/**
+ * An engine's images, before its first trial: what the repo images are built FROM (or the
+ * prebuilt images themselves), then each task's repo image. One task's image refused there (a
+ * base not present anywhere, a build refused) is that task's: it is said, the others are made,
+ * and that task's trials there meet the refusal again when they ask for the image (a refused
+ * build is their `error`, an image missing there their `infrastructure`, retried elsewhere).
+ * What says nothing about a task (the engine lost, Ctrl-C) stops the engine's preparation.
+ */
+export async function prepareImages(
+  provider: Pick<SandboxProvider, 'ensureBaseImage'>,
+  deps: Pick<FixDeps, 'image'>,
+  options: {
+    tasks: readonly EvalTask[];
+    signal: AbortSignal;
+    logFile: (task: EvalTask) => string;
+    say: (line: string) => void;
+  },
+): Promise<void> {
+  const { signal, say } = options;
+  const ownRefusal = (error: unknown): string | undefined =>
+    signal.aborted ? undefined : taskRefusal(error, { image: true });
   // What a repo image is built FROM (or the prebuilt image itself) must be there first: a
   // build that finds no base would bootstrap one there, ten times slower than shipping it.
   const bases = new Set(
     options.tasks.map((t) => t.catalog.catalog.sandbox.image ?? t.catalog.catalog.sandbox.baseImage),
   );
   for (const image of bases) {
-    const presence = await provider.ensureBaseImage({
-      ...(image ? { image } : {}),
-      method: 'ship',
-      signal,
-      onLine: say,
-    });
-    if (presence.how !== 'present') {
-      say(`${presence.tag} ${presence.how} in ${formatDuration(presence.durationMs)}`);
+    try {
+      const presence = await provider.ensureBaseImage({
+        ...(image ? { image } : {}),
+        method: 'ship',
+        signal,
+        onLine: say,
+      });
+      if (presence.how !== 'present') {
+        say(`${presence.tag} ${presence.how} in ${formatDuration(presence.durationMs)}`);
+      }
+    } catch (error) {
+      const reason = ownRefusal(error);
+      if (reason === undefined) throw error;
+      say(`${image ?? 'the default base image'} cannot be made present here: ${reason}`);
     }
   }
   // A task's own recipe (a Harbor environment's Dockerfile) may start FROM another image: a
@@ -115,21 +151,29 @@ async function prepareEngine(options: FleetDepsOptions, name: string): Promise<F
       if (presence.how !== 'present')
         say(`${presence.tag} ${presence.how} in ${formatDuration(presence.durationMs)}`);
     } catch (error) {
-      if (!(error instanceof ImageError && error.details?.notOnSource === true)) throw error;
+      if (error instanceof ImageError && error.details?.notOnSource === true) continue;
+      const reason = ownRefusal(error);
+      if (reason === undefined) throw error;
+      say(`${image} cannot be made present here: ${reason}`);
     }
   }
   for (const task of options.tasks) {
-    const image = await deps.image({
-      repoDir: task.repoDir,
-      ...catalogImageOptions(task.catalog, task.buildLimitFrom),
-      rebuild: false,
-      logFile: join(options.logDir, `image-${task.id}-${name}.log`),
-      onProgress: () => undefined,
-      signal,
-    });
-    if (!image.reused) say(`built ${image.tag} for ${task.id}`);
+    try {
+      const image = await deps.image({
+        repoDir: task.repoDir,
+        ...catalogImageOptions(task.catalog, task.buildLimitFrom),
+        rebuild: false,
+        logFile: options.logFile(task),
+        onProgress: () => undefined,
+        signal,
+      });
+      if (!image.reused) say(`built ${image.tag} for ${task.id}`);
+    } catch (error) {
+      const reason = ownRefusal(error);
+      if (reason === undefined) throw error;
+      say(`task ${task.id}: its image is refused here: ${reason}`);
+    }
   }
-  return deps;
 }
 
 /**

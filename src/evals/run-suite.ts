@@ -28,7 +28,13 @@ import type { ChosenShard } from './shards.js';
 import { shardFolderName, shardLabel, type Shard } from './trial-plan.js';
 import type { TrialResult } from './types.js';
 import { UsageError } from '../errors.js';
-import { assertSomethingRuns, refusingRunner, taskRefusal, type Refusals } from './task-refusals.js';
+import {
+  assertSomethingRuns,
+  refusingRunner,
+  taskRefusal,
+  type Refusals,
+  type Settled,
+} from './task-refusals.js';
 import type { TrialPlacement } from './trial-placement.js';
 import { checkSourceFlags, recogniseSource, sourceInput } from './sources/index.js';
 import type { MadeSuite, SourceFlags } from './sources/task-source.js';
@@ -138,7 +144,8 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
     : undefined;
   // A task whose repo, catalog or image is refused is that task's error; every other task runs.
   const refused: Refusals = new Map();
-  const tasks = await loadTasks(suite, options.cwd, refused);
+  const settled: Settled = new Map();
+  const tasks = await loadTasks(suite, options.cwd, refused, settled);
   assertSomethingRuns(refused, suite.tasks.length);
 
   await mkdir(workDir, { recursive: true });
@@ -159,6 +166,8 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
       });
   assertSomethingRuns(refused, suite.tasks.length);
   for (const [id, { reason }] of refused) say(`task ${id} is refused, its trials are errors: ${reason}`);
+  for (const [id, { category, reason }] of settled)
+    say(`task ${id} is ${category} as it stands, not run: ${reason}`);
 
   const n = settings.n ?? suite.defaults.n;
   if (shard)
@@ -177,6 +186,7 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
       ...(options.pool ? { pool: true } : {}),
       events: trialEvents(join(workDir, 'events.jsonl')),
     }),
+    settled,
   );
   let run: EvalRun;
   try {
@@ -287,11 +297,20 @@ export async function loadSource(
  * trials, so a task whose catalog (or, from its source, repo) is refused is that task's `error`
  * with the reason, and the others run.
  */
-async function loadTasks(suite: Suite, cwd: string, refused: Refusals): Promise<EvalTask[]> {
+async function loadTasks(
+  suite: Suite,
+  cwd: string,
+  refused: Refusals,
+  settled: Settled,
+): Promise<EvalTask[]> {
   const tasks: EvalTask[] = [];
   for (const task of suite.tasks) {
     if (task.refused !== undefined) {
       refused.set(task.id, { reason: task.refused });
+      continue;
+    }
+    if (task.settled !== undefined) {
+      settled.set(task.id, task.settled);
       continue;
     }
     let catalog;

@@ -7,6 +7,7 @@
 import os from 'node:os';
 import { z } from 'zod';
 import type { TrialSpec } from './types.js';
+import type { TrialCategory } from '../outcomes.js';
 
 export const KEEP_POLICIES = ['on-failure', 'always', 'never'] as const;
 export type KeepPolicy = (typeof KEEP_POLICIES)[number];
@@ -75,6 +76,11 @@ export interface SuiteTask {
    * `error`s with this reason, and the other tasks run.
    */
   refused?: string;
+  /**
+   * The result every trial of this task has without running (another agent's empty patch is
+   * `no-changes`): no image, no sandbox, no test run.
+   */
+  settled?: { category: TrialCategory; reason: string; model?: string | undefined };
 }
 
 export interface Suite {

@@ -6,10 +6,17 @@
  * stops the eval.
  */
 import { ConfigError, HarnessError, ImageError } from '../errors.js';
-import type { TrialResult, TrialRunner } from './types.js';
+import type { TrialCategory } from '../outcomes.js';
+import type { TrialResult, TrialRunner, TrialSpec } from './types.js';
 
 /** Task id to the reason its trials are errors (and the error, when one was thrown here). */
 export type Refusals = Map<string, { reason: string; error?: unknown }>;
+
+/**
+ * Task id to the result its trials have without running: another agent's empty patch is
+ * `no-changes` as it stands, and SWE-bench never runs one either.
+ */
+export type Settled = Map<string, { category: TrialCategory; reason: string; model?: string | undefined }>;
 
 /**
  * When every task of the suite is refused there is nothing to run: the first refusal is the
@@ -34,24 +41,43 @@ export function taskRefusal(error: unknown, options: { image?: boolean } = {}): 
   return error.hint ? `${error.message} (hint: ${error.hint})` : error.message;
 }
 
-/** The runner, except that a refused task's trial is an `error` with its reason, run nowhere. */
-export function refusingRunner(refused: Refusals, runner: TrialRunner): TrialRunner {
+/**
+ * The runner, except that a refused task's trial is an `error` with its reason, and a settled
+ * task's trial its settled result: both run nowhere.
+ */
+export function refusingRunner(
+  refused: Refusals,
+  runner: TrialRunner,
+  settled: Settled = new Map(),
+): TrialRunner {
   return async (spec, context) => {
+    const known = settled.get(spec.taskId);
+    // The reason is the source's to report (an empty prediction is in its section), not an error.
+    if (known) return notRun(spec, known.category, known.model !== undefined ? { model: known.model } : {});
     const reason = refused.get(spec.taskId)?.reason;
     if (reason === undefined) return runner(spec, context);
-    const now = new Date().toISOString();
-    return {
-      taskId: spec.taskId,
-      trial: spec.trial,
-      outcome: 'failed',
-      category: 'error',
-      turns: 0,
-      inputTokens: 0,
-      outputTokens: 0,
-      durationMs: 0,
-      startedAt: now,
-      finishedAt: now,
-      error: reason,
-    } satisfies TrialResult;
+    return notRun(spec, 'error', { error: reason });
+  };
+}
+
+/** A trial's result without running it: no turns, no tokens, no time. */
+function notRun(
+  spec: Pick<TrialSpec, 'taskId' | 'trial'>,
+  category: TrialCategory,
+  extra: Pick<TrialResult, 'model' | 'error'>,
+): TrialResult {
+  const now = new Date().toISOString();
+  return {
+    taskId: spec.taskId,
+    trial: spec.trial,
+    outcome: 'failed',
+    category,
+    turns: 0,
+    inputTokens: 0,
+    outputTokens: 0,
+    durationMs: 0,
+    startedAt: now,
+    finishedAt: now,
+    ...extra,
   };
 }

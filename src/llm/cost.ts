@@ -139,8 +139,12 @@ export class CostMeter {
   /** Counts one answered call; returns its cost. */
   add(role: ModelRole, model: string, usage: Usage): number {
     const price = priceFor(model, this.table);
-    if (!price) this.unpriced.add(model);
-    else this.used.set(model, price);
+    // A call that used no tokens (a replayed oracle's or prediction's) costs nothing at any
+    // price: naming it unpriced would list every instance of an oracle run as a model.
+    const used =
+      usage.inputTokens + usage.outputTokens + (usage.cacheReadTokens ?? 0) + (usage.cacheWriteTokens ?? 0);
+    if (price) this.used.set(model, price);
+    else if (used > 0) this.unpriced.add(model);
     const cost = price ? costOf(usage, price) : 0;
     const entry = this.byRole.get(role) ?? emptyRole();
     entry.usd += cost;

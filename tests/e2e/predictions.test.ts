@@ -41,10 +41,17 @@ describe('predictions end to end (real Docker, no model)', { timeout: 900_000 },
   it('one prediction resolves, one does not, a malformed one is its error; the model is named', async () => {
     const model = 'acme/agent-7';
     const escape = '--- a/../../escape.js\n+++ b/../../escape.js\n@@ -1 +1 @@\n-a\n+b\n';
+    // The fix plus its own version of the test the test patch adds, one the fix fails: SWE-bench
+    // resets the test patch's files before applying it, so the instance is still resolved.
+    const ownTest = repos.fees.test_patch.replace('expect(fee(50)).toBe(0)', 'expect(fee(50)).toBe(5)');
     await writeFile(
       join(root, 'preds.jsonl'),
       jsonl([
-        { instance_id: repos.fees.instance_id, model_name_or_path: model, model_patch: repos.fees.patch },
+        {
+          instance_id: repos.fees.instance_id,
+          model_name_or_path: model,
+          model_patch: repos.fees.patch + ownTest,
+        },
         { instance_id: repos.parcels.instance_id, model_name_or_path: model, model_patch: '' },
         { instance_id: repos.flaky.instance_id, model_name_or_path: model, model_patch: escape },
         { instance_id: 'ghost-1', model_name_or_path: model, model_patch: '' },
@@ -69,8 +76,13 @@ describe('predictions end to end (real Docker, no model)', { timeout: 900_000 },
       model,
       tests: { verdict: 'resolved' },
     });
-    // An empty patch changes nothing: scored as the agent's failure, as SWE-bench counts it.
-    expect(by(repos.parcels.instance_id)).toMatchObject({ model, category: 'no-changes' });
+    // An empty patch changes nothing: scored as the agent's failure, as SWE-bench counts it, and
+    // not run at all (no run record, no time).
+    expect(by(repos.parcels.instance_id)).toMatchObject({ model, category: 'no-changes', durationMs: 0 });
+    expect(by(repos.parcels.instance_id)).not.toHaveProperty('runId');
+    expect(r.stdout).toContain(
+      `test patch files reset (as SWE-bench does): ${repos.fees.instance_id}: test/boundary.test.js`,
+    );
     expect(by(repos.flaky.instance_id)).toMatchObject({ category: 'error' });
     expect(by(repos.flaky.instance_id).error).toContain(
       `the prediction of ${model} for ${repos.flaky.instance_id}: the patch names a path outside the repo`,
@@ -83,6 +95,7 @@ describe('predictions end to end (real Docker, no model)', { timeout: 900_000 },
       noPrediction: [],
       unknown: ['ghost-1'],
       emptyPatch: [repos.parcels.instance_id],
+      testEditsReset: { [repos.fees.instance_id]: ['test/boundary.test.js'] },
       // SWE-bench's own keys beside ours.
       swebench: {
         resolved_ids: [repos.fees.instance_id],

@@ -338,3 +338,65 @@ describe('--resume across engines', () => {
     expect(await containersOf(b.engine, ids)).toEqual([]);
   }, 900_000);
 });
+
+describe('--rerun-unscored after a killed engine', () => {
+  it('runs again exactly the trial the lost engine left unscored, keeps the scored ones, and leaves none unscored', async () => {
+    const out = join(root, 'out-rerun-unscored');
+    outDirs.push(out);
+    // One engine only: a trial lost with it has nowhere to go, so it ends unscored.
+    const onlyA = await enginesFile('engines-only-a.yaml', entry('a', a));
+    const cli = startCli(['eval', suite, '-n', '1', '--engines', onlyA, '--out', out, '--json'], {
+      cwd: root,
+      env: cleanEnv(),
+    });
+    let exited = false;
+    void cli.done.then(() => (exited = true));
+    // Once one trial is scored and the next one's agent works on a, a dies as a crashed machine does.
+    const deadline = Date.now() + 480_000;
+    for (;;) {
+      if (exited)
+        throw new Error(`the eval ended before a second trial ran on a:\n${(await cli.done).stderr}`);
+      if (Date.now() > deadline) throw new Error('no second trial reached engine a');
+      const done = await readResults(out).catch(() => []);
+      const onA = await a.engine.containers.list({ [LABEL.marker]: true }).catch(() => []);
+      const working = onA.some(
+        (c) =>
+          c.labels[LABEL.role]?.startsWith('attempt-') &&
+          c.state === 'running' &&
+          !done.some((x) => x.runId === c.labels[LABEL.run]),
+      );
+      if (done.length >= 1 && working) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await killEngine(a);
+    const lost = await cli.done;
+    // Unscored trials make the eval exit non-zero: it could not score them.
+    expect(lost.code, lost.stderr).not.toBe(0);
+    const before = await readResults(out);
+    const unscored = before.filter((x) => ['infrastructure', 'error'].includes(x.category));
+    expect(unscored.length).toBeGreaterThanOrEqual(1);
+    const scored = before.filter((x) => !unscored.includes(x));
+    expect(scored.length).toBeGreaterThanOrEqual(1);
+
+    await restartEngine(a);
+    const r = await runCli(['eval', suite, '--engines', onlyA, '--out', out, '--rerun-unscored', '--json'], {
+      cwd: root,
+      env: cleanEnv(),
+    });
+    expect(r.code, r.stderr).toBe(0);
+    const results = await readResults(out);
+    expect(results).toHaveLength(3);
+    expect(new Set(results.map(key)).size).toBe(3);
+    expect(results.filter((x) => ['infrastructure', 'error'].includes(x.category))).toEqual([]);
+    // The scored ones are kept as they were; the unscored ones ran again and their old results moved aside.
+    for (const done of scored) expect(results.filter((x) => key(x) === key(done))).toEqual([done]);
+    for (const old of unscored) {
+      const again = results.find((x) => key(x) === key(old))!;
+      expect(again.runId).not.toBe(old.runId);
+    }
+    const superseded = (await readFile(join(out, 'superseded.jsonl'), 'utf8')).split('\n').filter(Boolean);
+    expect(superseded.map((l) => key(JSON.parse(l) as Result)).sort()).toEqual(unscored.map(key).sort());
+    const summary = (JSON.parse(r.stdout) as { summary: { overall: { scored: number } } }).summary;
+    expect(summary.overall.scored).toBe(3);
+  }, 900_000);
+});

@@ -417,7 +417,10 @@ export function describeDockerConformance(target: DockerTarget): void {
           again++
         )
           cpu = await burn();
-        if (throttles) expect(cpu.throttled, JSON.stringify(cpu)).toBe(true);
+        // A sandbox that still never got near its quota (a machine loaded far past its cores)
+        // cannot show the throttling; NanoCpus above and the bound below still hold.
+        if (throttles && cpu.usedMs >= 0.45 * cpu.wallMs)
+          expect(cpu.throttled, JSON.stringify(cpu)).toBe(true);
         expect(cpu.usedMs).toBeGreaterThan(0);
         expect(cpu.usedMs).toBeLessThan(0.5 * cpu.wallMs + 100);
       });

@@ -60,8 +60,14 @@ export interface PredictionsFound {
   noPrediction: string[];
   /** Predictions naming no instance of the suite. */
   unknown: string[];
-  /** Instances whose prediction is an empty patch (scored as not resolved: the trial ends `no-changes`). */
+  /** Instances whose prediction is an empty patch (scored as not resolved, `no-changes`, never run). */
   emptyPatch: string[];
+  /**
+   * Per instance, the test patch's files a prediction changed: reset before the test patch
+   * goes in, as SWE-bench's harness resets them (`git checkout <base> <test files>`), so the
+   * rest of the prediction is scored.
+   */
+  testEditsReset: Record<string, string[]>;
 }
 
 export async function materializeInstances(
@@ -106,6 +112,9 @@ export async function materializeInstances(
           visible,
           oracle: options.oracle === true,
           ...(options.predictions ? { prediction: options.predictions.byId.get(instance.instance_id) } : {}),
+          ...(found
+            ? { onTestEditsReset: (files: string[]) => (found.testEditsReset[instance.instance_id] = files) }
+            : {}),
           quarantined: quarantine?.tests[instance.instance_id] ?? [],
           ...(options.onLine ? { onLine: options.onLine } : {}),
           ...(source.cassettes ? { cassettes: source.cassettes } : {}),
@@ -163,6 +172,7 @@ function predictionsFound(predictions: Predictions, instanceIds: readonly string
     models: [...new Set(scored.flatMap((p) => (p.model !== undefined ? [p.model] : [])))].sort(),
     ...match,
     emptyPatch: scored.flatMap((p) => ('patch' in p && p.patch.trim() === '' ? [p.instanceId] : [])),
+    testEditsReset: {},
   };
 }
 
@@ -196,6 +206,8 @@ interface OneOptions {
   oracle: boolean;
   /** With predictions: this instance's (there is one: instances without are left out before). */
   prediction?: Prediction | undefined;
+  /** Called with the test patch's files the prediction changed (their changes are dropped). */
+  onTestEditsReset?: (files: string[]) => void;
   quarantined: readonly string[];
   cassettes?: string;
   onLine?: (line: string) => void;
@@ -224,7 +236,7 @@ async function materializeOne(instance: Instance, o: OneOptions): Promise<SuiteT
         what: `the gold patch of ${id}`,
       }
     : o.prediction
-      ? await predictionChange(repoDir, o.prediction)
+      ? await predictionChange(repoDir, o.prediction, testFiles, o.onTestEditsReset)
       : undefined;
   await applyPatch(repoDir, instance.test_patch, `test_patch of ${id}`);
   const environment = await chooseEnvironment(
@@ -270,6 +282,9 @@ async function materializeOne(instance: Instance, o: OneOptions): Promise<SuiteT
   await writeFile(ticketFile, `---\nid: ${JSON.stringify(id)}\n---\n${instance.problem_statement.trim()}\n`);
 
   const task: SuiteTask = { id, catalog: catalogFile, ticket: ticketFile, repo: repoDir };
+  // An empty patch is not run (SWE-bench's `empty_patch`): its trials are `no-changes` as they stand.
+  if (o.prediction && 'patch' in o.prediction && o.prediction.patch.trim() === '')
+    task.settled = { category: 'no-changes', reason: 'an empty patch', model: o.prediction.model };
   // Visible tests are the agent's to read, never to change.
   if (o.visible && testFiles.length > 0) task.mustNotTouch = testFiles.map(literalGlob);
   if (change) {
@@ -293,15 +308,24 @@ function describeEnvironment(sandbox: { image?: string; baseImage?: string; dock
 /**
  * A prediction's patch as files, under its model's name; a prediction that cannot be used, or
  * whose patch cannot (outside the repo, through a link, does not apply), is this instance's
- * error with the reason.
+ * error with the reason. Its changes to the test patch's files are dropped (`onReset` is told
+ * which): SWE-bench resets those files to the base commit before it applies the test patch.
  */
-async function predictionChange(repoDir: string, prediction: Prediction): Promise<Change> {
+async function predictionChange(
+  repoDir: string,
+  prediction: Prediction,
+  testFiles: readonly string[],
+  onReset?: (files: string[]) => void,
+): Promise<Change> {
   const id = prediction.instanceId;
   const who = `the prediction of ${prediction.model ?? 'a model'} for ${id}`;
   if ('error' in prediction) throw new ConfigError(`${who}: ${prediction.error}`);
   try {
+    const files = await patchedFiles(repoDir, prediction.patch, 'model_patch');
+    const reset = files.filter((f) => testFiles.includes(f.path)).map((f) => f.path);
+    if (reset.length > 0) onReset?.(reset);
     return {
-      files: await patchedFiles(repoDir, prediction.patch, 'model_patch'),
+      files: files.filter((f) => !testFiles.includes(f.path)),
       model: prediction.model,
       what: `the model_patch of ${prediction.model}`,
     };

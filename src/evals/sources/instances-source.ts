@@ -224,7 +224,10 @@ function predictionsSection(info: PredictionsSummary): ReportSection {
   const rows: string[][] = [[info.file, 'model', info.models.join('; ') || '-']];
   for (const id of info.noPrediction) rows.push([id, 'no prediction: not run, not scored', '-']);
   for (const id of info.unknown) rows.push([id, 'a prediction for an instance not in the suite', '-']);
-  for (const id of info.emptyPatch) rows.push([id, 'empty patch: scored as not resolved (no-changes)', '-']);
+  for (const id of info.emptyPatch)
+    rows.push([id, 'empty patch: not run, scored as not resolved (no-changes)', '-']);
+  for (const [id, files] of Object.entries(info.testEditsReset ?? {}))
+    rows.push([id, 'its changes to test patch files reset, as SWE-bench resets them', files.join('; ')]);
   return {
     heading: 'Predictions',
     table: { header: ['instance', 'flag', 'detail'], rows: rowsOf(rows) },
@@ -243,5 +246,7 @@ function predictionLines(info: PredictionsSummary): string[] {
   if (info.unknown.length > 0)
     lines.push(`predictions for instances not in the suite: ${info.unknown.join(', ')}`);
   if (info.emptyPatch.length > 0) lines.push(`empty patches: ${info.emptyPatch.join(', ')}`);
+  for (const [id, files] of Object.entries(info.testEditsReset ?? {}))
+    lines.push(`test patch files reset (as SWE-bench does): ${id}: ${files.join(', ')}`);
   return lines;
 }

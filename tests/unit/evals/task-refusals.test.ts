@@ -41,6 +41,31 @@ describe('one task refused, the rest run', () => {
     expect((await runner(spec('good'), context)).category).toBe('ready-for-review');
     expect(ran).toEqual(['good']);
   });
+
+  it("a settled task's trials have its result (an empty prediction's no-changes), run nowhere", async () => {
+    const ran: string[] = [];
+    const inner: TrialRunner = async (spec) => {
+      ran.push(spec.taskId);
+      return result(spec, 'ready-for-review');
+    };
+    const runner = refusingRunner(
+      new Map(),
+      inner,
+      new Map([
+        ['empty', { category: 'no-changes' as const, reason: 'an empty patch', model: 'acme/agent-7' }],
+      ]),
+    );
+    const context: Parameters<TrialRunner>[1] = { engine: 'local', signal: new AbortController().signal };
+    const settled = await runner({ taskId: 'empty', trial: 1, catalog: 'c', ticket: 't' }, context);
+    expect(settled).toMatchObject({
+      taskId: 'empty',
+      trial: 1,
+      category: 'no-changes',
+      model: 'acme/agent-7',
+    });
+    expect(settled.error).toBeUndefined();
+    expect(ran).toEqual([]);
+  });
 });
 
 describe('a suite with every task refused', () => {

@@ -87,6 +87,16 @@ describe('CostMeter', () => {
     expect(meter.snapshot()).toEqual({ usd: 0, byRole: { main: 0 }, unpriced: ['scripted'] });
   });
 
+  it('a call that used no tokens (a replayed oracle or prediction) needs no price: it is not named unpriced', async () => {
+    const meter = new CostMeter({});
+    const oracle = meter.meter(
+      scripted([{ content: [text('a')], usage: { inputTokens: 0, outputTokens: 0 } }]),
+      'main',
+    );
+    await oracle.complete({ system: '', messages: [], tools: [], maxTokens: 10 });
+    expect(meter.snapshot()).toEqual({ usd: 0, byRole: { main: 0 } });
+  });
+
   it('with a limit, a model without a price is refused before its first call', () => {
     const meter = new CostMeter({}, 1);
     expect(() => meter.meter(scripted([]), 'main')).toThrow(ConfigError);

@@ -256,6 +256,7 @@ describe('predictions into tasks', () => {
       noPrediction: [repos.flaky.instance_id],
       unknown: ['nobody-1'],
       emptyPatch: [],
+      testEditsReset: {},
       swebench: expect.objectContaining({
         total_instances: 3,
         submitted_instances: 2,
@@ -282,7 +283,31 @@ describe('predictions into tasks', () => {
     expect(JSON.stringify(table.table.rows)).toContain('no prediction: not run, not scored');
   }, 60_000);
 
-  it('an empty patch is scored (as no change) and named; --oracle with --predictions is refused', async () => {
+  it("a prediction's changes to the test patch's files are dropped, as SWE-bench resets them, and named", async () => {
+    // The gold fix plus its own version of the test the test patch adds (one that the fix fails).
+    const ownTest = repos.fees.test_patch.replace('expect(fee(50)).toBe(0)', 'expect(fee(50)).toBe(5)');
+    expect(ownTest).not.toBe(repos.fees.test_patch);
+    const preds = join(root, 'test-edit.jsonl');
+    await writeFile(preds, jsonl([pred(repos.fees.instance_id, repos.fees.patch + ownTest, 'm')]));
+    const input = sourceInput(join(root, 'suite.yaml'), 'suite.yaml', root);
+    const opened = await instancesSource.open(input, { predictions: preds });
+    const made = await opened.make({ outDir: join(root, 'out-test-edit'), say: () => undefined });
+    const cassette = JSON.stringify(JSON.parse(await readFile(made.suite.tasks[0]!.cassettes![0]!, 'utf8')));
+    expect(cassette).toContain('total >= 50');
+    expect(cassette).not.toContain('test/boundary.test.js');
+    const sections = await made.summarize!([
+      result({ taskId: repos.fees.instance_id, trial: 0 }, 'ready-for-review'),
+    ]);
+    expect(sections.instances?.predictions?.testEditsReset).toEqual({
+      [repos.fees.instance_id]: ['test/boundary.test.js'],
+    });
+    const summary = { ...sections } as unknown as EvalSummary;
+    expect(instancesSource.section!.lines(summary, { predictions: preds })).toContain(
+      `test patch files reset (as SWE-bench does): ${repos.fees.instance_id}: test/boundary.test.js`,
+    );
+  }, 60_000);
+
+  it('an empty patch is not run (no-changes as it stands) and named; --oracle with --predictions is refused', async () => {
     const preds = join(root, 'empty.jsonl');
     await writeFile(preds, jsonl([pred(repos.fees.instance_id, '', 'm')]));
     const source = await loadInstanceSuite(join(root, 'suite.yaml'));
@@ -293,8 +318,11 @@ describe('predictions into tasks', () => {
     });
     expect(made.suite.tasks.map((t) => t.id)).toEqual([repos.fees.instance_id]);
     expect(made.predictions?.emptyPatch).toEqual([repos.fees.instance_id]);
-    const cassette = JSON.parse(await readFile(made.suite.tasks[0]!.cassettes![0]!, 'utf8'));
-    expect(cassette.turns).toHaveLength(1);
+    expect(made.suite.tasks[0]!.settled).toEqual({
+      category: 'no-changes',
+      reason: 'an empty patch',
+      model: 'm',
+    });
     const input = sourceInput(join(root, 'suite.yaml'), 'suite.yaml', root);
     await expect(instancesSource.open(input, { oracle: true, predictions: preds })).rejects.toThrow(
       '--oracle and --predictions both say what to apply: give one',
