@@ -215,14 +215,22 @@ function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
  */
 export function sharedBaselines(inner: BaselineCache): BaselineCache {
   return {
-    async get(key: string, measure: () => Promise<BaselineResult>): Promise<BaselineResult> {
+    async get(
+      key: string,
+      measure: (started: () => void) => Promise<BaselineResult>,
+      onStarted?: () => void,
+    ): Promise<BaselineResult> {
       for (;;) {
         let mine = false;
         try {
-          return await inner.get(key, () => {
-            mine = true;
-            return measure();
-          });
+          return await inner.get(
+            key,
+            (started) => {
+              mine = true;
+              return measure(started);
+            },
+            onStarted,
+          );
         } catch (error) {
           if (mine) throw error;
         }

@@ -84,6 +84,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
           ...(events ? { events } : {}),
           costLimitUsd: options.costLimitUsd,
           ...(spec.seedRun ? { seedRun: spec.seedRun } : {}),
+          ...(spec.patchOnly ? { patchOnly: true } : {}),
           ...(options.pool ? { pool: true } : {}),
         },
         deps,

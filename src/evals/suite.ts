@@ -67,6 +67,11 @@ export interface SuiteTask {
   /** The task's own agent kind (suite file `agent`), over its catalog's `agent.kind`. */
   agent?: string;
   /**
+   * Its cassettes are a patch the harness wrote (the oracle's gold patch, a predictions
+   * file's), not a model: nothing is spent, so the first attempt never waits for the baseline.
+   */
+  patchOnly?: boolean;
+  /**
    * The file and field that set the catalog's image build limit, when the catalog was made
    * from another file (a Harbor task's task.toml), so a build past it names them.
    */
@@ -117,6 +122,7 @@ export function trialSpecs(suite: Suite, n: number): TrialSpec[] {
       if (task.mustNotTouch !== undefined) spec.mustNotTouch = [...task.mustNotTouch];
       if (task.seedRun !== undefined) spec.seedRun = task.seedRun;
       if (task.agent !== undefined) spec.agent = task.agent;
+      if (task.patchOnly && spec.cassette !== undefined) spec.patchOnly = true;
       specs.push(spec);
     }
   }

@@ -36,6 +36,8 @@ export interface TrialSpec {
   seedRun?: string;
   /** The task's own agent kind (suite task `agent`); `eval --agent` wins over it. */
   agent?: string;
+  /** Its cassette is a patch the harness wrote, not a model (suite task `patchOnly`). */
+  patchOnly?: boolean;
 }
 
 export interface TrialResult {

@@ -10,9 +10,9 @@ import { runAgentLoop, type AgentLoopResult } from '../agent/loop.js';
 import { buildFirstUserMessage } from '../agent/prompt.js';
 import type { ToolRegistry } from '../agent/tools/tool-registry.js';
 import type { Allowlist } from '../changes/allowlist.js';
-import { collectChangeSet, gateChangeSet, type ChangeSet } from '../changes/change-set.js';
+import { gateChangeSet, type ChangeSet } from '../changes/change-set.js';
 import type { PristineSource } from '../changes/pristine.js';
-import { NO_TEST_OUTPUTS, withTestOutputs, type ChangeIgnore, type TestOutputs } from '../changes/ignore.js';
+import type { ChangeIgnore, TestOutputs } from '../changes/ignore.js';
 import { changeSetPatch } from '../changes/patch.js';
 import {
   abortError,
@@ -39,6 +39,7 @@ import { shellQuote } from '../agent/tools/workspace-path.js';
 import { runTaskSteps, stepVerifyRole } from './steps.js';
 import { cliAgentStep } from './cli-agent-step.js';
 import { attemptTools } from './mcp-step.js';
+import { collectChange } from './collect-change.js';
 
 /** What every attempt of a run shares, worked out once. */
 export interface AttemptPlan {
@@ -362,18 +363,8 @@ async function freezeStep({ run, box }: Attempt): Promise<Ending | undefined> {
 /** Step collect: the change set read from the frozen sandbox, its paths on the journal, its patch saved. */
 async function collectStep({ run, plan, n, box }: Attempt, patchName = 'patch.diff'): Promise<ChangeSet> {
   run.journal.append({ kind: 'collect_start', attempt: n });
-  const outputs = (await plan.testOutputs) ?? NO_TEST_OUTPUTS;
-  const ignore = withTestOutputs(plan.ignore, outputs, {
-    tree: plan.tree,
-    isEditable: (path) => plan.allowlist.check(path).allowed,
-  });
-  const changeSet = await collectChangeSet(box, {
-    allowlist: plan.allowlist,
-    ignore,
-    tree: plan.tree,
-    pristine: plan.pristine,
-    signal: run.signal,
-  });
+  // Waits for the baseline only where what its tests wrote could change the set.
+  const changeSet = await collectChange(box, plan, run.signal);
   run.journal.append({
     kind: 'change',
     attempt: n,

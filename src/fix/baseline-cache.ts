@@ -34,21 +34,46 @@ export interface BaselineResult {
 
 /** Baselines shared between the trials of one eval. */
 export interface BaselineCache {
-  get(key: string, measure: () => Promise<BaselineResult>): Promise<BaselineResult>;
+  /**
+   * The baseline of `key`: measured by `measure` (which calls `started` when its test command
+   * starts) unless another trial measures or measured it. `onStarted` is called once the
+   * command of the measurement this call waits for has started, whoever measures it, so a
+   * trial that waits for another's baseline gives its agent the same head start.
+   */
+  get(
+    key: string,
+    measure: (started: () => void) => Promise<BaselineResult>,
+    onStarted?: () => void,
+  ): Promise<BaselineResult>;
+}
+
+interface Measurement {
+  result: Promise<BaselineResult>;
+  start: { started: boolean; waiters: (() => void)[] };
 }
 
 export function memoryBaselineCache(): BaselineCache {
-  const results = new Map<string, Promise<BaselineResult>>();
+  const results = new Map<string, Measurement>();
   return {
-    get(key, measure) {
+    get(key, measure, onStarted) {
       let pending = results.get(key);
       if (!pending) {
-        pending = measure();
+        const start: Measurement['start'] = { started: false, waiters: [] };
+        const result = measure(() => {
+          if (start.started) return;
+          start.started = true;
+          for (const waiter of start.waiters.splice(0)) waiter();
+        });
+        pending = { result, start };
         results.set(key, pending);
         // A failed measurement (Ctrl-C, a lost engine) is not a result: the next trial measures again.
-        pending.catch(() => results.delete(key));
+        result.catch(() => results.delete(key));
       }
-      return pending;
+      if (onStarted) {
+        if (pending.start.started) onStarted();
+        else pending.start.waiters.push(onStarted);
+      }
+      return pending.result;
     },
   };
 }

@@ -15,7 +15,8 @@ import type { Sandbox } from '../sandbox/types.js';
 import { testOutputsOf, type TestOutputs } from '../changes/ignore.js';
 import type { BaselineResult, BrokenTestCommand } from './baseline-cache.js';
 
-function baselineKey(run: Run, image: RepoImage, layers: readonly TestLayer[]): string {
+/** What makes two baselines the same: the image's id, the catalog and the test commands. */
+export function baselineKey(run: Run, image: RepoImage, layers: readonly TestLayer[]): string {
   return JSON.stringify([image.imageId, run.catalog.hash, layers.map((l) => [l.name, l.command])]);
 }
 
@@ -106,12 +107,14 @@ export async function runBaseline(
   run: Run,
   image: RepoImage,
   layers: readonly TestLayer[],
-  /** Called when the test command starts in the baseline's sandbox (not when another trial measures it). */
+  /** Called when the test command starts in the baseline's sandbox (this run's, or the one another trial measures). */
   onCommandStart?: () => void,
 ): Promise<BaselineResult> {
   const result = run.deps.baselines
-    ? await run.deps.baselines.get(baselineKey(run, image, layers), () =>
-        measure(run, layers, onCommandStart),
+    ? await run.deps.baselines.get(
+        baselineKey(run, image, layers),
+        (started) => measure(run, layers, started),
+        onCommandStart,
       )
     : await measure(run, layers, onCommandStart);
   const reused = result.runId !== run.dir.id;

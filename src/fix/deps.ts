@@ -5,6 +5,9 @@ import type { BuildTimeLimit, RepoImage, RepoImageRequest } from '../image-conte
 import type { SandboxProvider } from '../sandbox/backend-registry.js';
 import type { FixDeps } from './types.js';
 import { buildEgress } from './egress-phases.js';
+import { join } from 'node:path';
+import { cacheDir } from '../image-context/cache-dir.js';
+import { fileFailingBaselines } from './failing-baselines.js';
 
 /**
  * How a catalog's `sandbox` section asks for its image: prebuilt, or recipe, base and build
@@ -47,6 +50,7 @@ export function fixDeps(provider: SandboxProvider, extra: Partial<FixDeps> = {})
     ping: () => provider.preflight(),
     ...(provider.runtime ? { runtime: (asked?: string) => provider.runtime!(asked) } : {}),
     image: (request) => withBuildTimeLimit(request, (r) => provider.repoImage(r)),
+    failingBaselines: fileFailingBaselines(join(cacheDir(), 'baselines')),
     ...extra,
   };
 }

@@ -45,7 +45,7 @@ import { RunJournal } from '../runs/journal.js';
 import { harnessVersion } from '../version.js';
 import { formatUsd } from '../format.js';
 import { runAttempt, type AttemptPlan, type AttemptResult } from './attempt.js';
-import { runBaseline, testCommandError } from './baseline.js';
+import { baselineKey, runBaseline, testCommandError } from './baseline.js';
 import type { BaselineResult } from './baseline-cache.js';
 import type { Ending, FixDeps, FixOptions, FixResult, Prepared, Run } from './types.js';
 import type { RepoImage } from '../image-context/request.js';
@@ -444,8 +444,15 @@ async function attemptsWithBaseline(
   });
   void baselineOrHeadStart.then(() => timers.forEach(clearTimeout));
   const onCommandStart = () => timers.push(setTimeout(letAgentGo, headStart));
+  const key = baselineKey(run, image, plan.layers);
+  const failingBaselines = run.deps.failingBaselines;
+  // Known to fail on this very image and command: the verdict cannot save the agent's money.
+  const knownFailing = (await failingBaselines?.known(key)) === true;
+  // A patch the harness replays (an oracle, a predictions file) spends nothing either.
+  const hold = !knownFailing && run.options.patchOnly !== true;
   const baseline: Promise<BaselineResult> = runBaseline(run, image, plan.layers, onCommandStart).then(
     (result) => {
+      if (!result.broken && !result.passed && !knownFailing) void failingBaselines?.remember(key);
       if (result.broken) {
         const error = testCommandError(result.broken, run.catalog.file, plan.layers.length, result.hints);
         gate.abort(error);
@@ -477,7 +484,14 @@ async function attemptsWithBaseline(
   for (let n = first; n < first + plan.maxAttempts; n++) {
     const signal = n === first ? AbortSignal.any([run.signal, gate.signal]) : run.signal;
     try {
-      last = await runAttempt(run, plan, n, feedback, signal, n === 1 ? baselineOrHeadStart : undefined);
+      last = await runAttempt(
+        run,
+        plan,
+        n,
+        feedback,
+        signal,
+        n === 1 && hold ? baselineOrHeadStart : undefined,
+      );
     } catch (error) {
       if (error instanceof TestCommandBroken) {
         // Stopped before its first model call, it spent nothing: it was never an attempt.

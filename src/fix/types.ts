@@ -26,6 +26,7 @@ import type { InjectedFile, KeepPolicy, SandboxBackend } from '../sandbox/types.
 import type { BaselineCache } from './baseline-cache.js';
 import type { ProgressSink } from './progress.js';
 import type { SandboxPool } from './sandboxes.js';
+import type { FailingBaselines } from './failing-baselines.js';
 import type { TestLayer } from './test-layers.js';
 
 export type { KeepPolicy } from '../sandbox/types.js';
@@ -40,6 +41,11 @@ export interface FixDeps {
   createProvider?: typeof createProvider;
   /** Evals share one baseline per (image, catalog, test command) between their trials. */
   baselines?: BaselineCache;
+  /**
+   * Baselines known to fail (`failing-baselines.ts`): for those the first attempt's agent does
+   * not wait for the baseline's verdict. Absent: it always waits.
+   */
+  failingBaselines?: FailingBaselines | undefined;
   /** How to reach the backend's engine again (an eval on a fleet); recorded with the run. */
   engineRef?: RunRecord['engineRef'];
   /**
@@ -92,6 +98,11 @@ export interface FixOptions {
    * `continueFrom`, and its last conversation starts the first attempt's history.
    */
   seedRun?: string;
+  /**
+   * The cassette is a patch the harness wrote (an eval's oracle or predictions), not a model:
+   * no money to save, so the first attempt does not wait for the baseline's verdict.
+   */
+  patchOnly?: boolean | undefined;
   /** The OCI runtime (`--runtime`); overrides the catalog's `sandbox.runtime`. */
   runtime?: string;
   /** The agent kind (`--agent`, a suite task's); overrides the catalog's `agent.kind`. */

@@ -291,6 +291,7 @@ async function materializeOne(instance: Instance, o: OneOptions): Promise<SuiteT
     const cassette = path.join(o.dir, o.oracle ? 'oracle.json' : 'prediction.json');
     await writeFile(cassette, `${JSON.stringify(changeCassette(change), null, 2)}\n`);
     task.cassettes = [cassette];
+    task.patchOnly = true;
   } else if (o.cassettes) {
     const recorded = path.join(o.cassettes, `${id}.json`);
     if (existsSync(recorded)) task.cassettes = [recorded];

@@ -18,6 +18,7 @@ import {
   type HostFileState as HostFile,
 } from '../../../src/fix/run-fix.js';
 import { memoryBaselineCache } from '../../../src/fix/baseline-cache.js';
+import { memoryFailingBaselines } from '../../../src/fix/failing-baselines.js';
 import { SandboxDead, SandboxUnavailable } from '../../../src/errors.js';
 import { exitCodeForRun } from '../../../src/cli/exit-codes.js';
 import { fixSummaryJson } from '../../../src/cli/commands/fix.js';
@@ -305,6 +306,107 @@ describe('runFix with fakes', () => {
     expect(fixSummaryJson(result).attempts).toEqual([]);
   });
 
+  /** `npm test` in the baseline's sandbox fails only once `release` is called. */
+  function heldBaseline(h: Harness) {
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const handler: ExecHandler = async (command, options, sandbox) => {
+      const role = h.created.find((c) => c.sandbox === sandbox)?.spec.role;
+      if (command === 'npm test' && role === 'baseline') {
+        await released;
+        return {
+          exitCode: 1,
+          stdout: 'not ok 2 - an order of 45 EUR ships free (OPS-412)\n# pass 2\n# fail 2\n',
+        };
+      }
+      return npmTest(command, options, sandbox);
+    };
+    return { handler, release: () => release() };
+  }
+
+  it('a baseline known to fail does not hold the agent: it runs beside the attempt, and the attempt is verified before it ends', async () => {
+    const h = await harness();
+    const held = heldBaseline(h);
+    const failing = memoryFailingBaselines();
+    failing.known = async () => true;
+    // The verification's own tests release the baseline: had the agent waited for the
+    // baseline's verdict, or the change set for what the baseline's tests wrote, nothing would.
+    const handler: ExecHandler = (command, options, sandbox) => {
+      const role = h.created.find((c) => c.sandbox === sandbox)?.spec.role;
+      if (command === 'npm test' && role === 'verify-1') held.release();
+      return held.handler(command, options, sandbox);
+    };
+    const result = await runFix(h.options({ baselineHeadStartMs: 600_000 }), {
+      ...h.deps(scripted(fixingTurns), handler),
+      failingBaselines: failing,
+    });
+    expect(result.outcome).toBe('ready-for-review');
+    expect(result.record.baseline).toMatchObject({ failing: true });
+  }, 20_000);
+
+  it("an eval's patch-only trial (the oracle's gold patch, a predictions file's) does not wait for the baseline either", async () => {
+    const h = await harness();
+    const held = heldBaseline(h);
+    const handler: ExecHandler = (command, options, sandbox) => {
+      const role = h.created.find((c) => c.sandbox === sandbox)?.spec.role;
+      if (command === 'npm test' && role === 'verify-1') held.release();
+      return held.handler(command, options, sandbox);
+    };
+    const result = await runFix(h.options({ baselineHeadStartMs: 600_000, patchOnly: true }), {
+      ...h.deps(scripted(fixingTurns), handler),
+      failingBaselines: memoryFailingBaselines(),
+    });
+    expect(result.outcome).toBe('ready-for-review');
+  }, 20_000);
+
+  it('a baseline that ran the tests and found them failing is remembered; a passing or broken one is not', async () => {
+    const failingRun = await harness();
+    const failing = memoryFailingBaselines();
+    const first = await runFix(failingRun.options(), {
+      ...failingRun.deps(scripted(fixingTurns)),
+      failingBaselines: failing,
+    });
+    expect(first.outcome).toBe('ready-for-review');
+    expect([...failing.keys]).toHaveLength(1);
+    expect([...failing.keys][0]).toContain('sha256:memory');
+
+    const passingRun = await harness();
+    const none = memoryFailingBaselines();
+    const passing: ExecHandler = () => ({ exitCode: 0, stdout: '# pass 4\n# fail 0\n' });
+    const second = await runFix(passingRun.options(), {
+      ...passingRun.deps(scripted(fixingTurns), passing),
+      failingBaselines: none,
+    });
+    expect(second.outcome).toBe('nothing-to-fix');
+    const broken = await harness();
+    await broken.catalog((yaml) => yaml.replace('testCommand: npm test', 'testCommand: npm run tset'));
+    const missing: ExecHandler = (command) =>
+      command === 'npm run tset'
+        ? { exitCode: 1, stderr: 'npm ERR! Missing script: "tset"\n' }
+        : { exitCode: 0 };
+    const third = await runFix(broken.options(), {
+      ...broken.deps(scripted(fixingTurns), missing),
+      failingBaselines: none,
+    });
+    expect(third.outcome).toBe('error');
+    expect(none.keys.size).toBe(0);
+  });
+
+  it('a baseline not known to fail still holds the agent until its verdict', async () => {
+    const h = await harness();
+    const held = heldBaseline(h);
+    const model = scripted(fixingTurns);
+    const running = runFix(h.options({ baselineHeadStartMs: 600_000 }), {
+      ...h.deps(model, held.handler),
+      failingBaselines: memoryFailingBaselines(),
+    });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(model.position).toBe(0);
+    held.release();
+    expect((await running).outcome).toBe('ready-for-review');
+    expect(model.position).toBeGreaterThan(0);
+  }, 20_000);
+
   it('a test command that cannot run (no such npm script) ends the run as a configuration error before any model call', async () => {
     const h = await harness();
     await h.catalog((yaml) => yaml.replace('testCommand: npm test', 'testCommand: npm run tset'));
@@ -383,6 +485,38 @@ describe('runFix with fakes', () => {
     expect(second.record.message).toMatch(/^the test command itself failed to run/);
     expect(secondModel.position).toBe(0);
   });
+
+  it("within an eval, a trial waiting for another trial's baseline gets the same head start, not the whole baseline", async () => {
+    const h = await harness();
+    const baselines = memoryBaselineCache();
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let commandStarted: () => void = () => undefined;
+    const started = new Promise<void>((resolve) => (commandStarted = resolve));
+    const handler: ExecHandler = async (command, options, sandbox) => {
+      const role = h.created.find((c) => c.sandbox === sandbox)?.spec.role;
+      if (command === 'release-baseline') {
+        release();
+        return { exitCode: 0 };
+      }
+      if (command === 'npm test' && role === 'baseline') {
+        commandStarted();
+        await released;
+      }
+      return npmTest(command, options, sandbox);
+    };
+    const options = () => h.options({ apply: false, baselineHeadStartMs: 0 });
+    // The first trial measures the baseline; only the second trial's agent ends it.
+    const first = runFix(options(), { ...h.deps(scripted(fixingTurns), handler), baselines });
+    await started;
+    const releasing: Turn[] = [
+      { content: [toolUse('r', 'run_command', { command: 'release-baseline' })] },
+      ...fixingTurns,
+    ];
+    const second = await runFix(options(), { ...h.deps(scripted(releasing), handler), baselines });
+    expect(second.record.baseline?.reusedFrom).toBe((await first).runId);
+    expect(second.outcome).toBe('ready-for-review');
+  }, 20_000);
 
   it('within an eval, a baseline is measured once and reused, and the record says so', async () => {
     const h = await harness();
@@ -773,6 +907,33 @@ describe('runFix with fakes', () => {
     expect(result.record.attempts.map((a) => a.verdict)).toEqual(['passed']);
     expect(result.record.attempts[0]?.ignoredFiles).toContain('test/output/result.json');
     expect(await readdir(join(h.repo, 'test'))).not.toContain('output');
+  });
+
+  it('without the hold, a change with a path the tests may have written waits for the baseline and leaves it aside', async () => {
+    const h = await harness();
+    const turns: Turn[] = [
+      { content: [toolUse('t0', 'run_command', { command: 'npm test' })] },
+      { content: [FIX_EDIT] },
+      { content: [text('fixed')] },
+    ];
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const writesReport: ExecHandler = async (command, options, sandbox) => {
+      // The baseline's tests end only once the attempt's change is being read.
+      if (command === 'npm test' && h.created.find((c) => c.sandbox === sandbox)?.spec.role === 'baseline')
+        await released;
+      const result = await npmTest(command, options, sandbox);
+      if (command === 'npm test') sandbox.set('test/output/result.json', `{"exit":${result.exitCode}}`);
+      return result;
+    };
+    const failing = memoryFailingBaselines();
+    failing.known = async () => true;
+    const result = await runFix(
+      h.options({ events: { emit: (e) => (e.kind === 'collect_start' ? release() : undefined) } }),
+      { ...h.deps(scripted(turns), writesReport), failingBaselines: failing },
+    );
+    expect(result.outcome).toBe('ready-for-review');
+    expect(result.record.attempts[0]?.ignoredFiles).toContain('test/output/result.json');
   });
 
   it('a rejected change is explained to the model in the next attempt', async () => {

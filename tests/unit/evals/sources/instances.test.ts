@@ -21,7 +21,7 @@ import {
   type InstanceRepos,
   type PythonInstanceRepos,
 } from '../../../helpers/instance-repos.js';
-import type { Suite } from '../../../../src/evals/suite.js';
+import { trialSpecs, type Suite } from '../../../../src/evals/suite.js';
 import type { EvalSummary } from '../../../../src/evals/summary.js';
 import { result } from '../helpers.js';
 
@@ -133,6 +133,9 @@ describe('instances into tasks', () => {
     // The oracle writes the gold patch's files: the fixed comparison.
     const cassette = JSON.parse(await readFile(task.cassettes![0]!, 'utf8'));
     expect(JSON.stringify(cassette.turns[0].content)).toContain('total >= 50');
+    // A patch, not a model: its trials do not wait for the baseline's verdict (nothing to save).
+    expect(task.patchOnly).toBe(true);
+    expect(trialSpecs({ ...suite, tasks: [task] }, 1)[0]?.patchOnly).toBe(true);
   });
 
   it("a repo's spec may give its instances egress by name; the others keep no network", async () => {

@@ -242,6 +242,7 @@ describe('predictions into tasks', () => {
     const [fees, parcels] = made.suite.tasks;
     const cassette = JSON.parse(await readFile(fees!.cassettes![0]!, 'utf8'));
     expect(cassette.model).toBe('acme-agent-1');
+    expect(fees!.patchOnly).toBe(true);
     expect(JSON.stringify(cassette.turns[0].content)).toContain('total >= 50');
     expect(parcels!.refused).toBe(
       `the prediction of acme-agent-1 for ${repos.parcels.instance_id}: the patch names a path outside the repo: a/../../escape.js`,
