@@ -10,6 +10,7 @@ import { PROVIDER_NAMES } from '../llm/provider-registry.js';
 import { TEST_LOG_FORMATS } from '../outcomes.js';
 import { glob, int, nonEmpty, repoRelativePath, typeError } from './field-checks.js';
 import { DEFAULT_IGNORED_NAMES } from './ignore-defaults.js';
+import { mcpServersSchema } from './mcp-schema.js';
 import { rewardSchema, stepsSchema, verifierFilesSchema } from './reward-schema.js';
 
 export const DEFAULT_MAX_ATTEMPTS = 3;
@@ -231,4 +232,5 @@ export const agentSchema = z.strictObject({
     description:
       'For kind `command`: the program to run in the sandbox (as the sandbox user, in /workspace). It gets the task in $SANDBOX_HARNESS_TASK, the model in $SANDBOX_HARNESS_MODEL and the bridge as ANTHROPIC_BASE_URL / OPENAI_BASE_URL with placeholder keys.',
   }),
+  mcpServers: mcpServersSchema.optional(),
 });

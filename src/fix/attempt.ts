@@ -38,6 +38,7 @@ import type { Continuation } from './continue.js';
 import { shellQuote } from '../agent/tools/workspace-path.js';
 import { runTaskSteps, stepVerifyRole } from './steps.js';
 import { cliAgentStep } from './cli-agent-step.js';
+import { attemptTools } from './mcp-step.js';
 import { collectChange } from './collect-change.js';
 import { inFirstRound } from './continue-fork.js';
 
@@ -284,10 +285,11 @@ async function agentStep(
       run.events.emit(event);
     },
   };
+  const { tools, close } = await attemptTools(run, n, box, plan.tools, signal);
   const loop = await runAgentLoop({
     sandbox: box,
     provider: run.provider,
-    tools: plan.tools,
+    tools,
     system: plan.system,
     firstUserMessage: buildFirstUserMessage({
       ticket: { id: ticket.id, title: ticket.title, body: ticket.body },
@@ -312,7 +314,8 @@ async function agentStep(
     messages,
     ...(plan.contextWindow ? { contextWindowTokens: plan.contextWindow } : {}),
     ...(run.delegateProvider ? { subAgent: { provider: run.delegateProvider } } : {}),
-  }).catch((error: unknown) => {
+  }).catch(async (error: unknown) => {
+    await close();
     if (spent && spent.turns > 0)
       run.journal.append({
         kind: 'agent_error',
@@ -323,6 +326,7 @@ async function agentStep(
       });
     throw error;
   });
+  await close();
   if (loop.delegations.length > 0) entry.delegations = loop.delegations;
   return endOfAgent(attempt, loop);
 }

@@ -181,6 +181,7 @@ function openingRecord(
     ...(deps.engineRef ? { engineRef: deps.engineRef } : {}),
     ...(prepared.runtime ? { runtime: prepared.runtime.name } : {}),
     provider: { name: provider.name, model: provider.model },
+    agent: prepared.agent.kind.name,
     ...(prepared.checker ? { checker: { name: prepared.checker.name, model: prepared.checker.model } } : {}),
     keep: options.keep,
     apply: options.apply,

@@ -156,6 +156,8 @@ export type RunEvent =
     }
   /** Something the run learned about an attempt after it ended (why it was stopped). */
   | { kind: 'attempt_note'; attempt: number; message: string }
+  /** The MCP servers started for the built-in agent in an attempt's sandbox, and their tools. */
+  | { kind: 'mcp'; attempt: number; servers: Defined<AttemptRecord['mcpServers']> }
   /**
    * An attempt that never was one (stopped before its first model call, or because the
    * baseline showed there was nothing to fix): left out of the record.
@@ -214,6 +216,7 @@ const KIND_LIST: Record<RunEventKind, true> = {
   review: true,
   attempt_end: true,
   attempt_note: true,
+  mcp: true,
   attempt_dropped: true,
   attempt_stopped: true,
   fork: true,
@@ -362,7 +365,8 @@ function foldAttemptEvent(
         | 'step_end'
         | 'steps_reward'
         | 'attempt_end'
-        | 'attempt_note';
+        | 'attempt_note'
+        | 'mcp';
     }
   >,
 ): void {
@@ -402,6 +406,9 @@ function foldAttemptEvent(
       return;
     case 'attempt_note':
       attempt.message = event.message;
+      return;
+    case 'mcp':
+      attempt.mcpServers = structuredClone(event.servers);
       return;
     case 'attempt_end':
       // The attempt's own account comes first: it was written before the verdict was known.

@@ -147,6 +147,10 @@ export const attemptRecordSchema = z.object({
   stepsReward: z
     .object({ strategy: z.enum(['mean', 'final']), ran: countSchema, of: countSchema })
     .optional(),
+  /** With catalog `agent.mcpServers` (built-in agent): each server's tools as the model saw them, and what was left out. */
+  mcpServers: z
+    .array(z.object({ name: z.string(), tools: z.array(z.string()), skipped: z.array(z.string()) }))
+    .optional(),
   /** With named tests: the SWE-bench verdict next to the test command's exit code. */
   namedTests: z
     .object({
@@ -218,6 +222,11 @@ export const runRecordSchema = z.object({
   /** The OCI runtime its sandboxes ran under (`runc`, `runsc`, ...), as the engine names it. */
   runtime: z.string().optional(),
   provider: z.object({ name: z.string(), model: z.string() }),
+  /** The agent kind that worked the ticket (`builtin`, `claude-code`, ...); absent in older records, which mean builtin. */
+  agent: z
+    .string()
+    .regex(/^[a-z][a-z0-9-]{0,31}$/, { error: 'expected an agent kind name' })
+    .optional(),
   checker: z.object({ name: z.string(), model: z.string() }).optional(),
   keep: z.enum(['on-failure', 'always', 'never']),
   apply: z.boolean(),
