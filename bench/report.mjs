@@ -116,6 +116,30 @@ export function formatTables(results) {
       `(${s.reps} repetitions after ${s.warmup} warm-up(s) each; ratio > 1 means slower than the reference)`,
     );
   }
+  const fk = results.forks;
+  if (fk) {
+    if (out.length) out.push('');
+    const mib = (/** @type {number} */ b) => `${b / 1024 / 1024} MiB changed`;
+    const cell = (/** @type {{ medianMs: number, p90Ms: number }} */ s) => `${s.medianMs} / ${s.p90Ms} ms`;
+    out.push(
+      ...table([
+        [
+          'fork of a running sandbox (median / p90)',
+          'fork (commit)',
+          'its change scan',
+          'ready from the fork',
+          'ready from the image',
+        ],
+        ...fk.rows.map((/** @type {any} */ r) => [
+          mib(r.changedBytes),
+          cell(r.fork),
+          cell(r.scan),
+          cell(r.readyFromFork),
+          cell(r.readyFromImage),
+        ]),
+      ]),
+    );
+  }
   const cp = results.changePath;
   if (cp) {
     if (out.length) out.push('');

@@ -34,6 +34,9 @@
  *    100 and 1,000 changed files, against pulling the whole `/workspace` archive and the
  *    engine's own diff; the export of 1,000 changed files; the pristine tree's one-time read;
  *    the freeze; the verification invariant.
+ * 2b. Forks (`fork-bench.mjs`): a running sandbox with 0 B, 1 MiB and 100 MiB of changed
+ *    state forked (the engine's commit, paused), and create-to-ready from the fork against
+ *    the same from the image (issue 36).
  * 3. Build context (`context-bench.mjs`): `scanBuildContext` of this checkout without the
  *    secret scan, with it and a warm clean-digest cache, and with it and no cache.
  * 4. Eval (`eval-bench.mjs`): the offline example suite at concurrency 1 and 2: trials per
@@ -78,6 +81,7 @@ import { stat } from 'node:fs/promises';
 import { BenchInterrupted, installSignalHandlers, run } from './process.mjs';
 import { benchSandbox } from './sandbox-bench.mjs';
 import { benchChanges } from './changes-bench.mjs';
+import { benchForks } from './fork-bench.mjs';
 import { benchEval } from './eval-bench.mjs';
 import { benchInstances } from './instances-bench.mjs';
 import { benchContext } from './context-bench.mjs';
@@ -243,6 +247,7 @@ async function main() {
   const base = await images.ensureBaseImage('node', { onLine: (/** @type {string} */ l) => log(`  ${l}`) });
   let sandbox;
   let changePath;
+  let forks;
   if (!options.onlyRuntimes && !options.onlyBridge) {
     log(`sandbox benchmarks on ${base.tag} ...`);
     sandbox = await benchSandbox({
@@ -264,6 +269,15 @@ async function main() {
       baseImage: base.tag,
       reps: options.reps,
       warmup: options.warmup,
+      log,
+    });
+    log('fork benchmarks (0, 1 MiB, 100 MiB of changed state) ...');
+    // At most 5 repetitions: each 100 MiB one writes and commits 100 MiB.
+    forks = await benchForks({
+      backend: docker.dockerBackend(),
+      image: base.tag,
+      reps: Math.min(options.reps, 5),
+      warmup: Math.min(options.warmup, 1),
       log,
     });
   }
@@ -399,6 +413,7 @@ async function main() {
     },
     ...(sandbox ? { sandbox } : {}),
     ...(changePath ? { changePath } : {}),
+    ...(forks ? { forks } : {}),
     ...(context ? { context } : {}),
     ...(evalResult ? { eval: evalResult } : {}),
     ...(instancesResult ? { instances: instancesResult } : {}),

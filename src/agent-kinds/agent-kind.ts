@@ -6,6 +6,7 @@
  * environment (the bridge's loopback URL, a placeholder key, telemetry and updates off), the
  * configuration it reads, and the command line. Nothing here touches an engine or the host.
  */
+import type { McpServers } from '../mcp/agent-config.js';
 import type { AgentPackage } from './packages.js';
 
 /** The API family a CLI's model calls speak: the bridge's upstream must answer it. */
@@ -23,6 +24,8 @@ export interface AgentTask {
   maxTurns: number;
   /** The command of the `command` kind (catalog `agent.command`); unused by the others. */
   command?: string;
+  /** The catalog's `agent.mcpServers`, handed to the agent as its own MCP configuration. */
+  mcpServers?: McpServers | undefined;
 }
 
 /** How one CLI agent is started for one task. */
@@ -64,6 +67,9 @@ export interface UnavailableKind extends KindBase {
 }
 
 export type AgentKind = LoopKind | CliKind | UnavailableKind;
+
+/** The variable that tells the `command` agent where the MCP configuration is (Claude's JSON shape). */
+export const MCP_CONFIG_VARIABLE = 'SANDBOX_HARNESS_MCP_CONFIG';
 
 /** The variable that carries the task text to a CLI agent's command line. */
 export const TASK_VARIABLE = 'SANDBOX_HARNESS_TASK';

@@ -5,14 +5,28 @@
  * network), its own sandbox off (the harness's container is the wall), and a
  * non-interactive command line that runs one task and exits.
  */
+import { claudeMcpConfig, codexMcpConfig } from '../mcp/agent-config.js';
 import { BUNDLE_DIR, CLAUDE_CODE_PACKAGE, CODEX_PACKAGE } from './packages.js';
-import { PLACEHOLDER_KEY, TASK_VARIABLE, type CliKind, type UnavailableKind } from './agent-kind.js';
+import {
+  MCP_CONFIG_VARIABLE,
+  PLACEHOLDER_KEY,
+  TASK_VARIABLE,
+  type AgentTask,
+  type CliKind,
+  type UnavailableKind,
+} from './agent-kind.js';
 
 const TASK = `"$${TASK_VARIABLE}"`;
 
 /** A string as one shell word. */
 export function shellWord(value: string): string {
   return `'${value.replace(/'/g, `'\\''`)}'`;
+}
+
+/** The catalog's MCP servers as a Claude-shaped JSON file in the agent's home, when there are any. */
+function mcpJsonFile(task: AgentTask): { path: string; content: string } | undefined {
+  if (!task.mcpServers || Object.keys(task.mcpServers).length === 0) return undefined;
+  return { path: `${task.home}/mcp.json`, content: claudeMcpConfig(task.mcpServers) };
 }
 
 export const CLAUDE_CODE: CliKind = {
@@ -22,29 +36,33 @@ export const CLAUDE_CODE: CliKind = {
   family: 'anthropic',
   packages: [CLAUDE_CODE_PACKAGE],
   defaultModel: 'claude-sonnet-4-5',
-  launch: (task) => ({
-    env: {
-      HOME: task.home,
-      ANTHROPIC_BASE_URL: task.baseUrl,
-      ANTHROPIC_API_KEY: PLACEHOLDER_KEY,
-      ANTHROPIC_MODEL: task.model,
-      // Its side calls (titles, summaries) use these: the run's model, so none is refused.
-      ANTHROPIC_SMALL_FAST_MODEL: task.model,
-      ANTHROPIC_DEFAULT_HAIKU_MODEL: task.model,
-      ANTHROPIC_DEFAULT_SONNET_MODEL: task.model,
-      ANTHROPIC_DEFAULT_OPUS_MODEL: task.model,
-      // Without it: lookups of api.anthropic.com and a HEAD to the base URL on every start.
-      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-      DISABLE_TELEMETRY: '1',
-      DISABLE_ERROR_REPORTING: '1',
-      DISABLE_AUTOUPDATER: '1',
-      DISABLE_BUG_COMMAND: '1',
-      CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY: '1',
-      CLAUDE_CODE_DISABLE_TERMINAL_TITLE: '1',
-    },
-    files: [],
-    command: `${BUNDLE_DIR}/agents/claude-code/claude -p ${TASK} --model ${shellWord(task.model)} --max-turns ${task.maxTurns} --dangerously-skip-permissions --output-format json </dev/null`,
-  }),
+  launch: (task) => {
+    const mcp = mcpJsonFile(task);
+    return {
+      env: {
+        HOME: task.home,
+        ANTHROPIC_BASE_URL: task.baseUrl,
+        ANTHROPIC_API_KEY: PLACEHOLDER_KEY,
+        ANTHROPIC_MODEL: task.model,
+        // Its side calls (titles, summaries) use these: the run's model, so none is refused.
+        ANTHROPIC_SMALL_FAST_MODEL: task.model,
+        ANTHROPIC_DEFAULT_HAIKU_MODEL: task.model,
+        ANTHROPIC_DEFAULT_SONNET_MODEL: task.model,
+        ANTHROPIC_DEFAULT_OPUS_MODEL: task.model,
+        // Without it: lookups of api.anthropic.com and a HEAD to the base URL on every start.
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+        DISABLE_TELEMETRY: '1',
+        DISABLE_ERROR_REPORTING: '1',
+        DISABLE_AUTOUPDATER: '1',
+        DISABLE_BUG_COMMAND: '1',
+        CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY: '1',
+        CLAUDE_CODE_DISABLE_TERMINAL_TITLE: '1',
+      },
+      files: mcp ? [mcp] : [],
+      // --strict-mcp-config: the catalog's servers only, never a .mcp.json the repo brings.
+      command: `${BUNDLE_DIR}/agents/claude-code/claude -p ${TASK} --model ${shellWord(task.model)} --max-turns ${task.maxTurns}${mcp ? ` --mcp-config ${shellWord(mcp.path)}` : ''} --strict-mcp-config --dangerously-skip-permissions --output-format json </dev/null`,
+    };
+  },
 };
 
 /** Codex's configuration: the bridge as its one provider; everything that calls out off. */
@@ -97,7 +115,12 @@ export const CODEX: CliKind = {
       CODEX_HOME: `${task.home}/.codex`,
       OPENAI_API_KEY: PLACEHOLDER_KEY,
     },
-    files: [{ path: `${task.home}/.codex/config.toml`, content: codexConfig(task.baseUrl, task.model) }],
+    files: [
+      {
+        path: `${task.home}/.codex/config.toml`,
+        content: `${codexConfig(task.baseUrl, task.model)}${task.mcpServers ? `\n${codexMcpConfig(task.mcpServers)}` : ''}`,
+      },
+    ],
     // Its own ripgrep first on PATH, as its npm wrapper would put it; stdin closed, else it waits to read it.
     command: `PATH=${BUNDLE_DIR}/agents/codex/path:"$PATH" ${BUNDLE_DIR}/agents/codex/bin/codex exec --skip-git-repo-check --strict-config ${TASK} </dev/null`,
   }),
@@ -115,18 +138,22 @@ export function commandKind(family: CliKind['family']): CliKind {
     family,
     packages: [],
     defaultModel: family === 'anthropic' ? 'claude-sonnet-4-5' : 'gpt-5.2-codex',
-    launch: (task) => ({
-      env: {
-        HOME: task.home,
-        ANTHROPIC_BASE_URL: task.baseUrl,
-        ANTHROPIC_API_KEY: PLACEHOLDER_KEY,
-        OPENAI_BASE_URL: `${task.baseUrl}/v1`,
-        OPENAI_API_KEY: PLACEHOLDER_KEY,
-        SANDBOX_HARNESS_MODEL: task.model,
-      },
-      files: [],
-      command: `${task.command ?? 'false'} </dev/null`,
-    }),
+    launch: (task) => {
+      const mcp = mcpJsonFile(task);
+      return {
+        env: {
+          HOME: task.home,
+          ANTHROPIC_BASE_URL: task.baseUrl,
+          ANTHROPIC_API_KEY: PLACEHOLDER_KEY,
+          OPENAI_BASE_URL: `${task.baseUrl}/v1`,
+          OPENAI_API_KEY: PLACEHOLDER_KEY,
+          SANDBOX_HARNESS_MODEL: task.model,
+          ...(mcp ? { [MCP_CONFIG_VARIABLE]: mcp.path } : {}),
+        },
+        files: mcp ? [mcp] : [],
+        command: `${task.command ?? 'false'} </dev/null`,
+      };
+    },
   };
 }
 

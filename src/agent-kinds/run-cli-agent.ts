@@ -13,6 +13,7 @@ import { ModelBridge } from '../model-bridge/bridge.js';
 import { startRelay } from '../model-bridge/session.js';
 import type { TranscriptSink } from '../model-bridge/transcript.js';
 import type { Upstream } from '../model-bridge/upstream.js';
+import type { McpServers } from '../mcp/agent-config.js';
 import type { LoopStop } from '../outcomes.js';
 import type { Sandbox } from '../sandbox/types.js';
 import { TASK_VARIABLE, type CliKind } from './agent-kind.js';
@@ -39,6 +40,8 @@ export interface CliAgentRun {
   transcript?: TranscriptSink;
   /** The catalog's `agent.command`, for the `command` kind. */
   command?: string;
+  /** The catalog's `agent.mcpServers`, given to the agent as its MCP configuration. */
+  mcpServers?: McpServers | undefined;
   timeoutMs: number;
   signal: AbortSignal;
   /** Host-side problems of the bridge as they happen (a provider failure, a broken relay). */
@@ -94,6 +97,7 @@ export async function runCliAgent(run: CliAgentRun): Promise<CliAgentResult> {
       home: AGENT_HOME,
       maxTurns: run.maxTurns,
       ...(run.command ? { command: run.command } : {}),
+      ...(run.mcpServers ? { mcpServers: run.mcpServers } : {}),
     });
     const fileEnv = Object.fromEntries(launch.files.map((f, i) => [`SANDBOX_HARNESS_FILE_${i}`, f.content]));
     const setup = await run.sandbox.exec(filesScript(launch.files), { env: fileEnv, signal: run.signal });

@@ -10,6 +10,7 @@ import { PROVIDER_NAMES } from '../llm/provider-registry.js';
 import { TEST_LOG_FORMATS } from '../outcomes.js';
 import { glob, int, nonEmpty, repoRelativePath, typeError } from './field-checks.js';
 import { DEFAULT_IGNORED_NAMES } from './ignore-defaults.js';
+import { mcpServersSchema } from './mcp-schema.js';
 import { rewardSchema, stepsSchema, verifierFilesSchema } from './reward-schema.js';
 
 export const DEFAULT_MAX_ATTEMPTS = 3;
@@ -112,6 +113,10 @@ export const agentSchema = z.strictObject({
   testCommand,
   maxAttempts: int(1, 10).default(DEFAULT_MAX_ATTEMPTS),
   maxTurns: int(1, 500).default(DEFAULT_MAX_TURNS),
+  parallelAttempts: int(1, 8).optional().meta({
+    description:
+      'Attempts run at once from the same state (`fix --parallel`): the first verified (with review, approved) one wins, the others are stopped and their sandboxes removed. Each round of attempts counts as one of maxAttempts. Default 1.',
+  }),
   tokenBudget: z
     .int({ error: 'expected a positive integer number of tokens' })
     .positive({ error: 'expected a positive integer number of tokens' })
@@ -227,4 +232,5 @@ export const agentSchema = z.strictObject({
     description:
       'For kind `command`: the program to run in the sandbox (as the sandbox user, in /workspace). It gets the task in $SANDBOX_HARNESS_TASK, the model in $SANDBOX_HARNESS_MODEL and the bridge as ANTHROPIC_BASE_URL / OPENAI_BASE_URL with placeholder keys.',
   }),
+  mcpServers: mcpServersSchema.optional(),
 });

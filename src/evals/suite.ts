@@ -64,6 +64,8 @@ export interface SuiteTask {
   mustNotTouch?: string[];
   /** Absolute path of a recorded run's folder every trial of the task is seeded from. */
   seedRun?: string;
+  /** The task's own agent kind (suite file `agent`), over its catalog's `agent.kind`. */
+  agent?: string;
   /**
    * Its cassettes are a patch the harness wrote (the oracle's gold patch, a predictions
    * file's), not a model: nothing is spent, so the first attempt never waits for the baseline.
@@ -119,6 +121,7 @@ export function trialSpecs(suite: Suite, n: number): TrialSpec[] {
       if (suite.defaults.model !== undefined) spec.model = suite.defaults.model;
       if (task.mustNotTouch !== undefined) spec.mustNotTouch = [...task.mustNotTouch];
       if (task.seedRun !== undefined) spec.seedRun = task.seedRun;
+      if (task.agent !== undefined) spec.agent = task.agent;
       if (task.patchOnly && spec.cassette !== undefined) spec.patchOnly = true;
       specs.push(spec);
     }

@@ -34,6 +34,8 @@ export interface TrialSpec {
   mustNotTouch?: string[];
   /** Absolute path of the recorded run's folder the trial is seeded from (suite task `seedRun`). */
   seedRun?: string;
+  /** The task's own agent kind (suite task `agent`); `eval --agent` wins over it. */
+  agent?: string;
   /** Its cassette is a patch the harness wrote, not a model (suite task `patchOnly`). */
   patchOnly?: boolean;
 }
@@ -67,6 +69,8 @@ export interface TrialResult {
   engine?: string | undefined;
   /** The OCI runtime its sandboxes ran under (`runc`, `runsc`, ...). */
   runtime?: string | undefined;
+  /** The agent kind that worked the ticket (`builtin`, `claude-code`, ...), from its run record. */
+  agent?: string | undefined;
   /** Some attempt's change passed the tests in verification (whatever the checker said). */
   verified?: boolean | undefined;
   /** With review on: whether the checker approved (its last review). */
@@ -179,6 +183,7 @@ export const trialResultSchema: z.ZodType<TrialResult> = z.object({
     .optional(),
   engine: z.string().optional(),
   runtime: z.string().optional(),
+  agent: z.string().optional(),
   verified: z.boolean().optional(),
   approved: z.boolean().optional(),
   costUsd: usdSchema.optional(),

@@ -38,7 +38,9 @@ import type { Continuation } from './continue.js';
 import { shellQuote } from '../agent/tools/workspace-path.js';
 import { runTaskSteps, stepVerifyRole } from './steps.js';
 import { cliAgentStep } from './cli-agent-step.js';
+import { attemptTools } from './mcp-step.js';
 import { collectChange } from './collect-change.js';
+import { inFirstRound } from './continue-fork.js';
 
 /** What every attempt of a run shares, worked out once. */
 export interface AttemptPlan {
@@ -150,9 +152,10 @@ export async function runAttempt(
     // Steps make each step's verification sandbox ahead themselves.
     if (!plan.steps) run.sandboxes.makeAhead(`verify-${n}`);
     const continued = run.continuation;
-    if (continued && n === continued.attemptsBefore + 1) {
+    // The first round starts from the earlier change: replayed, unless the sandbox is its fork.
+    if (continued && inFirstRound(run, n)) {
       run.sandboxes.touched(box);
-      await replayEarlierChange(box, continued, signal);
+      if (!run.fork) await replayEarlierChange(box, continued, signal);
     }
     return await finish(await attemptSteps({ run, plan, n, box, signal }, feedback, loop));
   } catch (error) {
@@ -261,7 +264,7 @@ async function agentStep(
   warmChannel(box);
   // A seeded run's first attempt goes on from the recorded conversation (see seed.ts).
   const seeded = run.continuation?.messages;
-  const seed = seeded && n === run.continuation!.attemptsBefore + 1 ? seeded : [];
+  const seed = seeded && inFirstRound(run, n) ? seeded : [];
   const messages: Message[] = [...seed];
   const entry: Run['transcript'][number] = {
     attempt: n,
@@ -287,10 +290,11 @@ async function agentStep(
       run.events.emit(event);
     },
   };
+  const { tools, close } = await attemptTools(run, n, box, plan.tools, signal);
   const loop = await runAgentLoop({
     sandbox: box,
     provider: run.provider,
-    tools: plan.tools,
+    tools,
     system: plan.system,
     firstUserMessage: buildFirstUserMessage({
       ticket: { id: ticket.id, title: ticket.title, body: ticket.body },
@@ -315,7 +319,8 @@ async function agentStep(
     messages,
     ...(plan.contextWindow ? { contextWindowTokens: plan.contextWindow } : {}),
     ...(run.delegateProvider ? { subAgent: { provider: run.delegateProvider } } : {}),
-  }).catch((error: unknown) => {
+  }).catch(async (error: unknown) => {
+    await close();
     if (spent && spent.turns > 0)
       run.journal.append({
         kind: 'agent_error',
@@ -326,6 +331,7 @@ async function agentStep(
       });
     throw error;
   });
+  await close();
   if (loop.delegations.length > 0) entry.delegations = loop.delegations;
   return endOfAgent(attempt, loop);
 }

@@ -95,6 +95,7 @@ export async function cliAgentStep(
       costs: run.costs,
       transcript,
       ...(agent.command ? { command: agent.command } : {}),
+      ...(agent.mcpServers ? { mcpServers: agent.mcpServers } : {}),
       timeoutMs: run.catalog.catalog.sandbox.timeouts.attemptSec * 1000,
       signal,
       onProblem: (message) => run.progress.detail(`model bridge: ${message}`),

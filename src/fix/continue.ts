@@ -13,7 +13,7 @@
 import { parsePatch, applyPatch } from 'diff';
 import { ConfigError } from '../errors.js';
 import { readRepoFileNoFollow } from '../changes/host-read.js';
-import { readRunFile, resolveRun } from '../runs/record.js';
+import { readRunFile, resolveRun, type RunRecord } from '../runs/record.js';
 import type { Message } from '../llm/types.js';
 import type { WriteFile } from '../sandbox/types.js';
 
@@ -26,6 +26,8 @@ export interface Continuation {
   deletions: string[];
   /** What the earlier run's last attempt taught (test output, gate reasons, review). */
   feedback?: string;
+  /** The earlier run's last attempt sandbox, when it was kept (`--from-sandbox` forks it). */
+  keptSandbox?: { id: string; role: string; engine?: string | undefined };
   /** A seeded run (`seed.ts`): the earlier run's last conversation, the first attempt's history. */
   messages?: Message[];
 }
@@ -97,7 +99,13 @@ export async function loadContinuation(runsDir: string, ref: string, repoDir: st
     files,
     deletions,
     ...(last.feedback ? { feedback: last.feedback } : {}),
+    ...keptSandboxOf(run.record, last.n),
   };
+}
+
+function keptSandboxOf(record: RunRecord, n: number): Pick<Continuation, 'keptSandbox'> {
+  const kept = record.containers.find((c) => c.role === `attempt-${n}` && c.kept);
+  return kept ? { keptSandbox: { id: kept.id, role: kept.role, engine: kept.engine } } : {};
 }
 
 /** What the model is told first when a run continues another. */

@@ -3,6 +3,7 @@
  * the ticket, the model provider, the engine. A bad input here leaves no trace. Last, an
  * apply to the repo that a crash interrupted is undone.
  */
+import { laneCount, laneProviders } from './parallel-attempts.js';
 import { resolve } from 'node:path';
 import { recoverInterruptedApply } from '../changes/apply-change-set.js';
 import { defaultJournalDir } from '../changes/apply-journal.js';
@@ -89,6 +90,23 @@ export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepa
   const provider: ModelProvider = agent.cli
     ? bridgedProvider(choice.name, agent.cli.model)
     : costs.meter(await make({ ...maker, role: 'main' }), 'main');
+  // Parallel attempts: every lane its own conversation (a replay: its own player, or cassette).
+  const lanes = await laneProviders(
+    laneCount(options, catalog),
+    options,
+    provider,
+    async (cassette) =>
+      costs.meter(
+        await make({
+          ...maker,
+          role: 'main',
+          session: new ProviderSession(),
+          ...(cassette ? { cassette } : {}),
+        }),
+        'main',
+      ),
+    agent,
+  );
   const delegateProvider =
     !agent.cli && catalog.catalog.agent.delegate
       ? costs.meter(await make({ ...maker, role: 'delegate' }), 'delegate')
@@ -134,6 +152,7 @@ export async function prepare(options: FixOptions, deps: FixDeps): Promise<Prepa
     repoDir,
     ticket,
     provider,
+    ...(lanes ? { laneProviders: lanes } : {}),
     agent,
     ...(delegateProvider ? { delegateProvider } : {}),
     ...(checker ? { checker } : {}),

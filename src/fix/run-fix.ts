@@ -63,6 +63,8 @@ import { planSteps, stepOfRole } from './steps.js';
 import { layerCliAgent } from './cli-agent-step.js';
 import { egressSpec } from './egress-phases.js';
 import { getsVerifierFiles, loadVerifierFiles } from './verifier-files.js';
+import { parallelRound } from './parallel-attempts.js';
+import { adoptFork, dropFork, forkKeptSandbox, forkSpec } from './continue-fork.js';
 
 export type { FixDeps, FixOptions, FixResult, KeepPolicy } from './types.js';
 export type { HostFileState, RepoImage, RepoImageRequest } from '../image-context/request.js';
@@ -134,6 +136,7 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
     progress,
     signal,
     sandboxes: sandboxPool(prepared, options, deps, {
+      current: () => run,
       runId: dir.id,
       record,
       attemptImage,
@@ -178,6 +181,7 @@ function openingRecord(
     ...(deps.engineRef ? { engineRef: deps.engineRef } : {}),
     ...(prepared.runtime ? { runtime: prepared.runtime.name } : {}),
     provider: { name: provider.name, model: provider.model },
+    agent: prepared.agent.kind.name,
     ...(prepared.checker ? { checker: { name: prepared.checker.name, model: prepared.checker.model } } : {}),
     keep: options.keep,
     apply: options.apply,
@@ -192,6 +196,7 @@ function openingRecord(
           },
         }
       : {}),
+    ...(prepared.laneProviders ? { parallelAttempts: prepared.laneProviders.length } : {}),
     attempts: [],
     tokens: { input: 0, output: 0 },
     turns: 0,
@@ -227,6 +232,8 @@ function sandboxPool(
   options: FixOptions,
   deps: FixDeps,
   run: {
+    /** The run, once it exists (the fork of `--from-sandbox` is made after the pool). */
+    current: () => Run;
     runId: string;
     record: RunRecord;
     attemptImage: Run['attemptImage'];
@@ -246,6 +253,7 @@ function sandboxPool(
       ...(role.startsWith('attempt-') && attemptImage.tag
         ? { image: attemptImage.tag, scanAgainst: record.image?.tag ?? '' }
         : { image: record.image?.tag ?? '' }),
+      ...forkSpec(run.current(), role, record.image?.tag ?? ''),
       runId: run.runId,
       role,
       env: { ...catalog.catalog.sandbox.env, ...catalogSandboxEnv() },
@@ -256,11 +264,13 @@ function sandboxPool(
       ...egressSpec(catalog.catalog.sandbox.egress, role),
     }),
     options.keep,
+    (spec, sandbox) => adoptFork(run.current(), spec, sandbox),
   );
 }
 
 async function fixTicket(run: Run): Promise<Ending> {
   const image = await resolveImage(run);
+  await forkKeptSandbox(run);
   // Without held-out tests the first attempt's sandbox needs the image alone: it starts
   // while the attempts are planned (the pristine tree read is as slow as a start-up).
   if (run.catalog.catalog.agent.heldOutTests.length === 0) {
@@ -392,7 +402,8 @@ async function planAttempts(run: Run, image: RepoImage): Promise<AttemptPlan> {
     layers,
     heldOut,
     ...(contextWindow ? { contextWindow } : {}),
-    maxAttempts: run.options.maxAttempts ?? agent.maxAttempts,
+    // Each round of parallel attempts counts as one of maxAttempts.
+    maxAttempts: (run.options.maxAttempts ?? agent.maxAttempts) * (run.laneProviders?.length ?? 1),
     ...(run.steps ? { steps: run.steps } : {}),
     ...(run.checker
       ? {
@@ -480,35 +491,36 @@ async function attemptsWithBaseline(
   let feedback: string | undefined = run.continuation ? continuationFeedback(run.continuation) : undefined;
   let last: AttemptResult | undefined;
   const first = firstAttempt(run);
-  for (let n = first; n < first + plan.maxAttempts; n++) {
+  const lanes = run.laneProviders?.length ?? 1;
+  for (let n = first; n < first + plan.maxAttempts; n += lanes) {
     const signal = n === first ? AbortSignal.any([run.signal, gate.signal]) : run.signal;
+    const ready = n === 1 && hold ? baselineOrHeadStart : undefined;
+    const round = Array.from({ length: lanes }, (_, i) => n + i);
     try {
-      last = await runAttempt(
-        run,
-        plan,
-        n,
-        feedback,
-        signal,
-        n === 1 && hold ? baselineOrHeadStart : undefined,
-      );
+      last =
+        lanes > 1
+          ? await parallelRound(run, plan, n, lanes, feedback, signal, ready)
+          : await runAttempt(run, plan, n, feedback, signal, ready);
     } catch (error) {
       if (error instanceof TestCommandBroken) {
-        // Stopped before its first model call, it spent nothing: it was never an attempt.
-        const attempt = run.record.attempts[n - 1];
-        if (attempt && attempt.turns === 0)
-          run.journal.append({ kind: 'attempt_dropped', attempt: attempt.n });
-        else if (attempt)
-          run.journal.append({
-            kind: 'attempt_note',
-            attempt: attempt.n,
-            message: 'stopped: the test command itself failed to run',
-          });
+        for (const a of round) {
+          // Stopped before its first model call, it spent nothing: it was never an attempt.
+          const attempt = run.record.attempts.find((r) => r.n === a);
+          if (attempt && attempt.turns === 0)
+            run.journal.append({ kind: 'attempt_dropped', attempt: attempt.n });
+          else if (attempt)
+            run.journal.append({
+              kind: 'attempt_note',
+              attempt: attempt.n,
+              message: 'stopped: the test command itself failed to run',
+            });
+        }
         throw error;
       }
       if (error instanceof BaselinePasses) {
         // Stopped because there is nothing to fix: not an attempt that was interrupted. What
         // its turns spent stays in the run's turns, tokens and cost, its words in the transcript.
-        run.journal.append({ kind: 'attempt_dropped', attempt: n });
+        for (const a of round) run.journal.append({ kind: 'attempt_dropped', attempt: a });
         return 'nothing-to-fix';
       }
       throw error;
@@ -617,6 +629,7 @@ async function closeRun(run: Run, ending: Ending): Promise<FixResult> {
   await run.sandboxes.closeAll(failed, (role, message) =>
     run.events.emit({ kind: 'cleanup_failed', message: `${role}: ${message}` }),
   );
+  await dropFork(run);
   const containers = run.sandboxes.records;
   await recordEgress(run, containers);
   await run.dir.writeFile('transcript.json', `${JSON.stringify(run.transcript, null, 2)}\n`);

@@ -42,6 +42,8 @@ export class SandboxPool {
     private readonly backend: SandboxBackend,
     private readonly spec: (role: string) => SandboxSpec,
     private readonly policy: KeepPolicy,
+    /** Turns a sandbox just made into the one the run uses (a fork's: `sandbox/fork/`). */
+    private readonly adopt: (spec: SandboxSpec, sandbox: Sandbox) => Sandbox = (_spec, sandbox) => sandbox,
   ) {}
 
   /** Sandboxes being made ahead of the step that needs them, by role. */
@@ -57,7 +59,8 @@ export class SandboxPool {
       this.ahead.delete(role);
       return made;
     }
-    const sandbox = await this.backend.create({ ...this.spec(role), ...extra });
+    const spec = { ...this.spec(role), ...extra };
+    const sandbox = this.adopt(spec, await this.backend.create(spec));
     this.live.push({ sandbox, role, throwaway, untouched: false });
     this.order.push(sandbox.id);
     return sandbox;
@@ -118,6 +121,16 @@ export class SandboxPool {
     if (index < 0) return;
     const [tracked] = this.live.splice(index, 1);
     await this.dispose(tracked!, this.policy === 'always');
+  }
+
+  /**
+   * Removes the sandboxes whose role `matches` now, whatever the keep policy (a parallel attempt stopped
+   * because another passed: no evidence of anything); recorded as not kept.
+   */
+  async discard(matches: (role: string) => boolean): Promise<void> {
+    const gone = this.live.filter((t) => matches(t.role));
+    for (const tracked of gone) this.live.splice(this.live.indexOf(tracked), 1);
+    await Promise.all(gone.map((tracked) => this.dispose(tracked, false)));
   }
 
   /**

@@ -28,6 +28,7 @@ import type { ProgressSink } from './progress.js';
 import type { SandboxPool } from './sandboxes.js';
 import type { FailingBaselines } from './failing-baselines.js';
 import type { TestLayer } from './test-layers.js';
+import type { Fork } from '../sandbox/fork/fork.js';
 
 export type { KeepPolicy } from '../sandbox/types.js';
 
@@ -109,6 +110,12 @@ export interface FixOptions {
   agent?: string;
   /** How long the first attempt waits for the baseline before calling the model (default 30 s after its test command starts). */
   baselineHeadStartMs?: number;
+  /** Attempts at once from the same state (`--parallel`; default: the catalog's agent.parallelAttempts, else 1). */
+  parallel?: number | undefined;
+  /** With `parallel` and the replay provider: one cassette per attempt lane (lane k plays the k-th). */
+  laneCassettes?: readonly string[] | undefined;
+  /** With `continueFrom`: start from a fork of the earlier run's kept attempt sandbox, not only its patch. */
+  fromSandbox?: boolean | undefined;
 }
 
 export interface FixResult {
@@ -147,6 +154,8 @@ export interface Prepared {
   costs: CostMeter;
   /** With `--continue`: where the earlier run left off. */
   continuation?: Continuation;
+  /** With parallel attempts: each lane's own model provider (lane 1 is `provider`). */
+  laneProviders?: ModelProvider[];
   /** Where model retries are reported once the event log exists. */
   retries: { sink?: EventSink };
   /** An earlier apply to this repo that a crash interrupted, undone before anything read the repo. */
@@ -171,6 +180,8 @@ export interface Run extends Prepared {
   sandboxes: SandboxPool;
   /** The image attempt sandboxes are made from when it is not the run's image (one with git). */
   attemptImage: { tag?: string };
+  /** `--continue --from-sandbox`: the fork of the earlier run's kept sandbox the first attempts start from. */
+  fork?: Fork;
   /** With catalog `agent.steps`: the task's steps, read before the run began (`steps.ts`). */
   steps?: PlannedStep[];
   transcript: {

@@ -156,11 +156,17 @@ export type RunEvent =
     }
   /** Something the run learned about an attempt after it ended (why it was stopped). */
   | { kind: 'attempt_note'; attempt: number; message: string }
+  /** The MCP servers started for the built-in agent in an attempt's sandbox, and their tools. */
+  | { kind: 'mcp'; attempt: number; servers: Defined<AttemptRecord['mcpServers']> }
   /**
    * An attempt that never was one (stopped before its first model call, or because the
    * baseline showed there was nothing to fix): left out of the record.
    */
   | { kind: 'attempt_dropped'; attempt: number }
+  /** `--continue --from-sandbox`: the earlier run's kept sandbox, forked for the first attempts. */
+  | { kind: 'fork'; fork: Defined<RunRecord['fork']> }
+  /** A parallel attempt stopped because `winner`, of the same round, passed first. */
+  | { kind: 'attempt_stopped'; attempt: number; winner: number }
   | { kind: 'patch_saved'; patchFile: string }
   /** The verified change is being written to the host repo (not with `--no-apply`). */
   | { kind: 'apply_start' }
@@ -210,7 +216,10 @@ const KIND_LIST: Record<RunEventKind, true> = {
   review: true,
   attempt_end: true,
   attempt_note: true,
+  mcp: true,
   attempt_dropped: true,
+  attempt_stopped: true,
+  fork: true,
   patch_saved: true,
   apply_start: true,
   apply: true,
@@ -312,6 +321,14 @@ export function applyRunEvent(record: RunRecord, event: RunEvent): void {
       record.tokens.input += event.inputTokens;
       record.tokens.output += event.outputTokens;
       break;
+    case 'fork':
+      record.fork = structuredClone(event.fork);
+      return;
+    case 'attempt_stopped': {
+      const attempt = attemptOf(record, event.attempt);
+      if (attempt) attempt.stoppedBy = event.winner;
+      return;
+    }
     case 'attempt_dropped': {
       const at = record.attempts.findIndex((a) => a.n === event.attempt);
       if (at >= 0) record.attempts.splice(at, 1);
@@ -348,7 +365,8 @@ function foldAttemptEvent(
         | 'step_end'
         | 'steps_reward'
         | 'attempt_end'
-        | 'attempt_note';
+        | 'attempt_note'
+        | 'mcp';
     }
   >,
 ): void {
@@ -388,6 +406,9 @@ function foldAttemptEvent(
       return;
     case 'attempt_note':
       attempt.message = event.message;
+      return;
+    case 'mcp':
+      attempt.mcpServers = structuredClone(event.servers);
       return;
     case 'attempt_end':
       // The attempt's own account comes first: it was written before the verdict was known.

@@ -122,6 +122,8 @@ export const attemptRecordSchema = z.object({
   feedback: z.string().optional(),
   message: z.string().optional(),
   reviews: z.array(reviewSchema).optional(),
+  /** A parallel attempt stopped because this attempt of its round passed first (`fix --parallel`). */
+  stoppedBy: countSchema.min(1).optional(),
   /** What this attempt's model calls cost (maker, sub-agents, checker), in US dollars. */
   costUsd: usdSchema.optional(),
   /** The per-test report of the verification (catalog `agent.testReport`). */
@@ -144,6 +146,10 @@ export const attemptRecordSchema = z.object({
   /** With steps: how `reward` was formed from theirs, and how many of them ran. */
   stepsReward: z
     .object({ strategy: z.enum(['mean', 'final']), ran: countSchema, of: countSchema })
+    .optional(),
+  /** With catalog `agent.mcpServers` (built-in agent): each server's tools as the model saw them, and what was left out. */
+  mcpServers: z
+    .array(z.object({ name: z.string(), tools: z.array(z.string()), skipped: z.array(z.string()) }))
     .optional(),
   /** With named tests: the SWE-bench verdict next to the test command's exit code. */
   namedTests: z
@@ -216,6 +222,11 @@ export const runRecordSchema = z.object({
   /** The OCI runtime its sandboxes ran under (`runc`, `runsc`, ...), as the engine names it. */
   runtime: z.string().optional(),
   provider: z.object({ name: z.string(), model: z.string() }),
+  /** The agent kind that worked the ticket (`builtin`, `claude-code`, ...); absent in older records, which mean builtin. */
+  agent: z
+    .string()
+    .regex(/^[a-z][a-z0-9-]{0,31}$/, { error: 'expected an agent kind name' })
+    .optional(),
   checker: z.object({ name: z.string(), model: z.string() }).optional(),
   keep: z.enum(['on-failure', 'always', 'never']),
   apply: z.boolean(),
@@ -226,6 +237,18 @@ export const runRecordSchema = z.object({
       attempts: countSchema,
       /** A seeded run (eval `seedRun`): how many messages of that run's conversation started this one. */
       seededMessages: countSchema.optional(),
+    })
+    .optional(),
+  /** `fix --parallel`: attempts run at once, each round (absent: one at a time). */
+  parallelAttempts: countSchema.min(2).optional(),
+  /** `fix --continue --from-sandbox`: the fork of the earlier run's kept sandbox the first attempts started from. */
+  fork: z
+    .object({
+      container: z.string(),
+      image: z.string(),
+      /** Paths the fork had changed against the pristine tree. */
+      inherited: countSchema,
+      durationMs: durationMsSchema,
     })
     .optional(),
   applied: z.boolean().optional(),

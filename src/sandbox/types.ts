@@ -314,6 +314,14 @@ export interface LayeredImage {
   durationMs: number;
 }
 
+/** What `SandboxBackend.forkImage` made. */
+export interface ForkedImage {
+  /** The reference new sandboxes are made from. */
+  image: string;
+  imageId: string;
+  durationMs: number;
+}
+
 /** A kept sandbox as the backend sees it now. */
 export interface SandboxState {
   exists: boolean;
@@ -390,6 +398,19 @@ export interface SandboxBackend {
    * anything that does not carry this tool's marks and the given run id.
    */
   attach(request: AttachRequest): Promise<Sandbox>;
+
+  /**
+   * Optional: a sandbox's state (its workspace and the rest of its writable layer) as a new
+   * image that new sandboxes start from (`sandbox/fork/`). Labelled as this tool's and as the
+   * `owner` run's, so `gc` removes it with that run or once its process is gone. A running
+   * sandbox is paused while it is read, never restarted. Refuses (`UsageError`) what does not
+   * carry this tool's marks and the run id, and a sandbox with egress (its settings would go
+   * with the image). Absent: the backend cannot fork, and `sandbox/fork/` says so.
+   */
+  forkImage?(request: AttachRequest, options: { owner: string; signal?: AbortSignal }): Promise<ForkedImage>;
+
+  /** Removes an image `forkImage` made; false while a sandbox still uses it (gc removes it later). */
+  removeForkImage?(image: string): Promise<boolean>;
 
   /** Stops a kept sandbox again after `attach`. */
   release(request: AttachRequest): Promise<void>;

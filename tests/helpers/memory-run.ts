@@ -16,7 +16,7 @@ import {
 import { sha256 } from '../../src/changes/hash.js';
 import { EXAMPLE_DIR } from '../../src/demo.js';
 import type { ModelProvider } from '../../src/llm/types.js';
-import { MemoryBackend, type ExecHandler } from '../fakes/memory-sandbox.js';
+import { MemoryBackend, type ExecHandler, type MemorySandbox } from '../fakes/memory-sandbox.js';
 import { scripted, text, toolUse, type Turn } from '../unit/agent/helpers.js';
 
 export const fixingTurns: Turn[] = [
@@ -58,15 +58,17 @@ export interface MemoryRun {
   remove(): Promise<void>;
 }
 
-export async function memoryRun(
-  options: {
-    turns?: Turn[];
-    overrides?: Partial<FixOptions>;
-    onExec?: ExecHandler;
-    /** A model of the test's own (say, a real SDK against the fake model server) instead of `turns`. */
-    provider?: ModelProvider;
-  } = {},
-): Promise<MemoryRun> {
+/** A copy of the bundled example, and `fix` dependencies on in-memory sandboxes of its repo. */
+export async function memoryExample(
+  onExec: ExecHandler = npmTest,
+  onCreate?: (sandbox: MemorySandbox) => void,
+): Promise<{
+  root: string;
+  repo: string;
+  catalog: string;
+  env: NodeJS.ProcessEnv;
+  deps: (provider: ModelProvider) => FixDeps;
+}> {
   const root = await mkdtemp(join(tmpdir(), 'sandbox-harness-memory-run-'));
   await cp(EXAMPLE_DIR, root, { recursive: true, filter: (s) => !s.includes('node_modules') });
   const repo = join(root, 'repo');
@@ -79,12 +81,24 @@ export async function memoryRun(
   }
   const env = { HOME: '/root', XDG_STATE_HOME: join(root, 'state') };
   const deps = (provider: ModelProvider): FixDeps => ({
-    backend: new MemoryBackend(files, options.onExec ?? npmTest),
+    backend: new MemoryBackend(files, onExec, onCreate),
     ping: async () => undefined,
     image: async () => ({ tag: 'memory:repo', imageId: 'sha256:memory', reused: true, hostFiles }),
     createProvider: async () => provider,
   });
-  const catalog = join(root, 'shipping-service.yaml');
+  return { root, repo, catalog: join(root, 'shipping-service.yaml'), env, deps };
+}
+
+export async function memoryRun(
+  options: {
+    turns?: Turn[];
+    overrides?: Partial<FixOptions>;
+    onExec?: ExecHandler;
+    /** A model of the test's own (say, a real SDK against the fake model server) instead of `turns`. */
+    provider?: ModelProvider;
+  } = {},
+): Promise<MemoryRun> {
+  const { root, repo, catalog, env, deps } = await memoryExample(options.onExec);
   const fixOptions: FixOptions = {
     ticket: 'OPS-412',
     catalogFile: catalog,

@@ -301,7 +301,16 @@ const LAYERS: ReadonlyArray<{ layer: string; entries: readonly string[] }> = [
   { layer: 'the flows', entries: ['evals/', 'fix/'] },
   {
     layer: 'the parts of a run',
-    entries: ['agent/', 'agent-kinds/', 'changes/', 'runs/', 'model-bridge/', 'fleet/', 'test-results/'],
+    entries: [
+      'agent/',
+      'agent-kinds/',
+      'mcp/',
+      'changes/',
+      'runs/',
+      'model-bridge/',
+      'fleet/',
+      'test-results/',
+    ],
   },
   { layer: 'what a run is about', entries: ['catalog/'] },
   { layer: 'engines and models', entries: ['sandbox/', 'llm/'] },

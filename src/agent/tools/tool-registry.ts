@@ -73,6 +73,11 @@ export class ToolRegistry {
     return new ToolRegistry(tools, this.editable, this.limits);
   }
 
+  /** The same registry with more tools after its own (an attempt's MCP tools). */
+  with(tools: readonly AgentTool[]): ToolRegistry {
+    return new ToolRegistry([...this.byName.values(), ...tools], this.editable, this.limits);
+  }
+
   definitions(): ToolDefinition[] {
     return [...this.byName.values()].map(toolDefinition);
   }

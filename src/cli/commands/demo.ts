@@ -45,7 +45,7 @@ export async function demoCommand(ctx: CliContext, options: DemoOptions): Promis
   const code = await fixCommand(ctx, 'OPS-412', {
     ...asFix,
     catalog: copy.catalog,
-    ...(provider ? { provider } : { cassette: join(copy.cassettes, cassette) }),
+    ...(provider ? { provider } : { cassette: [join(copy.cassettes, cassette)] }),
     apply: true,
   });
   if (!options.json) {

@@ -23,6 +23,7 @@ import {
   withBackend,
 } from '../shared-options.js';
 import { shellJoin } from '../../sandbox/shell.js';
+import { writeFileAtomic } from '../../atomic-write.js';
 import { shortPath } from '../short-path.js';
 import { terminalSafe } from '../terminal.js';
 
@@ -316,23 +317,63 @@ export async function evalCommand(
     exitCode = Math.max(exitCode, once.exitCode);
     if (!options.json) await printSummary(ctx, suiteFile, options, once.result, undefined);
   }
+  const rows = agentRows(done);
+  if (done.length > 0) {
+    const page = agentsMarkdown(
+      done[0]!.result.suite.name,
+      rows,
+      done.map((d) => d.agent),
+    );
+    await writeFileAtomic(join(base, 'agents.md'), page);
+  }
   if (options.json) {
     printJson(ctx, {
       outDir: base,
+      ...(done.length > 0 ? { sideBySide: join(base, 'agents.md') } : {}),
       agents: Object.fromEntries(done.map((d) => [d.agent, resultJson(d.result)])),
     });
-  } else {
+  }
+  if (!options.json) {
     print(ctx, '\nagents side by side:');
-    for (const line of alignColumns(agentRows(done), [1, 2])) print(ctx, `  ${line}`);
+    for (const line of alignColumns(rows, [1, 2])) print(ctx, `  ${line}`);
+    if (done.length > 0) print(ctx, `side by side in ${shortPath(ctx.cwd, join(base, 'agents.md'))}`);
   }
   return exitCode;
 }
 
-/** One row per agent: passes, pass rate with its interval, cost per solved task, mean trial time. */
+/** pass@1 and pass@n (n trials per task): how much more often an agent solves a task given n tries. */
+function passAtKCell(values: readonly { k: number; value: number | null }[]): string {
+  const ends = values.length > 1 ? [values[0]!, values[values.length - 1]!] : values;
+  return ends.length === 0 ? '-' : ends.map((v) => `@${v.k} ${percent(v.value)}`).join(', ');
+}
+
+/** The agents side by side as a Markdown page: the rows, and where each agent's own report is. */
+export function agentsMarkdown(
+  suiteName: string,
+  rows: readonly string[][],
+  agents: readonly string[],
+): string {
+  const line = (cells: readonly string[]) => `| ${cells.join(' | ')} |`;
+  const [header = [], ...body] = rows;
+  return [
+    `# Agents side by side: ${suiteName}`,
+    '',
+    line(header),
+    `|${header.map(() => ' --- ').join('|')}|`,
+    ...body.map(line),
+    '',
+    'Pass rates with 95% Wilson intervals; pass@k unbiased (k = 1 and n); per solved: what the trials cost divided by the tasks solved.',
+    '',
+    ...agents.map((agent) => `- ${agent}: [report](${agent}/report.md), [summary](${agent}/summary.json)`),
+    '',
+  ].join('\n');
+}
+
+/** One row per agent: passes, pass rate with its interval, pass@k, cost per solved task, mean trial time. */
 export function agentRows(
   done: readonly { agent: string; result: Pick<SuiteResult, 'summary'> }[],
 ): string[][] {
-  const header = ['agent', 'passed', 'pass rate', '95% interval', 'per solved', 'mean time'];
+  const header = ['agent', 'passed', 'pass rate', '95% interval', 'pass@k', 'per solved', 'mean time'];
   return [
     header,
     ...done.map(({ agent, result: { summary } }) => {
@@ -343,6 +384,7 @@ export function agentRows(
         `${o.passes}/${o.scored}`,
         percent(o.passRate),
         `[${percent(o.interval.low)}, ${percent(o.interval.high)}]`,
+        passAtKCell(o.passAtK ?? []),
         perSolved === undefined || perSolved === null ? '-' : `$${perSolved.toFixed(2)}`,
         o.durationMs.mean === null ? '-' : formatDuration(o.durationMs.mean),
       ];

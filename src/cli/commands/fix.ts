@@ -22,7 +22,11 @@ function declaration() {
     .option('--repo <dir>', "the service repo (default: the catalog's repo)")
     .addOption(providerOption())
     .option('--model <id>', 'model id (provider default otherwise)')
-    .option('--cassette <file>', 'replay a recorded conversation (implies --provider replay)')
+    .option(
+      '--cassette <file>',
+      'replay a recorded conversation (implies --provider replay); with --parallel N, give it N times: one per attempt',
+      (file: string, earlier: string[] = []) => [...earlier, file],
+    )
     .option('--record <file>', 'record the live conversation as a cassette')
     .addOption(
       integerOption('--max-attempts <n>', 'attempts before giving up (1-10; default: the catalog)', {
@@ -39,6 +43,17 @@ function declaration() {
     .option(
       '--continue <run>',
       "start from an earlier run's last attempt: its patch in the first sandbox, its feedback to the model, attempts numbered on",
+    )
+    .option(
+      '--from-sandbox',
+      "with --continue: start from a fork of that run's kept attempt sandbox (its files, dependencies, build output), not only its patch (docs/forks.md)",
+    )
+    .addOption(
+      integerOption(
+        '--parallel <n>',
+        "attempts at once from the same state; the first verified (with review, approved) wins, the others are stopped (1-8; default: the catalog's agent.parallelAttempts, else 1)",
+        { min: 1, max: 8 },
+      ),
     )
     .addOption(keepOption('keep containers for inspection').default('on-failure'))
     .option(
@@ -118,7 +133,11 @@ export function fixSummaryJson(result: FixResult) {
       failingLayer: a.failingLayer,
       heldOut: a.heldOut,
       reviews: a.reviews,
+      ...(a.stoppedBy !== undefined ? { stoppedBy: a.stoppedBy } : {}),
+      ...(a.costUsd !== undefined ? { costUsd: a.costUsd } : {}),
     })),
+    ...(r.parallelAttempts ? { parallelAttempts: r.parallelAttempts } : {}),
+    ...(r.fork ? { fork: r.fork } : {}),
     checker: r.checker,
     turns: r.turns,
     tokens: r.tokens,
@@ -156,7 +175,10 @@ export async function fixCommand(
       ...(options.repo ? { repoDir: options.repo } : {}),
       ...(options.provider ? { provider: options.provider } : {}),
       ...(options.model ? { model: options.model } : {}),
-      ...(options.cassette ? { cassette: options.cassette } : {}),
+      ...(options.cassette ? { cassette: options.cassette[0]! } : {}),
+      ...(options.cassette && options.cassette.length > 1 ? { laneCassettes: options.cassette } : {}),
+      ...(options.parallel !== undefined ? { parallel: options.parallel } : {}),
+      ...(options.fromSandbox ? { fromSandbox: true } : {}),
       ...(options.record ? { record: options.record } : {}),
       maxAttempts: options.maxAttempts,
       costLimitUsd: options.costLimit,
@@ -194,7 +216,7 @@ export function printOutcome(ctx: CliContext, result: FixResult, options: FixCom
   for (const a of r.attempts) {
     print(
       ctx,
-      `  attempt ${a.n}: ${a.verdict}, ${a.turns} turns, ${formatDuration(a.durationMs)}${changedList(a)}`,
+      `  attempt ${a.n}: ${a.stoppedBy !== undefined ? `stopped (attempt ${a.stoppedBy} passed first)` : a.verdict}, ${a.turns} turns, ${formatDuration(a.durationMs)}${changedList(a)}`,
     );
     for (const review of a.reviews ?? []) {
       print(ctx, `    review ${review.round}: ${review.verdict} — ${review.summary}`);

@@ -9,6 +9,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { sha256 } from '../../changes/hash.js';
+import { AGENT_KINDS_IN_CATALOG } from '../../catalog/agent-schema.js';
 import { ConfigError } from '../../errors.js';
 import { problemsError, validateYaml, type ParsedYaml, type ValidationProblem } from '../../yaml-validate.js';
 import { suiteDefaults, suiteDefaultsSchema, type Suite, type SuiteTask } from '../suite.js';
@@ -65,6 +66,10 @@ function suiteSchema(baseDir: string) {
       .refine((p) => existsSync(path.join(path.resolve(baseDir, p), 'run.json')), {
         message: 'expected the folder of a recorded run (it has run.json)',
       })
+      .optional(),
+    // The task's own agent, over its catalog's agent.kind; `eval --agent` wins over both.
+    agent: z
+      .enum(AGENT_KINDS_IN_CATALOG, { error: `expected one of ${AGENT_KINDS_IN_CATALOG.join(', ')}` })
       .optional(),
   });
   return z.strictObject({
@@ -146,6 +151,7 @@ function resolveSuite(file: string, hash: string, raw: RawSuite): Suite {
       task.cassettes = (Array.isArray(t.cassette) ? t.cassette : [t.cassette]).map(resolve);
     if (t.mustNotTouch !== undefined) task.mustNotTouch = [...t.mustNotTouch];
     if (t.seedRun !== undefined) task.seedRun = resolve(t.seedRun);
+    if (t.agent !== undefined) task.agent = t.agent;
     return task;
   });
   return { file, sha256: hash, name: raw.name, defaults: suiteDefaults(raw.defaults), tasks };

@@ -30,6 +30,7 @@ import {
   SANDBOX_UID,
   WORKSPACE,
   type AttachRequest,
+  type ForkedImage,
   type ExportResult,
   type Sandbox,
   type SandboxBackend,
@@ -47,6 +48,7 @@ import { dockerEngine, StorageQuotaUnsupported, type DockerEngine, type EngineIn
 import { isGvisor, processLimits } from './runtimes.js';
 import { BUILT_FROM_LABEL, KEPT_NAME_PREFIX, LABEL, containerLabels, containerName } from './labels.js';
 import { reapOrphans } from './operator/collect-garbage.js';
+import { forkImage, removeForkImage } from './fork-image.js';
 import { exportOverlay, layerMarker, scanOverlay, upperDirBytes, type OverlayLayers } from './upper-dir.js';
 import { egressProblem, openEgress, type EgressHandle } from './network/egress-network.js';
 import type { EgressLogEntry } from '../egress/proxy.js';
@@ -601,6 +603,14 @@ export class DockerBackend implements SandboxBackend {
       transport: new ExecTransport(this.dockerEngineRef, details.id),
       tree: () => this.workspaceTree(details.imageId),
     });
+  }
+
+  forkImage(request: AttachRequest, options: { owner: string; signal?: AbortSignal }): Promise<ForkedImage> {
+    return forkImage(this.dockerEngineRef, (r) => this.owned(r), request, options);
+  }
+
+  removeForkImage(image: string): Promise<boolean> {
+    return removeForkImage(this.dockerEngineRef, image);
   }
 
   async release(request: AttachRequest): Promise<void> {

@@ -59,7 +59,7 @@ describe('catalog validation errors name file:line:col, the YAML path, what was 
   it('reports an unknown key at the key itself and suggests the likely intended key', async () => {
     const error = await problemsOf(catalog('  editableFile:\n    - src/**/*.js\n  testCommand: npm test'));
     expect(error.problems).toContain(
-      'catalog.yaml:9:3 agent.editableFile: unknown key (did you mean "editableFiles"?); known keys here: editableFiles, testCommand, maxAttempts, maxTurns, tokenBudget, ignoreChanges, heldOutTests, review, docs, skills, costLimit, prices, delegate, testReport, reward, verifierFiles, steps, kind, command',
+      'catalog.yaml:9:3 agent.editableFile: unknown key (did you mean "editableFiles"?); known keys here: editableFiles, testCommand, maxAttempts, maxTurns, parallelAttempts, tokenBudget, ignoreChanges, heldOutTests, review, docs, skills, costLimit, prices, delegate, testReport, reward, verifierFiles, steps, kind, command, mcpServers',
     );
     // The typo also means the real key is missing: both are reported in the same run.
     expect(error.problems).toContain(

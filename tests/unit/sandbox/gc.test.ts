@@ -197,3 +197,37 @@ describe('the start-up reaper', () => {
     expect(names(removed.containers)).toEqual(['orphan']);
   });
 });
+
+describe('gc of fork images', () => {
+  function fork(name: string, owner: 'dead' | 'alive', run = `run-${name}`): ImageSummary {
+    return {
+      id: `sha256:${name}`,
+      tags: [`sandbox-harness-fork:${name}`],
+      labels: {
+        [LABEL.marker]: '1',
+        [LABEL.kind]: 'fork',
+        [LABEL.run]: run,
+        [LABEL.ownerPid]: String(owner === 'dead' ? deadPid : process.ppid),
+        [LABEL.ownerHost]: hostname(),
+      },
+      createdAt: new Date(Date.now() - HOUR),
+      sizeBytes: 1,
+    };
+  }
+
+  it("removes, with no option, the forks of a run whose process is gone, never a live run's nor one a kept sandbox uses", async () => {
+    const { engine, removed } = fakeEngine(
+      [container({ name: 'kept-child', kept: true, image: 'sandbox-harness-fork:used' })],
+      [fork('dead', 'dead'), fork('live', 'alive'), fork('used', 'dead'), image('sandbox-harness/repo-z:1')],
+    );
+    const report = await collectGarbage(engine);
+    expect(report.images.map((i) => i.id)).toEqual(['sha256:dead']);
+    expect(removed.images).toEqual(['sha256:dead']);
+  });
+
+  it("removes a named run's forks, even while its process lives", async () => {
+    const { engine, removed } = fakeEngine([], [fork('a', 'alive', 'run-a'), fork('b', 'alive', 'run-b')]);
+    await collectGarbage(engine, { runId: 'run-a' });
+    expect(removed.images).toEqual(['sha256:a']);
+  });
+});

@@ -321,12 +321,12 @@ export class EngineContainers {
   }
 
   /**
-   * `docker commit` of a stopped container: its writable layer on top of its image, as
+   * `docker commit` of a container (stopped, or paused with `pause`): its writable layer on top of its image, as
    * `repo:tag` with the given labels (the image's own config otherwise). Returns the image id.
    */
   async commit(
     id: string,
-    options: { repo: string; tag: string; labels: Record<string, string> },
+    options: { repo: string; tag: string; labels: Record<string, string>; pause?: boolean | undefined },
   ): Promise<string> {
     const container = this.handle(id);
     imageRef(`${options.repo}:${options.tag}`, 'image');
@@ -336,7 +336,8 @@ export class EngineContainers {
       const result = (await container.commit({
         repo: options.repo,
         tag: options.tag,
-        pause: false,
+        // A running container (a fork) is paused while its layer is read, so the image is one moment.
+        pause: options.pause ?? false,
         // The new image's config: the container's, with its image's entry point and command back.
         _body: {
           Entrypoint: source.Config?.Entrypoint ?? [],

@@ -134,6 +134,7 @@ export async function collectGarbage(engine: GcEngine, options: GcOptions = {}):
   if (networks.length > 0) {
     report.networks = networks.map((n) => ({ id: n.id, name: n.name, run: n.labels[LABEL.run] ?? '' }));
   }
+  report.images.push(...(await collectForkImages(engine, options, remaining, now)));
   if (options.all && !options.runId) {
     const images = await engine.images.list({ [LABEL.marker]: true, [LABEL.kind]: 'repo' });
     for (const image of images) {
@@ -145,4 +146,30 @@ export async function collectGarbage(engine: GcEngine, options: GcOptions = {}):
     }
   }
   return report;
+}
+
+/**
+ * Fork images (`fork-image.ts`) no remaining container uses: those of a named run, all of
+ * them with `all` or `olderThanMs`, and otherwise those whose owning process on this host is
+ * gone (a run killed before it removed its forks). A fork holds one run's state only: it is
+ * never worth keeping after that run.
+ */
+async function collectForkImages(
+  engine: GcEngine,
+  options: GcOptions,
+  remaining: ReadonlySet<string>,
+  now: number,
+): Promise<GcReport['images']> {
+  const filter: Record<string, string | true> = { [LABEL.marker]: true, [LABEL.kind]: 'fork' };
+  if (options.runId) filter[LABEL.run] = options.runId;
+  const removed: GcReport['images'] = [];
+  for (const image of await engine.images.list(filter)) {
+    if (options.olderThanMs !== undefined && now - image.createdAt.getTime() < options.olderThanMs) continue;
+    const named = options.all || options.olderThanMs !== undefined || !!options.runId;
+    if (!named && !ownerGone(image.labels)) continue;
+    if (image.tags.some((t) => remaining.has(t)) || remaining.has(image.id)) continue;
+    if (options.dryRun || (await engine.images.remove(image.id)))
+      removed.push({ id: image.id, tags: image.tags });
+  }
+  return removed;
 }
