@@ -7,6 +7,7 @@
  */
 import { ConfigError, HarnessError, ImageError } from '../errors.js';
 import type { TrialCategory } from '../outcomes.js';
+import { resultWithoutRun } from './trial-try.js';
 import type { TrialResult, TrialRunner, TrialSpec } from './types.js';
 
 /** Task id to the reason its trials are errors (and the error, when one was thrown here). */
@@ -66,18 +67,5 @@ function notRun(
   category: TrialCategory,
   extra: Pick<TrialResult, 'model' | 'error'>,
 ): TrialResult {
-  const now = new Date().toISOString();
-  return {
-    taskId: spec.taskId,
-    trial: spec.trial,
-    outcome: 'failed',
-    category,
-    turns: 0,
-    inputTokens: 0,
-    outputTokens: 0,
-    durationMs: 0,
-    startedAt: now,
-    finishedAt: now,
-    ...extra,
-  };
+  return { ...resultWithoutRun(spec, category, Date.now()), ...extra };
 }

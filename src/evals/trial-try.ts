@@ -114,7 +114,16 @@ function failedResult(
   error: string,
   engine: string,
 ): TrialResult {
-  const finished = Date.now();
+  return { ...resultWithoutRun(spec, category, started, Date.now()), error, engine };
+}
+
+/** A trial that ran nothing of the agent's: no turns, no tokens; its time is the try's (0 when never tried). */
+export function resultWithoutRun(
+  spec: Pick<TrialSpec, 'taskId' | 'trial'>,
+  category: TrialCategory,
+  started: number,
+  finished = started,
+): TrialResult {
   return {
     taskId: spec.taskId,
     trial: spec.trial,
@@ -126,8 +135,6 @@ function failedResult(
     durationMs: finished - started,
     startedAt: new Date(started).toISOString(),
     finishedAt: new Date(finished).toISOString(),
-    error,
-    engine,
   };
 }
 
