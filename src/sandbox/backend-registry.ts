@@ -68,6 +68,7 @@ export async function sandboxProvider(
       return slurm.slurmProvider({
         ...options.cluster,
         ...(options.onQueued ? { onQueued: options.onQueued } : {}),
+        ...(options.onNote ? { onNote: options.onNote } : {}),
       });
     }
     default:

@@ -581,6 +581,8 @@ export interface ProviderOptions {
   cluster?: ClusterPlacement;
   /** For a cluster backend: each change of a sandbox's wait in the queue. */
   onQueued?: ((event: QueueEvent) => void) | undefined;
+  /** For a cluster backend: notes for a person (a node excluded, fenced, back in use). */
+  onNote?: ((line: string) => void) | undefined;
 }
 
 export interface SandboxProvider {

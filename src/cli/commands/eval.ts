@@ -217,6 +217,8 @@ async function evalOnce(ctx: CliContext, suiteFile: string, options: EvalCommand
               (await import('../../sandbox/backend-registry.js')).sandboxProvider(chosen.name, {
                 ...chosen.options,
                 onQueued,
+                // A node excluded, fenced or back: said as it happens, beside the progress line.
+                onNote: (line) => note(ctx, line),
               }),
           }
         : {}),

@@ -107,3 +107,15 @@ describe('--backend and the placement flags', () => {
     expect(() => backendChoice({ partition: 'gpu' })).toThrow(/needs --backend slurm/);
   });
 });
+
+describe('slurm: notes for a person', () => {
+  it("a node it leaves out is said through the provider's onNote (eval prints it beside the progress line)", async () => {
+    const { sandboxProvider } = await import('../../../src/sandbox/backend-registry.js');
+    const notes: string[] = [];
+    const provider = await sandboxProvider('slurm', { onNote: (line) => notes.push(line) });
+    const backend = provider.backend as SlurmBackend;
+    backend.health.lost('node9');
+    expect(notes).toEqual(['slurm: node node9 excluded: lost mid-sandbox']);
+    expect(backend.health.excludeArgs()).toEqual(['--exclude=node9']);
+  });
+});
