@@ -331,14 +331,15 @@ export const PHASE_APPLIES = {
 };
 
 /**
- * @param {{ cli: string, cwd: string, suite: string, outDir: string, n: number, concurrency: number, tasksOf?: readonly string[], extra?: string[] }} o
+ * @param {{ cli: string, cwd: string, suite: string, outDir: string, n: number, concurrency: number, tasksOf?: readonly string[], extra?: string[], env?: NodeJS.ProcessEnv }} o
  *   `tasksOf`: also aggregate the trials of only these tasks (those of the reference run);
- *   `extra`: more CLI arguments (the fleet eval bench adds `--engines FILE`)
+ *   `extra`: more CLI arguments (the fleet eval bench adds `--engines FILE`); `env`: the CLI's
+ *   environment (the Slurm bench points SLURM_CONF at its lab)
  */
 export async function runSuite(o) {
   const args = [o.cli, 'eval', o.suite, '-n', String(o.n), '--concurrency', String(o.concurrency)];
   args.push(...(o.extra ?? []), '--out', o.outDir, '--json');
-  const result = await run(process.execPath, args, { cwd: o.cwd });
+  const result = await run(process.execPath, args, { cwd: o.cwd, ...(o.env ? { env: o.env } : {}) });
   checkInterrupted();
   if (result.code !== 0) {
     throw new Error(

@@ -452,6 +452,41 @@ export function formatTables(results) {
       ]),
     );
   }
+  const sl = results.slurm;
+  if (sl) {
+    if (out.length) out.push('');
+    const c = sl.createToReady;
+    const t = sl.trials;
+    const tpm = (/** @type {any} */ r) =>
+      `${r.trialsPerMinute} trials/min (${r.trials} in ${(r.wallTimeMs / 1000).toFixed(1)} s)`;
+    const perTrial = (/** @type {any} */ r) =>
+      `trial ${ms(r.trialMs.median)}, test ${ms(r.testMs.median)}, overhead ${ms(r.overheadMs.median)}`;
+    out.push(
+      ...table([
+        ['slurm backend', 'median', 'p90', 'note'],
+        row('create-to-ready through slurm (job + container + step)', c.slurm, `${c.ratio.median}x local`),
+        row('  of which queue wait (onQueued)', c.slurmQueueWait, ''),
+        row('create-to-ready on the local docker backend', c.local, ''),
+        [
+          `eval over 3 nodes (-n ${t.n}, concurrency ${t.concurrency}, tests sleep)`,
+          tpm(t.threeNodes),
+          '',
+          `${t.speedUp}x one node (goal: ${t.goal}x, ${t.met ? 'met' : 'not met'})`,
+        ],
+        ['eval over 1 node, same suite', tpm(t.oneNode), '', ''],
+        ['eval on the local engine, same suite', tpm(t.local), '', ''],
+        ['  per trial over 3 nodes', perTrial(t.threeNodes), '', ''],
+        ['  per trial over 1 node', perTrial(t.oneNode), '', ''],
+        ['  per trial locally', perTrial(t.local), '', ''],
+        [
+          'scheduling cost per trial (trial over slurm minus local)',
+          ms(sl.schedulingCostPerTrialMs.threeNodes),
+          '',
+          `3 nodes; 1 node: ${ms(sl.schedulingCostPerTrialMs.oneNode)}`,
+        ],
+      ]),
+    );
+  }
   return out;
 }
 

@@ -6,6 +6,7 @@
  * Usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--skip-fleet]
  *        [--skip-context] [--skip-runtimes] [--only-runtimes] [--runtime-trial-reps N] [--reps N] [--warmup N]
  *        [--eval-n N] [--fleet-reps N] [--keep-temp] [--skip-bridge] [--only-bridge]
+ *        [--skip-slurm] [--only-slurm]
  *
  * - `--quick`: 5 repetitions after 1 warm-up, and the eval with -n 1 (a smoke run; its
  *   numbers are noisier). Default: 15 repetitions after 2 warm-ups, eval -n 2.
@@ -65,6 +66,13 @@
  *    directly) and each agent CLI's start time (`--skip-bridge` leaves it out,
  *    `--only-bridge` runs it alone).
  *
+ * 10. Slurm backend (`slurm-bench.mjs`, root: it starts the Slurm lab of the tests): create-to-
+ *    ready through the slurm backend against the local docker backend, in turn; trials per
+ *    minute of a suite whose tests wait (`sleep 8`) over three nodes against one (goal: at
+ *    least 2.5x); the scheduling cost per trial (overhead per trial over Slurm minus that on
+ *    the local engine). `--skip-slurm` leaves it out, `--only-slurm` runs it alone (5 pairs
+ *    after 1 warm-up at most, 6 trials per eval at concurrency 3).
+ *
  * Then the targets of issue 12 (`targets.mjs`), each with the measured median and whether it
  * is met, printed first and saved as `targets` in the JSON.
  *
@@ -90,13 +98,14 @@ import { benchFleet } from './fleet-bench.mjs';
 import { benchFleetEval } from './fleet-eval-bench.mjs';
 import { benchRuntimes } from './runtime-bench.mjs';
 import { benchBridge } from './bridge-bench.mjs';
+import { benchSlurm } from './slurm-bench.mjs';
 import { formatTables, gitInfo, saveResults } from './report.mjs';
 import { evaluateTargets, loadReference } from './targets.mjs';
 import { formatSuiteTable, suiteTimesOf } from './suite-times.mjs';
 
 const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
-const USAGE = `usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--skip-fleet] [--skip-context] [--skip-runtimes] [--only-runtimes] [--runtime-trial-reps N] [--reps N] [--warmup N] [--eval-n N] [--fleet-reps N] [--keep-temp] [--skip-bridge] [--only-bridge]`;
+const USAGE = `usage: node bench/run.mjs [--quick] [--skip-eval] [--skip-view] [--skip-fleet] [--skip-context] [--skip-runtimes] [--only-runtimes] [--runtime-trial-reps N] [--reps N] [--warmup N] [--eval-n N] [--fleet-reps N] [--keep-temp] [--skip-bridge] [--only-bridge] [--skip-slurm] [--only-slurm]`;
 
 /** @param {string[]} argv */
 function parseArgs(argv) {
@@ -110,6 +119,8 @@ function parseArgs(argv) {
     onlyRuntimes: false,
     skipBridge: false,
     onlyBridge: false,
+    skipSlurm: false,
+    onlySlurm: false,
     keepTemp: false,
     reps: 15,
     warmup: 2,
@@ -137,6 +148,8 @@ function parseArgs(argv) {
     else if (arg === '--only-runtimes') options.onlyRuntimes = true;
     else if (arg === '--skip-bridge') options.skipBridge = true;
     else if (arg === '--only-bridge') options.onlyBridge = true;
+    else if (arg === '--skip-slurm') options.skipSlurm = true;
+    else if (arg === '--only-slurm') options.onlySlurm = true;
     else if (arg === '--runtime-trial-reps') explicit.runtimeTrialReps = number();
     else if (arg === '--fleet-reps') explicit.fleetReps = number();
     else if (arg === '--keep-temp') options.keepTemp = true;
@@ -159,6 +172,19 @@ function parseArgs(argv) {
     if (options.skipBridge) throw new Error('--only-bridge and --skip-bridge contradict each other');
     if (options.onlyRuntimes) throw new Error('--only-bridge and --only-runtimes contradict each other');
     Object.assign(options, { skipEval: true, skipFleet: true, skipContext: true, skipRuntimes: true });
+  }
+  // The Slurm rows alone: nothing else of the bench.
+  if (options.onlySlurm) {
+    if (options.skipSlurm) throw new Error('--only-slurm and --skip-slurm contradict each other');
+    if (options.onlyRuntimes || options.onlyBridge)
+      throw new Error('--only-slurm, --only-runtimes and --only-bridge contradict each other');
+    Object.assign(options, {
+      skipEval: true,
+      skipFleet: true,
+      skipContext: true,
+      skipRuntimes: true,
+      skipBridge: true,
+    });
   }
   Object.assign(options, Object.fromEntries(Object.entries(explicit).filter(([, v]) => v !== undefined)));
   if (options.reps < 1) throw new Error('--reps: at least 1');
@@ -248,7 +274,7 @@ async function main() {
   let sandbox;
   let changePath;
   let forks;
-  if (!options.onlyRuntimes && !options.onlyBridge) {
+  if (!options.onlyRuntimes && !options.onlyBridge && !options.onlySlurm) {
     log(`sandbox benchmarks on ${base.tag} ...`);
     sandbox = await benchSandbox({
       backend: docker.dockerBackend(),
@@ -377,6 +403,23 @@ async function main() {
     });
   }
 
+  let slurmResult;
+  if (!options.skipSlurm && !options.onlyRuntimes && !options.onlyBridge) {
+    log('Slurm benchmark: create-to-ready vs local, trials per minute over 3 nodes vs 1 ...');
+    // A lab eval takes a minute or more: a few repetitions and 6 trials per eval.
+    slurmResult = await benchSlurm({
+      packageRoot: PACKAGE_ROOT,
+      baseImage: base.tag,
+      reps: Math.min(options.reps, 5),
+      warmup: Math.min(options.warmup, 1),
+      n: 6,
+      concurrency: 3,
+      sleepSec: 8,
+      log,
+      keepTemp: options.keepTemp,
+    });
+  }
+
   // The test suite's time per file, from the last full `npm test` of this checkout (if any).
   const suite = await suiteTimesOf(PACKAGE_ROOT);
 
@@ -400,6 +443,8 @@ async function main() {
       onlyRuntimes: options.onlyRuntimes,
       skipBridge: options.skipBridge,
       onlyBridge: options.onlyBridge,
+      skipSlurm: options.skipSlurm,
+      onlySlurm: options.onlySlurm,
     },
     machine: {
       cpus: cpus().length,
@@ -423,6 +468,7 @@ async function main() {
     ...(runtimesResult ? { runtimes: runtimesResult } : {}),
     ...(suite ? { suite } : {}),
     ...(bridgeResult ? { bridge: bridgeResult } : {}),
+    ...(slurmResult ? { slurm: slurmResult } : {}),
   };
   if (evalResult && referenceProblem) evalResult.comparisonProblem = referenceProblem;
   const withTargets = { ...results, targets: evaluateTargets(results) };

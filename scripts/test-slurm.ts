@@ -2,7 +2,7 @@
  * The Slurm lab the Slurm tests start (tests/helpers/slurm.ts), by hand: for trying Slurm
  * commands against a real cluster, for benchmarks and for CI debugging. Root only.
  *
- *   npx tsx scripts/test-slurm.ts start [--nodes N] [--slurmd-timeout S] [--conf LINE]... [--no-images] [--owner-pid PID] [--json]
+ *   npx tsx scripts/test-slurm.ts start [--nodes N] [--cpus-per-node N] [--slurmd-timeout S] [--conf LINE]... [--no-images] [--owner-pid PID] [--json]
  *   npx tsx scripts/test-slurm.ts stop NAME...
  *   npx tsx scripts/test-slurm.ts reap        # clusters whose owner process is gone
  *
@@ -12,7 +12,7 @@
 import { reapSlurm, startSlurm, stopSlurmByName } from '../tests/helpers/slurm.js';
 
 const USAGE = `usage:
-  npx tsx scripts/test-slurm.ts start [--nodes N] [--slurmd-timeout S] [--conf LINE]... [--no-images] [--owner-pid PID] [--json]
+  npx tsx scripts/test-slurm.ts start [--nodes N] [--cpus-per-node N] [--slurmd-timeout S] [--conf LINE]... [--no-images] [--owner-pid PID] [--json]
   npx tsx scripts/test-slurm.ts stop NAME...
   npx tsx scripts/test-slurm.ts reap`;
 
@@ -24,11 +24,14 @@ async function main(argv: string[]): Promise<number> {
     case 'start': {
       const nodes = Number(values('--nodes')[0] ?? '3');
       const timeout = values('--slurmd-timeout')[0];
+      const cpus = values('--cpus-per-node')[0];
       const cluster = await startSlurm({
         nodes,
         ownerPid: Number(values('--owner-pid')[0] ?? String(process.ppid)),
         extraConfig: values('--conf'),
         ...(timeout ? { slurmdTimeoutSec: Number(timeout) } : {}),
+        // Fewer CPUs than the default 8 make Slurm, not the machine, cap how many sandboxes a node runs.
+        ...(cpus ? { cpusPerNode: Number(cpus) } : {}),
         ...(rest.includes('--no-images') ? { images: [] } : {}),
       });
       const shown = {
