@@ -12,8 +12,10 @@
  *    one that says it left the queue (0 when Slurm never reported it waiting).
  * 2. Trials per minute over three nodes against one: a suite of the example's passing task
  *    whose test command first sleeps (`sleep <s> && npm test`), so a trial waits rather than
- *    computes and the machine's two cores do not cap the cluster. Each lab node offers Slurm 2
- *    CPUs, so Slurm, not the machine, decides how many sandboxes a node runs at once. The
+ *    computes and the machine's two cores do not cap the cluster. Each lab node offers Slurm 1
+ *    CPU, so Slurm, not the machine, decides how many sandboxes a node runs at once (one
+ *    trial's sandbox at a time: with 2 CPUs a node ran two trials, and three nodes at
+ *    concurrency 3 could be at most 1.5x one). The
  *    same eval (`-n` trials, `--concurrency` as many) with `--partition spread` (all three
  *    nodes, least loaded first: the lab's `main` packs jobs onto the first nodes) and
  *    `--partition solo` (one node), after one cold eval over `spread` that builds the
@@ -39,7 +41,7 @@ import { checkInterrupted, onCleanup, runOk } from './process.mjs';
 import { createTracked, execOk } from './sandbox-helpers.mjs';
 import { ratio, round1, summarize } from './stats.mjs';
 
-const CPUS_PER_NODE = 2;
+const CPUS_PER_NODE = 1;
 /** A partition of all three nodes that places each job on the least loaded one. */
 const SPREAD = 'spread';
 
