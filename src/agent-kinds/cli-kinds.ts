@@ -29,6 +29,29 @@ function mcpJsonFile(task: AgentTask): { path: string; content: string } | undef
   return { path: `${task.home}/mcp.json`, content: claudeMcpConfig(task.mcpServers) };
 }
 
+/** Claude Code's environment: the bridge as its API, the run's model for every call, side traffic off. */
+export function claudeCodeEnv(baseUrl: string, model: string, home: string): Record<string, string> {
+  return {
+    HOME: home,
+    ANTHROPIC_BASE_URL: baseUrl,
+    ANTHROPIC_API_KEY: PLACEHOLDER_KEY,
+    ANTHROPIC_MODEL: model,
+    // Its side calls (titles, summaries) use these: the run's model, so none is refused.
+    ANTHROPIC_SMALL_FAST_MODEL: model,
+    ANTHROPIC_DEFAULT_HAIKU_MODEL: model,
+    ANTHROPIC_DEFAULT_SONNET_MODEL: model,
+    ANTHROPIC_DEFAULT_OPUS_MODEL: model,
+    // Without it: lookups of api.anthropic.com and a HEAD to the base URL on every start.
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+    DISABLE_TELEMETRY: '1',
+    DISABLE_ERROR_REPORTING: '1',
+    DISABLE_AUTOUPDATER: '1',
+    DISABLE_BUG_COMMAND: '1',
+    CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY: '1',
+    CLAUDE_CODE_DISABLE_TERMINAL_TITLE: '1',
+  };
+}
+
 export const CLAUDE_CODE: CliKind = {
   name: 'claude-code',
   description: 'Claude Code (Anthropic Messages API), the native build from the npm registry',
@@ -39,25 +62,7 @@ export const CLAUDE_CODE: CliKind = {
   launch: (task) => {
     const mcp = mcpJsonFile(task);
     return {
-      env: {
-        HOME: task.home,
-        ANTHROPIC_BASE_URL: task.baseUrl,
-        ANTHROPIC_API_KEY: PLACEHOLDER_KEY,
-        ANTHROPIC_MODEL: task.model,
-        // Its side calls (titles, summaries) use these: the run's model, so none is refused.
-        ANTHROPIC_SMALL_FAST_MODEL: task.model,
-        ANTHROPIC_DEFAULT_HAIKU_MODEL: task.model,
-        ANTHROPIC_DEFAULT_SONNET_MODEL: task.model,
-        ANTHROPIC_DEFAULT_OPUS_MODEL: task.model,
-        // Without it: lookups of api.anthropic.com and a HEAD to the base URL on every start.
-        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-        DISABLE_TELEMETRY: '1',
-        DISABLE_ERROR_REPORTING: '1',
-        DISABLE_AUTOUPDATER: '1',
-        DISABLE_BUG_COMMAND: '1',
-        CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY: '1',
-        CLAUDE_CODE_DISABLE_TERMINAL_TITLE: '1',
-      },
+      env: claudeCodeEnv(task.baseUrl, task.model, task.home),
       files: mcp ? [mcp] : [],
       // --strict-mcp-config: the catalog's servers only, never a .mcp.json the repo brings.
       command: `${BUNDLE_DIR}/agents/claude-code/claude -p ${TASK} --model ${shellWord(task.model)} --max-turns ${task.maxTurns}${mcp ? ` --mcp-config ${shellWord(mcp.path)}` : ''} --strict-mcp-config --dangerously-skip-permissions --output-format json </dev/null`,

@@ -138,24 +138,7 @@ export async function agentImage(baseImage: string, cli: AgentCli): Promise<stri
 
 /** Environment of Claude Code in a sandbox: the bridge's URL, a placeholder key, nothing phoning home. */
 export function claudeEnv(baseUrl: string, model: string, home: string): Record<string, string> {
-  return {
-    HOME: home,
-    ANTHROPIC_BASE_URL: baseUrl,
-    ANTHROPIC_API_KEY: 'sandbox-harness-placeholder',
-    ANTHROPIC_MODEL: model,
-    // Side calls (titles, summaries) use the "small fast" model: the run's model, so none is refused.
-    ANTHROPIC_SMALL_FAST_MODEL: model,
-    ANTHROPIC_DEFAULT_HAIKU_MODEL: model,
-    ANTHROPIC_DEFAULT_SONNET_MODEL: model,
-    ANTHROPIC_DEFAULT_OPUS_MODEL: model,
-    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-    DISABLE_TELEMETRY: '1',
-    DISABLE_ERROR_REPORTING: '1',
-    DISABLE_AUTOUPDATER: '1',
-    DISABLE_BUG_COMMAND: '1',
-    CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY: '1',
-    CLAUDE_CODE_DISABLE_TERMINAL_TITLE: '1',
-  };
+  return claudeCodeEnv(baseUrl, model, home);
 }
 
 /** Claude Code's command line for one task, non-interactive, every tool allowed (the sandbox is the wall). */
@@ -165,6 +148,7 @@ export function claudeCommand(task: string, model: string): string {
 
 /** Codex's config file: the product's own, so the bridge tests run Codex as `fix` does. */
 export { codexConfig } from '../../src/agent-kinds/cli-kinds.js';
+import { claudeCodeEnv } from '../../src/agent-kinds/cli-kinds.js';
 
 export function codexEnv(home: string): Record<string, string> {
   return { HOME: home, CODEX_HOME: `${home}/.codex`, OPENAI_API_KEY: 'sandbox-harness-placeholder' };
