@@ -171,9 +171,14 @@ function predictionsFound(predictions: Predictions, instanceIds: readonly string
   return {
     models: [...new Set(scored.flatMap((p) => (p.model !== undefined ? [p.model] : [])))].sort(),
     ...match,
-    emptyPatch: scored.flatMap((p) => ('patch' in p && p.patch.trim() === '' ? [p.instanceId] : [])),
+    emptyPatch: scored.flatMap((p) => (isEmptyPatch(p) ? [p.instanceId] : [])),
     testEditsReset: {},
   };
+}
+
+/** A usable prediction whose patch changes nothing (SWE-bench's `empty_patch`). */
+function isEmptyPatch(prediction: Prediction): boolean {
+  return 'patch' in prediction && prediction.patch.trim() === '';
 }
 
 function specFor(source: InstanceSuite, instance: Instance): RepoSpec {
@@ -283,7 +288,7 @@ async function materializeOne(instance: Instance, o: OneOptions): Promise<SuiteT
 
   const task: SuiteTask = { id, catalog: catalogFile, ticket: ticketFile, repo: repoDir };
   // An empty patch is not run (SWE-bench's `empty_patch`): its trials are `no-changes` as they stand.
-  if (o.prediction && 'patch' in o.prediction && o.prediction.patch.trim() === '')
+  if (o.prediction && isEmptyPatch(o.prediction))
     task.settled = { category: 'no-changes', reason: 'an empty patch', model: o.prediction.model };
   // Visible tests are the agent's to read, never to change.
   if (o.visible && testFiles.length > 0) task.mustNotTouch = testFiles.map(literalGlob);
