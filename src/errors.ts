@@ -53,6 +53,21 @@ export class SandboxUnavailable extends HarnessError {
   }
 }
 
+/**
+ * The machine a sandbox ran on (a cluster's node) was lost or failed a step. It names that
+ * machine because a run can fail on a node that is not its own (the eval's shared baseline runs
+ * in another run's job): an eval blames the node that failed, not the one its attempt was on.
+ */
+export class NodeFailure extends SandboxUnavailable {
+  constructor(
+    readonly node: string,
+    message: string,
+    options?: HarnessErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
 /** A sandbox that existed is gone or no longer answers (killed, OOM, daemon restarted). */
 export class SandboxDead extends HarnessError {
   constructor(message: string, options?: HarnessErrorOptions) {

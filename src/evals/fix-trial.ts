@@ -4,7 +4,7 @@
  */
 import { dirname, join } from 'node:path';
 import picomatch from 'picomatch';
-import { HarnessError } from '../errors.js';
+import { HarnessError, NodeFailure } from '../errors.js';
 import { runFix, type FixDeps, type FixResult, type KeepPolicy } from '../fix/run-fix.js';
 import { categoryOf, PASSING_CATEGORY } from '../outcomes.js';
 import type { EventSink } from '../agent/events.js';
@@ -102,7 +102,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
             : 'error';
       return {
         ...base,
-        engine: context.engine,
+        engine: error instanceof NodeFailure ? error.node : context.engine,
         outcome: 'failed',
         category,
         turns: 0,
@@ -149,7 +149,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
       provider: record.provider.name,
       model: record.provider.model,
       containerIds: record.containers.map((c) => c.id),
-      ...(placedOn(record) ? { engine: placedOn(record) } : {}),
+      ...(placedOn(record, result.error) ? { engine: placedOn(record, result.error) } : {}),
       ...(record.runtime ? { runtime: record.runtime } : {}),
       ...(record.agent ? { agent: record.agent } : {}),
       ...reviewFacts(record),
@@ -219,9 +219,12 @@ function reviewFacts(record: FixResult['record']): { verified: boolean; approved
 
 /**
  * Where the trial ran: the engine of its last attempt's sandbox when the backend placed that
- * sandbox itself (a Slurm node), else the run's engine.
+ * sandbox itself (a Slurm node), else the run's engine. A run ended by a node's failure names
+ * that node, which need not be its attempt's (the shared baseline runs in another run's job): the
+ * retry and the per-engine tally blame the machine that failed.
  */
-function placedOn(record: RunRecord): string | undefined {
+function placedOn(record: RunRecord, error: HarnessError | undefined): string | undefined {
+  if (error instanceof NodeFailure) return error.node;
   const attempts = record.attempts.flatMap((a) => a.containers).filter((c) => c.role.startsWith('attempt-'));
   return attempts.at(-1)?.engine ?? record.engine;
 }

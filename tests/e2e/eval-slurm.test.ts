@@ -152,7 +152,10 @@ describe('eval over a Slurm cluster (offline suite)', { timeout: 900_000 }, () =
       const retried = results.filter((x) => x.infraRetried);
       expect(retried.length).toBeGreaterThanOrEqual(1);
       for (const x of retried) {
-        expect(x.firstTry).toMatchObject({ engine: victim, category: 'infrastructure' });
+        expect(x.firstTry, JSON.stringify(results, null, 1)).toMatchObject({
+          engine: victim,
+          category: 'infrastructure',
+        });
         expect(x.engine).not.toBe(victim);
       }
       expect(r.stderr).toMatch(new RegExp(`retried after infrastructure failure`));

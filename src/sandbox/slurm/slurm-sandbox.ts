@@ -14,6 +14,7 @@ import {
   HarnessError,
   ImageError,
   SandboxDead,
+  NodeFailure,
   SandboxUnavailable,
   UsageError,
 } from '../../errors.js';
@@ -296,7 +297,8 @@ export class SlurmBackend implements SandboxBackend {
         );
       }
       if (made.code !== 0 || made.stdout.toString().trim() !== 'ready') {
-        throw new SandboxUnavailable(
+        throw new NodeFailure(
+          node,
           `could not start the sandbox container on node ${node} (step exit ${made.code}): ${made.stderr.trim().slice(-500)}`,
         );
       }

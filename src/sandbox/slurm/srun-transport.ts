@@ -13,7 +13,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
-import { SandboxDead, SandboxUnavailable } from '../../errors.js';
+import { NodeFailure, SandboxDead } from '../../errors.js';
 import { SANDBOX_GID, SANDBOX_UID } from '../types.js';
 import type { ProcessSpec, StartedProcess, Transport } from '../posix/transport.js';
 import { EXPORT_NONE, type SlurmClient } from './slurm-client.js';
@@ -113,8 +113,9 @@ export class SrunTransport implements Transport {
    * A lost node is the cluster failing, not the sandbox's processes dying: infrastructure, which
    * an eval retries elsewhere, and the lost copy is fenced, never read.
    */
-  lostError(): SandboxUnavailable {
-    return new SandboxUnavailable(
+  lostError(): NodeFailure {
+    return new NodeFailure(
+      this.address.node,
       `the sandbox's node ${this.address.node} was lost (Slurm job ${this.address.job}); nothing more is run or read in it`,
       {
         hint: 'The node is left out until Slurm says it answers again and its containers of this tool are removed.',

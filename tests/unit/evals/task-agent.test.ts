@@ -10,7 +10,7 @@ import { fixTrialRunner } from '../../../src/evals/fix-trial.js';
 import { parseSuite } from '../../../src/evals/sources/suite-source.js';
 import { trialSpecs } from '../../../src/evals/suite.js';
 import type { TrialSpec } from '../../../src/evals/types.js';
-import { ConfigError } from '../../../src/errors.js';
+import { ConfigError, NodeFailure } from '../../../src/errors.js';
 import { resolveRun } from '../../../src/runs/record.js';
 import { fixingTurns, memoryExample } from '../../helpers/memory-run.js';
 import { scripted } from '../agent/helpers.js';
@@ -81,5 +81,40 @@ describe('the suite file', () => {
         /tasks\[0\]\.agent: expected one of builtin, claude-code, codex, command/,
       );
     }
+  });
+});
+
+describe('a trial ended by a lost node', () => {
+  // The eval's baseline runs in whichever job is held, so a run can fail on a node that is not
+  // its attempt's: the result (and so a retry's first try) names the node that was lost.
+  it('names the lost node as where it failed, not the engine it was placed on', async () => {
+    const example = await memoryExample();
+    roots.push(example.root);
+    const run = fixTrialRunner({
+      outDir: path.join(example.root, 'out'),
+      keep: 'never',
+      deps: (() => {
+        const deps = example.deps(scripted(fixingTurns));
+        const backend = deps.backend;
+        const create = backend.create.bind(backend);
+        backend.create = async (spec) => {
+          if (spec.role === 'baseline') throw new NodeFailure('node7', "the sandbox's node node7 was lost");
+          return create(spec);
+        };
+        return deps;
+      })(),
+      env: example.env,
+    });
+    const spec: TrialSpec = {
+      taskId: 't',
+      trial: 0,
+      catalog: example.catalog,
+      ticket: 'OPS-412',
+      provider: 'replay',
+    };
+    const result = await run(spec, { signal: new AbortController().signal, engine: 'slurm' });
+    expect(result.category, result.error).toBe('infrastructure');
+    expect(result.error).toMatch(/node7 was lost/);
+    expect(result.engine).toBe('node7');
   });
 });
