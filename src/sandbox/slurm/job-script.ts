@@ -57,6 +57,27 @@ while :; do sleep 3600 & wait $!; done
 }
 
 /**
+ * Run before the job's first container is made: waits (at most 30 s) until the job's batch
+ * script has set its trap, which shows in /proc as a handler of TERM (SigCgt bit 15). Slurm
+ * starts the script and a step independently, so on a loaded node the container could exist
+ * before the trap does, and a cancel in that gap would leave it behind (seen: a scancel right
+ * after create, with the machine busy, left the container running and the job gone). Without
+ * `scontrol` on the node, or a batch step it does not list, there is nothing to wait for.
+ */
+export const AWAIT_TRAP_SCRIPT = `n=0
+while [ $n -lt 300 ] && command -v scontrol >/dev/null 2>&1; do
+  seen=
+  for p in $(scontrol listpids "$SLURM_JOB_ID" 2>/dev/null | awk '$3 == "batch" { print $1 }'); do
+    seen=1
+    c=$(sed -n 's/^SigCgt:[[:space:]]*//p' "/proc/$p/status" 2>/dev/null)
+    [ -n "$c" ] && [ $(( 0x$c & 0x4000 )) -ne 0 ] && break 2
+  done
+  [ -z "$seen" ] && [ $n -ge 100 ] && break
+  n=$((n + 1)); sleep 0.1
+done
+`;
+
+/**
  * $1 engine CLI, $2 image, $3 container name, then the create flags (image and command last).
  * stdin: the tar of the injected files. Exit 40: no such image on this node; 44: the image
  * declares volumes; 41-43: create, copy or start failed (the container is removed again).

@@ -42,6 +42,7 @@ import {
 } from '../types.js';
 import {
   containerNameOf,
+  AWAIT_TRAP_SCRIPT,
   CREATE_SCRIPT,
   jobName,
   jobScript,
@@ -274,7 +275,8 @@ export class SlurmBackend implements SandboxBackend {
         nodeStep(
           this.client,
           address!,
-          CREATE_SCRIPT,
+          // The job's first container waits for the job's trap; later ones find it set.
+          lease.seq === 0 ? AWAIT_TRAP_SCRIPT + CREATE_SCRIPT : CREATE_SCRIPT,
           [this.client.engineCli, spec.image, address!.container, ...containerCliArgs(container)],
           { stdin: tar, timeoutMs: 300_000 },
         );
