@@ -87,8 +87,9 @@ export async function probeNode(
     ?.slice(4)
     .trim();
   const mounts = lines.filter((l) => l.startsWith('mount ')).map((l) => l.slice(6));
+  // Said as a sandbox's create says it: stderr's last line may be srun's own ("task 0: Exited").
   if (result.code === 40)
-    return { node, ok: false, detail: result.stderr.trim().slice(-200), missingImage: true };
+    return { node, ok: false, detail: `image ${image} does not exist on node ${node}`, missingImage: true };
   const problems: string[] = [];
   if (result.code !== 0)
     problems.push(

@@ -119,3 +119,30 @@ describe('slurm: notes for a person', () => {
     expect(backend.health.excludeArgs()).toEqual(['--exclude=node9']);
   });
 });
+
+describe("slurm: a node's probe with an image the node lacks", () => {
+  it('says the image does not exist on the node, whatever srun printed last', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'slurm-fake-'));
+    try {
+      await writeFile(join(dir, 'slurm.conf'), 'ClusterName=fake\n');
+      // The probe script's line, then srun's own exit line after it (the order is a race on a real node).
+      await writeFile(
+        join(dir, 'srun'),
+        '#!/bin/sh\necho "image img:gone is not on node node2" >&2\necho "srun: error: node2: task 0: Exited with exit code 40" >&2\nexit 40\n',
+      );
+      await chmod(join(dir, 'srun'), 0o755);
+      const { probeNode } = await import('../../../src/sandbox/slurm/slurm-operator.js');
+      const { SlurmClient } = await import('../../../src/sandbox/slurm/slurm-client.js');
+      const client = new SlurmClient({ conf: join(dir, 'slurm.conf'), path: `${dir}:/usr/bin:/bin` });
+      const probe = await probeNode(client, 'node2', 'img:gone', { job: '7', node: 'node2' });
+      expect(probe).toEqual({
+        node: 'node2',
+        ok: false,
+        missingImage: true,
+        detail: 'image img:gone does not exist on node node2',
+      });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
