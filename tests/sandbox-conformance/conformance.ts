@@ -267,6 +267,21 @@ export function describeSandboxConformance(target: ConformanceTarget): void {
         expect(r.durationMs).toBeGreaterThanOrEqual(0);
       });
 
+      it("answers the agent's fast commands (one long-lived channel) as a plain exec, one after another", async () => {
+        // A fresh sandbox: its first fast command opens the channel. Each answer must come
+        // well within its own timeout: a channel whose end markers are held back only ends a
+        // command at the host's deadline, timed out.
+        const fresh = await make();
+        for (const n of [3, 0, 5]) {
+          const r = await fresh.exec(`echo out${n}; echo err${n} >&2; exit ${n}`, {
+            fast: true,
+            timeoutMs: 5_000,
+          });
+          expect(r).toMatchObject({ exitCode: n, stdout: `out${n}\n`, stderr: `err${n}\n`, timedOut: false });
+        }
+        expect((await fresh.exec('pwd', { fast: true, timeoutMs: 5_000 })).stdout).toBe('/workspace\n');
+      }, 60_000);
+
       it('runs in the workspace, or in the folder asked for', async () => {
         expect((await sandbox.exec('pwd')).stdout.trim()).toBe('/workspace');
         expect((await sandbox.exec('pwd', { cwd: 'src' })).stdout.trim()).toBe('/workspace/src');

@@ -21,8 +21,8 @@ import { EXPORT_NONE, type SlurmClient } from './slurm-client.js';
 /** Runs "$@" and then writes the end record (token and exit code) as the last bytes of stderr. */
 const RECORD_WRAPPER = `t=$1; shift; "$@"; rc=$?; printf '\\036SHX %s %d\\036' "$t" "$rc" >&2; exit "$rc"`;
 /**
- * Bytes of stderr held back until the end: the record plus what srun itself writes after the
- * task ended (`srun: error: node1: task 0: Exited with exit code 3`).
+ * Most bytes of stderr held back at once: what might still turn out to be the record, or
+ * srun's own line about the exit (`srun: error: node1: task 0: Exited with exit code 3`).
  */
 const RECORD_MAX = 4096;
 /**
@@ -34,7 +34,36 @@ const SRUN_EXIT_LINE = /(^|\n)srun: error: [^\n]*: task \d+: (?:Exited with exit
 /** Exit code of a step that ended without its record: the sandbox (or its node) is gone. */
 export const LOST = -1;
 
-/** Passes stderr on, holding back its last bytes until the end, where the record is taken off. */
+const RECORD_START = '\x1eSHX ';
+const SRUN_LINE_START = 'srun: ';
+
+/** Where the part of `text` that might be the end (a record, srun's own line) starts; its length when none. */
+function heldFrom(text: string): number {
+  let from = text.length;
+  const record = text.indexOf(RECORD_START);
+  if (record >= 0) from = record;
+  // srun's line starts a line of its own.
+  const srun = text.startsWith(SRUN_LINE_START) ? 0 : text.indexOf(`\n${SRUN_LINE_START}`);
+  if (srun >= 0) from = Math.min(from, srun);
+  // A chunk may end partway into either.
+  for (const start of [RECORD_START, `\n${SRUN_LINE_START}`]) {
+    for (let k = Math.min(start.length - 1, text.length); k > 0; k--) {
+      if (text.endsWith(start.slice(0, k))) {
+        from = Math.min(from, text.length - k);
+        break;
+      }
+    }
+  }
+  return from;
+}
+
+/**
+ * Passes stderr on as it comes, holding back only what might be the end: from a record's
+ * start (`\x1eSHX `, or a prefix of it at the very end) or a line of srun's own, whichever
+ * comes first, at most `RECORD_MAX` bytes. Holding back a fixed tail instead starved a
+ * long-lived step: the command channel's per-command end markers sat in the tail until the
+ * host gave the command up (seen: an agent's first command on Slurm took 21 s, not 0.1 s).
+ */
 export class RecordFilter extends Writable {
   private held = Buffer.alloc(0);
   code: number | undefined;
@@ -48,9 +77,10 @@ export class RecordFilter extends Writable {
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
     this.held = Buffer.concat([this.held, chunk]);
-    if (this.held.length > RECORD_MAX) {
-      const pass = this.held.subarray(0, this.held.length - RECORD_MAX);
-      this.held = Buffer.from(this.held.subarray(this.held.length - RECORD_MAX));
+    const keep = Math.max(heldFrom(this.held.toString('latin1')), this.held.length - RECORD_MAX);
+    if (keep > 0) {
+      const pass = this.held.subarray(0, keep);
+      this.held = Buffer.from(this.held.subarray(keep));
       this.sink.write(pass);
     }
     callback();

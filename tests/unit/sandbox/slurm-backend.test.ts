@@ -51,6 +51,27 @@ describe('the end record of a step', () => {
     expect(await filtered([`keep me\n\x1eSHX abc123abc123 0\x1e`])).toEqual({ code: 0, text: 'keep me\n' });
   });
 
+  it("passes a long-lived step's bytes on as they come, holding back only what may be the record", async () => {
+    // The command channel: one step for many commands, each ended by a marker on stderr that
+    // the host waits for; a fixed held-back tail kept them until the host gave the command up.
+    const sink = new Collect();
+    const filter = new RecordFilter(sink, 'abc123abc123');
+    filter.write(Buffer.from('aGk=\0SHX 0123456789ab 0\0', 'latin1'));
+    await new Promise((r) => setImmediate(r));
+    expect(sink.text()).toBe('aGk=\0SHX 0123456789ab 0\0');
+    // A chunk that ends partway into the record, or into a line of srun's: that part waits.
+    filter.write(Buffer.from('more\x1eSH', 'latin1'));
+    await new Promise((r) => setImmediate(r));
+    expect(sink.text()).toBe('aGk=\0SHX 0123456789ab 0\0more');
+    filter.write(
+      Buffer.from('X abc123abc123 3\x1e\nsrun: error: node1: task 0: Exited with exit code 3\n', 'latin1'),
+    );
+    await new Promise((r) => setImmediate(r));
+    filter.finish();
+    expect(filter.code).toBe(3);
+    expect(sink.text()).toBe('aGk=\0SHX 0123456789ab 0\0more\n');
+  });
+
   it('without the record (a node lost mid-step, srun exiting 0) there is no exit code', async () => {
     expect(await filtered(['srun: error: Node failure on node1\n'])).toEqual({
       text: 'srun: error: Node failure on node1\n',
