@@ -4,6 +4,7 @@
  */
 import { UNSCORED_CATEGORIES, type TrialResult } from './types.js';
 import { formatDuration } from '../format.js';
+import type { PoolStats } from '../sandbox/pool/warm-pool.js';
 
 export interface EvalProgress {
   /** Trials finished, including those found on disk when resuming. */
@@ -29,6 +30,39 @@ export interface EvalProgress {
   engines?: EngineProgress[];
   /** On a cluster: trials whose sandbox waits in its queue, and the reason it gives most. */
   queued?: QueueProgress | undefined;
+  /** With `--pool`: the running trials' warm pools, summed (`poolTally`). */
+  pool?: PoolProgress | undefined;
+}
+
+export interface PoolProgress {
+  /** Started and waiting to be taken, over every running trial's pool. */
+  ready: number;
+  /** Sandboxes this eval took warm from a pool, and made cold because none waited. */
+  taken: number;
+  cold: number;
+}
+
+/**
+ * The warm pools of an eval's trials (one per trial run) as one count: what waits now in the
+ * pools of running trials, and what every trial took warm or had to make cold. `onChange`
+ * hears every change of either.
+ */
+export function poolTally(onChange: (pool: PoolProgress) => void) {
+  const runs = new Map<string, PoolStats>();
+  let shown = '';
+  return (run: string, stats: PoolStats): void => {
+    runs.set(run, stats);
+    const pool: PoolProgress = { ready: 0, taken: 0, cold: 0 };
+    for (const s of runs.values()) {
+      pool.ready += s.ready;
+      pool.taken += s.handedOut;
+      pool.cold += s.cold;
+    }
+    const key = `${pool.ready}|${pool.taken}|${pool.cold}`;
+    if (key === shown) return;
+    shown = key;
+    onChange(pool);
+  };
 }
 
 export interface QueueProgress {
@@ -125,19 +159,25 @@ function queuedPart(p: EvalProgress): string {
   return ` queued ${p.queued.count}${p.queued.reason ? ` (${p.queued.reason})` : ''}`;
 }
 
+/** `pool 3 warm (12 taken, 1 cold)`: what the warm pools hold and gave. */
+function poolPart(p: EvalProgress): string {
+  if (!p.pool) return '';
+  return ` pool ${p.pool.ready} warm (${p.pool.taken} taken, ${p.pool.cold} cold)`;
+}
+
 /** The single line redrawn on a terminal. */
 export function formatProgressLine(p: EvalProgress, barWidth = 20): string {
   // A queued trial is in flight too: `running` counts only those that are not waiting.
   const active = p.inFlight - (p.queued?.count ?? 0);
   const running = active > 0 ? ` running ${active}` : '';
-  return `${formatBar(p.done, p.total, barWidth)} ${p.done}/${p.total} ${counts(p)}${running}${queuedPart(p)}${engineLoads(p)} elapsed ${formatDuration(p.elapsedMs)} eta ${formatDuration(p.etaMs)}`;
+  return `${formatBar(p.done, p.total, barWidth)} ${p.done}/${p.total} ${counts(p)}${running}${queuedPart(p)}${poolPart(p)}${engineLoads(p)} elapsed ${formatDuration(p.elapsedMs)} eta ${formatDuration(p.etaMs)}`;
 }
 
 /** One log line per finished trial, for non-terminals. */
 export function formatProgressEvent(p: EvalProgress): string {
   const prefix = `[${p.done}/${p.total}]`;
   if (p.notice) return `${prefix} ${p.notice}`;
-  if (!p.last) return `${prefix} ${counts(p)}${p.resumed > 0 ? ` (${p.resumed} resumed)` : ''}`;
+  if (!p.last) return `${prefix} ${counts(p)}${p.resumed > 0 ? ` (${p.resumed} resumed)` : ''}${poolPart(p)}`;
   const r = p.last;
   const fleet = fleetOf(p);
   const where = fleet.length > 0 && r.engine ? ` on ${r.engine}` : '';
@@ -145,7 +185,7 @@ export function formatProgressEvent(p: EvalProgress): string {
     ? `, retried after infrastructure failure${r.firstTry?.engine && fleet.length > 0 ? ` on ${r.firstTry.engine}` : ''}`
     : '';
   const perEngine = fleet.length > 0 ? ` | ${fleet.map(formatEngineTally).join('; ')}` : '';
-  return `${prefix} ${r.taskId}#${r.trial} ${r.category}${where} (${r.turns} turns, ${formatDuration(r.durationMs)}${retried}) ${counts(p)} eta ${formatDuration(p.etaMs)}${perEngine}${notScoredReason(r)}`;
+  return `${prefix} ${r.taskId}#${r.trial} ${r.category}${where} (${r.turns} turns, ${formatDuration(r.durationMs)}${retried}) ${counts(p)} eta ${formatDuration(p.etaMs)}${poolPart(p)}${perEngine}${notScoredReason(r)}`;
 }
 
 /** Longest reason a progress line shows; the report and the run record keep more. */
@@ -169,6 +209,8 @@ export interface ProgressReporter {
   update(progress: EvalProgress): void;
   /** The cluster's queue changed (`queueTally`): shown with the last progress. */
   queue?(queued: QueueProgress): void;
+  /** The warm pools changed (`poolTally`): redrawn on a terminal, said with the next line in a log. */
+  pool?(pool: PoolProgress): void;
   /** Ends the redrawn line so later output starts on a fresh one. */
   finish(): void;
 }
@@ -185,8 +227,16 @@ export function createProgressReporter(
   const safe = options.safe ?? ((text: string) => text);
   let drawn = 0;
   let queued: QueueProgress | undefined;
+  let pool: PoolProgress | undefined;
   let last: EvalProgress | undefined;
   return {
+    pool(now) {
+      pool = now;
+      // A log line per pool change would drown the trials: a log shows it on the next line.
+      if (!last || !tty) return;
+      const { notice: _notice, last: _last, ...counts } = last;
+      this.update(counts);
+    },
     queue(now) {
       const before = queued;
       queued = now;
@@ -204,7 +254,7 @@ export function createProgressReporter(
       stream.write(`${safe(`[${last.done}/${last.total}] ${text}`)}\n`);
     },
     update(given) {
-      const progress = { ...given, queued };
+      const progress = { ...given, queued, ...(pool ? { pool } : {}) };
       last = progress;
       if (!tty) {
         stream.write(`${safe(formatProgressEvent(progress))}\n`);

@@ -9,6 +9,7 @@ import { runFix, type FixDeps, type FixResult, type KeepPolicy } from '../fix/ru
 import { categoryOf, PASSING_CATEGORY } from '../outcomes.js';
 import type { EventSink } from '../agent/events.js';
 import type { RunRecord } from '../runs/record.js';
+import type { PoolStats } from '../sandbox/pool/warm-pool.js';
 import { readFile } from 'node:fs/promises';
 import { parseStoredResults } from '../test-results/stored.js';
 import {
@@ -40,6 +41,8 @@ export interface FixTrialOptions {
   costLimitUsd?: number | undefined;
   /** Each trial's sandboxes come from a warm pool (`eval --pool`; docs/pool.md). */
   pool?: boolean | undefined;
+  /** With `pool`: every change of a trial's pool, by the trial's run id (for the progress line). */
+  onPool?: ((runId: string, stats: PoolStats) => void) | undefined;
 }
 
 export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
@@ -87,6 +90,9 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
           ...(spec.seedRun ? { seedRun: spec.seedRun } : {}),
           ...(spec.patchOnly ? { patchOnly: true } : {}),
           ...(options.pool ? { pool: true } : {}),
+          ...(options.pool && options.onPool
+            ? { onPool: (stats: PoolStats) => options.onPool?.(runId, stats) }
+            : {}),
         },
         deps,
       );

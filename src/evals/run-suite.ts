@@ -20,7 +20,7 @@ import { DEFAULT_RESOURCES } from '../sandbox/types.js';
 import { sandboxProvider, type SandboxProvider } from '../sandbox/backend-registry.js';
 import { fleetDeps, fleetPlacement, sharedBaselines, type EvalTask } from './engines.js';
 import { fixTrialRunner } from './fix-trial.js';
-import type { ProgressReporter } from './eval-progress.js';
+import { poolTally, type ProgressReporter } from './eval-progress.js';
 import { writeReports } from './report.js';
 import { readEvalLock, resumeSettings, type GivenSettings } from './eval-lock.js';
 import { runEval, SHARDS_DIR, type EvalRun } from './runner.js';
@@ -173,6 +173,8 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
   if (shard)
     say(`shard ${shardLabel(shard.shard)} (${shard.from}): its share of ${suite.tasks.length * n} trial(s)`);
   const reporter = deps.progress?.();
+  // Each trial's run has a pool of its own; the progress line shows them summed.
+  const onPool = options.pool && reporter?.pool ? poolTally((pool) => reporter.pool?.(pool)) : undefined;
   const runner = refusingRunner(
     refused,
     fixTrialRunner({
@@ -184,6 +186,7 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
       env: options.env,
       costLimitUsd: settings.costLimitUsd,
       ...(options.pool ? { pool: true } : {}),
+      ...(onPool ? { onPool } : {}),
       events: trialEvents(join(workDir, 'events.jsonl')),
     }),
     settled,

@@ -246,7 +246,10 @@ function sandboxPool(
   const catalogFile = catalogSandboxFile(catalog);
   return new SandboxPool(
     options.pool
-      ? new WarmPool(deps.backend, { capacity: poolCapacity(1, options.maxAttempts ?? 1) })
+      ? new WarmPool(deps.backend, {
+          capacity: poolCapacity(1, options.maxAttempts ?? 1),
+          ...(options.onPool ? { onChange: options.onPool } : {}),
+        })
       : deps.backend,
     (role) => ({
       // The agent's sandboxes come from the image with a git repository of the pristine tree.

@@ -29,6 +29,7 @@ import type { SandboxPool } from './sandboxes.js';
 import type { FailingBaselines } from './failing-baselines.js';
 import type { TestLayer } from './test-layers.js';
 import type { Fork } from '../sandbox/fork/fork.js';
+import type { PoolStats } from '../sandbox/pool/warm-pool.js';
 
 export type { KeepPolicy } from '../sandbox/types.js';
 
@@ -74,6 +75,8 @@ export interface FixOptions {
    * pristine and of the image the tag names now when taken, drained when the run ends.
    */
   pool?: boolean | undefined;
+  /** With `pool`: told every change of the pool's counts (an eval's progress line sums them). */
+  onPool?: ((stats: PoolStats) => void) | undefined;
   /** Review every verified attempt with an independent checker (also catalog `agent.review`). */
   review?: boolean;
   /** Where run records go; default `<repo>/.sandbox-harness/runs`. */

@@ -193,6 +193,31 @@ describe('eval end to end (real Docker, offline suite)', { timeout: 600_000 }, (
     expect(await dockerEngine().containers.list({ [LABEL.run]: failed.runId })).toEqual([]);
   });
 
+  it('--pool: the same outcomes, the progress counts what the warm pools gave, nothing of any pool is left', async () => {
+    const { suite, root } = await exampleWithSuite();
+    const text = await readFile(suite, 'utf8');
+    await writeFile(suite, text.slice(0, text.indexOf('  - id: flaky-fix')));
+    const out = join(root, 'out-pool');
+    const r = await runCli(['eval', suite, '-n', '1', '--concurrency', '2', '--pool', '--out', out], {
+      cwd: root,
+    });
+    expect(r.code, r.stderr).toBe(0);
+    const results = (await readResults(out)).sort((a, b) => a.taskId.localeCompare(b.taskId));
+    expect(results.map((x) => [x.taskId, x.category])).toEqual([
+      ['fixes-threshold', 'ready-for-review'],
+      ['gives-up', 'no-changes'],
+    ]);
+    // A log line per finished trial, with the pools summed: sandboxes were taken warm.
+    const taken = [...r.stderr.matchAll(/ pool \d+ warm \((\d+) taken, \d+ cold\)/g)].map((m) =>
+      Number(m[1]),
+    );
+    expect(taken.length, r.stderr).toBeGreaterThan(0);
+    expect(Math.max(...taken)).toBeGreaterThan(0);
+    // Drained at the end of each trial: no container of either run, pooled or not.
+    for (const x of results)
+      expect(await dockerEngine().containers.list({ [LABEL.run]: x.runId })).toEqual([]);
+  });
+
   it('killed part-way, --resume completes without re-running finished trials', async () => {
     const { suite, root } = await exampleWithSuite();
     const text = await readFile(suite, 'utf8');

@@ -5,6 +5,7 @@ import {
   formatBar,
   formatProgressEvent,
   formatProgressLine,
+  poolTally,
   queueTally,
   type EvalProgress,
 } from '../../../src/evals/eval-progress.js';
@@ -272,5 +273,50 @@ describe("a cluster's queue in the progress", () => {
       '[3/10] queued 2: ReqNodeNotAvail, UnavailableNodes:node2\n',
       '[3/10] no trial waits in the queue\n',
     ]);
+  });
+});
+
+describe('the warm pools in the progress (eval --pool)', () => {
+  const stats = (ready: number, handedOut: number, cold: number) => ({
+    ready,
+    starting: 0,
+    handedOut,
+    cold,
+    discarded: 0,
+  });
+
+  it("sums every trial's pool, each by its latest counts, and says only a change", () => {
+    const seen: unknown[] = [];
+    const tally = poolTally((p) => seen.push(p));
+    tally('a-t0', stats(2, 0, 0));
+    tally('a-t1', stats(1, 0, 1));
+    tally('a-t0', stats(1, 1, 0));
+    tally('a-t0', stats(1, 1, 0));
+    // A drained pool holds nothing, but what it gave stays counted.
+    tally('a-t0', stats(0, 2, 0));
+    expect(seen).toEqual([
+      { ready: 2, taken: 0, cold: 0 },
+      { ready: 3, taken: 0, cold: 1 },
+      { ready: 2, taken: 1, cold: 1 },
+      { ready: 1, taken: 2, cold: 1 },
+    ]);
+  });
+
+  it('is on the redrawn line at once, and on the next trial line of a log', () => {
+    const tty: string[] = [];
+    const onTty = createProgressReporter({ write: (c: string) => tty.push(c), isTTY: true });
+    onTty.update(progress());
+    onTty.pool?.({ ready: 3, taken: 4, cold: 1 });
+    expect(tty.at(-1)).toContain(' pool 3 warm (4 taken, 1 cold)');
+
+    const log: string[] = [];
+    const onLog = createProgressReporter({ write: (c: string) => log.push(c), isTTY: false });
+    onLog.update(progress());
+    log.length = 0;
+    onLog.pool?.({ ready: 2, taken: 1, cold: 0 });
+    expect(log).toEqual([]);
+    onLog.update(progress({ done: 4, last: result({ taskId: 'x', trial: 0 }, 'ready-for-review') }));
+    expect(log.at(-1)).toContain(' pool 2 warm (1 taken, 0 cold)');
+    expect(formatProgressLine(progress(), 10)).not.toContain('pool');
   });
 });
