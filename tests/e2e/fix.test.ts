@@ -297,9 +297,21 @@ describe('fix end to end (real Docker, replayed model)', { timeout: 300_000 }, (
     const runsDir = join(copy.repo, '.sandbox-harness', 'runs');
     const runId = await waitForFirstModelCall(runsDir);
     // The second press comes while the first one's clean-up (killing the command, stopping
-    // containers: several daemon round trips) is still under way.
+    // containers: several daemon round trips) is still under way, and only once the first was
+    // heard: two SIGINTs sent 5 ms apart to a process the loaded host has not scheduled yet
+    // are one pending signal to the kernel (seen in a CI-like run: no "second interrupt").
+    const heard = new Promise<void>((resolve) => {
+      let said = '';
+      const listen = (chunk: Buffer) => {
+        said += chunk.toString();
+        if (!said.includes('stopping (press Ctrl-C again')) return;
+        child.stderr?.off('data', listen);
+        resolve();
+      };
+      child.stderr?.on('data', listen);
+    });
     child.kill('SIGINT');
-    await new Promise((r) => setTimeout(r, 5));
+    await heard;
     const second = Date.now();
     child.kill('SIGINT');
     const result = await done;
