@@ -20,6 +20,18 @@ afterEach(async () => {
   for (const root of roots.splice(0)) await rm(root, { recursive: true, force: true });
 });
 
+/** The one trial these tests run: the example's ticket, replayed. */
+function specOf(catalog: string, agent?: string): TrialSpec {
+  return {
+    taskId: 't',
+    trial: 0,
+    catalog,
+    ticket: 'OPS-412',
+    provider: 'replay',
+    ...(agent ? { agent } : {}),
+  };
+}
+
 async function trial(agent: string | undefined, everyTrial?: string) {
   const example = await memoryExample();
   roots.push(example.root);
@@ -30,15 +42,10 @@ async function trial(agent: string | undefined, everyTrial?: string) {
     env: example.env,
     ...(everyTrial ? { agent: everyTrial } : {}),
   });
-  const spec: TrialSpec = {
-    taskId: 't',
-    trial: 0,
-    catalog: example.catalog,
-    ticket: 'OPS-412',
-    provider: 'replay',
-    ...(agent ? { agent } : {}),
-  };
-  const result = await run(spec, { signal: new AbortController().signal, engine: 'local' });
+  const result = await run(specOf(example.catalog, agent), {
+    signal: new AbortController().signal,
+    engine: 'local',
+  });
   return { result, outDir: path.join(example.root, 'out') };
 }
 
@@ -105,14 +112,10 @@ describe('a trial ended by a lost node', () => {
       })(),
       env: example.env,
     });
-    const spec: TrialSpec = {
-      taskId: 't',
-      trial: 0,
-      catalog: example.catalog,
-      ticket: 'OPS-412',
-      provider: 'replay',
-    };
-    const result = await run(spec, { signal: new AbortController().signal, engine: 'slurm' });
+    const result = await run(specOf(example.catalog), {
+      signal: new AbortController().signal,
+      engine: 'slurm',
+    });
     expect(result.category, result.error).toBe('infrastructure');
     expect(result.error).toMatch(/node7 was lost/);
     expect(result.engine).toBe('node7');
