@@ -60,7 +60,8 @@ export class SandboxUnavailable extends HarnessError {
  */
 export class NodeFailure extends SandboxUnavailable {
   constructor(
-    readonly node: string,
+    /** Undefined when the cluster's name for it was not fit to keep (see the backend's check). */
+    readonly node: string | undefined,
     message: string,
     options?: HarnessErrorOptions,
   ) {

@@ -108,7 +108,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
             : 'error';
       return {
         ...base,
-        engine: error instanceof NodeFailure ? error.node : context.engine,
+        engine: (error instanceof NodeFailure ? error.node : undefined) ?? context.engine,
         outcome: 'failed',
         category,
         turns: 0,
@@ -135,6 +135,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
       }
     }
     const finishedAt = new Date();
+    const where = placedOn(record, result.error);
     return {
       ...base,
       outcome: category === PASSING_CATEGORY ? 'passed' : 'failed',
@@ -155,7 +156,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
       provider: record.provider.name,
       model: record.provider.model,
       containerIds: record.containers.map((c) => c.id),
-      ...(placedOn(record, result.error) ? { engine: placedOn(record, result.error) } : {}),
+      ...(where ? { engine: where } : {}),
       ...(record.runtime ? { runtime: record.runtime } : {}),
       ...(record.agent ? { agent: record.agent } : {}),
       ...reviewFacts(record),
@@ -230,7 +231,7 @@ function reviewFacts(record: FixResult['record']): { verified: boolean; approved
  * retry and the per-engine tally blame the machine that failed.
  */
 function placedOn(record: RunRecord, error: HarnessError | undefined): string | undefined {
-  if (error instanceof NodeFailure) return error.node;
+  if (error instanceof NodeFailure && error.node) return error.node;
   const attempts = record.attempts.flatMap((a) => a.containers).filter((c) => c.role.startsWith('attempt-'));
   return attempts.at(-1)?.engine ?? record.engine;
 }

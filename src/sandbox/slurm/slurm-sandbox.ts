@@ -57,7 +57,7 @@ import { NodeImages } from './node-images.js';
 import { RunJobs } from './run-jobs.js';
 import { nodeStep, type StepPlace } from './node-step.js';
 import { EXPORT_NONE, jobState, SlurmClient, type SlurmSettings } from './slurm-client.js';
-import { SrunTransport, type SandboxAddress } from './srun-transport.js';
+import { nodeName, SrunTransport, type SandboxAddress } from './srun-transport.js';
 
 const USER = `${SANDBOX_UID}:${SANDBOX_GID}`;
 const ROOT = '0:0';
@@ -80,9 +80,6 @@ export interface SlurmBackendOptions extends SlurmSettings {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-/** A node name fit for a record's engine field; the cluster's word, checked before it is kept. */
-const NODE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
-
 export class SlurmSandbox extends PosixSandbox {
   private disposed = false;
 
@@ -97,7 +94,7 @@ export class SlurmSandbox extends PosixSandbox {
 
   /** Its node, named in run records and eval results where a local sandbox names its engine. */
   get where(): string | undefined {
-    return NODE_NAME.test(this.address.node) ? this.address.node : undefined;
+    return nodeName(this.address.node);
   }
 
   constructor(
@@ -300,7 +297,7 @@ export class SlurmBackend implements SandboxBackend {
       }
       if (made.code !== 0 || made.stdout.toString().trim() !== 'ready') {
         throw new NodeFailure(
-          node,
+          nodeName(node),
           `could not start the sandbox container on node ${node} (step exit ${made.code}): ${made.stderr.trim().slice(-500)}`,
         );
       }

@@ -107,6 +107,14 @@ export interface SandboxAddress {
   container: string;
 }
 
+/** A node name fit for a record's engine field; the cluster's word, checked before it is kept. */
+const NODE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
+
+/** `node` when it is fit to be kept (a record's engine, an error's node), else undefined. */
+export function nodeName(node: string): string | undefined {
+  return NODE_NAME.test(node) ? node : undefined;
+}
+
 /** The srun arguments that put a step on the sandbox's node, inside its job. */
 export function stepArgs(address: Pick<SandboxAddress, 'job' | 'node'>): string[] {
   return [
@@ -145,7 +153,7 @@ export class SrunTransport implements Transport {
    */
   lostError(): NodeFailure {
     return new NodeFailure(
-      this.address.node,
+      nodeName(this.address.node),
       `the sandbox's node ${this.address.node} was lost (Slurm job ${this.address.job}); nothing more is run or read in it`,
       {
         hint: 'The node is left out until Slurm says it answers again and its containers of this tool are removed.',

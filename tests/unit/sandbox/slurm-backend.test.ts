@@ -167,3 +167,13 @@ describe("slurm: a node's probe with an image the node lacks", () => {
     }
   });
 });
+
+describe("slurm: a node's name as the cluster gives it", () => {
+  it('is kept (in a record, an error, an eval result) only when it is a plain host name', async () => {
+    const { nodeName } = await import('../../../src/sandbox/slurm/srun-transport.js');
+    expect(nodeName('node1')).toBe('node1');
+    expect(nodeName('gpu-a.rack_2')).toBe('gpu-a.rack_2');
+    for (const bad of ['\x1b[31mnode1', 'node1\nnode2', '', '-n', 'a'.repeat(64), '../x'])
+      expect(nodeName(bad)).toBeUndefined();
+  });
+});
