@@ -10,6 +10,7 @@ import { findCatalogIfAny } from '../catalog/discover.js';
 import { loadCatalog } from '../catalog/load.js';
 import { HarnessError, UsageError } from '../errors.js';
 import { runsDirFor, type RunRecord, type StoredRun } from '../runs/record.js';
+import { attemptOfContainer } from '../runs/attempt-roles.js';
 import {
   connectEngine,
   describeStoredEngine,
@@ -103,12 +104,13 @@ export async function backendOfRun(
 
 /** The kept attempt sandbox of a run: of attempt `attempt` when given, else of the last attempt that kept one. */
 export function keptAttemptSandbox(run: StoredRun, attempt: number | undefined): AttachRequest {
-  const kept = run.record.containers.filter((c) => c.kept && /^attempt-\d+$/.test(c.role));
+  const all = run.record.containers;
+  const kept = all.filter((c) => c.kept && attemptOfContainer(c, all) !== undefined);
   let container;
   if (attempt !== undefined) {
-    container = kept.find((c) => c.role === `attempt-${attempt}`);
+    container = kept.find((c) => attemptOfContainer(c, all) === attempt);
     if (!container) {
-      const have = kept.map((c) => c.role.replace('attempt-', '')).join(', ') || 'none';
+      const have = kept.map((c) => attemptOfContainer(c, all)).join(', ') || 'none';
       throw new UsageError(
         `run ${run.record.id} kept no sandbox of attempt ${attempt} (kept attempts: ${have})`,
       );

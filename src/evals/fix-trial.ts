@@ -233,5 +233,6 @@ function reviewFacts(record: FixResult['record']): { verified: boolean; approved
 function placedOn(record: RunRecord, error: HarnessError | undefined): string | undefined {
   if (error instanceof NodeFailure && error.node) return error.node;
   const attempts = record.attempts.flatMap((a) => a.containers).filter((c) => c.role.startsWith('attempt-'));
-  return attempts.at(-1)?.engine ?? record.engine;
+  // A replayed patch's attempt has no sandbox of its own: its first is its verification's.
+  return (attempts.at(-1) ?? record.attempts.at(-1)?.containers[0])?.engine ?? record.engine;
 }

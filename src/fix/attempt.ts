@@ -94,6 +94,32 @@ interface Attempt {
   box: Sandbox;
   /** The agent's own signal (the first attempt's also stops when the baseline settles). */
   signal: AbortSignal;
+  /**
+   * The attempt's sandbox is its verification's too (`patchIntoVerification`): the change is
+   * tested where it was written, once that sandbox is proven to hold exactly the change.
+   */
+  verifiesInPlace?: boolean;
+}
+
+/**
+ * Whether the attempt writes its change straight into its verification sandbox: only for a
+ * patch the harness replays (an oracle's gold patch, a predictions file's), where no agent
+ * runs and the only writes are the harness's own, file by file. Such a trial then makes one
+ * sandbox instead of two. The tests still only run where the change scan, read after the
+ * freeze, is exactly the gated change (else a fresh sandbox is made, as for any agent), so
+ * verification stays pristine plus the diff. Never with a CLI agent, steps, review, parallel
+ * lanes, or a continued run (their sandboxes hold more than a patch's writes).
+ */
+export function patchIntoVerification(run: Run): boolean {
+  return (
+    run.options.patchOnly === true &&
+    !run.agent.cli &&
+    !run.steps &&
+    !run.checker &&
+    !run.continuation &&
+    !run.fork &&
+    !run.laneProviders
+  );
 }
 
 /** The verdict of an attempt that ended with an error, on its way up. */
@@ -147,17 +173,18 @@ export async function runAttempt(
   /** Set once the agent's loop is over: a sandbox that dies after it is the attempt's to answer for. */
   const loop = { ended: false };
   try {
-    const box = await openAttemptSandbox(run, plan, n);
+    const verifiesInPlace = patchIntoVerification(run);
+    const box = await openAttemptSandbox(run, plan, n, verifiesInPlace);
     if (ready) await untilReady(ready, signal);
     // Steps make each step's verification sandbox ahead themselves.
-    if (!plan.steps) run.sandboxes.makeAhead(`verify-${n}`);
+    if (!plan.steps && !verifiesInPlace) run.sandboxes.makeAhead(`verify-${n}`);
     const continued = run.continuation;
     // The first round starts from the earlier change: replayed, unless the sandbox is its fork.
     if (continued && inFirstRound(run, n)) {
       run.sandboxes.touched(box);
       if (!run.fork) await replayEarlierChange(box, continued, signal);
     }
-    return await finish(await attemptSteps({ run, plan, n, box, signal }, feedback, loop));
+    return await finish(await attemptSteps({ run, plan, n, box, signal, verifiesInPlace }, feedback, loop));
   } catch (error) {
     const ending = await endingOfError(run, error, loop.ended);
     if (ending) return await finish(ending);
@@ -227,16 +254,28 @@ function taskSteps(
 const SANDBOX_DIED_NOTICE =
   'Your sandbox stopped during the attempt (every process in it died); what you had changed until then was checked. ';
 
-/** The attempt's sandbox (the agent's), on the record before anything runs in it. */
-async function openAttemptSandbox(run: Run, plan: AttemptPlan, n: number): Promise<Sandbox> {
-  const box = await run.sandboxes.create(`attempt-${n}`, { hidden: plan.heldOut });
+/**
+ * The attempt's sandbox (the agent's), on the record before anything runs in it. When the
+ * attempt verifies in place, it is the verification's sandbox (from the pristine image, the
+ * held-out tests in it), under that role.
+ */
+async function openAttemptSandbox(
+  run: Run,
+  plan: AttemptPlan,
+  n: number,
+  verifiesInPlace: boolean,
+): Promise<Sandbox> {
+  const role = verifiesInPlace ? `verify-${n}` : `attempt-${n}`;
+  const box = verifiesInPlace
+    ? await run.sandboxes.create(role)
+    : await run.sandboxes.create(role, { hidden: plan.heldOut });
   // Kept after a failure only once the agent (or a continued run's change) used it.
-  run.sandboxes.untilTouched(box);
+  if (!verifiesInPlace) run.sandboxes.untilTouched(box);
   run.journal.append({
     kind: 'sandbox',
     attempt: n,
     container: {
-      role: `attempt-${n}`,
+      role,
       id: box.id,
       kept: false,
       engine: box.where ?? run.deps.backend.engine,
@@ -482,7 +521,7 @@ async function verifyStep(
  * the record: the test output, the per-test results, the `verify` event with the reward.
  */
 async function verifyAndRecord(
-  { run, plan, n }: Attempt,
+  { run, plan, n, box, verifiesInPlace }: Attempt,
   changeSet: ChangeSet,
   step?: PlannedStep,
 ): Promise<Verification> {
@@ -495,6 +534,7 @@ async function verifyAndRecord(
     step?.layers ?? plan.layers,
     plan.heldOut,
     step ? { role: stepVerifyRole(n, step.index), testSec: step.testSec } : undefined,
+    verifiesInPlace ? box : undefined,
   );
   const tests = verification.tests;
   const prefix = step ? `step-${step.index}-` : '';

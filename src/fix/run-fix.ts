@@ -44,7 +44,7 @@ import { RunDir, runsDirFor, type ContainerRecord, type RunRecord } from '../run
 import { RunJournal } from '../runs/journal.js';
 import { harnessVersion } from '../version.js';
 import { formatUsd } from '../format.js';
-import { runAttempt, type AttemptPlan, type AttemptResult } from './attempt.js';
+import { patchIntoVerification, runAttempt, type AttemptPlan, type AttemptResult } from './attempt.js';
 import { baselineKey, runBaseline, testCommandError } from './baseline.js';
 import type { BaselineResult } from './baseline-cache.js';
 import type { Ending, FixDeps, FixOptions, FixResult, Prepared, Run } from './types.js';
@@ -275,8 +275,10 @@ async function fixTicket(run: Run): Promise<Ending> {
   const image = await resolveImage(run);
   await forkKeptSandbox(run);
   // Without held-out tests the first attempt's sandbox needs the image alone: it starts
-  // while the attempts are planned (the pristine tree read is as slow as a start-up).
-  if (run.catalog.catalog.agent.heldOutTests.length === 0) {
+  // while the attempts are planned (the pristine tree read is as slow as a start-up). A
+  // replayed patch is written into its verification sandbox, which never needs more.
+  if (patchIntoVerification(run)) run.sandboxes.makeAhead(`verify-${firstAttempt(run)}`);
+  else if (run.catalog.catalog.agent.heldOutTests.length === 0) {
     await prepareWorkspaceGit(run, image, []);
     await layerCliAgent(run, image);
     run.sandboxes.makeAhead(`attempt-${firstAttempt(run)}`, { hidden: [] });
@@ -353,7 +355,8 @@ async function planAttempts(run: Run, image: RepoImage): Promise<AttemptPlan> {
   const tree = await run.deps.backend.workspaceTree(image.tag, { signal: run.signal });
   const heldOut = heldOutPaths(tree, agent.heldOutTests);
   if (heldOut.length > 0) run.journal.append({ kind: 'held_out', paths: heldOut.slice(0, 200) });
-  if (agent.heldOutTests.length > 0) {
+  // A replayed patch needs neither git nor an agent's layer: it never runs in an attempt's image.
+  if (agent.heldOutTests.length > 0 && !patchIntoVerification(run)) {
     await prepareWorkspaceGit(run, image, heldOut);
     await layerCliAgent(run, image);
   }

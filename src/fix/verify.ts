@@ -119,16 +119,28 @@ export async function verifyChange(
   heldOut: readonly string[],
   /** A step's verification (catalog `agent.steps`): its sandbox's role (its verifier files) and its time. */
   step?: { role: string; testSec: number },
+  /**
+   * The sandbox the change was written into by the harness itself, from the pristine image
+   * (`patchIntoVerification`): the tests run there when its own scan is exactly the change,
+   * else in a fresh sandbox as always.
+   */
+  inPlace?: Sandbox,
 ): Promise<Verification> {
   const role = step?.role ?? `verify-${n}`;
-  const box = await run.sandboxes.create(role);
-  run.journal.append({
-    kind: 'sandbox',
-    attempt: n,
-    container: { role, id: box.id, kept: false, engine: box.where ?? run.deps.backend.engine },
-  });
-  await writeAllowed(box, changeSet, run.signal);
-  const report = await checkInvariant(box, changeSet, tree, run.signal);
+  let box = inPlace;
+  let report = inPlace ? await checkInvariant(inPlace, changeSet, tree, run.signal) : undefined;
+  // Something more changed where the harness wrote the change (a path the change set leaves
+  // out as build output): verified in a fresh sandbox instead, as any agent's change is.
+  if (!box || !report || report.differences.length > 0) {
+    box = await run.sandboxes.create(role);
+    run.journal.append({
+      kind: 'sandbox',
+      attempt: n,
+      container: { role, id: box.id, kept: false, engine: box.where ?? run.deps.backend.engine },
+    });
+    await writeAllowed(box, changeSet, run.signal);
+    report = await checkInvariant(box, changeSet, tree, run.signal);
+  }
   if (report.differences.length > 0) {
     const file = `attempts/${n}/${step ? `${role}-` : ''}verification-mismatch.json`;
     await run.dir.writeFile(file, `${JSON.stringify(report, null, 2)}\n`);

@@ -60,6 +60,12 @@ describe('instances end to end (real Docker, two local repos)', { timeout: 900_0
     for (const t of await results(out)) {
       expect(t.category).toBe('ready-for-review');
       expect(t.tests).toMatchObject({ verdict: 'resolved', failing: [] });
+      // The gold patch went straight into its verification sandbox: no attempt sandbox.
+      const record = JSON.parse(await readFile(join(out, 'runs', t.runId!, 'run.json'), 'utf8'));
+      const roles = (record.containers as { role: string }[])
+        .map((c) => c.role)
+        .filter((r) => r !== 'baseline');
+      expect(roles).toEqual(['verify-1']);
     }
     expect([
       treeHash(join(repos.clones, 'acme__fees'), /^$/),

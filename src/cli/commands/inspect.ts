@@ -5,6 +5,7 @@ import { Command } from '@commander-js/extra-typings';
 import { HarnessError, UsageError } from '../../errors.js';
 import { costKnown, formatCost, formatDuration, formatUsd } from '../../format.js';
 import type { AttemptRecord, RunRecord, StoredRun } from '../../runs/record.js';
+import { attemptOfContainer } from '../../runs/attempt-roles.js';
 import type { SandboxBackend } from '../../sandbox/types.js';
 import type { byAttention as ByAttention, StoredResults } from '../../test-results/stored.js';
 import { print, printJson, type CliContext } from '../cli-context.js';
@@ -155,8 +156,9 @@ export async function inspectCommand(ctx: CliContext, ref: string, options: Insp
       `  ${c.role.padEnd(12)} ${c.id.slice(0, 12)}  ${c.exists ? c.status : removedStatus(c.status)}`,
     );
   // Only a container that is still there can take a shell or a test run.
-  for (const c of containers.filter((k) => k.exists && /^attempt-\d+$/.test(k.role))) {
-    const n = c.role.slice('attempt-'.length);
+  for (const c of containers.filter((k) => k.exists)) {
+    const n = attemptOfContainer(c, record.containers);
+    if (n === undefined) continue;
     lines.push(
       `  attempt ${n}: sandbox-harness shell ${record.id} --attempt ${n}    sandbox-harness rerun-tests ${record.id} --attempt ${n}`,
     );

@@ -359,6 +359,45 @@ describe('runFix with fakes', () => {
     expect(result.outcome).toBe('ready-for-review');
   }, 20_000);
 
+  it('a patch-only trial writes its change into its verification sandbox and is tested there: one sandbox, not two', async () => {
+    const h = await harness();
+    const result = await runFix(h.options({ patchOnly: true, apply: false }), h.deps(scripted(fixingTurns)));
+    expect(result.outcome).toBe('ready-for-review');
+    // No attempt sandbox: the verification's (pristine image, made ahead) took the writes.
+    expect(h.created.map((c) => c.spec.role).sort()).toEqual(['baseline', 'verify-1']);
+    const verify = h.created.find((c) => c.spec.role === 'verify-1')!;
+    expect(verify.spec.image).toBe('memory:repo');
+    expect(verify.spec.hidden ?? []).toEqual([]);
+    expect(verify.sandbox.commands).toContain('npm test');
+    expect(verify.sandbox.text('src/shipping.ts')).toContain('= 39;');
+    expect(result.record.containers.map((c) => c.role).sort()).toEqual(['baseline', 'verify-1']);
+    // The same agent run in its own sandbox: an attempt's and a fresh verification's.
+    const agent = await harness();
+    await runFix(agent.options({ apply: false }), agent.deps(scripted(fixingTurns)));
+    expect(agent.created.map((c) => c.spec.role).sort()).toEqual(['attempt-1', 'baseline', 'verify-1']);
+  });
+
+  it('a patch-only trial whose sandbox holds more than its change set is tested in a fresh sandbox with the change set alone', async () => {
+    const h = await harness();
+    await h.catalog((yaml) => yaml.replace('    - src/shipping.ts', '    - src/**'));
+    // Build output the change set leaves out (tsc's *.tsbuildinfo), written beside the fix.
+    const buildOutput = toolUse('b1', 'write_file', { path: 'src/app.tsbuildinfo', content: '{}' });
+    const result = await runFix(
+      h.options({ patchOnly: true, apply: false }),
+      h.deps(scripted([{ content: [FIX_EDIT, buildOutput] }, { content: [text('fixed')] }])),
+    );
+    expect(result.outcome).toBe('ready-for-review');
+    const verifies = h.created.filter((c) => c.spec.role === 'verify-1');
+    expect(verifies).toHaveLength(2);
+    const [written, fresh] = verifies;
+    // The tests never ran where the change set is not all there is.
+    expect(written!.sandbox.commands).not.toContain('npm test');
+    expect(written!.sandbox.text('src/app.tsbuildinfo')).toBe('{}');
+    expect(fresh!.sandbox.commands).toContain('npm test');
+    expect(fresh!.sandbox.text('src/app.tsbuildinfo')).toBeUndefined();
+    expect(fresh!.sandbox.text('src/shipping.ts')).toContain('= 39;');
+  });
+
   it('a baseline that ran the tests and found them failing is remembered; a passing or broken one is not', async () => {
     const failingRun = await harness();
     const failing = memoryFailingBaselines();
