@@ -6,7 +6,7 @@
  * overlay2 engine, the change list read from the container's writable layer.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { posix } from 'node:path';
+import { join, posix } from 'node:path';
 import {
   DiskBudgetExceeded,
   errorMessage,
@@ -23,6 +23,8 @@ import { GIT_INIT_SCRIPT, HIDE_SCRIPT, START_MARKER } from '../posix/scripts.js'
 import type { ParsedScan } from '../posix/scan.js';
 import type { ProcessSpec, StartedProcess, Transport } from '../posix/transport.js';
 import { readTarTree } from '../tar.js';
+import { fileTreeCache, type TreeCache } from '../tree-cache.js';
+import { cacheDir } from '../../image-context/cache-dir.js';
 import { injectedFiles } from '../container/injected-files.js';
 import {
   DEFAULT_RESOURCES,
@@ -541,8 +543,29 @@ export class DockerBackend implements SandboxBackend {
     return pending;
   }
 
-  /** The engine's own archive of /workspace from a container that is never started. */
+  /**
+   * Where trees read before are remembered, by engine and image id (`sandbox/tree-cache.ts`);
+   * the user's cache folder unless set.
+   */
+  treeCache: TreeCache | undefined;
+
+  /**
+   * The tree of the image `image` names now: remembered by its id, else read from a container
+   * made from that very id (a tag moved meanwhile cannot mix two images' trees).
+   */
   private async readTree(image: string): Promise<WorkspaceTree> {
+    const imageId = await this.imageId(image).catch(() => undefined);
+    if (!imageId) return this.readTreeOf(image);
+    this.treeCache ??= fileTreeCache(join(cacheDir(), 'trees'));
+    const known = await this.treeCache.get(this.engine, imageId).catch(() => undefined);
+    if (known) return known;
+    const tree = await this.readTreeOf(imageId);
+    await this.treeCache.put(this.engine, imageId, tree).catch(() => undefined);
+    return tree;
+  }
+
+  /** The engine's own archive of /workspace from a container that is never started. */
+  private async readTreeOf(image: string): Promise<WorkspaceTree> {
     const engine = this.dockerEngineRef;
     const id = await engine.containers.create(
       hardenedContainer({
