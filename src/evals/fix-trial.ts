@@ -9,7 +9,7 @@ import { runFix, type FixDeps, type FixResult, type KeepPolicy } from '../fix/ru
 import { categoryOf, PASSING_CATEGORY } from '../outcomes.js';
 import type { EventSink } from '../agent/events.js';
 import type { RunRecord } from '../runs/record.js';
-import type { PoolStats } from '../sandbox/pool/warm-pool.js';
+import type { TrialPools } from './trial-pools.js';
 import { readFile } from 'node:fs/promises';
 import { parseStoredResults } from '../test-results/stored.js';
 import {
@@ -39,16 +39,26 @@ export interface FixTrialOptions {
   events?: ((spec: TrialSpec) => EventSink | undefined) | undefined;
   /** Each trial stops once its model calls cost this many US dollars (`eval --cost-limit`). */
   costLimitUsd?: number | undefined;
-  /** Each trial's sandboxes come from a warm pool (`eval --pool`; docs/pool.md). */
-  pool?: boolean | undefined;
-  /** With `pool`: every change of a trial's pool, by the trial's run id (for the progress line). */
-  onPool?: ((runId: string, stats: PoolStats) => void) | undefined;
+  /**
+   * Trials take their sandboxes from the eval's warm pool, which warms each trial's first
+   * sandbox while the trial before it runs (`eval --pool`; docs/pool.md, `trial-pools.ts`).
+   */
+  pools?: TrialPools | undefined;
 }
 
 export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
+  /** Tries of each trial so far (a retry after an infrastructure failure is the second). */
+  const tries = new Map<string, number>();
   return async (spec, context) => {
-    // To the millisecond: a retry that follows a quick failure must not reuse its run folder.
-    const runId = `${spec.taskId}-t${spec.trial}-${new Date().toISOString().replace(/[-:.]/g, '').slice(0, 18)}`;
+    const tryKey = `${spec.taskId}\0${spec.trial}`;
+    const attempt = tries.get(tryKey) ?? 0;
+    tries.set(tryKey, attempt + 1);
+    const { pools } = options;
+    // With a pool, fixed by the eval's start (the next trial's sandbox is warmed under it);
+    // else to the millisecond. Either way a retry never reuses its first try's run folder.
+    const runId = pools
+      ? pools.runIdOf(spec.taskId, spec.trial, attempt)
+      : `${spec.taskId}-t${spec.trial}-${new Date().toISOString().replace(/[-:.]/g, '').slice(0, 18)}`;
     let startedAt = new Date();
     const base = {
       taskId: spec.taskId,
@@ -65,6 +75,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
         base.startedAt = startedAt.toISOString();
       } else deps = options.deps;
       const events = options.events?.(spec);
+      pools?.start(runId);
       result = await runFix(
         {
           ticket: spec.ticket,
@@ -89,10 +100,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
           costLimitUsd: options.costLimitUsd,
           ...(spec.seedRun ? { seedRun: spec.seedRun } : {}),
           ...(spec.patchOnly ? { patchOnly: true } : {}),
-          ...(options.pool ? { pool: true } : {}),
-          ...(options.pool && options.onPool
-            ? { onPool: (stats: PoolStats) => options.onPool?.(runId, stats) }
-            : {}),
+          ...(pools ? { sharedPool: pools.poolFor(context.engine, deps.backend) } : {}),
         },
         deps,
       );

@@ -21,6 +21,8 @@ import { sandboxProvider, type SandboxProvider } from '../sandbox/backend-regist
 import { fleetDeps, fleetPlacement, sharedBaselines, type EvalTask } from './engines.js';
 import { fixTrialRunner } from './fix-trial.js';
 import { poolTally, type ProgressReporter } from './eval-progress.js';
+import { TrialPools } from './trial-pools.js';
+import { poolCapacity } from '../sandbox/pool/warm-pool.js';
 import { writeReports } from './report.js';
 import { readEvalLock, resumeSettings, type GivenSettings } from './eval-lock.js';
 import { runEval, SHARDS_DIR, type EvalRun } from './runner.js';
@@ -173,8 +175,17 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
   if (shard)
     say(`shard ${shardLabel(shard.shard)} (${shard.from}): its share of ${suite.tasks.length * n} trial(s)`);
   const reporter = deps.progress?.();
-  // Each trial's run has a pool of its own; the progress line shows them summed.
+  const concurrency = options.concurrency ?? suite.defaults.concurrency ?? availableParallelism();
+  // One pool per engine for all the trials; the progress line shows them summed.
   const onPool = options.pool && reporter?.pool ? poolTally((pool) => reporter.pool?.(pool)) : undefined;
+  const pools = options.pool
+    ? new TrialPools({
+        // Each trial running: its attempt's and its verification's, and the next trial's first.
+        capacity: poolCapacity(concurrency, 2),
+        trials: n,
+        ...(onPool ? { onChange: onPool } : {}),
+      })
+    : undefined;
   const runner = refusingRunner(
     refused,
     fixTrialRunner({
@@ -185,8 +196,7 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
       ...(options.agent ? { agent: options.agent } : {}),
       env: options.env,
       costLimitUsd: settings.costLimitUsd,
-      ...(options.pool ? { pool: true } : {}),
-      ...(onPool ? { onPool } : {}),
+      ...(pools ? { pools } : {}),
       events: trialEvents(join(workDir, 'events.jsonl')),
     }),
     settled,
@@ -196,7 +206,7 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
     run = await runEval({
       suite,
       n,
-      concurrency: options.concurrency ?? suite.defaults.concurrency ?? availableParallelism(),
+      concurrency,
       ...(engines ? { placement: engines.placement } : {}),
       outDir,
       resume: options.resume,
@@ -214,6 +224,8 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
       ...(reporter ? { onProgress: (p) => reporter.update(p) } : {}),
     });
   } finally {
+    // What waits in the pool for trials that never came (Ctrl-C, the last of each task's).
+    await pools?.drain();
     engines?.stop();
     reporter?.finish();
   }

@@ -245,12 +245,13 @@ function sandboxPool(
   const { record, attemptImage, verifierFiles } = run;
   const catalogFile = catalogSandboxFile(catalog);
   return new SandboxPool(
-    options.pool
-      ? new WarmPool(deps.backend, {
-          capacity: poolCapacity(1, options.maxAttempts ?? 1),
-          ...(options.onPool ? { onChange: options.onPool } : {}),
-        })
-      : deps.backend,
+    options.sharedPool ??
+      (options.pool
+        ? new WarmPool(deps.backend, {
+            capacity: poolCapacity(1, options.maxAttempts ?? 1),
+            ...(options.onPool ? { onChange: options.onPool } : {}),
+          })
+        : deps.backend),
     (role) => ({
       // The agent's sandboxes come from the image with a git repository of the pristine tree.
       ...(role.startsWith('attempt-') && attemptImage.tag

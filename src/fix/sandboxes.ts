@@ -139,8 +139,12 @@ export class SandboxPool {
    */
   async closeAll(failed: boolean, onError: (role: string, message: string) => void): Promise<void> {
     await Promise.all([...this.ahead.keys()].map((role) => this.dropAhead(role)));
-    // What the pool made for steps that never came is removed, never kept nor recorded.
-    if (this.backend instanceof WarmPool) await this.backend.drain();
+    // What the pool made for steps that never came is removed, never kept nor recorded; an
+    // eval's pool goes on for its other runs.
+    if (this.backend instanceof WarmPool) {
+      const runId = this.spec('attempt-1').runId; // every role's spec names the run
+      await (this.backend.shared && runId ? this.backend.drainRun(runId) : this.backend.drain());
+    }
     const always = this.policy === 'always';
     const onFailure = this.policy === 'on-failure' && failed;
     // All at once: each is a round trip to the engine, and none waits for another.

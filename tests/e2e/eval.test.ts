@@ -218,6 +218,56 @@ describe('eval end to end (real Docker, offline suite)', { timeout: 600_000 }, (
       expect(await dockerEngine().containers.list({ [LABEL.run]: x.runId })).toEqual([]);
   });
 
+  it("--pool: one pool for the eval; a trial's first sandbox was made while the trial before it ran; nothing is left", async () => {
+    const { suite, root } = await exampleWithSuite();
+    const text = await readFile(suite, 'utf8');
+    // One task, two trials one after the other, every sandbox kept: each one's age can be read.
+    await writeFile(
+      suite,
+      text.slice(0, text.indexOf('  - id: gives-up')).replace('keep: never', 'keep: always'),
+    );
+    const out = join(root, 'out-shared-pool');
+    const r = await runCli(['eval', suite, '-n', '2', '--concurrency', '1', '--pool', '--out', out], {
+      cwd: root,
+    });
+    expect(r.code, r.stderr).toBe(0);
+    const results = (await readResults(out)).sort((a, b) => a.trial - b.trial);
+    expect(results.map((x) => x.category)).toEqual(['ready-for-review', 'ready-for-review']);
+    try {
+      const second = JSON.parse(await readFile(join(out, 'runs', results[1]!.runId!, 'run.json'), 'utf8'));
+      const attempt = (second.containers as { role: string; id: string }[]).find(
+        (c) => c.role === 'attempt-1',
+      )!;
+      const made = await dockerEngine().containers.inspect(attempt.id);
+      // Its labels are its own run's, and it existed before that run began: the pool warmed it
+      // for trial 1 while trial 0 ran.
+      expect(made?.labels[LABEL.run]).toBe(results[1]!.runId);
+      const created = JSON.parse(
+        await new Promise<string>((resolve, reject) => {
+          const child = spawn('docker', ['inspect', '--format', '{{json .Created}}', attempt.id]);
+          let text = '';
+          child.stdout.on('data', (chunk: Buffer) => (text += chunk.toString()));
+          child.on('error', reject);
+          child.on('close', () => resolve(text));
+        }),
+      ) as string;
+      expect(Date.parse(created)).toBeLessThan(Date.parse(second.startedAt));
+      // Every container of either run is one its record names (kept): none waits in a pool.
+      for (const x of results) {
+        const record = JSON.parse(await readFile(join(out, 'runs', x.runId!, 'run.json'), 'utf8'));
+        const recorded = (record.containers as { id: string }[]).map((c) => c.id).sort();
+        const there = (await dockerEngine().containers.list({ [LABEL.run]: x.runId! }))
+          .map((c) => c.id)
+          .sort();
+        expect(there).toEqual(recorded);
+      }
+    } finally {
+      for (const x of results) await runCli(['gc', '--run', x.runId!, '--json'], { cwd: root });
+    }
+    for (const x of results)
+      expect(await dockerEngine().containers.list({ [LABEL.run]: x.runId })).toEqual([]);
+  });
+
   it('killed part-way, --resume completes without re-running finished trials', async () => {
     const { suite, root } = await exampleWithSuite();
     const text = await readFile(suite, 'utf8');

@@ -99,7 +99,7 @@ function declaration() {
     .addOption(keepOption('keep trial containers'))
     .option(
       '--pool',
-      "take each trial's sandboxes from a warm pool: made ahead, proven pristine when taken, drained at the end (docs/pool.md)",
+      "take the trials' sandboxes from one warm pool: made ahead (a trial's first while the trial before it runs), proven pristine when taken, drained at the end (docs/pool.md)",
     )
     .addOption(runtimeOption())
     .option(

@@ -41,10 +41,22 @@ export interface WarmPoolOptions {
   imageId?: ((image: string) => Promise<string | undefined>) | undefined;
   /** Called whenever the counts change. */
   onChange?: ((stats: PoolStats) => void) | undefined;
+  /**
+   * Shared by an eval's runs: a run that ends removes only what waits for it (`drainRun`),
+   * and the eval drains the rest at its end. Otherwise the pool is one run's.
+   */
+  shared?: boolean | undefined;
+  /**
+   * Told every spec a run asks for or warms, before the pool answers (an eval's pool warms the
+   * next trial's sandbox from it: `evals/trial-pools.ts`). Never throws into the pool.
+   */
+  onRequest?: ((spec: SandboxSpec) => void) | undefined;
 }
 
 interface Entry {
   key: string;
+  /** The run whose labels the sandbox carries (its spec's `runId`). */
+  runId: string | undefined;
   /** The image id the reference named when the sandbox was made. */
   imageId: string | undefined;
   making: Promise<Sandbox | undefined>;
@@ -106,6 +118,9 @@ export class WarmPool implements SandboxBackend {
   get name(): string {
     return this.inner.name;
   }
+  get shared(): boolean {
+    return this.options.shared === true;
+  }
   get engine(): string {
     return this.inner.engine;
   }
@@ -129,10 +144,17 @@ export class WarmPool implements SandboxBackend {
    * a sandbox that fails to start is discarded, and its `create` makes one cold.
    */
   warm(spec: SandboxSpec, count = 1): void {
+    this.heard(spec);
     const key = poolKey(spec);
     for (let i = 0; i < count; i++) {
       if (this.closed || this.entries.length >= this.options.capacity) return;
-      const entry: Entry = { key, imageId: undefined, ready: false, making: Promise.resolve(undefined) };
+      const entry: Entry = {
+        key,
+        runId: spec.runId,
+        imageId: undefined,
+        ready: false,
+        making: Promise.resolve(undefined),
+      };
       entry.making = (async () => {
         entry.imageId = await this.currentImageId(spec.image);
         const sandbox = await this.inner.create(spec);
@@ -165,6 +187,7 @@ export class WarmPool implements SandboxBackend {
 
   /** A sandbox of `spec`: a pooled one proven fit, else a new one from the wrapped backend. */
   async create(spec: SandboxSpec): Promise<Sandbox> {
+    this.heard(spec);
     const key = poolKey(spec);
     // Ready ones first; one still starting is still sooner than a new one.
     const entry =
@@ -192,10 +215,31 @@ export class WarmPool implements SandboxBackend {
     return this.inner.create(spec);
   }
 
+  private heard(spec: SandboxSpec): void {
+    try {
+      this.options.onRequest?.(spec);
+    } catch {
+      // A listener's failure is no reason to refuse a sandbox.
+    }
+  }
+
+  /**
+   * Removes every sandbox waiting or starting for run `runId` (a run that ends, in a pool its
+   * eval shares); the pool goes on for the other runs. Never throws.
+   */
+  drainRun(runId: string): Promise<void> {
+    return this.remove(this.entries.filter((e) => e.runId === runId));
+  }
+
   /** Removes every sandbox waiting or starting, and makes no more. Never throws. */
-  async drain(): Promise<void> {
+  drain(): Promise<void> {
     this.closed = true;
-    const entries = this.entries.splice(0);
+    return this.remove([...this.entries]);
+  }
+
+  private async remove(gone: readonly Entry[]): Promise<void> {
+    for (const entry of gone) this.entries.splice(this.entries.indexOf(entry), 1);
+    const entries = gone;
     await Promise.all(
       entries.map(async (entry) => {
         const sandbox = await entry.making;
