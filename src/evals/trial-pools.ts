@@ -25,7 +25,11 @@ export interface TrialPoolsOptions {
   startedAt?: Date;
 }
 
-/** Roles a trial asks for first, on its path: the agent's sandbox, or a replayed patch's verification. */
+/**
+ * The sandboxes of a trial's first attempt: the agent's and its verification's (a replayed
+ * patch's run asks for the verification's alone). Each is warmed for the next trial once this
+ * trial asks for its own, so the next one finds both waiting, however quick its agent.
+ */
 const FIRST_ROLES: ReadonlySet<string> = new Set(['attempt-1', 'verify-1']);
 
 export class TrialPools {
@@ -33,7 +37,7 @@ export class TrialPools {
   /** Every run id handed out or fixed ahead: its task and trial. */
   private readonly runs = new Map<string, { taskId: string; trial: number }>();
   private readonly started = new Set<string>();
-  /** Runs whose first sandbox has been heard of (their next trial's is warming or was). */
+  /** (run, role) pairs heard of, and `warm:` ones warmed for a next trial. */
   private readonly heard = new Set<string>();
   private readonly stamp: string;
   /** Set while the pool warms for a next trial: that request is the pool's own, not a run's. */
@@ -73,18 +77,19 @@ export class TrialPools {
     return pool;
   }
 
-  /** On a run's first sandbox: the same sandbox, warmed for the next trial of its task. */
+  /** On a run's first attempt's sandbox: the same sandbox, warmed for the next trial of its task. */
   private warmNext(pool: WarmPool, spec: SandboxSpec): void {
-    const runId = spec.runId;
-    if (this.warming || !runId || !spec.role || !FIRST_ROLES.has(spec.role) || this.heard.has(runId)) return;
+    const { runId, role } = spec;
+    if (this.warming || !runId || !role || !FIRST_ROLES.has(role) || this.heard.has(`${runId}\0${role}`))
+      return;
     const run = this.runs.get(runId);
     if (!run) return;
-    this.heard.add(runId);
+    this.heard.add(`${runId}\0${role}`);
     if (run.trial + 1 >= this.options.trials) return;
     const next = this.runIdOf(run.taskId, run.trial + 1);
     // Started already (or warmed by another try of this trial): nothing to get ahead of.
-    if (this.started.has(next) || this.heard.has(`warm:${next}`)) return;
-    this.heard.add(`warm:${next}`);
+    if (this.started.has(next) || this.heard.has(`warm:${next}\0${role}`)) return;
+    this.heard.add(`warm:${next}\0${role}`);
     this.warming = true;
     try {
       pool.warm({ ...spec, runId: next });

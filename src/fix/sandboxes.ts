@@ -73,8 +73,11 @@ export class SandboxPool {
    */
   makeAhead(role: string, extra: Partial<SandboxSpec> = {}): void {
     if (this.ahead.has(role) || this.warmed.has(role)) return;
-    // With a warm pool, the pool makes it and proves it pristine when the step takes it.
-    if (this.backend instanceof WarmPool) {
+    // With a run's own warm pool, the pool makes it and proves it pristine when the step takes
+    // it. An eval's shared pool only gets ahead of the next trial: a sandbox this run needs
+    // next is made as without a pool (the proof costs more on a busy machine than it saves,
+    // measured in docs/pool.md), taking one the pool warmed for this run if there is one.
+    if (this.backend instanceof WarmPool && !this.backend.shared) {
       this.warmed.add(role);
       this.backend.warm({ ...this.spec(role), ...extra });
       return;

@@ -198,13 +198,18 @@ describe('eval end to end (real Docker, offline suite)', { timeout: 600_000 }, (
     const text = await readFile(suite, 'utf8');
     await writeFile(suite, text.slice(0, text.indexOf('  - id: flaky-fix')));
     const out = join(root, 'out-pool');
-    const r = await runCli(['eval', suite, '-n', '1', '--concurrency', '2', '--pool', '--out', out], {
+    // Two trials per task: the second of each finds its sandboxes warmed by the first.
+    const r = await runCli(['eval', suite, '-n', '2', '--concurrency', '2', '--pool', '--out', out], {
       cwd: root,
     });
     expect(r.code, r.stderr).toBe(0);
-    const results = (await readResults(out)).sort((a, b) => a.taskId.localeCompare(b.taskId));
+    const results = (await readResults(out)).sort(
+      (a, b) => a.taskId.localeCompare(b.taskId) || a.trial - b.trial,
+    );
     expect(results.map((x) => [x.taskId, x.category])).toEqual([
       ['fixes-threshold', 'ready-for-review'],
+      ['fixes-threshold', 'ready-for-review'],
+      ['gives-up', 'no-changes'],
       ['gives-up', 'no-changes'],
     ]);
     // A log line per finished trial, with the pools summed: sandboxes were taken warm.

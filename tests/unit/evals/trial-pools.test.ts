@@ -79,18 +79,21 @@ describe('TrialPools', () => {
     await pool.create(first(t0));
     await vi_settle();
     expect(backend.created).toHaveLength(1);
-    // t1's own sandbox made ahead, and t2's warmed from it.
+    // t1's own verification warmed, and t2's warmed from it; t1's attempt sandbox warms t2's.
     pool.warm({ ...first(t1), role: 'verify-1' });
     await pool.create(first(t1));
     await vi_settle();
-    expect(pool.stats().ready).toBe(2);
+    expect(pool.stats().ready).toBe(3);
     await pool.drainRun(t1);
-    expect(pool.stats().ready).toBe(1);
+    expect(pool.stats().ready).toBe(2);
     await pools.drain();
     expect(pool.stats()).toMatchObject({ ready: 0, starting: 0 });
     // What the pool held is gone; t1's attempt sandbox, made cold and in use, is the run's.
-    const held = backend.created.filter((c) => c.spec.role === 'verify-1');
-    expect(held.map((c) => c.spec.runId).sort()).toEqual([t1, pools.runIdOf('fees', 2)]);
+    const t2 = pools.runIdOf('fees', 2);
+    const held = backend.created.filter((c) => c.spec.runId === t2 || c.spec.role === 'verify-1');
+    expect(held.map((c) => `${c.spec.runId} ${c.spec.role}`).sort()).toEqual(
+      [`${t1} verify-1`, `${t2} attempt-1`, `${t2} verify-1`].sort(),
+    );
     for (const c of held) expect(c.sandbox.disposed).toEqual({ keep: false });
     expect(
       backend.created.find((c) => c.spec.role === 'attempt-1' && c.spec.runId === t1)!.sandbox.disposed,

@@ -55,4 +55,21 @@ describe('SandboxPool', () => {
     expect(verify?.sandbox.disposed).toEqual({ keep: false });
     expect(warm.stats()).toMatchObject({ ready: 0, starting: 0 });
   });
+
+  it("with an eval's shared pool, the run's own sandboxes are made ahead as without one; closing drains only the run's", async () => {
+    const backend = new MemoryBackend({ 'a.txt': Buffer.from('a') });
+    const warm = new WarmPool(backend, { capacity: 4, shared: true });
+    // Another trial's sandbox waiting in the same pool.
+    warm.warm({ image: 'memory:repo', runId: 'r2', role: 'attempt-1' });
+    const pool = new SandboxPool(warm, (role) => ({ image: 'memory:repo', runId: 'r1', role }), 'never');
+    pool.makeAhead('verify-1');
+    const verify = await pool.create('verify-1');
+    // Made for this run straight away (no proof on its path), never parked in the pool.
+    expect(backend.created.find((c) => c.spec.runId === 'r1')?.sandbox).toBe(verify);
+    expect(warm.stats()).toMatchObject({ handedOut: 0, cold: 1 });
+    await pool.closeAll(false, () => undefined);
+    // r2's sandbox still waits for r2.
+    expect(warm.stats()).toMatchObject({ ready: 1 });
+    await warm.drain();
+  });
 });
