@@ -238,10 +238,12 @@ export class WarmPool implements SandboxBackend {
   }
 
   private async remove(gone: readonly Entry[]): Promise<void> {
-    for (const entry of gone) this.entries.splice(this.entries.indexOf(entry), 1);
-    const entries = gone;
+    for (const entry of gone) {
+      const index = this.entries.indexOf(entry);
+      if (index >= 0) this.entries.splice(index, 1);
+    }
     await Promise.all(
-      entries.map(async (entry) => {
+      gone.map(async (entry) => {
         const sandbox = await entry.making;
         this.counts.discarded++;
         this.discards.push('drained');
