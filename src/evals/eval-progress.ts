@@ -30,12 +30,12 @@ export interface EvalProgress {
   engines?: EngineProgress[];
   /** On a cluster: trials whose sandbox waits in its queue, and the reason it gives most. */
   queued?: QueueProgress | undefined;
-  /** With `--pool`: the running trials' warm pools, summed (`poolTally`). */
+  /** With `--pool`: the eval's warm pools (one per engine), summed (`poolTally`). */
   pool?: PoolProgress | undefined;
 }
 
 export interface PoolProgress {
-  /** Started and waiting to be taken, over every running trial's pool. */
+  /** Started and waiting to be taken, over every engine's pool. */
   ready: number;
   /** Sandboxes this eval took warm from a pool, and made cold because none waited. */
   taken: number;
@@ -43,17 +43,16 @@ export interface PoolProgress {
 }
 
 /**
- * The warm pools of an eval's trials (one per trial run) as one count: what waits now in the
- * pools of running trials, and what every trial took warm or had to make cold. `onChange`
- * hears every change of either.
+ * The warm pools of an eval (one per engine) as one count: what waits now, and what the trials
+ * took warm or had to make cold. `onChange` hears every change of either.
  */
 export function poolTally(onChange: (pool: PoolProgress) => void) {
-  const runs = new Map<string, PoolStats>();
+  const pools = new Map<string, PoolStats>();
   let shown = '';
-  return (run: string, stats: PoolStats): void => {
-    runs.set(run, stats);
+  return (engine: string, stats: PoolStats): void => {
+    pools.set(engine, stats);
     const pool: PoolProgress = { ready: 0, taken: 0, cold: 0 };
-    for (const s of runs.values()) {
+    for (const s of pools.values()) {
       pool.ready += s.ready;
       pool.taken += s.handedOut;
       pool.cold += s.cold;

@@ -47,17 +47,12 @@ export interface FixTrialOptions {
 }
 
 export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
-  /** Tries of each trial so far (a retry after an infrastructure failure is the second). */
-  const tries = new Map<string, number>();
   return async (spec, context) => {
-    const tryKey = `${spec.taskId}\0${spec.trial}`;
-    const attempt = tries.get(tryKey) ?? 0;
-    tries.set(tryKey, attempt + 1);
     const { pools } = options;
     // With a pool, fixed by the eval's start (the next trial's sandbox is warmed under it);
     // else to the millisecond. Either way a retry never reuses its first try's run folder.
     const runId = pools
-      ? pools.runIdOf(spec.taskId, spec.trial, attempt)
+      ? pools.begin(spec.taskId, spec.trial)
       : `${spec.taskId}-t${spec.trial}-${new Date().toISOString().replace(/[-:.]/g, '').slice(0, 18)}`;
     let startedAt = new Date();
     const base = {
@@ -75,7 +70,6 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
         base.startedAt = startedAt.toISOString();
       } else deps = options.deps;
       const events = options.events?.(spec);
-      pools?.start(runId);
       result = await runFix(
         {
           ticket: spec.ticket,

@@ -37,8 +37,12 @@ export class TrialPools {
   /** Every run id handed out or fixed ahead: its task and trial. */
   private readonly runs = new Map<string, { taskId: string; trial: number }>();
   private readonly started = new Set<string>();
-  /** (run, role) pairs heard of, and `warm:` ones warmed for a next trial. */
+  /** Tries of each trial begun (a retry after an infrastructure failure is the second). */
+  private readonly tries = new Map<string, number>();
+  /** (run, role) pairs a run asked for. */
   private readonly heard = new Set<string>();
+  /** (run, role) pairs warmed for a next trial. */
+  private readonly warmed = new Set<string>();
   private readonly stamp: string;
   /** Set while the pool warms for a next trial: that request is the pool's own, not a run's. */
   private warming = false;
@@ -55,6 +59,16 @@ export class TrialPools {
     const id = `${taskId}-t${trial}-${this.stamp}${attempt > 0 ? `-r${attempt}` : ''}`;
     if (!this.runs.has(id)) this.runs.set(id, { taskId, trial });
     return id;
+  }
+
+  /** The run id of a trial's next try, which starts now (a retry's never reuses a folder). */
+  begin(taskId: string, trial: number): string {
+    const key = `${taskId}\0${trial}`;
+    const attempt = this.tries.get(key) ?? 0;
+    this.tries.set(key, attempt + 1);
+    const runId = this.runIdOf(taskId, trial, attempt);
+    this.start(runId);
+    return runId;
   }
 
   /** A trial's run starts: nothing is warmed for it any more. */
@@ -88,8 +102,8 @@ export class TrialPools {
     if (run.trial + 1 >= this.options.trials) return;
     const next = this.runIdOf(run.taskId, run.trial + 1);
     // Started already (or warmed by another try of this trial): nothing to get ahead of.
-    if (this.started.has(next) || this.heard.has(`warm:${next}\0${role}`)) return;
-    this.heard.add(`warm:${next}\0${role}`);
+    if (this.started.has(next) || this.warmed.has(`${next}\0${role}`)) return;
+    this.warmed.add(`${next}\0${role}`);
     this.warming = true;
     try {
       pool.warm({ ...spec, runId: next });

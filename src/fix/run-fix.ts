@@ -247,10 +247,7 @@ function sandboxPool(
   return new SandboxPool(
     options.sharedPool ??
       (options.pool
-        ? new WarmPool(deps.backend, {
-            capacity: poolCapacity(1, options.maxAttempts ?? 1),
-            ...(options.onPool ? { onChange: options.onPool } : {}),
-          })
+        ? new WarmPool(deps.backend, { capacity: poolCapacity(1, options.maxAttempts ?? 1) })
         : deps.backend),
     (role) => ({
       // The agent's sandboxes come from the image with a git repository of the pristine tree.

@@ -29,7 +29,7 @@ import type { SandboxPool } from './sandboxes.js';
 import type { FailingBaselines } from './failing-baselines.js';
 import type { TestLayer } from './test-layers.js';
 import type { Fork } from '../sandbox/fork/fork.js';
-import type { PoolStats, WarmPool } from '../sandbox/pool/warm-pool.js';
+import type { WarmPool } from '../sandbox/pool/warm-pool.js';
 
 export type { KeepPolicy } from '../sandbox/types.js';
 
@@ -75,8 +75,6 @@ export interface FixOptions {
    * pristine and of the image the tag names now when taken, drained when the run ends.
    */
   pool?: boolean | undefined;
-  /** With `pool`: told every change of the pool's counts (an eval's progress line sums them). */
-  onPool?: ((stats: PoolStats) => void) | undefined;
   /**
    * The warm pool of the eval this run is a trial of (`eval --pool`), in place of a pool of its
    * own: it may hold this run's first sandbox, warmed while an earlier trial ran.

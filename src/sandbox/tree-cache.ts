@@ -13,7 +13,8 @@
  * shape is a miss (the tree is read from the engine again), never an error or a wrong tree.
  */
 import { createHash } from 'node:crypto';
-import { lstat, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { open, readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { writeFileAtomic } from '../atomic-write.js';
@@ -30,8 +31,9 @@ const VERSION = 1;
 export const TREE_CACHE_FILES = 256;
 /** A tree with more entries is not kept (a file of tens of megabytes costs more than it saves). */
 export const TREE_CACHE_MAX_ENTRIES = 300_000;
-/** The largest file read back (compressed). */
+/** The largest file read back (compressed), and the most its JSON may unpack to. */
 const MAX_FILE_BYTES = 64 * 1024 * 1024;
+const MAX_JSON_BYTES = 256 * 1024 * 1024;
 
 const ENTRY_TYPES: ReadonlySet<string> = new Set<EntryType>(['file', 'directory', 'symlink', 'other']);
 
@@ -73,7 +75,7 @@ function pathOk(path: unknown): path is string {
 export function parseTreeFile(bytes: Buffer, engine: string, imageId: string): WorkspaceTree | undefined {
   let data: unknown;
   try {
-    data = JSON.parse(gunzipSync(bytes, { maxOutputLength: 16 * MAX_FILE_BYTES }).toString('utf8'));
+    data = JSON.parse(gunzipSync(bytes, { maxOutputLength: MAX_JSON_BYTES }).toString('utf8'));
   } catch {
     return undefined;
   }
@@ -110,10 +112,7 @@ export function fileTreeCache(dir: string, options: { maxFiles?: number } = {}):
   const maxFiles = options.maxFiles ?? TREE_CACHE_FILES;
   return {
     async get(engine, imageId) {
-      const file = join(dir, fileName(engine, imageId));
-      const st = await lstat(file).catch(() => undefined);
-      if (!st?.isFile() || st.size > MAX_FILE_BYTES) return undefined;
-      const bytes = await readFile(file).catch(() => undefined);
+      const bytes = await readOwnFile(join(dir, fileName(engine, imageId))).catch(() => undefined);
       return bytes ? parseTreeFile(bytes, engine, imageId) : undefined;
     },
     async put(engine, imageId, tree) {
@@ -126,6 +125,23 @@ export function fileTreeCache(dir: string, options: { maxFiles?: number } = {}):
       }
     },
   };
+}
+
+/**
+ * A regular file's bytes, never through a link at its name, sized by the file that was opened
+ * (a file swapped after a look cannot pass for another); undefined when it is anything else.
+ */
+async function readOwnFile(file: string): Promise<Buffer | undefined> {
+  const handle = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  try {
+    const st = await handle.stat();
+    if (!st.isFile() || st.size > MAX_FILE_BYTES) return undefined;
+    const bytes = Buffer.alloc(st.size);
+    const { bytesRead } = await handle.read(bytes, 0, st.size, 0);
+    return bytes.subarray(0, bytesRead);
+  } finally {
+    await handle.close();
+  }
 }
 
 /** Keeps the `maxFiles` most recently written trees. */

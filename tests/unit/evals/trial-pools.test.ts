@@ -31,6 +31,15 @@ describe('TrialPools', () => {
     expect(pools.runIdOf('fees', 0, 1)).toBe('fees-t0-20261202T100000123-r1');
   });
 
+  it('each try of a trial begins under its own run id, and a begun trial is not warmed for', async () => {
+    const { backend, pools, pool } = setup();
+    expect(pools.begin('fees', 1)).toBe(pools.runIdOf('fees', 1));
+    expect(pools.begin('fees', 1)).toBe(pools.runIdOf('fees', 1, 1));
+    await pool.create(first(pools.begin('fees', 0)));
+    await vi_settle();
+    expect(backend.created).toHaveLength(1);
+  });
+
   it("a trial's first sandbox warms the next trial's, which takes it; the last trial warms nothing", async () => {
     const { backend, pools, pool } = setup(2);
     const t0 = pools.runIdOf('fees', 0);

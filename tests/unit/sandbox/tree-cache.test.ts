@@ -8,6 +8,7 @@ import { mkdtemp, readdir, readFile, rm, symlink, utimes, writeFile } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
+import { execFileSync } from 'node:child_process';
 import { fileTreeCache, parseTreeFile, treeFileBytes } from '../../../src/sandbox/tree-cache.js';
 import type { TreeEntry } from '../../../src/sandbox/types.js';
 
@@ -81,6 +82,16 @@ describe('the tree cache', () => {
     await writeFile(elsewhere, await readFile(join(dir, name!)));
     await rm(join(dir, name!));
     await symlink(elsewhere, join(dir, name!));
+    expect(await cache.get('local', ID)).toBeUndefined();
+  });
+
+  it('a pipe where a tree file belongs is a miss, at once (never a read that waits)', async () => {
+    const dir = await tempDir();
+    const cache = fileTreeCache(dir);
+    await cache.put('local', ID, tree);
+    const [name] = await readdir(dir);
+    await rm(join(dir, name!));
+    execFileSync('mkfifo', [join(dir, name!)]);
     expect(await cache.get('local', ID)).toBeUndefined();
   });
 
