@@ -10,6 +10,7 @@ import { categoryOf, PASSING_CATEGORY } from '../outcomes.js';
 import type { EventSink } from '../agent/events.js';
 import type { RunRecord } from '../runs/record.js';
 import type { TrialPools } from './trial-pools.js';
+import type { BackgroundRemovals } from '../sandbox/removals.js';
 import { readFile } from 'node:fs/promises';
 import { parseStoredResults } from '../test-results/stored.js';
 import {
@@ -44,6 +45,8 @@ export interface FixTrialOptions {
    * sandbox while the trial before it runs (`eval --pool`; docs/pool.md, `trial-pools.ts`).
    */
   pools?: TrialPools | undefined;
+  /** Trials' sandboxes that are not kept are removed beside the next trial (`sandbox/removals.ts`). */
+  removals?: BackgroundRemovals | undefined;
 }
 
 export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
@@ -95,6 +98,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
           ...(spec.seedRun ? { seedRun: spec.seedRun } : {}),
           ...(spec.patchOnly ? { patchOnly: true } : {}),
           ...(pools ? { sharedPool: pools.poolFor(context.engine, deps.backend) } : {}),
+          ...(options.removals ? { removals: options.removals } : {}),
         },
         deps,
       );

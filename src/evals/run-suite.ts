@@ -23,6 +23,7 @@ import { fixTrialRunner } from './fix-trial.js';
 import { poolTally, type ProgressReporter } from './eval-progress.js';
 import { TrialPools } from './trial-pools.js';
 import { poolCapacity } from '../sandbox/pool/warm-pool.js';
+import { BackgroundRemovals } from '../sandbox/removals.js';
 import { writeReports } from './report.js';
 import { readEvalLock, resumeSettings, type GivenSettings } from './eval-lock.js';
 import { runEval, SHARDS_DIR, type EvalRun } from './runner.js';
@@ -186,6 +187,8 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
         ...(onPool ? { onChange: onPool } : {}),
       })
     : undefined;
+  // A trial ends once its record is written; its sandboxes go while the next one runs.
+  const removals = new BackgroundRemovals();
   const runner = refusingRunner(
     refused,
     fixTrialRunner({
@@ -197,6 +200,7 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
       env: options.env,
       costLimitUsd: settings.costLimitUsd,
       ...(pools ? { pools } : {}),
+      removals,
       events: trialEvents(join(workDir, 'events.jsonl')),
     }),
     settled,
@@ -224,6 +228,9 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
       ...(reporter ? { onProgress: (p) => reporter.update(p) } : {}),
     });
   } finally {
+    // Before the engines' connections close. A container left is labelled: gc removes it.
+    for (const failure of await removals.settle())
+      say(`could not remove ${failure.what}: ${failure.message} (\`sandbox-harness gc\` removes it)`);
     // What waits in the pool for trials that never came (Ctrl-C, the last of each task's).
     await pools?.drain();
     engines?.stop();

@@ -257,6 +257,8 @@ function sandboxPool(
       ...forkSpec(run.current(), role, record.image?.tag ?? ''),
       runId: run.runId,
       role,
+      // The agent loop's calls go over it; a CLI agent runs its own process instead.
+      ...(role.startsWith('attempt-') && !run.current().agent.cli ? { channel: true } : {}),
       env: { ...catalog.catalog.sandbox.env, ...catalogSandboxEnv() },
       resources: resourcesFromCatalog(catalog.catalog),
       files: [catalogFile, ...(getsVerifierFiles(role) ? verifierFiles(role) : [])],
@@ -266,6 +268,7 @@ function sandboxPool(
     }),
     options.keep,
     (spec, sandbox) => adoptFork(run.current(), spec, sandbox),
+    options.removals,
   );
 }
 

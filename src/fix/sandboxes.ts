@@ -8,6 +8,7 @@ import type { KeepPolicy, Sandbox, SandboxBackend, SandboxSpec } from '../sandbo
 import type { ContainerRecord } from '../runs/record.js';
 import type { EgressLogEntry } from '../sandbox/egress/proxy.js';
 import { WarmPool } from '../sandbox/pool/warm-pool.js';
+import type { BackgroundRemovals } from '../sandbox/removals.js';
 
 interface Tracked {
   sandbox: Sandbox;
@@ -21,15 +22,22 @@ interface Tracked {
    * never answered).
    */
   untouched: boolean;
+  /**
+   * Removed on the run's path, never in the background: its proxy's log is read once it is
+   * gone (egress), or the run removes its image right after (a fork's).
+   */
+  removeNow: boolean;
 }
 
 /**
  * Starts a sandbox's command channel (a shell of the image's, started by the harness), so
- * the first call over it does not pay the start-up. Its outcome does not matter: a channel
- * that fails to start leaves every call to one exec each.
+ * the first call over it does not pay the start-up: without a command when the sandbox can
+ * (a started channel is not started twice), else by a first call of nothing. Its outcome
+ * does not matter: a channel that fails to start leaves every call to one exec each.
  */
 export function warmChannel(sandbox: Sandbox): void {
-  void sandbox.exec('true', { fast: true, timeoutMs: 10_000 }).catch(() => undefined);
+  if (sandbox.startChannel) sandbox.startChannel();
+  else void sandbox.exec('true', { fast: true, timeoutMs: 10_000 }).catch(() => undefined);
 }
 
 export class SandboxPool {
@@ -44,6 +52,11 @@ export class SandboxPool {
     private readonly policy: KeepPolicy,
     /** Turns a sandbox just made into the one the run uses (a fork's: `sandbox/fork/`). */
     private readonly adopt: (spec: SandboxSpec, sandbox: Sandbox) => Sandbox = (_spec, sandbox) => sandbox,
+    /**
+     * An eval's: a sandbox not kept is on the record as removed at once and removed on the
+     * engine beside the next trial (`sandbox/removals.ts`); absent, the run waits for it.
+     */
+    private readonly removals?: BackgroundRemovals,
   ) {}
 
   /** Sandboxes being made ahead of the step that needs them, by role. */
@@ -54,14 +67,16 @@ export class SandboxPool {
   /** A sandbox for `role`: the one made ahead for it if there is one, else a new one. */
   async create(role: string, extra: Partial<SandboxSpec> = {}, throwaway = false): Promise<Sandbox> {
     this.warmed.delete(role);
-    const made = this.ahead.get(role);
-    if (made) {
+    const ahead = this.ahead.get(role);
+    if (ahead) {
       this.ahead.delete(role);
-      return made;
+      return ahead;
     }
     const spec = { ...this.spec(role), ...extra };
-    const sandbox = this.adopt(spec, await this.backend.create(spec));
-    this.live.push({ sandbox, role, throwaway, untouched: false });
+    const made = await this.backend.create(spec);
+    const sandbox = this.adopt(spec, made);
+    const removeNow = spec.egress !== undefined || sandbox !== made;
+    this.live.push({ sandbox, role, throwaway, untouched: false, removeNow });
     this.order.push(sandbox.id);
     return sandbox;
   }
@@ -99,7 +114,7 @@ export class SandboxPool {
     const [tracked] = this.live.splice(index, 1);
     // Unused, it holds nothing worth keeping whatever the policy, and it is no evidence of
     // the run either: not recorded, so no table lists a verification that never happened.
-    await tracked!.sandbox.dispose({ keep: false }).catch(() => undefined);
+    await this.remove(tracked!).catch(() => undefined);
     this.order.splice(this.order.indexOf(sandbox.id), 1);
   }
 
@@ -164,11 +179,24 @@ export class SandboxPool {
     this.records.sort((a, b) => this.order.indexOf(a.id) - this.order.indexOf(b.id));
   }
 
+  /**
+   * Removes a sandbox not kept: now, or handed to the eval's background removals (which wait
+   * for room first), so the run's end does not wait for the engine.
+   */
+  private async remove(tracked: Tracked): Promise<void> {
+    const { sandbox } = tracked;
+    if (!this.removals || tracked.removeNow) return sandbox.dispose({ keep: false });
+    await this.removals.add(`${tracked.role} (${sandbox.id.slice(0, 12)})`, () =>
+      sandbox.dispose({ keep: false }),
+    );
+  }
+
   /** Egress logs of the disposed sandboxes that had egress, by sandbox id. */
   readonly egressLogs = new Map<string, EgressLogEntry[]>();
 
   private async dispose(tracked: Tracked, keep: boolean): Promise<void> {
-    await tracked.sandbox.dispose({ keep });
+    if (keep) await tracked.sandbox.dispose({ keep });
+    else await this.remove(tracked);
     const egress = tracked.sandbox.egressLog?.();
     if (egress && egress.length > 0) this.egressLogs.set(tracked.sandbox.id, egress);
     this.records.push({

@@ -29,6 +29,7 @@ import type { SandboxPool } from './sandboxes.js';
 import type { FailingBaselines } from './failing-baselines.js';
 import type { TestLayer } from './test-layers.js';
 import type { Fork } from '../sandbox/fork/fork.js';
+import type { BackgroundRemovals } from '../sandbox/removals.js';
 import type { WarmPool } from '../sandbox/pool/warm-pool.js';
 
 export type { KeepPolicy } from '../sandbox/types.js';
@@ -80,6 +81,11 @@ export interface FixOptions {
    * own: it may hold this run's first sandbox, warmed while an earlier trial ran.
    */
   sharedPool?: WarmPool | undefined;
+  /**
+   * The eval's removals (`sandbox/removals.ts`): the run's sandboxes that are not kept are
+   * removed beside the next trial, not on this run's path; the eval waits for them at its end.
+   */
+  removals?: BackgroundRemovals | undefined;
   /** Review every verified attempt with an independent checker (also catalog `agent.review`). */
   review?: boolean;
   /** Where run records go; default `<repo>/.sandbox-harness/runs`. */

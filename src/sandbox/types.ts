@@ -242,6 +242,12 @@ export interface Sandbox {
   egressLog?(): EgressLogEntry[];
 
   /**
+   * Optional: starts the command channel of `fast` calls now, so the first such call does not
+   * pay its start-up. Idempotent; a channel that fails to start leaves calls to one exec each.
+   */
+  startChannel?(): void;
+
+  /**
    * Stops the sandbox and removes it, or keeps it (stopped, marked kept) for `inspect`,
    * `shell` and `rerun-tests`. Idempotent; never throws `SandboxDead`.
    */
@@ -299,6 +305,12 @@ export interface SandboxSpec {
    * network none. A backend that cannot enforce it throws, never falls back to more network.
    */
   egress?: EgressPolicy;
+  /**
+   * An agent's tool calls come soon (`fast` calls): its command channel starts with it,
+   * beside the removal of the held-out files, instead of on the first call. A backend
+   * without a channel ignores it.
+   */
+  channel?: boolean;
 }
 
 /** What `SandboxBackend.workspaceGitImage` gave: an image with git, or why there is none. */

@@ -332,6 +332,18 @@ export function describeFileConformance(target: FileConformanceTarget): void {
         expect(await problem(box.readFile('src/nested/deep.txt'))).toBe('missing');
         expect((await box.changes()).changes).toEqual([]);
       });
+
+      it("treats hidden paths as never there in an agent's sandbox, whose channel removed them", async () => {
+        const box = await make({ hidden: ['src/obsolete.txt', 'src/nested'], channel: true });
+        // The agent's own calls go over the channel: they see no trace of the held-out files.
+        const listed = await box.exec('ls -R src', { fast: true });
+        expect(listed.exitCode).toBe(0);
+        expect(listed.stdout).not.toMatch(/obsolete|nested|deep/);
+        expect(await problem(box.readFile('src/nested/deep.txt', { fast: true }))).toBe('missing');
+        // And the harness's own reads, which never use the channel, agree.
+        expect(await problem(box.readFile('src/obsolete.txt'))).toBe('missing');
+        expect((await box.changes()).changes).toEqual([]);
+      });
     });
 
     describe('exportFiles', () => {

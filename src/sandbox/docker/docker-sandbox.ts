@@ -19,7 +19,7 @@ import {
 import { runScript } from '../posix/exec.js';
 import { workspaceRelative } from '../posix/paths.js';
 import { PosixSandbox, type PosixSandboxOptions } from '../posix/posix-sandbox.js';
-import { GIT_INIT_SCRIPT, HIDE_SCRIPT, START_MARKER } from '../posix/scripts.js';
+import { GIT_INIT_SCRIPT, START_MARKER } from '../posix/scripts.js';
 import type { ParsedScan } from '../posix/scan.js';
 import type { ProcessSpec, StartedProcess, Transport } from '../posix/transport.js';
 import { readTarTree } from '../tar.js';
@@ -398,19 +398,10 @@ export class DockerBackend implements SandboxBackend {
     });
     try {
       await engine.containers.start(id);
-      if (spec.hidden && spec.hidden.length > 0) {
-        const hidden = await runScript(
-          new ExecTransport(engine, id),
-          HIDE_SCRIPT,
-          spec.hidden.map((p) => workspaceRelative(p)),
-          { maxStdoutBytes: 1024, timeoutMs: 60_000 },
-        );
-        if (hidden.exitCode !== 0) {
-          throw new SandboxDead(
-            `could not remove the held-out files from the sandbox: ${hidden.stderr.trim()}`,
-          );
-        }
-      }
+      // An agent's sandbox starts its channel now: the held-out files go over it, as its
+      // first command, else its start-up would come on the agent's first call.
+      if (spec.channel) sandbox.startChannel();
+      await sandbox.removeHidden(spec.channel === true);
     } catch (error) {
       // Never leave a half-made container behind.
       await sandbox.dispose().catch(() => undefined);

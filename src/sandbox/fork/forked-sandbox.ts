@@ -53,6 +53,7 @@ function* batches(paths: readonly string[]): Generator<string[]> {
 export class ForkedSandbox implements Sandbox {
   readonly spawn?: (argv: readonly string[], options: SpawnOptions) => Promise<SandboxProcess>;
   readonly egressLog?: () => EgressLogEntry[];
+  readonly startChannel?: () => void;
 
   constructor(
     private readonly inner: Sandbox,
@@ -61,6 +62,7 @@ export class ForkedSandbox implements Sandbox {
   ) {
     if (inner.spawn) this.spawn = (argv, options) => inner.spawn!(argv, options);
     if (inner.egressLog) this.egressLog = () => inner.egressLog!();
+    if (inner.startChannel) this.startChannel = () => inner.startChannel!();
   }
 
   get id(): string {

@@ -12,7 +12,9 @@
  * streams under /proc) could still lie about its own result. So only calls whose result is
  * the agent's own information use the channel (its tool calls: commands, file reads, writes
  * and listings); verdicts (tests, the change list, the export) never do. The freeze script
- * may go over it, because its word is never believed: root's look after it decides.
+ * may go over it, because its word is never believed: root's look after it decides. The
+ * removal of held-out files goes over it as its very first command, when the sandbox was
+ * just started and nothing but the harness's own processes runs in it to lie.
  */
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';

@@ -49,6 +49,7 @@ import {
   EXPORT_SCRIPT,
   FILE_PROBLEMS,
   FREEZE_SCRIPT,
+  HIDE_SCRIPT,
   SURVIVORS_SCRIPT,
   LIST_SCRIPT,
   READ_SCRIPT,
@@ -247,6 +248,30 @@ export abstract class PosixSandbox implements Sandbox {
       return result.exitCode === 0 && result.stdout.toString().trim() === word;
     } catch {
       return false;
+    }
+  }
+
+  /** Starts the command channel now (an agent's calls come soon); its outcome shows on use. */
+  startChannel(): void {
+    void this.openChannel();
+  }
+
+  /**
+   * Removes the held-out files, as the sandbox user, before anything else runs in the
+   * sandbox: the backend calls it right after the start. With `channel` over the command
+   * channel (its first command, which it starts): nothing of the agent has run yet, so no
+   * process could forge its answer, and the channel's start-up is paid once instead of
+   * beside a separate exec. Throws when a file could not be removed.
+   */
+  async removeHidden(channel: boolean): Promise<void> {
+    if (this.hidden.size === 0) return;
+    const result = await this.script(HIDE_SCRIPT, [...this.hidden], {
+      maxStdoutBytes: 1024,
+      timeoutMs: 60_000,
+      fast: channel,
+    });
+    if (result.exitCode !== 0) {
+      throw new SandboxDead(`could not remove the held-out files from the sandbox: ${result.stderr.trim()}`);
     }
   }
 

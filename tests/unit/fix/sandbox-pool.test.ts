@@ -1,7 +1,26 @@
 import { describe, expect, it } from 'vitest';
 import { SandboxPool } from '../../../src/fix/sandboxes.js';
 import { WarmPool } from '../../../src/sandbox/pool/warm-pool.js';
+import { BackgroundRemovals } from '../../../src/sandbox/removals.js';
+import type { Sandbox } from '../../../src/sandbox/types.js';
 import { MemoryBackend } from '../../fakes/memory-sandbox.js';
+
+/** Holds every `dispose({ keep: false })` of the backend's sandboxes until `open()`. */
+function heldRemovals(backend: MemoryBackend): { open: () => void } {
+  let open = () => {};
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  const create = backend.create.bind(backend);
+  backend.create = async (spec) => {
+    const sandbox: Sandbox = await create(spec);
+    const dispose = sandbox.dispose.bind(sandbox);
+    sandbox.dispose = async (options = {}) => {
+      if (!options.keep) await gate;
+      return dispose(options);
+    };
+    return sandbox;
+  };
+  return { open };
+}
 
 describe('SandboxPool', () => {
   it('does not record a verification sandbox made ahead for an attempt that was never verified', async () => {
@@ -71,5 +90,75 @@ describe('SandboxPool', () => {
     // r2's sandbox still waits for r2.
     expect(warm.stats()).toMatchObject({ ready: 1 });
     await warm.drain();
+  });
+
+  it("with an eval's removals, a run closes before its sandboxes not kept are gone; kept ones and egress ones go on its path", async () => {
+    const backend = new MemoryBackend({ 'a.txt': Buffer.from('a') });
+    const held = heldRemovals(backend);
+    const removals = new BackgroundRemovals();
+    const pool = new SandboxPool(
+      backend,
+      (role) => ({ image: 'memory:repo', runId: 'r1', role }),
+      'never',
+      undefined,
+      removals,
+    );
+    await pool.create('attempt-1');
+    await pool.create('verify-1');
+    let closed = false;
+    const closing = pool.closeAll(false, () => undefined).then(() => (closed = true));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    // The run's end did not wait for the engine; its record already says neither was kept.
+    expect(closed).toBe(true);
+    expect(pool.records.map((r) => [r.role, r.kept])).toEqual([
+      ['attempt-1', false],
+      ['verify-1', false],
+    ]);
+    expect(removals.size).toBe(2);
+    expect(backend.created.every((c) => c.sandbox.disposed === undefined)).toBe(true);
+    held.open();
+    await closing;
+    expect(await removals.settle()).toEqual([]);
+    expect(backend.created.map((c) => c.sandbox.disposed)).toEqual([{ keep: false }, { keep: false }]);
+
+    // A sandbox with an egress proxy is removed on the run's path (its log is read after).
+    const proxied = new SandboxPool(
+      backend,
+      (role) => ({
+        image: 'memory:repo',
+        runId: 'r2',
+        role,
+        egress: {
+          allow: [{ host: 'example.test', ports: [443] }],
+          deny: [],
+          privateRanges: [],
+          resolvers: [],
+        },
+      }),
+      'never',
+      undefined,
+      removals,
+    );
+    await proxied.create('attempt-1');
+    await proxied.closeAll(false, () => undefined);
+    expect(removals.size).toBe(0);
+    expect(backend.created.at(-1)?.sandbox.disposed).toEqual({ keep: false });
+  });
+
+  it("with an eval's removals, a kept sandbox is stopped and kept on the run's path, never in the background", async () => {
+    const backend = new MemoryBackend({ 'a.txt': Buffer.from('a') });
+    const removals = new BackgroundRemovals();
+    const pool = new SandboxPool(
+      backend,
+      (role) => ({ image: 'memory:repo', runId: 'r1', role }),
+      'always',
+      undefined,
+      removals,
+    );
+    await pool.create('attempt-1');
+    await pool.closeAll(true, () => undefined);
+    expect(removals.size).toBe(0);
+    expect(backend.created[0]?.sandbox.disposed).toEqual({ keep: true });
+    expect(pool.records.map((r) => [r.role, r.kept])).toEqual([['attempt-1', true]]);
   });
 });
