@@ -23,6 +23,7 @@ import { fixTrialRunner } from './fix-trial.js';
 import { poolTally, type ProgressReporter } from './eval-progress.js';
 import { TrialPools } from './trial-pools.js';
 import { poolCapacity } from '../sandbox/pool/warm-pool.js';
+import { PoolStatusFile } from '../sandbox/pool/pool-status.js';
 import { BackgroundRemovals } from '../sandbox/removals.js';
 import { writeReports } from './report.js';
 import { readEvalLock, resumeSettings, type GivenSettings } from './eval-lock.js';
@@ -185,6 +186,7 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
         capacity: poolCapacity(concurrency, 2),
         trials: n,
         ...(onPool ? { onChange: onPool } : {}),
+        status: (engine) => new PoolStatusFile('eval', engine),
       })
     : undefined;
   // A trial ends once its record is written; its sandboxes go while the next one runs.

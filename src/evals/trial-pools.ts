@@ -12,7 +12,7 @@
  * used and goes when the eval drains the pool.
  */
 import type { SandboxBackend, SandboxSpec } from '../sandbox/types.js';
-import { WarmPool, type PoolStats } from '../sandbox/pool/warm-pool.js';
+import { WarmPool, type PoolStats, type PoolStatusSink } from '../sandbox/pool/warm-pool.js';
 
 export interface TrialPoolsOptions {
   /** Most sandboxes waiting or starting at once, per engine. */
@@ -23,6 +23,8 @@ export interface TrialPoolsOptions {
   onChange?: ((engine: string, stats: PoolStats) => void) | undefined;
   /** The eval's start, as run ids spell it (default: now). */
   startedAt?: Date;
+  /** Each engine's pool's status file for `doctor` (`sandbox/pool/pool-status.ts`). */
+  status?: ((engine: string) => PoolStatusSink) | undefined;
 }
 
 /**
@@ -84,6 +86,7 @@ export class TrialPools {
         capacity: this.options.capacity,
         shared: true,
         onRequest: (spec) => this.warmNext(pool!, spec),
+        ...(this.options.status ? { status: this.options.status(engine) } : {}),
         ...(this.options.onChange ? { onChange: (stats) => this.options.onChange?.(engine, stats) } : {}),
       });
       this.pools.set(engine, pool);

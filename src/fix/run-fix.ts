@@ -56,6 +56,7 @@ import { prepare } from './prepare.js';
 import { loadLibrary } from './read-library.js';
 import { continuationFeedback } from './continue.js';
 import { buildLines, progressOfEvents, silentProgress, type ProgressSink } from './progress.js';
+import { PoolStatusFile } from '../sandbox/pool/pool-status.js';
 import { WarmPool, poolCapacity } from '../sandbox/pool/warm-pool.js';
 import { SandboxPool } from './sandboxes.js';
 import type { InjectedFile, WorkspaceGit } from '../sandbox/types.js';
@@ -247,7 +248,10 @@ function sandboxPool(
   return new SandboxPool(
     options.sharedPool ??
       (options.pool
-        ? new WarmPool(deps.backend, { capacity: poolCapacity(1, options.maxAttempts ?? 1) })
+        ? new WarmPool(deps.backend, {
+            capacity: poolCapacity(1, options.maxAttempts ?? 1),
+            status: new PoolStatusFile('fix', deps.backend.engine),
+          })
         : deps.backend),
     (role) => ({
       // The agent's sandboxes come from the image with a git repository of the pristine tree.

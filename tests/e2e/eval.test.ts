@@ -10,6 +10,7 @@ import { exampleCopy, removeExampleCopies } from '../helpers/example.js';
 import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { LABEL } from '../../src/sandbox/docker/labels.js';
+import { findPools, poolCheck, type FoundPool } from '../../src/sandbox/pool/pool-status.js';
 import { spawn } from 'node:child_process';
 import { CLI, cleanEnv, runCli, startCli, treeHash, ROOT } from '../helpers/cli.js';
 
@@ -193,16 +194,30 @@ describe('eval end to end (real Docker, offline suite)', { timeout: 600_000 }, (
     expect(await dockerEngine().containers.list({ [LABEL.run]: failed.runId })).toEqual([]);
   });
 
-  it('--pool: the same outcomes, the progress counts what the warm pools gave, nothing of any pool is left', async () => {
+  it('--pool: the same outcomes, the progress counts what the warm pools gave, doctor sees the pool while it runs, nothing of any pool is left', async () => {
     const { suite, root } = await exampleWithSuite();
     const text = await readFile(suite, 'utf8');
     await writeFile(suite, text.slice(0, text.indexOf('  - id: flaky-fix')));
     const out = join(root, 'out-pool');
     // Two trials per task: the second of each finds its sandboxes warmed by the first.
-    const r = await runCli(['eval', suite, '-n', '2', '--concurrency', '2', '--pool', '--out', out], {
+    const cache = join(root, 'cache');
+    const started = startCli(['eval', suite, '-n', '2', '--concurrency', '2', '--pool', '--out', out], {
       cwd: root,
+      env: cleanEnv({ XDG_CACHE_HOME: cache }),
     });
+    // What doctor reads: the eval's pool, by its process, while it runs.
+    const statusDir = join(cache, 'sandbox-harness', 'pools');
+    let ended = false;
+    void started.done.then(() => (ended = true));
+    let seen: FoundPool | undefined;
+    while (!ended && !seen) {
+      seen = (await findPools(statusDir)).find((p) => p.pid === started.child.pid);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const r = await started.done;
     expect(r.code, r.stderr).toBe(0);
+    expect(seen).toMatchObject({ owner: 'eval', engine: 'local', alive: true });
+    expect((await poolCheck(statusDir)).detail).toMatch(/^none running/);
     const results = (await readResults(out)).sort(
       (a, b) => a.taskId.localeCompare(b.taskId) || a.trial - b.trial,
     );

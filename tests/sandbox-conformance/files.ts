@@ -335,6 +335,17 @@ export function describeFileConformance(target: FileConformanceTarget): void {
 
       it("treats hidden paths as never there in an agent's sandbox, whose channel removed them", async () => {
         const box = await make({ hidden: ['src/obsolete.txt', 'src/nested'], channel: true });
+        await heldOutAreGone(box);
+      });
+
+      it("removes a held-out list longer than the channel's command line takes (an exec's arguments)", async () => {
+        // About 180 KiB of paths: more than one shell argument (128 KiB) of the channel may carry.
+        const absent = Array.from({ length: 3000 }, (_, i) => `src/absent/${'d'.repeat(48)}-${i}.txt`);
+        const box = await make({ hidden: ['src/obsolete.txt', ...absent, 'src/nested'], channel: true });
+        await heldOutAreGone(box);
+      });
+
+      async function heldOutAreGone(box: Sandbox): Promise<void> {
         // The agent's own calls go over the channel: they see no trace of the held-out files.
         const listed = await box.exec('ls -R src', { fast: true });
         expect(listed.exitCode).toBe(0);
@@ -343,7 +354,7 @@ export function describeFileConformance(target: FileConformanceTarget): void {
         // And the harness's own reads, which never use the channel, agree.
         expect(await problem(box.readFile('src/obsolete.txt'))).toBe('missing');
         expect((await box.changes()).changes).toEqual([]);
-      });
+      }
     });
 
     describe('exportFiles', () => {

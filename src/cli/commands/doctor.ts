@@ -19,7 +19,8 @@
  *       "checks": [
  *         {
  *           "name": "daemon" | "server-version" | "storage-driver" | "cgroups" | "kernel-limits"
- *                 | "sandbox-container" | "disk-budget" | "disk" | "base-images" | "offline-bootstrap",
+ *                 | "sandbox-container" | "disk-budget" | "disk" | "base-images" | "offline-bootstrap"
+ *                 | "warm-pools" | "agent <kind>",
  *           "ok": boolean,
  *           "detail": string,   // what was found, one line
  *           "fix"?: string,     // when ok is false: the command that fixes it; with warning: how to get what is missing
@@ -101,9 +102,11 @@ export function doctorExitCode(report: Pick<DoctorReport, 'ok' | 'usable'>): num
 export async function checkLocalEngine(): Promise<DoctorResult> {
   const { sandboxProvider } = await import('../../sandbox/backend-registry.js');
   const { agentChecks } = await import('../../agent-kinds/agent-doctor.js');
+  const { poolCheck } = await import('../../sandbox/pool/pool-status.js');
   const report = await (await sandboxProvider()).doctor();
-  // Which agents are ready: notes only, so the engine's verdict (and the exit code) stays its own.
-  const checks = [...report.checks, ...(await agentChecks())];
+  // Which agents are ready, which warm pools run: notes only, so the engine's verdict (and
+  // the exit code) stays its own.
+  const checks = [...report.checks, await poolCheck(), ...(await agentChecks())];
   return { ...report, checks, exitCode: doctorExitCode(report) };
 }
 

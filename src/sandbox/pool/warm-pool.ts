@@ -51,6 +51,14 @@ export interface WarmPoolOptions {
    * next trial's sandbox from it: `evals/trial-pools.ts`). Never throws into the pool.
    */
   onRequest?: ((spec: SandboxSpec) => void) | undefined;
+  /** Where `doctor` finds the counts while the pool lives (`pool-status.ts`); closed by `drain`. */
+  status?: PoolStatusSink | undefined;
+}
+
+/** The counts told as they change, closed when the pool is drained (`PoolStatusFile`). */
+export interface PoolStatusSink {
+  update(stats: PoolStats): void;
+  close(): Promise<void>;
 }
 
 interface Entry {
@@ -131,7 +139,9 @@ export class WarmPool implements SandboxBackend {
   }
 
   private changed(): void {
-    this.options.onChange?.(this.stats());
+    const stats = this.stats();
+    this.options.onChange?.(stats);
+    this.options.status?.update(stats);
   }
 
   private currentImageId(image: string): Promise<string | undefined> {
@@ -232,9 +242,10 @@ export class WarmPool implements SandboxBackend {
   }
 
   /** Removes every sandbox waiting or starting, and makes no more. Never throws. */
-  drain(): Promise<void> {
+  async drain(): Promise<void> {
     this.closed = true;
-    return this.remove([...this.entries]);
+    await this.remove([...this.entries]);
+    await this.options.status?.close();
   }
 
   private async remove(gone: readonly Entry[]): Promise<void> {

@@ -6,14 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { PassThrough } from 'node:stream';
-import {
-  abortError,
-  HarnessError,
-  SandboxDead,
-  SandboxFileError,
-  UsageError,
-  type SandboxFileProblem,
-} from '../../errors.js';
+import { abortError, HarnessError, SandboxDead, SandboxFileError, UsageError } from '../../errors.js';
 import { packTar, readTarSafely } from '../tar.js';
 import {
   WORKSPACE,
@@ -43,11 +36,11 @@ import {
   type StandbyScript,
 } from './exec.js';
 import { shellJoin } from '../shell.js';
+import { fileProblem } from './file-problems.js';
 import { workspaceRelative } from './paths.js';
 import { changesFromScan, parseScan, type ParsedScan } from './scan.js';
 import {
   EXPORT_SCRIPT,
-  FILE_PROBLEMS,
   FREEZE_SCRIPT,
   HIDE_SCRIPT,
   SURVIVORS_SCRIPT,
@@ -62,35 +55,10 @@ export const DEFAULT_SCAN_ENTRIES = 100_000;
 /** Files per write script: keeps every command line far below the kernel's argument limits. */
 const WRITE_BATCH = 100;
 const DEFAULT_EXPORT = { maxFileBytes: 5 * 1024 * 1024, maxTotalBytes: 50 * 1024 * 1024 };
+/** Most bytes of arguments a script is given over the command channel (its line is one `sh -c` argument). */
+const MAX_CHANNEL_ARGS_BYTES = 64 * 1024;
 /** Most input a call hands over through the command channel (it passes through the sandbox's /tmp). */
 const CHANNEL_INPUT_BYTES = 1024 * 1024;
-
-function problemOf(exitCode: number): SandboxFileProblem | undefined {
-  const problem = FILE_PROBLEMS[exitCode as keyof typeof FILE_PROBLEMS];
-  if (problem === 'not-a-folder') return 'missing';
-  return problem;
-}
-
-function describe(problem: SandboxFileProblem, path: string, detail: string): string {
-  switch (problem) {
-    case 'missing':
-      return detail && detail !== path
-        ? `${path}: ${detail} is not a folder or does not exist`
-        : `${path}: no such file`;
-    case 'through-link':
-      return `${path}: ${detail || path} is a symbolic link; files are never read or written through a link`;
-    case 'not-a-file':
-      return `${path}: not a regular file`;
-    case 'is-a-directory':
-      return `${path}: is a directory, not a file`;
-    case 'too-large':
-      return `${path}: ${detail} bytes is over the read limit`;
-    case 'permission':
-      return `${path}: permission denied${detail && detail !== path ? ` (${detail})` : ''}`;
-    case 'invalid-path':
-      return `${path}: not a plain path inside ${WORKSPACE}`;
-  }
-}
 
 export interface PosixSandboxOptions {
   id: string;
@@ -265,11 +233,14 @@ export abstract class PosixSandbox implements Sandbox {
    */
   async removeHidden(channel: boolean): Promise<void> {
     if (this.hidden.size === 0) return;
-    const result = await this.script(HIDE_SCRIPT, [...this.hidden], {
-      maxStdoutBytes: 1024,
-      timeoutMs: 60_000,
-      fast: channel,
-    });
+    const paths = [...this.hidden];
+    const options = { maxStdoutBytes: 1024, timeoutMs: 60_000 };
+    // The channel's command is one argument of its shell (at most 128 KiB on Linux); a long
+    // list goes as an exec's own arguments. And `rm -rf` may run twice: a channel that
+    // failed it for its own reasons leaves the exec to try.
+    const fits = channel && paths.reduce((sum, p) => sum + p.length + 3, 0) <= MAX_CHANNEL_ARGS_BYTES;
+    let result = fits ? await this.script(HIDE_SCRIPT, paths, { ...options, fast: true }) : undefined;
+    if (!result || result.exitCode !== 0) result = await this.script(HIDE_SCRIPT, paths, options);
     if (result.exitCode !== 0) {
       throw new SandboxDead(`could not remove the held-out files from the sandbox: ${result.stderr.trim()}`);
     }
@@ -696,14 +667,6 @@ export abstract class PosixSandbox implements Sandbox {
   }
 
   private throwFileProblem(result: ScriptResult, path: string): void {
-    if (result.exitCode === 0) return;
-    const problem = problemOf(result.exitCode);
-    if (!problem) {
-      throw new SandboxFileError(
-        `${path}: the sandbox could not do it (exit ${result.exitCode}${result.stderr.trim() ? `: ${result.stderr.trim().slice(0, 300)}` : ''})`,
-        'permission',
-      );
-    }
-    throw new SandboxFileError(describe(problem, path, result.stderr.trim().slice(0, 500)), problem);
+    if (result.exitCode !== 0) throw fileProblem(result, path);
   }
 }
