@@ -230,12 +230,7 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
       ...(reporter ? { onProgress: (p) => reporter.update(p) } : {}),
     });
   } finally {
-    // Before the engines' connections close. A container left is labelled: gc removes it.
-    for (const failure of await removals.settle())
-      say(`could not remove ${failure.what}: ${failure.message} (\`sandbox-harness gc\` removes it)`);
-    // What waits in the pool for trials that never came (Ctrl-C, the last of each task's).
-    await pools?.drain();
-    engines?.stop();
+    await closeTrials({ removals, pools, engines, say });
     reporter?.finish();
   }
 
@@ -511,4 +506,22 @@ export async function writeOutputs(
     return undefined;
   });
   return { files, view };
+}
+
+/**
+ * The end of an eval's trials, whatever ended them (Ctrl-C included), in this order: the
+ * sandboxes still being removed (any that failed named: it keeps its labels, so `gc` removes
+ * it), then what waits in the pools for trials that never came, and only then the engines'
+ * connections, which the two before still use.
+ */
+export async function closeTrials(parts: {
+  removals: BackgroundRemovals;
+  pools?: { drain(): Promise<void> } | undefined;
+  engines?: { stop(): void } | undefined;
+  say: (line: string) => void;
+}): Promise<void> {
+  for (const failure of await parts.removals.settle())
+    parts.say(`could not remove ${failure.what}: ${failure.message} (\`sandbox-harness gc\` removes it)`);
+  await parts.pools?.drain();
+  parts.engines?.stop();
 }

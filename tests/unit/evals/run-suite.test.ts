@@ -4,7 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError, Interrupted, UsageError } from '../../../src/errors.js';
 import type { RepoImageRequest } from '../../../src/image-context/request.js';
 import type { SandboxProvider } from '../../../src/sandbox/types.js';
-import { runSuite, type SuiteOptions } from '../../../src/evals/run-suite.js';
+import { closeTrials, runSuite, type SuiteOptions } from '../../../src/evals/run-suite.js';
+import { BackgroundRemovals } from '../../../src/sandbox/removals.js';
 import { ROOT } from '../../helpers/cli.js';
 import { withTempDir } from './helpers.js';
 
@@ -85,4 +86,34 @@ describe('runSuite stops when interrupted', () => {
       });
     },
   );
+});
+
+describe("the end of an eval's trials", () => {
+  it('waits for the removals, names the ones that failed, then drains the pools, then stops the engines', async () => {
+    const order: string[] = [];
+    const removals = new BackgroundRemovals();
+    let finish = () => {};
+    await removals.add('attempt-1 (abc)', () =>
+      new Promise<void>((resolve) => (finish = resolve)).then(() => {
+        order.push('removed');
+      }),
+    );
+    await removals.add('verify-1 (def)', () => Promise.reject(new Error('engine said no')));
+    const said: string[] = [];
+    const closing = closeTrials({
+      removals,
+      pools: { drain: async () => void order.push('drained') },
+      engines: { stop: () => void order.push('stopped') },
+      say: (line) => said.push(line),
+    });
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    // Nothing goes while a removal still needs the engine.
+    expect(order).toEqual([]);
+    finish();
+    await closing;
+    expect(order).toEqual(['removed', 'drained', 'stopped']);
+    expect(said).toEqual([
+      'could not remove verify-1 (def): engine said no (`sandbox-harness gc` removes it)',
+    ]);
+  });
 });
