@@ -1,9 +1,10 @@
 /** The small commands of the CLI, as a user runs them: help, validation, exec, gc, exit codes. */
 import { describe, expect, it } from 'vitest';
-import { writeFile, mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { hostname, tmpdir } from 'node:os';
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { runCli, ROOT } from '../helpers/cli.js';
+import { cleanEnv, runCli, ROOT } from '../helpers/cli.js';
 import { FIXTURES, fixtureImage } from '../helpers/docker.js';
 import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
 import { randomBytes } from 'node:crypto';
@@ -113,6 +114,38 @@ describe('sandbox-harness CLI', () => {
       expect(await dockerEngine().containers.inspect(sandbox.id)).toBeUndefined();
     } finally {
       await dockerEngine().containers.remove(sandbox.id);
+    }
+  });
+
+  it("gc names the status file a warm pool left when its process died, and leaves a live pool's", async () => {
+    const cache = await mkdtemp(join(tmpdir(), 'sandbox-harness-gc-cache-'));
+    try {
+      const dir = join(cache, 'sandbox-harness', 'pools');
+      await mkdir(dir, { recursive: true });
+      const dead = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))']);
+      const deadPid = Number(dead.stdout.toString());
+      const status = (pid: number) =>
+        JSON.stringify({
+          version: 1,
+          pid,
+          host: hostname(),
+          owner: 'eval',
+          engine: 'local',
+          startedAt: '2026-12-02T10:00:00.000Z',
+          updatedAt: '2026-12-02T10:00:00.000Z',
+          stats: { ready: 1, starting: 0, handedOut: 0, cold: 0, discarded: 0 },
+        });
+      await writeFile(join(dir, `${deadPid}-1.json`), status(deadPid));
+      await writeFile(join(dir, `${process.pid}-1.json`), status(process.pid));
+      const r = await runCli(['gc', '--dry-run', '--json'], { env: cleanEnv({ XDG_CACHE_HOME: cache }) });
+      expect(r.code, r.stderr).toBe(0);
+      expect((JSON.parse(r.stdout) as { pools: unknown }).pools).toEqual([
+        { pid: deadPid, owner: 'eval', engine: 'local' },
+      ]);
+      // A dry run removes nothing.
+      expect((await readdir(dir)).sort()).toEqual([`${deadPid}-1.json`, `${process.pid}-1.json`].sort());
+    } finally {
+      await rm(cache, { recursive: true, force: true });
     }
   });
 

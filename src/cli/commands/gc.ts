@@ -36,7 +36,7 @@ function declaration() {
       'after',
       `
 Without options, gc removes only orphans: unkept containers whose harness process on this
-host is gone. Unkept containers of a harness process that still runs are never removed;
+host is gone (and the status files their warm pools left for doctor). Unkept containers of a harness process that still runs are never removed;
 kept ones are (their run is over), when --run, --older-than or --all names them.`,
     );
 }
@@ -126,13 +126,30 @@ export async function gcCommand(ctx: CliContext, options: GcCommandOptions): Pro
 
   const chosen = backendChoice(options);
   const report = await (await sandboxProvider(chosen.name, chosen.options)).collectGarbage(gcOptions);
+  const pools = await stalePools(gcOptions);
   if (options.json) {
-    printJson(ctx, { run: runId, ...report });
+    printJson(ctx, { run: runId, ...report, pools });
     return 0;
   }
   for (const line of reportLines(report, verb, ofRun)) print(ctx, line);
+  for (const pool of pools)
+    print(ctx, `${verb} the status file of ${pool.owner} pid ${pool.pid}'s warm pool (its process is gone)`);
   keptNote();
   return 0;
+}
+
+/**
+ * The status files `doctor` reads of warm pools whose process on this host is gone (their
+ * sandboxes are orphans, removed above); not when gc is asked about one run only.
+ */
+async function stalePools(options: {
+  runId: string | undefined;
+  dryRun: boolean;
+}): Promise<Array<{ pid: number; owner: string; engine: string }>> {
+  if (options.runId !== undefined) return [];
+  const { removeStalePools } = await import('../../sandbox/pool/pool-status.js');
+  const stale = await removeStalePools(undefined, { dryRun: options.dryRun }).catch(() => []);
+  return stale.map(({ pid, owner, engine }) => ({ pid, owner, engine }));
 }
 
 function reportLines(report: GcReport, verb: string, ofRun: string): string[] {

@@ -4,7 +4,7 @@
  * (`pools/<pid>-<n>.json`) with its counts, rewritten as they change (at most a few times a
  * second) and removed when the pool is drained. A file whose process on this host is gone is
  * a pool that crashed: `doctor` says so (the orphan reaper and `gc` remove its sandboxes),
- * and the next pool that starts removes the file.
+ * and `gc` or the next pool that starts removes the file.
  *
  * The files are the harness's own, but what is read back is checked as any input: opened
  * without following a link or waiting on a pipe, at most 4 KiB, every field of the right
@@ -74,7 +74,7 @@ export class PoolStatusFile implements PoolStatusSink {
   ) {
     this.file = join(dir, `${process.pid}-${++sequence}.json`);
     // Files of pools whose process on this host is gone: nothing will remove them but this.
-    void removeStale(dir).catch(() => undefined);
+    void removeStalePools(dir).catch(() => undefined);
   }
 
   /** Records the counts; written within a quarter of a second. Never throws. */
@@ -186,10 +186,17 @@ export async function findPools(dir: string = poolStatusDir()): Promise<FoundPoo
   return found.sort((a, b) => a.startedAt.localeCompare(b.startedAt));
 }
 
-async function removeStale(dir: string): Promise<void> {
-  for (const pool of await findPools(dir)) {
-    if (pool.alive === false) await rm(pool.file, { force: true });
-  }
+/**
+ * Removes the status files of pools whose process on this host is gone (`gc`, and every pool
+ * that starts); returns them. With `dryRun` only says which.
+ */
+export async function removeStalePools(
+  dir: string = poolStatusDir(),
+  options: { dryRun?: boolean } = {},
+): Promise<FoundPool[]> {
+  const stale = (await findPools(dir)).filter((pool) => pool.alive === false);
+  if (!options.dryRun) for (const pool of stale) await rm(pool.file, { force: true });
+  return stale;
 }
 
 function describePool(pool: FoundPool): string {
@@ -213,6 +220,6 @@ export async function poolCheck(dir: string = poolStatusDir()): Promise<DoctorCh
     ok: true,
     warning: true,
     detail: `${detail}; left by ${gone.length} process(es) that are gone: ${gone.map(describePool).join('; ')}`,
-    fix: 'sandbox-harness gc (removes the sandboxes of harness processes that are gone)',
+    fix: 'sandbox-harness gc (removes the sandboxes of harness processes that are gone, and these notes)',
   };
 }

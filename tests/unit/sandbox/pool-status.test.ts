@@ -8,7 +8,12 @@ import { spawnSync, execFileSync } from 'node:child_process';
 import { mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { findPools, poolCheck, PoolStatusFile } from '../../../src/sandbox/pool/pool-status.js';
+import {
+  findPools,
+  poolCheck,
+  PoolStatusFile,
+  removeStalePools,
+} from '../../../src/sandbox/pool/pool-status.js';
 import { WarmPool } from '../../../src/sandbox/pool/warm-pool.js';
 import { MemoryBackend } from '../../fakes/memory-sandbox.js';
 
@@ -132,5 +137,18 @@ describe('pool status files', () => {
     expect(found?.stats).toMatchObject({ ready: 1, starting: 0 });
     await pool.drain();
     expect(await findPools(dir)).toEqual([]);
+  });
+});
+
+describe('removeStalePools (gc)', () => {
+  it('removes only the files of pools whose process is gone; a dry run only says which', async () => {
+    const dir = await tempDir();
+    const pid = deadPid();
+    await writeFile(join(dir, `${pid}-1.json`), statusJson(pid));
+    await writeFile(join(dir, `${process.pid}-1.json`), statusJson(process.pid));
+    expect((await removeStalePools(dir, { dryRun: true })).map((p) => p.pid)).toEqual([pid]);
+    expect((await readdir(dir)).length).toBe(2);
+    expect((await removeStalePools(dir)).map((p) => p.pid)).toEqual([pid]);
+    expect(await readdir(dir)).toEqual([`${process.pid}-1.json`]);
   });
 });
