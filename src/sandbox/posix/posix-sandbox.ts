@@ -6,6 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { PassThrough } from 'node:stream';
+import { setTimeout as delay } from 'node:timers/promises';
 import { abortError, HarnessError, SandboxDead, SandboxFileError, UsageError } from '../../errors.js';
 import { packTar, readTarSafely } from '../tar.js';
 import {
@@ -87,6 +88,8 @@ const KILLED_CODES: ReadonlySet<number> = new Set([125, 126, 127, 137, 143, 255,
  */
 const KILL_SETTLE_MS = 15_000;
 const PROBE_TIMEOUT_MS = 5000;
+/** How long a spawned process's exit may take to be seen after its tree was killed. */
+const KILL_EXIT_WAIT_MS = 5000;
 /** How long (10 ms tries) the root check beside the freeze waits for the sandbox user's processes to go. */
 const SURVIVOR_WATCH_TRIES = 1000;
 /** Root's look runs as root: no process of the sandbox user can trace or signal it. */
@@ -290,14 +293,25 @@ export abstract class PosixSandbox implements Sandbox {
     }
     // A write after the process ended fails on the stream; the caller learns it from `exited`.
     input.on('error', () => undefined);
+    const exited = started.exited.catch(() => -1);
+    let detached!: () => void;
+    const gone = new Promise<number>((resolve) => (detached = () => resolve(-1)));
     let killed: Promise<void> | undefined;
     return {
       input,
-      exited: started.exited.catch(() => -1),
+      // A transport that stops following stops telling the end: a detached process has ended
+      // as far as its caller can know (-1), never a promise that waits forever.
+      exited: Promise.race([exited, gone]),
       kill: () =>
         (killed ??= killTree(this.transport, token)
           .catch(() => undefined)
-          .finally(() => started.detach())),
+          // The tree is killed; its exit is told before the transport lets go (bounded).
+          .then(() => Promise.race([exited, delay(KILL_EXIT_WAIT_MS, undefined, { ref: false })]))
+          .finally(() => {
+            started.detach();
+            detached();
+          })
+          .then(() => undefined)),
     };
   }
 
