@@ -52,7 +52,7 @@ export function readRuntimeProbe(runtime: string, output: string): RuntimeProbe 
   if (kernel === '4.4.0') notes.push("gVisor's own kernel (4.4.0) between the sandbox and the host");
   if (facts.get('stat') === 'fails')
     notes.push(
-      "coreutils' stat and ls -l fail with EINVAL (this gVisor refuses their statx flags); the harness does not use them",
+      "coreutils' stat and ls (even a plain `ls DIR`) fail with EINVAL (this gVisor refuses their statx flags): the harness does not use them, an agent's command may; a gVisor from 2023 on does not",
     );
   const holdsBaseline = uid !== undefined && uid !== '0' && /^0+$/.test(cap) && net.join(',') === 'lo';
   return { runtime, holdsBaseline, ...(kernel ? { kernel } : {}), notes };
