@@ -122,6 +122,21 @@ export function describeFileConformance(target: FileConformanceTarget): void {
         ]);
       });
 
+      it('writes a batch whose paths are longer together than one command line of the channel', async () => {
+        // 60 files of about 2.8 KiB of path each: 170 KiB, over one shell argument (128 KiB).
+        const folder = Array.from(
+          { length: 11 },
+          (_, i) => `${String(i).padStart(2, '0')}${'p'.repeat(240)}`,
+        ).join('/');
+        const files = Array.from({ length: 60 }, (_, i) => ({
+          path: `long/${folder}/f${i}.txt`,
+          content: `${i}\n`,
+        }));
+        await box.writeFiles(files);
+        expect((await box.readFile(files[59]!.path)).toString()).toBe('59\n');
+        expect((await box.readFile(files[0]!.path)).toString()).toBe('0\n');
+      });
+
       it('replaces an existing file whole', async () => {
         await box.writeFiles([{ path: 'src/greeting.txt', content: 'hi' }]);
         expect((await box.readFile('src/greeting.txt')).toString()).toBe('hi');

@@ -238,12 +238,9 @@ export abstract class PosixSandbox implements Sandbox {
     if (this.hidden.size === 0) return;
     const paths = [...this.hidden];
     const options = { maxStdoutBytes: 1024, timeoutMs: 60_000 };
-    // The channel's command is one argument of its shell (at most 128 KiB on Linux); a long
-    // list goes as an exec's own arguments. And `rm -rf` may run twice: a channel that
-    // failed it for its own reasons leaves the exec to try.
-    const fits = channel && paths.reduce((sum, p) => sum + p.length + 3, 0) <= MAX_CHANNEL_ARGS_BYTES;
-    let result = fits ? await this.script(HIDE_SCRIPT, paths, { ...options, fast: true }) : undefined;
-    if (!result || result.exitCode !== 0) result = await this.script(HIDE_SCRIPT, paths, options);
+    let result = await this.script(HIDE_SCRIPT, paths, { ...options, fast: channel });
+    // `rm -rf` may run twice: a channel that failed it for its own reasons leaves the exec to try.
+    if (channel && result.exitCode !== 0) result = await this.script(HIDE_SCRIPT, paths, options);
     if (result.exitCode !== 0) {
       throw new SandboxDead(`could not remove the held-out files from the sandbox: ${result.stderr.trim()}`);
     }
@@ -643,7 +640,10 @@ export abstract class PosixSandbox implements Sandbox {
   ): Promise<ScriptResult> {
     await this.checkUsable();
     const { fast, ...rest } = options;
-    if (fast && !rest.user && !rest.stdout && (rest.cwd === undefined || rest.cwd === WORKSPACE)) {
+    // The channel's command line is one argument of its shell (at most 128 KiB on Linux): long
+    // arguments (many or long paths) go as an exec's own.
+    const argsFit = args.reduce((sum, arg) => sum + Buffer.byteLength(arg) + 3, 0) <= MAX_CHANNEL_ARGS_BYTES;
+    if (fast && argsFit && !rest.user && !rest.stdout && (rest.cwd === undefined || rest.cwd === WORKSPACE)) {
       const channel = await this.openChannel();
       if (channel?.usable) {
         try {

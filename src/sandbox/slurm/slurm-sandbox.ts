@@ -21,10 +21,8 @@ import {
 import { containerCliArgs } from '../container/cli-args.js';
 import { hardenedContainer, IDLE_CONTAINER_LIMITS, withoutDiskQuota } from '../container/container-spec.js';
 import { injectedFiles } from '../container/injected-files.js';
-import { runScript } from '../posix/exec.js';
 import { workspaceRelative } from '../posix/paths.js';
 import { PosixSandbox, type PosixSandboxOptions } from '../posix/posix-sandbox.js';
-import { HIDE_SCRIPT } from '../posix/scripts.js';
 import { packTar, readTarTree } from '../tar.js';
 import {
   DEFAULT_RESOURCES,
@@ -316,19 +314,9 @@ export class SlurmBackend implements SandboxBackend {
         } satisfies PosixSandboxOptions,
         () => lease.release(),
       );
-      if (spec.hidden && spec.hidden.length > 0) {
-        const hidden = await runScript(
-          transport,
-          HIDE_SCRIPT,
-          spec.hidden.map((p) => workspaceRelative(p)),
-          { maxStdoutBytes: 1024, timeoutMs: 60_000 },
-        );
-        if (hidden.exitCode !== 0) {
-          throw new SandboxDead(
-            `could not remove the held-out files from the sandbox: ${hidden.stderr.trim()}`,
-          );
-        }
-      }
+      // As on Docker: an agent's sandbox starts its channel now, and the held-out files go over it.
+      if (spec.channel) sandbox.startChannel();
+      await sandbox.removeHidden(spec.channel === true);
       return sandbox;
     } catch (error) {
       // Never leave a half-made sandbox behind: its container, and its job when no other holds it.
