@@ -36,8 +36,9 @@ function declaration() {
       'after',
       `
 Without options, gc removes only orphans: unkept containers whose harness process on this
-host is gone (and the status files their warm pools left for doctor). Unkept containers of a harness process that still runs are never removed;
-kept ones are (their run is over), when --run, --older-than or --all names them.`,
+host is gone, and the status files their warm pools left for doctor. Unkept containers of a
+harness process that still runs are never removed; kept ones are (their run is over), when
+--run, --older-than or --all names them.`,
     );
 }
 
