@@ -637,8 +637,10 @@ async function closeRun(run: Run, ending: Ending): Promise<FixResult> {
     ending.outcome !== 'ready-for-review' &&
     ending.outcome !== 'not-applied' &&
     ending.outcome !== 'nothing-to-fix';
-  await run.sandboxes.closeAll(failed, (role, message) =>
-    run.events.emit({ kind: 'cleanup_failed', message: `${role}: ${message}` }),
+  await run.sandboxes.closeAll(
+    failed,
+    (role, message) => run.events.emit({ kind: 'cleanup_failed', message: `${role}: ${message}` }),
+    ending.outcome === 'infrastructure',
   );
   await dropFork(run);
   const containers = run.sandboxes.records;

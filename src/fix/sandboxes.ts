@@ -59,6 +59,9 @@ export class SandboxPool {
     private readonly removals?: BackgroundRemovals,
   ) {}
 
+  /** Set by a `closeAll` that must remove on the run's path. */
+  private removalsOff = false;
+
   /** Sandboxes being made ahead of the step that needs them, by role. */
   private readonly ahead = new Map<string, Promise<Sandbox>>();
   /** Roles whose sandbox the warm pool is making (when the backend is one). */
@@ -155,7 +158,17 @@ export class SandboxPool {
    * Disposes every sandbox still tracked: kept when the policy says so for this ending.
    * Failures are reported, never thrown: a run's result must not be lost to clean-up.
    */
-  async closeAll(failed: boolean, onError: (role: string, message: string) => void): Promise<void> {
+  async closeAll(
+    failed: boolean,
+    onError: (role: string, message: string) => void,
+    /**
+     * Every sandbox removed on the run's path, none in the background: after an
+     * infrastructure failure, removing is how a backend learns what failed (a lost Slurm
+     * node is fenced off then), and the eval's retry of the trial comes right after.
+     */
+    removeNow = false,
+  ): Promise<void> {
+    if (removeNow) this.removalsOff = true;
     await Promise.all([...this.ahead.keys()].map((role) => this.dropAhead(role)));
     // What the pool made for steps that never came is removed, never kept nor recorded; an
     // eval's pool goes on for its other runs.
@@ -185,7 +198,7 @@ export class SandboxPool {
    */
   private async remove(tracked: Tracked): Promise<void> {
     const { sandbox } = tracked;
-    if (!this.removals || tracked.removeNow) return sandbox.dispose({ keep: false });
+    if (!this.removals || this.removalsOff || tracked.removeNow) return sandbox.dispose({ keep: false });
     await this.removals.add(`${tracked.role} (${sandbox.id.slice(0, 12)})`, () =>
       sandbox.dispose({ keep: false }),
     );

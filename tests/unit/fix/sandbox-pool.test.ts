@@ -161,4 +161,27 @@ describe('SandboxPool', () => {
     expect(backend.created[0]?.sandbox.disposed).toEqual({ keep: true });
     expect(pool.records.map((r) => [r.role, r.kept])).toEqual([['attempt-1', true]]);
   });
+
+  it("after an infrastructure failure, a run removes its sandboxes on its path even with an eval's removals", async () => {
+    const backend = new MemoryBackend({ 'a.txt': Buffer.from('a') });
+    const held = heldRemovals(backend);
+    const removals = new BackgroundRemovals();
+    const pool = new SandboxPool(
+      backend,
+      (role) => ({ image: 'memory:repo', runId: 'r1', role }),
+      'never',
+      undefined,
+      removals,
+    );
+    await pool.create('attempt-1');
+    let closed = false;
+    const closing = pool.closeAll(true, () => undefined, true).then(() => (closed = true));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    // Removing is how a backend learns a node is lost: the retry must not come before it.
+    expect(closed).toBe(false);
+    expect(removals.size).toBe(0);
+    held.open();
+    await closing;
+    expect(backend.created[0]?.sandbox.disposed).toEqual({ keep: false });
+  });
 });
