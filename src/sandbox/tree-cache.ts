@@ -13,11 +13,11 @@
  * shape is a miss (the tree is read from the engine again), never an error or a wrong tree.
  */
 import { createHash } from 'node:crypto';
-import { constants } from 'node:fs';
-import { open, readdir, rm, stat } from 'node:fs/promises';
+import { readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { writeFileAtomic } from '../atomic-write.js';
+import { readOwnFile } from '../read-own-file.js';
 import type { EntryType, TreeEntry, WorkspaceTree } from './types.js';
 
 export interface TreeCache {
@@ -112,7 +112,7 @@ export function fileTreeCache(dir: string, options: { maxFiles?: number } = {}):
   const maxFiles = options.maxFiles ?? TREE_CACHE_FILES;
   return {
     async get(engine, imageId) {
-      const bytes = await readOwnFile(join(dir, fileName(engine, imageId))).catch(() => undefined);
+      const bytes = await readOwnFile(join(dir, fileName(engine, imageId)), MAX_FILE_BYTES);
       return bytes ? parseTreeFile(bytes, engine, imageId) : undefined;
     },
     async put(engine, imageId, tree) {
@@ -125,23 +125,6 @@ export function fileTreeCache(dir: string, options: { maxFiles?: number } = {}):
       }
     },
   };
-}
-
-/**
- * A regular file's bytes, never through a link at its name, sized by the file that was opened
- * (a file swapped after a look cannot pass for another); undefined when it is anything else.
- */
-async function readOwnFile(file: string): Promise<Buffer | undefined> {
-  const handle = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-  try {
-    const st = await handle.stat();
-    if (!st.isFile() || st.size > MAX_FILE_BYTES) return undefined;
-    const bytes = Buffer.alloc(st.size);
-    const { bytesRead } = await handle.read(bytes, 0, st.size, 0);
-    return bytes.subarray(0, bytesRead);
-  } finally {
-    await handle.close();
-  }
 }
 
 /** Keeps the `maxFiles` most recently written trees. */

@@ -324,6 +324,7 @@ const LAYERS: ReadonlyArray<{ layer: string; entries: readonly string[] }> = [
       'format.ts',
       'html/',
       'atomic-write.ts',
+      'read-own-file.ts',
       'repo-files.ts',
       'yaml-validate.ts',
       'egress-policy.ts',

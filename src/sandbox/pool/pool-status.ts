@@ -10,12 +10,12 @@
  * without following a link or waiting on a pipe, at most 4 KiB, every field of the right
  * type; anything else is skipped, never an error.
  */
-import { constants } from 'node:fs';
 import { mkdir, open, readdir, rename, rm } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { cacheDir } from '../../image-context/cache-dir.js';
+import { readOwnFile } from '../../read-own-file.js';
 import type { DoctorCheck } from '../types.js';
 import type { PoolStats, PoolStatusSink } from './warm-pool.js';
 
@@ -148,28 +148,18 @@ function isStatus(value: unknown): value is PoolStatus {
 
 /** One status file, or undefined for anything that is not one (a link, a pipe, too big, bad JSON). */
 async function readStatus(file: string): Promise<PoolStatus | undefined> {
-  let handle;
+  const bytes = await readOwnFile(file, MAX_STATUS_BYTES);
+  if (!bytes) return undefined;
+  let parsed: unknown;
   try {
-    handle = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    parsed = JSON.parse(bytes.toString('utf8'));
   } catch {
     return undefined;
   }
-  try {
-    const info = await handle.stat();
-    if (!info.isFile() || info.size > MAX_STATUS_BYTES) return undefined;
-    const buffer = Buffer.alloc(MAX_STATUS_BYTES + 1);
-    const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
-    if (bytesRead > MAX_STATUS_BYTES) return undefined;
-    const parsed: unknown = JSON.parse(buffer.subarray(0, bytesRead).toString('utf8'));
-    if (!isStatus(parsed)) return undefined;
-    const { version, pid, host, owner, engine, startedAt, updatedAt, stats } = parsed;
-    const counts = Object.fromEntries(STAT_FIELDS.map((k) => [k, stats[k]])) as unknown as PoolStats;
-    return { version, pid, host, owner, engine, startedAt, updatedAt, stats: counts };
-  } catch {
-    return undefined;
-  } finally {
-    await handle.close();
-  }
+  if (!isStatus(parsed)) return undefined;
+  const { version, pid, host, owner, engine, startedAt, updatedAt, stats } = parsed;
+  const counts = Object.fromEntries(STAT_FIELDS.map((k) => [k, stats[k]])) as unknown as PoolStats;
+  return { version, pid, host, owner, engine, startedAt, updatedAt, stats: counts };
 }
 
 /** The pools that left a status file, oldest first; none when the folder is not there. */
