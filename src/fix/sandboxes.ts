@@ -59,9 +59,6 @@ export class SandboxPool {
     private readonly removals?: BackgroundRemovals,
   ) {}
 
-  /** Set by a `closeAll` that must remove on the run's path. */
-  private removalsOff = false;
-
   /** Sandboxes being made ahead of the step that needs them, by role. */
   private readonly ahead = new Map<string, Promise<Sandbox>>();
   /** Roles whose sandbox the warm pool is making (when the backend is one). */
@@ -106,7 +103,7 @@ export class SandboxPool {
   }
 
   /** Removes the sandbox made ahead for `role` if no step asked for it; never throws. */
-  async dropAhead(role: string): Promise<void> {
+  async dropAhead(role: string, now = false): Promise<void> {
     const made = this.ahead.get(role);
     if (!made) return;
     this.ahead.delete(role);
@@ -117,7 +114,7 @@ export class SandboxPool {
     const [tracked] = this.live.splice(index, 1);
     // Unused, it holds nothing worth keeping whatever the policy, and it is no evidence of
     // the run either: not recorded, so no table lists a verification that never happened.
-    await this.remove(tracked!).catch(() => undefined);
+    await this.remove(tracked!, now).catch(() => undefined);
     this.order.splice(this.order.indexOf(sandbox.id), 1);
   }
 
@@ -168,8 +165,7 @@ export class SandboxPool {
      */
     removeNow = false,
   ): Promise<void> {
-    if (removeNow) this.removalsOff = true;
-    await Promise.all([...this.ahead.keys()].map((role) => this.dropAhead(role)));
+    await Promise.all([...this.ahead.keys()].map((role) => this.dropAhead(role, removeNow)));
     // What the pool made for steps that never came is removed, never kept nor recorded; an
     // eval's pool goes on for its other runs.
     if (this.backend instanceof WarmPool) {
@@ -182,7 +178,8 @@ export class SandboxPool {
     await Promise.all(
       this.live.splice(0).map(async (tracked) => {
         try {
-          await this.dispose(tracked, !tracked.throwaway && (always || (onFailure && !tracked.untouched)));
+          const keep = !tracked.throwaway && (always || (onFailure && !tracked.untouched));
+          await this.dispose(tracked, keep, removeNow);
         } catch (error) {
           onError(tracked.role, errorMessage(error));
         }
@@ -196,9 +193,9 @@ export class SandboxPool {
    * Removes a sandbox not kept: now, or handed to the eval's background removals (which wait
    * for room first), so the run's end does not wait for the engine.
    */
-  private async remove(tracked: Tracked): Promise<void> {
+  private async remove(tracked: Tracked, now = false): Promise<void> {
     const { sandbox } = tracked;
-    if (!this.removals || this.removalsOff || tracked.removeNow) return sandbox.dispose({ keep: false });
+    if (!this.removals || now || tracked.removeNow) return sandbox.dispose({ keep: false });
     await this.removals.add(`${tracked.role} (${sandbox.id.slice(0, 12)})`, () =>
       sandbox.dispose({ keep: false }),
     );
@@ -207,9 +204,9 @@ export class SandboxPool {
   /** Egress logs of the disposed sandboxes that had egress, by sandbox id. */
   readonly egressLogs = new Map<string, EgressLogEntry[]>();
 
-  private async dispose(tracked: Tracked, keep: boolean): Promise<void> {
+  private async dispose(tracked: Tracked, keep: boolean, now = false): Promise<void> {
     if (keep) await tracked.sandbox.dispose({ keep });
-    else await this.remove(tracked);
+    else await this.remove(tracked, now);
     const egress = tracked.sandbox.egressLog?.();
     if (egress && egress.length > 0) this.egressLogs.set(tracked.sandbox.id, egress);
     this.records.push({
