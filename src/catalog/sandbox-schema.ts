@@ -102,6 +102,26 @@ export const buildSchema = z
   )
   .meta({ description: 'How the sandbox image is built from the repo.' });
 
+/** Commands run once on the untouched repo before the agent starts, and in every verification. */
+export const setupSchema = z
+  .strictObject(
+    {
+      command: nonEmpty('a shell command such as "npm run build"').meta({
+        description:
+          "A shell command run in a sandbox of the untouched repo before the agent starts (network none, the test timeout): generated files, a build, a local install from what the image holds. The agent's sandboxes start from its result (a fork), and what it wrote is never part of the agent's change. Every verification and the baseline run it again, after the change is written and before the tests, so no verdict rests on the agent's copy of it.",
+      }),
+      shared: z
+        .boolean({ error: 'expected true or false' })
+        .meta({
+          description:
+            'In an eval, run the setup once per task and start every trial from it (default false: once per trial). Only for a setup whose result does not vary from run to run.',
+        })
+        .default(false),
+    },
+    { error: typeError('expected {command: "...", shared: true|false}') },
+  )
+  .meta({ description: 'Preparation run once before the agent, repeated in every verification.' });
+
 /** An image name, parsed with the reference grammar before anything uses it (src/names.ts). */
 const imageReference = (what: string) =>
   nonEmpty(what).superRefine((value, ctx) => {
@@ -142,6 +162,7 @@ export const sandboxSchema = z
       })
       .optional(),
     egress: egressSchema.optional(),
+    setup: setupSchema.optional(),
   })
   .superRefine((sandbox, ctx) => {
     if (sandbox.dockerfile !== undefined && sandbox.image !== undefined) {

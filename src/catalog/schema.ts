@@ -17,6 +17,7 @@ import {
   sandboxSchema,
   type buildSchema,
   type resourcesSchema,
+  type setupSchema,
   type timeoutsSchema,
 } from './sandbox-schema.js';
 
@@ -64,6 +65,16 @@ export const catalogSchema = z
     description: 'Business rules, editable files, test command and sandbox of one service.',
   })
   .superRefine((catalog, ctx) => {
+    const command = catalog.agent.testCommand;
+    if (catalog.sandbox.setup && typeof command !== 'string') {
+      const at = command.findIndex((layer) => layer.name === SETUP_LAYER);
+      if (at >= 0)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['agent', 'testCommand', at, 'name'],
+          message: `"${SETUP_LAYER}" is the name of sandbox.setup's layer in a verification; name this layer otherwise`,
+        });
+    }
     if (catalog.agent.steps && !catalog.agent.reward)
       ctx.addIssue({
         code: 'custom',
@@ -83,9 +94,28 @@ export type SandboxTimeouts = z.output<typeof timeoutsSchema>;
 export type ResourcesConfig = z.output<typeof resourcesSchema>;
 export type ProviderConfig = z.output<typeof providerSchema>;
 export type EgressConfig = z.output<typeof egressSchema>;
+export type SetupConfig = z.output<typeof setupSchema>;
+
+/** The name of the layer the setup command runs as in a verification (`verificationLayers`). */
+export const SETUP_LAYER = 'setup';
 
 /** The test command as layers; a single command is one layer called `test`. */
 export function testLayers(catalog: { agent: Pick<AgentConfig, 'testCommand'> }): TestLayer[] {
   const command = catalog.agent.testCommand;
   return typeof command === 'string' ? [{ name: 'test', command }] : command.map((layer) => ({ ...layer }));
+}
+
+/**
+ * What a verification and the baseline run, in order: the catalog's setup (`sandbox.setup`)
+ * as a first layer, then the test layers. The agent is told the test layers only: its
+ * sandbox starts from the setup's result.
+ */
+export function verificationLayers(catalog: {
+  agent: Pick<AgentConfig, 'testCommand'>;
+  sandbox: Pick<SandboxConfig, 'setup'>;
+}): TestLayer[] {
+  const setup = catalog.sandbox.setup;
+  return setup
+    ? [{ name: SETUP_LAYER, command: setup.command }, ...testLayers(catalog)]
+    : testLayers(catalog);
 }

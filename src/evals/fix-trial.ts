@@ -11,6 +11,7 @@ import type { EventSink } from '../agent/events.js';
 import type { RunRecord } from '../runs/record.js';
 import type { TrialPools } from './trial-pools.js';
 import type { BackgroundRemovals } from '../sandbox/removals.js';
+import type { SetupStates } from '../fix/setup-states.js';
 import { readFile } from 'node:fs/promises';
 import { parseStoredResults } from '../test-results/stored.js';
 import {
@@ -47,6 +48,8 @@ export interface FixTrialOptions {
   pools?: TrialPools | undefined;
   /** Trials' sandboxes that are not kept are removed beside the next trial (`sandbox/removals.ts`). */
   removals?: BackgroundRemovals | undefined;
+  /** The eval's setups: a catalog setup marked `shared` is made once per task (`fix/setup.ts`). */
+  setups?: SetupStates | undefined;
 }
 
 export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
@@ -99,6 +102,7 @@ export function fixTrialRunner(options: FixTrialOptions): TrialRunner {
           ...(spec.patchOnly ? { patchOnly: true } : {}),
           ...(pools ? { sharedPool: pools.poolFor(context.engine, deps.backend) } : {}),
           ...(options.removals ? { removals: options.removals } : {}),
+          ...(options.setups ? { sharedSetups: options.setups } : {}),
         },
         deps,
       );

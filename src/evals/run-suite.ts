@@ -25,6 +25,7 @@ import { TrialPools } from './trial-pools.js';
 import { poolCapacity } from '../sandbox/pool/warm-pool.js';
 import { PoolStatusFile } from '../sandbox/pool/pool-status.js';
 import { BackgroundRemovals } from '../sandbox/removals.js';
+import { SetupStates } from '../fix/setup-states.js';
 import { writeReports } from './report.js';
 import { readEvalLock, resumeSettings, type GivenSettings } from './eval-lock.js';
 import { runEval, SHARDS_DIR, type EvalRun } from './runner.js';
@@ -180,8 +181,12 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
   const concurrency = options.concurrency ?? suite.defaults.concurrency ?? availableParallelism();
   // One pool per engine for all the trials; the progress line shows them summed.
   const onPool = options.pool && reporter?.pool ? poolTally((pool) => reporter.pool?.(pool)) : undefined;
+  // A setup the catalog shares is made by a task's first trial; the others start from it.
+  const setups = new SetupStates();
   const pools = options.pool
     ? new TrialPools({
+        // A trial's own setup goes with it: nothing is warmed from it for the next trial.
+        lasts: (image) => !setups.isTrialOwn(image),
         // Each trial running: its attempt's and its verification's, and the next trial's first.
         capacity: poolCapacity(concurrency, 2),
         trials: n,
@@ -203,6 +208,7 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
       costLimitUsd: settings.costLimitUsd,
       ...(pools ? { pools } : {}),
       removals,
+      setups,
       events: trialEvents(join(workDir, 'events.jsonl')),
     }),
     settled,
@@ -230,7 +236,7 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
       ...(reporter ? { onProgress: (p) => reporter.update(p) } : {}),
     });
   } finally {
-    await closeTrials({ removals, pools, engines, say });
+    await closeTrials({ removals, pools, setups, engines, say });
     reporter?.finish();
   }
 
@@ -511,17 +517,23 @@ export async function writeOutputs(
 /**
  * The end of an eval's trials, whatever ended them (Ctrl-C included), in this order: the
  * sandboxes still being removed (any that failed named: it keeps its labels, so `gc` removes
- * it), then what waits in the pools for trials that never came, and only then the engines'
- * connections, which the two before still use.
+ * it), then what waits in the pools for trials that never came, then the shared setups'
+ * images (no sandbox of theirs is left by then), and only then the engines' connections,
+ * which those before still use.
  */
 export async function closeTrials(parts: {
   removals: BackgroundRemovals;
   pools?: { drain(): Promise<void> } | undefined;
+  setups?: Pick<SetupStates, 'drain'> | undefined;
   engines?: { stop(): void } | undefined;
   say: (line: string) => void;
 }): Promise<void> {
   for (const failure of await parts.removals.settle())
     parts.say(`could not remove ${failure.what}: ${failure.message} (\`sandbox-harness gc\` removes it)`);
   await parts.pools?.drain();
+  for (const failure of (await parts.setups?.drain()) ?? [])
+    parts.say(
+      `could not remove setup image ${failure.image}: ${failure.message} (\`sandbox-harness gc\` removes it)`,
+    );
   parts.engines?.stop();
 }

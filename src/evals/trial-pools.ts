@@ -25,6 +25,11 @@ export interface TrialPoolsOptions {
   startedAt?: Date;
   /** Each engine's pool's status file for `doctor` (`sandbox/pool/pool-status.ts`). */
   status?: ((engine: string) => PoolStatusSink) | undefined;
+  /**
+   * Whether a sandbox of `image` may be warmed for a next trial: not one of a trial's own
+   * setup (`fix/setup.ts`), which that trial removes at its end (default: any).
+   */
+  lasts?: ((image: string) => boolean) | undefined;
 }
 
 /**
@@ -103,6 +108,7 @@ export class TrialPools {
     if (!run) return;
     this.heard.add(`${runId}\0${role}`);
     if (run.trial + 1 >= this.options.trials) return;
+    if (this.options.lasts && !this.options.lasts(spec.image)) return;
     const next = this.runIdOf(run.taskId, run.trial + 1);
     // Started already (or warmed by another try of this trial): nothing to get ahead of.
     if (this.started.has(next) || this.warmed.has(`${next}\0${role}`)) return;

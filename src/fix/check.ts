@@ -18,7 +18,7 @@ import {
   resourcesFromCatalog,
   type LoadedCatalog,
 } from '../catalog/load.js';
-import { testLayers } from '../catalog/schema.js';
+import { verificationLayers } from '../catalog/schema.js';
 import { formatDuration } from '../format.js';
 import { newRunId, runsDirFor } from '../runs/record.js';
 import { brokenLayer } from './baseline.js';
@@ -117,7 +117,7 @@ export async function runCheck(options: CheckOptions, deps: FixDeps): Promise<Ch
     `${image.tag}${image.reused ? ' (cached)' : ' (built)'}${image.baseImage ? ` on ${image.baseImage}` : ''}`,
   );
 
-  const layers = testLayers(catalog.catalog);
+  const layers = verificationLayers(catalog.catalog);
   progress.phase(
     'baseline',
     `running the tests once on the untouched repo: ${layers.map((l) => l.command).join(' && ')}`,
@@ -188,7 +188,7 @@ async function testOnce(
   deps: FixDeps,
   catalog: LoadedCatalog,
   image: string,
-  layers: ReturnType<typeof testLayers>,
+  layers: ReturnType<typeof verificationLayers>,
   signal: AbortSignal,
   onLine: (line: string) => void,
 ) {

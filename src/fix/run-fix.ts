@@ -19,7 +19,7 @@ import {
   CATALOG_SANDBOX_PATH,
   resourcesFromCatalog,
 } from '../catalog/load.js';
-import { testLayers } from '../catalog/schema.js';
+import { testLayers, verificationLayers } from '../catalog/schema.js';
 import { ticketHeading } from '../catalog/ticket.js';
 import { catalogAllowlist } from './catalog-allowlist.js';
 import {
@@ -66,6 +66,8 @@ import { egressSpec } from './egress-phases.js';
 import { getsVerifierFiles, loadVerifierFiles } from './verifier-files.js';
 import { parallelRound } from './parallel-attempts.js';
 import { adoptFork, dropFork, forkKeptSandbox, forkSpec } from './continue-fork.js';
+import { dropSetup, prepareSetup, setupSpec } from './setup.js';
+import { SetupStates } from './setup-states.js';
 
 export type { FixDeps, FixOptions, FixResult, KeepPolicy } from './types.js';
 export type { HostFileState, RepoImage, RepoImageRequest } from '../image-context/request.js';
@@ -147,6 +149,7 @@ async function openRun(prepared: Prepared, options: FixOptions, deps: FixDeps, p
       },
     }),
     attemptImage,
+    ownSetups: new SetupStates(),
     ...(steps ? { steps } : {}),
     transcript: [],
     started,
@@ -202,7 +205,8 @@ function openingRecord(
     tokens: { input: 0, output: 0 },
     turns: 0,
     containers: [],
-    testCommand: testLayers(catalog.catalog).map((l) => ({ name: l.name, command: l.command })),
+    // What the verifications run: the setup's layer first when the catalog has one.
+    testCommand: verificationLayers(catalog.catalog).map((l) => ({ name: l.name, command: l.command })),
   };
 }
 
@@ -254,10 +258,12 @@ function sandboxPool(
           })
         : deps.backend),
     (role) => ({
-      // The agent's sandboxes come from the image with a git repository of the pristine tree.
-      ...(role.startsWith('attempt-') && attemptImage.tag
+      // The agent's sandboxes (and the setup's, which they start from) come from the image
+      // with a git repository of the pristine tree.
+      ...((role.startsWith('attempt-') || role === 'setup') && attemptImage.tag
         ? { image: attemptImage.tag, scanAgainst: record.image?.tag ?? '' }
         : { image: record.image?.tag ?? '' }),
+      ...setupSpec(run.current(), role, record.image?.tag ?? ''),
       ...forkSpec(run.current(), role, record.image?.tag ?? ''),
       runId: run.runId,
       role,
@@ -273,6 +279,7 @@ function sandboxPool(
     options.keep,
     (spec, sandbox) => adoptFork(run.current(), spec, sandbox),
     options.removals,
+    (spec) => run.current().ownSetups.holds(spec.image),
   );
 }
 
@@ -286,6 +293,7 @@ async function fixTicket(run: Run): Promise<Ending> {
   else if (run.catalog.catalog.agent.heldOutTests.length === 0) {
     await prepareWorkspaceGit(run, image, []);
     await layerCliAgent(run, image);
+    await prepareSetup(run, []);
     run.sandboxes.makeAhead(`attempt-${firstAttempt(run)}`, { hidden: [] });
   }
   const plan = await planAttempts(run, image);
@@ -356,7 +364,7 @@ async function prepareWorkspaceGit(run: Run, image: RepoImage, heldOut: readonly
 async function planAttempts(run: Run, image: RepoImage): Promise<AttemptPlan> {
   const { catalog } = run;
   const agent = catalog.catalog.agent;
-  const layers = testLayers(catalog.catalog);
+  const layers = verificationLayers(catalog.catalog);
   const tree = await run.deps.backend.workspaceTree(image.tag, { signal: run.signal });
   const heldOut = heldOutPaths(tree, agent.heldOutTests);
   if (heldOut.length > 0) run.journal.append({ kind: 'held_out', paths: heldOut.slice(0, 200) });
@@ -364,6 +372,7 @@ async function planAttempts(run: Run, image: RepoImage): Promise<AttemptPlan> {
   if (agent.heldOutTests.length > 0 && !patchIntoVerification(run)) {
     await prepareWorkspaceGit(run, image, heldOut);
     await layerCliAgent(run, image);
+    await prepareSetup(run, heldOut);
   }
   const repoAgentsMd = await readAgentsMd(run.repoDir);
   const pristine = pristineFromHost(run.repoDir);
@@ -383,7 +392,8 @@ async function planAttempts(run: Run, image: RepoImage): Promise<AttemptPlan> {
     library,
     rules: Object.entries(catalog.catalog.rules).map(([name, rule]) => ({ name, ...rule })),
     editableFiles: agent.editableFiles,
-    testCommands: layers.map((l) => l.command),
+    // The agent's sandbox starts from the setup's result: it is told the tests alone.
+    testCommands: testLayers(catalog.catalog).map((l) => l.command),
     catalogPathInSandbox: CATALOG_SANDBOX_PATH,
     workspaceGit: run.attemptImage.tag !== undefined,
   });
@@ -643,6 +653,7 @@ async function closeRun(run: Run, ending: Ending): Promise<FixResult> {
     ending.outcome === 'infrastructure',
   );
   await dropFork(run);
+  await dropSetup(run);
   const containers = run.sandboxes.records;
   await recordEgress(run, containers);
   await run.dir.writeFile('transcript.json', `${JSON.stringify(run.transcript, null, 2)}\n`);

@@ -24,7 +24,7 @@ interface Tracked {
   untouched: boolean;
   /**
    * Removed on the run's path, never in the background: its proxy's log is read once it is
-   * gone (egress), or the run removes its image right after (a fork's).
+   * gone (egress), or the run removes its image right after (a fork's, its own setup's).
    */
   removeNow: boolean;
 }
@@ -57,6 +57,11 @@ export class SandboxPool {
      * engine beside the next trial (`sandbox/removals.ts`); absent, the run waits for it.
      */
     private readonly removals?: BackgroundRemovals,
+    /**
+     * Whether a sandbox of `spec` is removed on the run's path: one whose image the run
+     * removes right after (its own setup's, `setup.ts`).
+     */
+    private readonly removeBeforeImage: (spec: SandboxSpec) => boolean = () => false,
   ) {}
 
   /** Sandboxes being made ahead of the step that needs them, by role. */
@@ -75,7 +80,7 @@ export class SandboxPool {
     const spec = { ...this.spec(role), ...extra };
     const made = await this.backend.create(spec);
     const sandbox = this.adopt(spec, made);
-    const removeNow = spec.egress !== undefined || sandbox !== made;
+    const removeNow = spec.egress !== undefined || sandbox !== made || this.removeBeforeImage(spec);
     this.live.push({ sandbox, role, throwaway, untouched: false, removeNow });
     this.order.push(sandbox.id);
     return sandbox;

@@ -15,6 +15,7 @@
  */
 import type { AgentLoopResult } from '../agent/loop.js';
 import { loadTicket } from '../catalog/ticket.js';
+import { verificationLayers } from '../catalog/schema.js';
 import type { ChangeSet } from '../changes/change-set.js';
 import type { AttemptVerdict } from '../outcomes.js';
 import {
@@ -65,7 +66,11 @@ export async function planSteps(prepared: Prepared): Promise<PlannedStep[] | und
       name: step.name,
       index: i + 1,
       ticket,
-      layers: [{ name: 'test', command: step.testCommand }],
+      // A step's verification is one too: the catalog's setup runs first.
+      layers: verificationLayers({
+        agent: { testCommand: step.testCommand },
+        sandbox: catalog.catalog.sandbox,
+      }),
       ...(files ? { verifierFiles: files } : {}),
       attemptSec: step.attemptSec ?? timeouts.attemptSec,
       testSec: step.testSec ?? timeouts.testSec,

@@ -29,6 +29,7 @@ import type { SandboxPool } from './sandboxes.js';
 import type { FailingBaselines } from './failing-baselines.js';
 import type { TestLayer } from './test-layers.js';
 import type { Fork } from '../sandbox/fork/fork.js';
+import type { SetupState, SetupStates } from './setup-states.js';
 import type { BackgroundRemovals } from '../sandbox/removals.js';
 import type { WarmPool } from '../sandbox/pool/warm-pool.js';
 
@@ -86,6 +87,11 @@ export interface FixOptions {
    * removed beside the next trial, not on this run's path; the eval waits for them at its end.
    */
   removals?: BackgroundRemovals | undefined;
+  /**
+   * The eval's setups (`setup.ts`): a catalog setup marked `shared` is made once per task and
+   * every trial's attempts start from it; absent, or not shared, the run makes its own.
+   */
+  sharedSetups?: SetupStates | undefined;
   /** Review every verified attempt with an independent checker (also catalog `agent.review`). */
   review?: boolean;
   /** Where run records go; default `<repo>/.sandbox-harness/runs`. */
@@ -194,6 +200,10 @@ export interface Run extends Prepared {
   attemptImage: { tag?: string };
   /** `--continue --from-sandbox`: the fork of the earlier run's kept sandbox the first attempts start from. */
   fork?: Fork;
+  /** With catalog `sandbox.setup`: its result, which the attempt sandboxes start from (`setup.ts`). */
+  setup?: SetupState;
+  /** The setups this run made itself, removed at its end. */
+  ownSetups: SetupStates;
   /** With catalog `agent.steps`: the task's steps, read before the run began (`steps.ts`). */
   steps?: PlannedStep[];
   transcript: {

@@ -165,6 +165,8 @@ export type RunEvent =
   | { kind: 'attempt_dropped'; attempt: number }
   /** `--continue --from-sandbox`: the earlier run's kept sandbox, forked for the first attempts. */
   | { kind: 'fork'; fork: Defined<RunRecord['fork']> }
+  /** Catalog `sandbox.setup`: made by this run, or an eval's shared one another trial made. */
+  | { kind: 'setup'; setup: Defined<RunRecord['setup']> }
   /** A parallel attempt stopped because `winner`, of the same round, passed first. */
   | { kind: 'attempt_stopped'; attempt: number; winner: number }
   | { kind: 'patch_saved'; patchFile: string }
@@ -220,6 +222,7 @@ const KIND_LIST: Record<RunEventKind, true> = {
   attempt_dropped: true,
   attempt_stopped: true,
   fork: true,
+  setup: true,
   patch_saved: true,
   apply_start: true,
   apply: true,
@@ -323,6 +326,9 @@ export function applyRunEvent(record: RunRecord, event: RunEvent): void {
       break;
     case 'fork':
       record.fork = structuredClone(event.fork);
+      return;
+    case 'setup':
+      record.setup = structuredClone(event.setup);
       return;
     case 'attempt_stopped': {
       const attempt = attemptOf(record, event.attempt);

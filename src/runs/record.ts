@@ -251,6 +251,19 @@ export const runRecordSchema = z.object({
       durationMs: durationMsSchema,
     })
     .optional(),
+  /** Catalog `sandbox.setup`: the state the attempt sandboxes started from. */
+  setup: z
+    .object({
+      command: z.string(),
+      /** The fork image of the setup's sandbox. */
+      image: z.string(),
+      /** The setup command's time plus the fork's (in the run that made it). */
+      durationMs: durationMsSchema,
+      shared: z.boolean(),
+      /** An eval's shared setup another trial made: that trial's run id. */
+      reusedFrom: z.string().optional(),
+    })
+    .optional(),
   applied: z.boolean().optional(),
   applyError: z.string().optional(),
   /** When `sandbox-harness apply` wrote the verified change (a run that did not apply it itself). */

@@ -7,32 +7,27 @@
  * still working is stopped and recorded, and nothing of the run is left on the engine.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runFix, type FixOptions } from '../../src/fix/run-fix.js';
-import { fixDeps } from '../../src/fix/deps.js';
-import { sandboxProvider } from '../../src/sandbox/backend-registry.js';
+import type { FixOptions } from '../../src/fix/run-fix.js';
 import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
-import { LABEL } from '../../src/sandbox/docker/labels.js';
 import { dockerBackend } from '../../src/sandbox/docker/docker-sandbox.js';
 import { collectGarbage } from '../../src/sandbox/docker/operator/collect-garbage.js';
 import { forkSandbox, forkedSandbox } from '../../src/sandbox/fork/fork.js';
 import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { requireDocker } from '../helpers/docker.js';
+import { cassette, cleanUp, leftOf, replayedFix, replayedRuns } from '../helpers/replayed-fix.js';
 import { text, toolUse } from '../unit/agent/helpers.js';
-import type { AssistantContent } from '../../src/llm/types.js';
 
-const roots: string[] = [];
-const runIds: string[] = [];
-const images = new Set<string>();
+const runs = replayedRuns();
 
 /** What the test command refuses: anything planted outside the change must not reach verification. */
 const TEST_COMMAND = 'test ! -e coverage/.planted && test ! -e "$HOME/.planted" && npm test';
 
 async function project(): Promise<{ root: string; repo: string; catalog: string }> {
   const root = await mkdtemp(join(tmpdir(), 'sandbox-harness-forks-'));
-  roots.push(root);
+  runs.roots.push(root);
   const repo = join(root, 'repo');
   await mkdir(join(repo, 'src'), { recursive: true });
   await mkdir(join(repo, 'test'), { recursive: true });
@@ -71,57 +66,12 @@ async function project(): Promise<{ root: string; repo: string; catalog: string 
   return { root, repo, catalog };
 }
 
-async function cassette(root: string, name: string, turns: AssistantContent[][]): Promise<string> {
-  const file = join(root, `${name}.json`);
-  await writeFile(
-    file,
-    JSON.stringify({
-      version: 1,
-      model: name,
-      turns: turns.map((content) => ({
-        content,
-        stopReason: content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn',
-      })),
-    }),
-  );
-  return file;
-}
-
 const run = (id: string, command: string) => toolUse(id, 'run_command', { command });
 const setLimit = (id: string, to: string) =>
   toolUse(id, 'write_file', { path: 'src/app.js', content: `${to}\n` });
 
-async function fix(root: string, catalog: string, options: Partial<FixOptions>) {
-  const result = await runFix(
-    {
-      ticket: 'Make the limit 12.',
-      catalogFile: catalog,
-      keep: 'never',
-      apply: false,
-      force: false,
-      rebuild: false,
-      cwd: root,
-      env: { XDG_STATE_HOME: join(root, 'state') },
-      signal: new AbortController().signal,
-      readStdin: async () => '',
-      provider: 'replay',
-      ...options,
-    },
-    fixDeps(await sandboxProvider()),
-  );
-  runIds.push(result.runId);
-  if (result.record.image) images.add(result.record.image.tag);
-  return result;
-}
-
-/** What the engine still holds of a run: its containers, and its fork images. */
-async function leftOf(runId: string) {
-  const engine = dockerEngine();
-  return {
-    containers: await engine.containers.list({ [LABEL.run]: runId }),
-    forks: await engine.images.list({ [LABEL.run]: runId, [LABEL.kind]: 'fork' }),
-  };
-}
+const fix = (root: string, catalog: string, options: Partial<FixOptions>) =>
+  replayedFix(runs, root, catalog, 'Make the limit 12.', options);
 
 function toolResults(runDir: string): Promise<string> {
   return readFile(join(runDir, 'transcript.json'), 'utf8');
@@ -133,16 +83,7 @@ describe('forks and parallel attempts on real Docker', () => {
     await ensureBaseImage('node', {});
   }, 900_000);
 
-  afterAll(async () => {
-    const engine = dockerEngine();
-    for (const id of runIds) {
-      for (const c of await engine.containers.list({ [LABEL.run]: id })) await engine.containers.remove(c.id);
-      for (const i of await engine.images.list({ [LABEL.run]: id, [LABEL.kind]: 'fork' }))
-        await engine.images.remove(i.id);
-    }
-    for (const tag of images) await engine.images.remove(tag).catch(() => false);
-    await Promise.all(roots.map((r) => rm(r, { recursive: true, force: true })));
-  });
+  afterAll(() => cleanUp(runs));
 
   it('--continue --from-sandbox starts from the kept sandbox, and its verification sees pristine plus the change only', async () => {
     const { root, catalog } = await project();
@@ -233,7 +174,7 @@ describe('forks and parallel attempts on real Docker', () => {
     const backend = dockerBackend();
     const image = (await ensureBaseImage('node', {})).tag;
     const runId = `forks-test-${process.pid}`;
-    runIds.push(runId);
+    runs.runIds.push(runId);
     const source = await backend.create({ image, runId, role: 'source' });
     await source.writeFiles([{ path: 'state.txt', content: 'forked\n' }]);
     await expect(

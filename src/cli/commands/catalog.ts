@@ -32,7 +32,7 @@ export async function catalogValidateCommand(
   options: OptionsOf<typeof validateDeclaration>,
 ): Promise<number> {
   const { loadCatalog } = await import('../../catalog/load.js');
-  const { testLayers } = await import('../../catalog/schema.js');
+  const { verificationLayers } = await import('../../catalog/schema.js');
   const verdicts: FileVerdict[] = [];
   for (const file of files) {
     try {
@@ -43,7 +43,7 @@ export async function catalogValidateCommand(
         name: loaded.catalog.name,
         rules: Object.keys(loaded.catalog.rules).length,
         editableFiles: loaded.catalog.agent.editableFiles,
-        testLayers: testLayers(loaded.catalog).map((l) => `${l.name}: ${l.command}`),
+        testLayers: verificationLayers(loaded.catalog).map((l) => `${l.name}: ${l.command}`),
         problems: [],
       });
     } catch (error) {

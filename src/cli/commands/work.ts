@@ -75,7 +75,7 @@ export async function workCommand(
 ): Promise<number> {
   const { catalogSandboxEnv, catalogSandboxFile, loadCatalog, resourcesFromCatalog } =
     await import('../../catalog/load.js');
-  const { testLayers } = await import('../../catalog/schema.js');
+  const { verificationLayers } = await import('../../catalog/schema.js');
   const { catalogImageOptions, fixDeps } = await import('../../fix/deps.js');
   const { runFix } = await import('../../fix/run-fix.js');
   const { silentProgress } = await import('../../fix/progress.js');
@@ -145,7 +145,7 @@ export async function workCommand(
             keep: 'never',
           });
           try {
-            const layers = testLayers(catalog.catalog);
+            const layers = verificationLayers(catalog.catalog);
             const command = item.verify ?? layers.map((l) => `(${l.command})`).join(' && ');
             const result = await box.exec(command, {
               timeoutMs: catalog.catalog.sandbox.timeouts.testSec * 1000 * (item.verify ? 1 : layers.length),

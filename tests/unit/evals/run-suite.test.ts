@@ -103,6 +103,12 @@ describe("the end of an eval's trials", () => {
     const closing = closeTrials({
       removals,
       pools: { drain: async () => void order.push('drained') },
+      setups: {
+        drain: async () => {
+          order.push('setups');
+          return [{ image: 'sandbox-harness-fork:t1-ab', message: 'in use' }];
+        },
+      },
       engines: { stop: () => void order.push('stopped') },
       say: (line) => said.push(line),
     });
@@ -111,9 +117,11 @@ describe("the end of an eval's trials", () => {
     expect(order).toEqual([]);
     finish();
     await closing;
-    expect(order).toEqual(['removed', 'drained', 'stopped']);
+    // The setups' images go once no sandbox (removed or waiting in a pool) is made from them.
+    expect(order).toEqual(['removed', 'drained', 'setups', 'stopped']);
     expect(said).toEqual([
       'could not remove verify-1 (def): engine said no (`sandbox-harness gc` removes it)',
+      'could not remove setup image sandbox-harness-fork:t1-ab: in use (`sandbox-harness gc` removes it)',
     ]);
   });
 });

@@ -59,6 +59,27 @@ describe('TrialPools', () => {
     expect(backend.created).toHaveLength(2);
   });
 
+  it("nothing is warmed from an image that does not last past its trial (a trial's own setup)", async () => {
+    const backend = new MemoryBackend({ 'src/a.ts': 'one\n' });
+    const pools = new TrialPools({
+      capacity: 8,
+      trials: 3,
+      startedAt: AT,
+      lasts: (image) => image !== 'fork:own-setup',
+    });
+    const pool = pools.poolFor('local', backend);
+    const t0 = pools.begin('fees', 0);
+    await pool.create({ ...first(t0), image: 'fork:own-setup' });
+    await vi_settle();
+    expect(backend.created.map((c) => c.spec.runId)).toEqual([t0]);
+    // One that lasts (the pristine image, a shared setup) is warmed as before.
+    const t1 = pools.begin('fees', 1);
+    await pool.create(first(t1));
+    await vi_settle();
+    expect(backend.created.map((c) => c.spec.runId)).toEqual([t0, t1, pools.runIdOf('fees', 2)]);
+    await pools.drain();
+  });
+
   it('a sandbox warmed for the next trial goes to nothing else: another run, another spec, another task', async () => {
     const { backend, pools, pool } = setup();
     const t0 = pools.runIdOf('fees', 0);

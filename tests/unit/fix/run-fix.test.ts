@@ -1910,4 +1910,17 @@ describe('runFix: the baseline in the progress', () => {
     expect(result.error?.hint).toContain('PYTHONPATH: src');
     expect(result.error?.hint).toContain('sandbox-harness check');
   });
+
+  it('a catalog setup on a backend that cannot fork is refused before any attempt starts or a model is asked', async () => {
+    const h = await harness();
+    await h.catalog((yaml) =>
+      yaml.replace(/^sandbox:\n/m, 'sandbox:\n  setup: { command: "npm run build" }\n'),
+    );
+    const result = await runFix(h.options(), h.deps(scripted(fixingTurns)));
+    expect(result.outcome).toBe('error');
+    expect(result.error?.category).toBe('config');
+    expect(result.error?.message).toContain('cannot fork a sandbox, which catalog sandbox.setup needs');
+    expect(h.created.map((c) => c.spec.role)).not.toContain('attempt-1');
+    expect(result.record.attempts).toEqual([]);
+  });
 });
