@@ -22,7 +22,8 @@ export async function checkFreeSpace(
   engine: DockerEngine,
   minFreeBytes = DEFAULT_MIN_FREE_BYTES,
 ): Promise<void> {
-  const info = await engine.info();
+  // The data root from a recent answer (it does not move); the free space measured now.
+  const info = await engine.recentInfo();
   // Only a local engine's data root can be measured from here; a remote one is checked by `doctor`.
   if (!engine.isLocal() || !info.dockerRootDir) return;
   const stats = await statfs(info.dockerRootDir).catch(() => undefined);
@@ -111,7 +112,7 @@ export function dockerProvider(
     endpoint,
     repoImage: (request) => repoImage(engine, request),
     async runtime(asked?: string) {
-      const info = asked ? await requireRuntime(engine, asked) : await engine.info();
+      const info = asked ? await requireRuntime(engine, asked) : await engine.recentInfo();
       return effectiveRuntime(info, asked);
     },
     async preflight() {

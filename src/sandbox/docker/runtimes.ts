@@ -41,7 +41,7 @@ export async function requireRuntime(engine: DockerEngine, runtime: string): Pro
       hint: 'A runtime is a name the engine lists in `docker info` (Runtimes), such as runc or runsc.',
     });
   }
-  const info = await engine.info();
+  const info = await engine.recentInfo();
   const where = engine.where ?? 'the local engine';
   // Podman's Docker API takes no runtime per container (it ignores HostConfig.Runtime): every
   // container runs under the service's, so only that one can be honoured.

@@ -47,6 +47,9 @@ export interface EngineInfo {
   podmanVersion?: string;
 }
 
+/** How long `recentInfo` keeps an answer: runtimes and the data root do not change under a run. */
+export const RECENT_INFO_MS = 10_000;
+
 export class DockerEngine {
   /** Names the engine in messages; undefined for the local default (the environment decides). */
   readonly where: string | undefined;
@@ -117,6 +120,25 @@ export class DockerEngine {
     } catch (error) {
       throw translateDaemonError(error, 'reading Docker engine info', this.where);
     }
+  }
+
+  private recent: { at: number; info: Promise<EngineInfo> } | undefined;
+
+  /**
+   * `info()` as it was at most `maxAgeMs` ago, one request shared by every caller in that
+   * time: each run asks at its start (free space, runtimes), and an eval starts many. A
+   * failed answer is never kept. Whoever needs the engine's word now (doctor, the gVisor
+   * set-up after registering runsc) asks `info()`.
+   */
+  recentInfo(maxAgeMs = RECENT_INFO_MS): Promise<EngineInfo> {
+    const now = Date.now();
+    if (this.recent && now - this.recent.at < maxAgeMs) return this.recent.info;
+    const entry = { at: now, info: this.info() };
+    this.recent = entry;
+    entry.info.catch(() => {
+      if (this.recent === entry) this.recent = undefined;
+    });
+    return entry.info;
   }
 
   /** What the engine stores (`GET /system/df`). It does not say how much disk is free. */
