@@ -2,8 +2,14 @@
  * The results of the catalog's setup (`setup.ts`) a run or an eval holds: fork images made
  * once per key and shared by whoever asks for the same key, removed when drained.
  */
-import { errorMessage } from '../errors.js';
+import { ConfigError, errorMessage } from '../errors.js';
 import type { SandboxBackend } from '../sandbox/types.js';
+
+/**
+ * The setup command itself failed on the untouched repo: the same command on the same image
+ * fails the same way, so every run asking for that setup gets this answer.
+ */
+export class SetupFailed extends ConfigError {}
 
 /** One setup's result: the fork image attempt sandboxes start from. */
 export interface SetupState {
@@ -19,8 +25,9 @@ export interface SetupState {
 
 /**
  * Setups made and not yet removed: one run's own, or an eval's shared by its trials. The
- * first run asking for a key makes it; the others wait for that one (a failure included:
- * the same setup on the same image fails the same way).
+ * first run asking for a key makes it; the others wait for that one. A `SetupFailed` is
+ * every waiter's answer; any other failure (the maker's run stopped by its own time limit or
+ * budget, the engine's hiccup) was that run's, so the next run asking makes it anew.
  */
 export class SetupStates {
   private readonly made = new Map<string, Promise<SetupState>>();
@@ -28,14 +35,25 @@ export class SetupStates {
 
   /** The state of `key`, made by `make` if no run has asked for it yet; `reused` when not made now. */
   async get(key: string, make: () => Promise<SetupState>): Promise<{ state: SetupState; reused: boolean }> {
-    const known = this.made.get(key);
-    if (known) return { state: await known, reused: true };
+    for (let known = this.made.get(key); known; known = this.made.get(key)) {
+      try {
+        return { state: await known, reused: true };
+      } catch (error) {
+        if (error instanceof SetupFailed) throw error;
+        if (this.made.get(key) === known) this.made.delete(key);
+      }
+    }
     const making = make().then((state) => {
       this.images.add(state.image);
       return state;
     });
     this.made.set(key, making);
-    return { state: await making, reused: false };
+    try {
+      return { state: await making, reused: false };
+    } catch (error) {
+      if (!(error instanceof SetupFailed) && this.made.get(key) === making) this.made.delete(key);
+      throw error;
+    }
   }
 
   /** Setups made by an eval's trials for themselves (not shared): each goes with its trial. */

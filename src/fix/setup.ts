@@ -14,7 +14,7 @@
 import { ConfigError } from '../errors.js';
 import { tail } from './test-layers.js';
 import type { SandboxSpec } from '../sandbox/types.js';
-import type { SetupState } from './setup-states.js';
+import { SetupFailed, type SetupState } from './setup-states.js';
 import type { Run } from './types.js';
 
 /** The setup's output in the run folder when it failed. */
@@ -74,7 +74,7 @@ async function runSetup(run: Run, command: string, hidden: readonly string[]): P
     if (result.exitCode !== 0) {
       const output = `$ ${command}\n${result.stdout}${result.stderr}`;
       await run.dir.writeFile(SETUP_OUTPUT_FILE, output);
-      throw new ConfigError(
+      throw new SetupFailed(
         `the catalog's setup command ${result.timedOut ? 'timed out' : `failed (exit ${result.exitCode})`} on the untouched repo: ${tail(`${result.stdout}${result.stderr}`, 600).trim() || '(no output)'}`,
         [],
         {

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { catalogSchema, testLayers, verificationLayers } from '../../../src/catalog/schema.js';
 import { setupSpec } from '../../../src/fix/setup.js';
-import { SetupStates, type SetupState } from '../../../src/fix/setup-states.js';
+import { SetupFailed, SetupStates, type SetupState } from '../../../src/fix/setup-states.js';
 import type { SandboxBackend } from '../../../src/sandbox/types.js';
 
 const base = {
@@ -91,17 +91,28 @@ describe('SetupStates', () => {
     expect(states.holds('sandbox-harness-fork:a')).toBe(false);
   });
 
-  it('a failed setup fails every run of its key, and drain removes nothing of it', async () => {
+  it("a setup command that failed fails every run of its key; another failure was its run's, and the next run makes it anew", async () => {
     const states = new SetupStates();
     let made = 0;
-    const make = async (): Promise<SetupState> => {
+    const failing = async (): Promise<SetupState> => {
       made++;
-      throw new Error('setup failed');
+      throw new SetupFailed('the setup command failed (exit 3)');
     };
-    await expect(states.get('k', make)).rejects.toThrow('setup failed');
-    await expect(states.get('k', make)).rejects.toThrow('setup failed');
+    await expect(states.get('k', failing)).rejects.toThrow('exit 3');
+    await expect(states.get('k', failing)).rejects.toBeInstanceOf(SetupFailed);
     expect(made).toBe(1);
+
+    // The maker's run stopped (its own time limit) while another run waited: that one makes it.
+    const removed: string[] = [];
+    let release: (error: Error) => void = () => undefined;
+    const stopped = states.get('s', () => new Promise<SetupState>((_, reject) => (release = reject)));
+    const waiting = states.get('s', async () => state('sandbox-harness-fork:s', removed));
+    release(new Error('the run time limit passed'));
+    await expect(stopped).rejects.toThrow('time limit');
+    expect(await waiting).toMatchObject({ reused: false, state: { image: 'sandbox-harness-fork:s' } });
+    expect(await states.get('s', failing)).toMatchObject({ reused: true });
     expect(await states.drain()).toEqual([]);
+    expect(removed).toEqual(['sandbox-harness-fork:s']);
   });
 
   it('drain reports an image it could not remove, and goes on with the others', async () => {
