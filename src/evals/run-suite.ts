@@ -30,7 +30,7 @@ import { writeReports } from './report.js';
 import { readEvalLock, resumeSettings, type GivenSettings } from './eval-lock.js';
 import { runEval, SHARDS_DIR, type EvalRun } from './runner.js';
 import type { ChosenShard } from './shards.js';
-import { shardFolderName, shardLabel, type Shard } from './trial-plan.js';
+import { planTrials, shardFolderName, shardLabel, type Shard } from './trial-plan.js';
 import type { TrialResult } from './types.js';
 import { UsageError } from '../errors.js';
 import {
@@ -189,7 +189,9 @@ export async function runSuite(options: SuiteOptions, deps: SuiteDeps = {}): Pro
         lasts: (image) => !setups.isTrialOwn(image),
         // Each trial running: its attempt's and its verification's, and the next trial's first.
         capacity: poolCapacity(concurrency, 2),
-        trials: n,
+        // Warmed just ahead: the trials that start when the running ones end.
+        order: planTrials(suite, n, shard?.shard).mine,
+        ahead: concurrency,
         ...(onPool ? { onChange: onPool } : {}),
         status: (engine) => new PoolStatusFile('eval', engine),
       })

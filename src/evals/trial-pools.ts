@@ -1,15 +1,19 @@
 /**
  * The warm pool an eval's trials share (`eval --pool`), one per engine. Each trial's run takes
  * its sandboxes from it as from a pool of its own (made ahead, proven pristine when taken,
- * never reused), and while a trial asks for its first sandbox, the pool warms the same one
- * for the next trial of the same task: that trial then starts without waiting for a sandbox.
+ * never reused), and the pool warms the first sandboxes of the trials that start next: the
+ * next `ahead` trials of the eval's order that have not started (as many as run at once),
+ * each of a task whose first sandboxes an earlier trial asked for (their spec is that
+ * trial's, under the new trial's run id). A trial that starts finds them waiting; warming is
+ * just in time, so the pool never holds a sandbox for a trial far off (an eval's order runs
+ * trial 0 of every task, then trial 1, ...).
  *
  * A sandbox carries its run's labels from the moment it is made (`gc --run`, the orphan
  * reaper, `attach` all go by them), and the pool hands a sandbox only to a spec equal in
- * everything, labels included. So the next trial's run id is fixed ahead (`runIdOf`): the
- * sandbox warmed for it carries that id, and is handed to nothing else. When the next trial
- * asks for anything else (it ran elsewhere, or its spec differs), the warmed one is never
- * used and goes when the eval drains the pool.
+ * everything, labels included. So each trial's run id is fixed ahead (`runIdOf`): the
+ * sandbox warmed for it carries that id, and is handed to nothing else. When that trial asks
+ * for anything else (it ran elsewhere, or its spec differs), the warmed one is never used
+ * and goes when the eval drains the pool.
  */
 import type { SandboxBackend, SandboxSpec } from '../sandbox/types.js';
 import { WarmPool, type PoolStats, type PoolStatusSink } from '../sandbox/pool/warm-pool.js';
@@ -17,8 +21,10 @@ import { WarmPool, type PoolStats, type PoolStatusSink } from '../sandbox/pool/w
 export interface TrialPoolsOptions {
   /** Most sandboxes waiting or starting at once, per engine. */
   capacity: number;
-  /** Trials per task (`-n`): the last one has no next trial to warm for. */
-  trials: number;
+  /** The eval's trials in the order they start (the plan's). */
+  order: readonly { taskId: string; trial: number }[];
+  /** How many of the trials not started yet are warmed for (the trials that run at once). */
+  ahead: number;
   /** Told every change of an engine's pool (the progress line sums them). */
   onChange?: ((engine: string, stats: PoolStats) => void) | undefined;
   /** The eval's start, as run ids spell it (default: now). */
@@ -34,8 +40,8 @@ export interface TrialPoolsOptions {
 
 /**
  * The sandboxes of a trial's first attempt: the agent's and its verification's (a replayed
- * patch's run asks for the verification's alone). Each is warmed for the next trial once this
- * trial asks for its own, so the next one finds both waiting, however quick its agent.
+ * patch's run asks for the verification's alone). Both are warmed for a trial about to start,
+ * so it finds them waiting, however quick its agent.
  */
 const FIRST_ROLES: ReadonlySet<string> = new Set(['attempt-1', 'verify-1']);
 
@@ -46,12 +52,14 @@ export class TrialPools {
   private readonly started = new Set<string>();
   /** Tries of each trial begun (a retry after an infrastructure failure is the second). */
   private readonly tries = new Map<string, number>();
-  /** (run, role) pairs a run asked for. */
-  private readonly heard = new Set<string>();
-  /** (run, role) pairs warmed for a next trial. */
+  /** Each task's first sandboxes as a trial of it asked for them, by role, with the pool asked. */
+  private readonly learned = new Map<string, Map<string, { pool: WarmPool; spec: SandboxSpec }>>();
+  /** (run, role) pairs warmed for a trial. */
   private readonly warmed = new Set<string>();
+  /** Where in `order` the trials not started yet begin (those before it have all started). */
+  private cursor = 0;
   private readonly stamp: string;
-  /** Set while the pool warms for a next trial: that request is the pool's own, not a run's. */
+  /** Set while the pool warms for a trial: that request is the pool's own, not a run's. */
   private warming = false;
 
   constructor(private readonly options: TrialPoolsOptions) {
@@ -59,8 +67,8 @@ export class TrialPools {
   }
 
   /**
-   * The run id of try `attempt` (0 for the first) of a trial: fixed by the eval's start, so the
-   * next trial's is known before it starts; a retry's has a suffix of its own.
+   * The run id of try `attempt` (0 for the first) of a trial: fixed by the eval's start, so
+   * every trial's is known before it starts; a retry's has a suffix of its own.
    */
   runIdOf(taskId: string, trial: number, attempt = 0): string {
     const id = `${taskId}-t${trial}-${this.stamp}${attempt > 0 ? `-r${attempt}` : ''}`;
@@ -75,6 +83,7 @@ export class TrialPools {
     this.tries.set(key, attempt + 1);
     const runId = this.runIdOf(taskId, trial, attempt);
     this.start(runId);
+    this.warmAhead();
     return runId;
   }
 
@@ -90,7 +99,7 @@ export class TrialPools {
       pool = new WarmPool(backend, {
         capacity: this.options.capacity,
         shared: true,
-        onRequest: (spec) => this.warmNext(pool!, spec),
+        onRequest: (spec) => this.learn(pool!, spec),
         ...(this.options.status ? { status: this.options.status(engine) } : {}),
         ...(this.options.onChange ? { onChange: (stats) => this.options.onChange?.(engine, stats) } : {}),
       });
@@ -99,26 +108,45 @@ export class TrialPools {
     return pool;
   }
 
-  /** On a run's first attempt's sandbox: the same sandbox, warmed for the next trial of its task. */
-  private warmNext(pool: WarmPool, spec: SandboxSpec): void {
+  /** A run asked for a first sandbox: its task's spec for that role is known from now on. */
+  private learn(pool: WarmPool, spec: SandboxSpec): void {
     const { runId, role } = spec;
-    if (this.warming || !runId || !role || !FIRST_ROLES.has(role) || this.heard.has(`${runId}\0${role}`))
-      return;
+    if (this.warming || !runId || !role || !FIRST_ROLES.has(role)) return;
     const run = this.runs.get(runId);
     if (!run) return;
-    this.heard.add(`${runId}\0${role}`);
-    if (run.trial + 1 >= this.options.trials) return;
     if (this.options.lasts && !this.options.lasts(spec.image)) return;
-    const next = this.runIdOf(run.taskId, run.trial + 1);
-    // Started already (or warmed by another try of this trial): nothing to get ahead of.
-    if (this.started.has(next) || this.warmed.has(`${next}\0${role}`)) return;
-    this.warmed.add(`${next}\0${role}`);
-    this.warming = true;
-    try {
-      pool.warm({ ...spec, runId: next });
-    } finally {
-      this.warming = false;
+    let roles = this.learned.get(run.taskId);
+    if (!roles) this.learned.set(run.taskId, (roles = new Map()));
+    if (roles.has(role)) return;
+    roles.set(role, { pool, spec });
+    this.warmAhead();
+  }
+
+  /** Warms the first sandboxes of the next `ahead` trials not started, where their task's are known. */
+  private warmAhead(): void {
+    const { order, ahead } = this.options;
+    while (this.cursor < order.length && this.hasStarted(order[this.cursor]!)) this.cursor++;
+    let looked = 0;
+    for (let i = this.cursor; i < order.length && looked < ahead; i++) {
+      const next = order[i]!;
+      if (this.hasStarted(next)) continue;
+      looked++;
+      const runId = this.runIdOf(next.taskId, next.trial);
+      for (const [role, { pool, spec }] of this.learned.get(next.taskId) ?? []) {
+        if (this.warmed.has(`${runId}\0${role}`)) continue;
+        this.warmed.add(`${runId}\0${role}`);
+        this.warming = true;
+        try {
+          pool.warm({ ...spec, runId });
+        } finally {
+          this.warming = false;
+        }
+      }
     }
+  }
+
+  private hasStarted(id: { taskId: string; trial: number }): boolean {
+    return this.started.has(this.runIdOf(id.taskId, id.trial));
   }
 
   /** Removes what waits in every engine's pool, and makes no more. Never throws. */
