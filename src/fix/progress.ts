@@ -4,7 +4,8 @@ import { formatDuration } from '../format.js';
 import { isRunEvent, type RunEvent } from '../runs/journal.js';
 
 /** What the fix loop (and a backlog's `item`) reports while it works; the CLI decides how it looks. */
-export type Phase = 'validate' | 'image' | 'baseline' | 'attempt' | 'verify' | 'apply' | 'done' | 'item';
+export type Phase =
+  'validate' | 'image' | 'setup' | 'baseline' | 'attempt' | 'verify' | 'apply' | 'done' | 'item';
 
 export interface ProgressSink {
   /** A new phase begins (a new line on a terminal). */
@@ -94,6 +95,16 @@ function runEventProgress(progress: ProgressSink, event: RunEvent): void {
       return;
     case 'image':
       progress.end(`${event.message}${event.status === 'reused' ? ' (cached)' : ' (built)'}`);
+      return;
+    case 'setup_start':
+      progress.phase('setup', `setup: ${event.command}`);
+      return;
+    case 'setup':
+      progress.end(
+        event.setup.reusedFrom !== undefined
+          ? `shared: made by ${event.setup.reusedFrom}`
+          : `made in ${formatDuration(event.setup.durationMs)}`,
+      );
       return;
     case 'workspace_git':
       if (event.workspaceGit.note !== undefined) progress.detail(`note: ${event.workspaceGit.note}`);

@@ -46,6 +46,7 @@ export async function prepareSetup(run: Run, hidden: readonly string[]): Promise
     run.options.runtime ?? null,
     [...hidden].sort(),
   ]);
+  run.journal.append({ kind: 'setup_start', command: setup.command });
   const { state, reused } = await states.get(key, () => runSetup(run, setup.command, hidden));
   run.setup = state;
   if (states === run.ownSetups) run.options.sharedSetups?.noteTrialOwn(state.image);

@@ -165,6 +165,8 @@ export type RunEvent =
   | { kind: 'attempt_dropped'; attempt: number }
   /** `--continue --from-sandbox`: the earlier run's kept sandbox, forked for the first attempts. */
   | { kind: 'fork'; fork: Defined<RunRecord['fork']> }
+  /** Catalog `sandbox.setup` starts (or is awaited, when another trial of an eval makes it). */
+  | { kind: 'setup_start'; command: string }
   /** Catalog `sandbox.setup`: made by this run, or an eval's shared one another trial made. */
   | { kind: 'setup'; setup: Defined<RunRecord['setup']> }
   /** A parallel attempt stopped because `winner`, of the same round, passed first. */
@@ -222,6 +224,7 @@ const KIND_LIST: Record<RunEventKind, true> = {
   attempt_dropped: true,
   attempt_stopped: true,
   fork: true,
+  setup_start: true,
   setup: true,
   patch_saved: true,
   apply_start: true,
@@ -255,6 +258,7 @@ export function applyRunEvent(record: RunRecord, event: RunEvent): void {
   switch (event.kind) {
     case 'run_start':
     case 'image_start':
+    case 'setup_start':
     case 'collect_start':
     case 'verify_start':
     case 'verify_layer':

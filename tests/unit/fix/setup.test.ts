@@ -7,6 +7,9 @@ import { catalogSchema, testLayers, verificationLayers } from '../../../src/cata
 import { setupSpec } from '../../../src/fix/setup.js';
 import { SetupFailed, SetupStates, type SetupState } from '../../../src/fix/setup-states.js';
 import type { SandboxBackend } from '../../../src/sandbox/types.js';
+import { progressOfEvents } from '../../../src/fix/progress.js';
+import type { RunEvent } from '../../../src/runs/journal.js';
+import type { EventInput } from '../../../src/agent/events.js';
 
 const base = {
   name: 'svc',
@@ -142,5 +145,29 @@ describe('setupSpec', () => {
     for (const role of ['verify-1', 'baseline', 'review-1', 'setup', 'verify-1-visible'])
       expect(setupSpec(run, role, 'repo:pristine')).toEqual({});
     expect(setupSpec({}, 'attempt-1', 'repo:pristine')).toEqual({});
+  });
+});
+
+describe('the progress line of a setup', () => {
+  it('shows the command while it runs, then how long it took, or which trial made the shared one', () => {
+    const lines: string[] = [];
+    const line = progressOfEvents({
+      phase: (phase, text) => lines.push(`phase ${phase} ${text}`),
+      detail: (text) => lines.push(`detail ${text}`),
+      end: (text) => lines.push(`end ${text}`),
+    });
+    // As the journal hands its events to the run's sinks.
+    const emit = (event: RunEvent) => line.emit(event as unknown as EventInput);
+    const setup = { command: 'make gen', image: 'sandbox-harness-fork:r-1', durationMs: 1500, shared: true };
+    emit({ kind: 'setup_start', command: 'make gen' });
+    emit({ kind: 'setup', setup });
+    emit({ kind: 'setup_start', command: 'make gen' });
+    emit({ kind: 'setup', setup: { ...setup, reusedFrom: 'task-t0-x' } });
+    expect(lines).toEqual([
+      'phase setup setup: make gen',
+      'end made in 1.5s',
+      'phase setup setup: make gen',
+      'end shared: made by task-t0-x',
+    ]);
   });
 });
