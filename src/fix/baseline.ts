@@ -5,6 +5,7 @@
  * and every trial reuses it, saying so in its record.
  */
 import { TestCommandBroken } from '../errors.js';
+import { SETUP_LAYER, type Catalog } from '../catalog/schema.js';
 import { formatTestRun, runTestLayers, type TestLayer, type TestRun } from './test-layers.js';
 import { classifyTestRun, detectRunner } from './test-command.js';
 import type { Run } from './types.js';
@@ -86,18 +87,29 @@ export function brokenLayer(tests: TestRun): BrokenTestCommand | undefined {
   return undefined;
 }
 
+/**
+ * The catalog key whose command broke: the setup's (`sandbox.setup`, run as the layer named
+ * `setup` of a verification) or the tests'.
+ */
+export function brokenKey(broken: Pick<BrokenTestCommand, 'layer'>, catalog: Catalog): string {
+  return broken.layer === SETUP_LAYER && catalog.sandbox.setup
+    ? 'sandbox.setup.command'
+    : 'agent.testCommand';
+}
+
 /** The configuration error a broken test command ends a run with (exit 2, before any attempt). */
 export function testCommandError(
   broken: BrokenTestCommand,
-  catalogFile: string,
+  catalog: { file: string; catalog: Catalog },
   layers: number,
   hints: readonly string[] = [],
 ): TestCommandBroken {
+  const catalogFile = catalog.file;
   const where = layers > 1 ? ` (layer "${broken.layer}")` : '';
   return new TestCommandBroken(
     `the test command itself failed to run: ${broken.reason}; \`${broken.command}\`${where} exited with code ${broken.exitCode} on the untouched repo, so no attempt was started`,
     {
-      hint: `${hints.map((h) => `${h.charAt(0).toUpperCase()}${h.slice(1)}. `).join('')}Fix agent.testCommand in ${catalogFile} (or the repo's scripts), then try it with \`sandbox-harness check --catalog ${catalogFile}\`; the output is in baseline-test-output.txt of the run record.`,
+      hint: `${hints.map((h) => `${h.charAt(0).toUpperCase()}${h.slice(1)}. `).join('')}Fix ${brokenKey(broken, catalog.catalog)} in ${catalogFile} (or the repo's scripts), then try it with \`sandbox-harness check --catalog ${catalogFile}\`; the output is in baseline-test-output.txt of the run record.`,
       details: { ...broken },
     },
   );

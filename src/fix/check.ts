@@ -18,10 +18,10 @@ import {
   resourcesFromCatalog,
   type LoadedCatalog,
 } from '../catalog/load.js';
-import { verificationLayers } from '../catalog/schema.js';
+import { verificationLayers, type Catalog } from '../catalog/schema.js';
 import { formatDuration } from '../format.js';
 import { newRunId, runsDirFor } from '../runs/record.js';
-import { brokenLayer } from './baseline.js';
+import { brokenKey, brokenLayer } from './baseline.js';
 import type { BrokenTestCommand } from './baseline-cache.js';
 import type { FixDeps } from './types.js';
 import { catalogImageOptions } from './deps.js';
@@ -166,16 +166,16 @@ export async function runCheck(options: CheckOptions, deps: FixDeps): Promise<Ch
     ...(broken ? { broken } : {}),
     expect: options.expect,
     asExpected,
-    meaning: meaningOf(verdict, broken),
+    meaning: meaningOf(verdict, broken, catalog.catalog),
     hints,
     dir,
   };
 }
 
-function meaningOf(verdict: CheckVerdict, broken: BrokenTestCommand | undefined): string {
+function meaningOf(verdict: CheckVerdict, broken: BrokenTestCommand | undefined, catalog: Catalog): string {
   switch (verdict) {
     case 'broken':
-      return `the test command itself failed to run: ${broken?.reason ?? 'unknown'}. \`fix\` and \`eval\` would stop here with exit 2; fix agent.testCommand (or the repo's scripts) first.`;
+      return `the test command itself failed to run: ${broken?.reason ?? 'unknown'}. \`fix\` and \`eval\` would stop here with exit 2; fix ${broken ? brokenKey(broken, catalog) : 'agent.testCommand'} (or the repo's scripts) first.`;
     case 'failing':
       return 'the tests run and fail on the untouched repo, as a ticket expects: `fix` has something to verify a change against.';
     case 'passing':

@@ -485,7 +485,7 @@ async function attemptsWithBaseline(
     (result) => {
       if (!result.broken && !result.passed && !knownFailing) void failingBaselines?.remember(key);
       if (result.broken) {
-        const error = testCommandError(result.broken, run.catalog.file, plan.layers.length, result.hints);
+        const error = testCommandError(result.broken, run.catalog, plan.layers.length, result.hints);
         gate.abort(error);
         throw error;
       }

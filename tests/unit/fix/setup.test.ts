@@ -8,6 +8,7 @@ import { setupSpec } from '../../../src/fix/setup.js';
 import { SetupFailed, SetupStates, type SetupState } from '../../../src/fix/setup-states.js';
 import type { SandboxBackend } from '../../../src/sandbox/types.js';
 import { progressOfEvents } from '../../../src/fix/progress.js';
+import { brokenKey } from '../../../src/fix/baseline.js';
 import type { RunEvent } from '../../../src/runs/journal.js';
 import type { EventInput } from '../../../src/agent/events.js';
 
@@ -69,6 +70,19 @@ describe('catalog sandbox.setup', () => {
         '"setup" is the name of sandbox.setup\'s layer in a verification; name this layer otherwise',
       ],
     ]);
+  });
+});
+
+describe('a broken command names its key', () => {
+  it("the setup's layer points at sandbox.setup.command; a test layer, even one named setup without a setup, at agent.testCommand", () => {
+    const withSetup = catalogSchema.parse({ ...base, sandbox: { setup: { command: 'make gen' } } });
+    const layered = catalogSchema.parse({
+      ...base,
+      agent: { ...base.agent, testCommand: [{ name: 'setup', command: 'make' }] },
+    });
+    expect(brokenKey({ layer: 'setup' }, withSetup)).toBe('sandbox.setup.command');
+    expect(brokenKey({ layer: 'test' }, withSetup)).toBe('agent.testCommand');
+    expect(brokenKey({ layer: 'setup' }, layered)).toBe('agent.testCommand');
   });
 });
 
