@@ -7,6 +7,7 @@
  * fails on the untouched repo ends the run as an error of the configuration.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,6 +16,9 @@ import { SetupStates } from '../../src/fix/setup-states.js';
 import { runSuite } from '../../src/evals/run-suite.js';
 import type { RunRecord } from '../../src/runs/record.js';
 import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
+import { dockerEngine } from '../../src/sandbox/docker/engine/index.js';
+import { LABEL } from '../../src/sandbox/docker/labels.js';
+import { collectGarbage } from '../../src/sandbox/docker/operator/collect-garbage.js';
 import { requireDocker } from '../helpers/docker.js';
 import { cassette, cleanUp, leftOf, replayedFix, replayedRuns } from '../helpers/replayed-fix.js';
 import { text, toolUse } from '../unit/agent/helpers.js';
@@ -191,6 +195,49 @@ describe('the catalog setup on real Docker', () => {
     }
     for (const record of records) expect(await leftOf(record.id)).toEqual({ containers: [], forks: [] });
   }, 600_000);
+
+  it('a run killed while its agent works from the setup leaves nothing that gc does not remove: the attempt sandbox, the setup image', async () => {
+    const { root, catalog } = await project(SETUP);
+    const runId = `setup-crash-${process.pid}`;
+    runs.runIds.push(runId);
+    const working = await cassette(root, 'working', [[run('s', 'sleep 120')], [text('done')]]);
+    const script = `
+      import { runFix } from './src/fix/run-fix.ts';
+      import { fixDeps } from './src/fix/deps.ts';
+      import { sandboxProvider } from './src/sandbox/backend-registry.ts';
+      await runFix({ ticket: 'Make the limit what the generated file says.', catalogFile: ${JSON.stringify(catalog)}, keep: 'never', apply: false,
+        force: false, rebuild: false, cwd: ${JSON.stringify(root)}, env: {}, runId: '${runId}',
+        signal: new AbortController().signal, readStdin: async () => '', provider: 'replay',
+        cassette: ${JSON.stringify(working)} }, fixDeps(await sandboxProvider()));
+    `;
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      cwd: new URL('../..', import.meta.url).pathname,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let said = '';
+    child.stdout.on('data', (c: Buffer) => (said += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (said += c.toString()));
+    let gone = false;
+    const exited = new Promise((resolve) => child.once('exit', resolve)).then(() => (gone = true));
+    const engine = dockerEngine();
+    // The agent works (its sandbox made from the setup's image): then the process dies.
+    const end = Date.now() + 120_000;
+    let attempt: Awaited<ReturnType<typeof engine.containers.list>> = [];
+    while (Date.now() < end && attempt.length === 0 && !gone) {
+      attempt = (await engine.containers.list({ [LABEL.run]: runId })).filter(
+        (c) => c.labels[LABEL.role] === 'attempt-1' && c.image.startsWith('sandbox-harness-fork:'),
+      );
+      if (attempt.length === 0) await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(attempt, said).toHaveLength(1);
+    expect((await leftOf(runId)).forks).toHaveLength(1);
+    child.kill('SIGKILL');
+    await exited;
+    // gc without a run named: what a process that is gone left, its setup's image included.
+    const report = await collectGarbage(engine);
+    expect(report.images.flatMap((i) => i.tags)).toContain(attempt[0]!.image);
+    expect(await leftOf(runId)).toEqual({ containers: [], forks: [] });
+  }, 300_000);
 
   it('a setup that fails on the untouched repo ends the run as a configuration error, with its output kept', async () => {
     const { root, catalog } = await project('echo setup-went-wrong >&2; exit 3');
