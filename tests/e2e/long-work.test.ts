@@ -116,7 +116,11 @@ describe('runs that continue (real Docker, replayed models)', { timeout: 900_000
   }, 900_000);
 
   afterAll(async () => {
-    for (const id of runIds) await runCli(['gc', '--run', id, '--json'], { cwd: copy.root });
+    // With the catalog named: the eval test writes a second catalog beside it.
+    for (const id of runIds) {
+      const gc = await runCli(['gc', '--run', id, '--catalog', copy.catalog, '--json'], { cwd: copy.root });
+      expect(gc.code, gc.stdout + gc.stderr).toBe(0);
+    }
     await removeExampleCopies();
   });
 
