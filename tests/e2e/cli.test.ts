@@ -104,6 +104,20 @@ describe('sandbox-harness CLI', () => {
         { id: sandbox.id, name: expect.any(String), run: runId, kept: true },
       ]);
       expect(await planned('--run', runId)).toHaveLength(1);
+      // Where two catalogs leave the runs folder open, a whole run id still finds its run.
+      const twoCatalogs = await mkdtemp(join(tmpdir(), 'sandbox-harness-gc-two-'));
+      try {
+        for (const name of ['a.yaml', 'b.yaml']) await writeFile(join(twoCatalogs, name), 'name: x\n');
+        const here = await runCli(['gc', '--run', runId, '--dry-run', '--json'], { cwd: twoCatalogs });
+        expect(here.code, here.stdout + here.stderr).toBe(0);
+        expect((JSON.parse(here.stdout) as Report).containers.map((c) => c.run)).toEqual([runId]);
+        // "last" needs the folder: it says so.
+        const last = await runCli(['gc', '--run', 'last', '--dry-run', '--json'], { cwd: twoCatalogs });
+        expect(last.code).toBe(2);
+        expect(last.stdout).toContain('several catalogs found');
+      } finally {
+        await rm(twoCatalogs, { recursive: true, force: true });
+      }
       expect(await dockerEngine().containers.inspect(sandbox.id)).toBeDefined();
 
       const removed = await runCli(['gc', '--run', runId]);

@@ -51,7 +51,9 @@ export type EngineGcReport = { name: string; endpoint: string } & (GcReport | { 
 /**
  * The run id whose containers `--run` means: `last` or a unique prefix of a recorded run is
  * looked up like `inspect` does; any other value is taken as the run id itself (its record
- * may live elsewhere, e.g. an eval trial's under the eval's output folder).
+ * may live elsewhere, e.g. an eval trial's under the eval's output folder), also where no
+ * runs folder can be told from this one (two catalogs here, and neither `--catalog` nor
+ * `--runs-dir`): the containers are found by their run label either way.
  */
 async function runIdOf(ctx: CliContext, ref: string, where: RunsLocation): Promise<string> {
   const { resolveRun } = await import('../../runs/record.js');
@@ -59,8 +61,14 @@ async function runIdOf(ctx: CliContext, ref: string, where: RunsLocation): Promi
   if (!/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(ref)) {
     throw new UsageError(`--run: expected a run id, a unique prefix of one, or "last", got "${ref}"`);
   }
-  const dir = await runsDirOf(ctx, where);
-  if (ref === 'last' || ref === 'latest') return (await resolveRun(dir, ref)).record.id;
+  if (ref === 'last' || ref === 'latest')
+    return (await resolveRun(await runsDirOf(ctx, where), ref)).record.id;
+  const named = where.catalog !== undefined || where.runsDir !== undefined;
+  const dir = await runsDirOf(ctx, where).catch((error: unknown) => {
+    if (named) throw error;
+    return undefined;
+  });
+  if (dir === undefined) return ref;
   return resolveRun(dir, ref).then(
     (run) => run.record.id,
     () => ref,
