@@ -39,9 +39,11 @@ export async function prepareSetup(run: Run, hidden: readonly string[]): Promise
     );
   const states = setup.shared && run.options.sharedSetups ? run.options.sharedSetups : run.ownSetups;
   const image = run.attemptImage.tag ?? run.record.image?.tag ?? '';
+  // The run's image by id too: a tag (a prebuilt `sandbox.image`) may name another image later.
   const key = JSON.stringify([
     backend.engine,
     image,
+    run.record.image?.id ?? null,
     run.catalog.hash,
     run.options.runtime ?? null,
     [...hidden].sort(),
