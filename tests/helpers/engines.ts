@@ -20,7 +20,7 @@
  * remounts /sys and makes dockerd fail ("Devices cgroup isn't mounted").
  */
 import { spawn, execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -69,6 +69,11 @@ export interface TestEngine {
   endpoint: EngineEndpoint;
   url: string;
   engine: DockerEngine;
+  /**
+   * This start's claim on the slot (in `owner.json`): a later engine may take the same name
+   * once this one is stopped, and nothing done on behalf of this one may touch that one.
+   */
+  claim: string;
 }
 
 export interface StartEnginesOptions {
@@ -97,6 +102,8 @@ export interface Owner {
   /** Start time of the owner (clock ticks since boot), so a reused pid is not taken for it. */
   startTicks: string;
   createdAt: string;
+  /** Set by `claimFolder`: which claim of the folder's name this is. */
+  claim?: string;
 }
 
 /** Fails (never skips) when the machine cannot run test engines, saying what to do. */
@@ -162,17 +169,48 @@ async function usedPrefixes(): Promise<string[]> {
   ].map((m) => m[1] ?? '');
 }
 
-/** Takes the lowest free slot: a folder renamed into place, which only one process can win. */
-async function claimSlot(owner: Owner): Promise<{ slot: number; name: string; dir: string }> {
-  const used = new Set(await usedPrefixes());
-  return claimFolder({
-    root: ENGINES_ROOT,
-    prefix: ENGINE_PREFIX,
-    owner,
-    max: MAX_SLOTS,
-    usable: (slot, name) => !used.has(`${SUBNET}.${slot}`) && !existsSync(`/run/netns/${name}`),
+/**
+ * Takes the lowest free slot: a folder renamed into place, which only one process can win.
+ * Under the slots lock, so that no reaper decides a name is a leftover just before it is taken.
+ */
+async function claimSlot(owner: Owner): Promise<{ slot: number; name: string; dir: string; claim: string }> {
+  return withSlotsLock(async () => {
+    const used = new Set(await usedPrefixes());
+    return claimFolder({
+      root: ENGINES_ROOT,
+      prefix: ENGINE_PREFIX,
+      owner,
+      max: MAX_SLOTS,
+      usable: (slot, name) => !used.has(`${SUBNET}.${slot}`) && !existsSync(`/run/netns/${name}`),
+    });
   });
 }
+
+/**
+ * Claiming a slot and reaping leftovers, one process at a time: a reaper that finds a name
+ * with no folder (a namespace or cgroup left by a dead run) must not take down an engine that
+ * another process claims under that name in the meantime.
+ */
+async function withSlotsLock<T>(fn: () => Promise<T>): Promise<T> {
+  return withLabLock('test-engine-slots', fn);
+}
+
+/** One process at a time under the lock `name` (claims and reaps of a kind of lab folder). */
+export async function withLabLock<T>(name: string, fn: () => Promise<T>): Promise<T> {
+  // Callers of this process queue here first: the file lock polls once a second.
+  const turn = (labQueues.get(name) ?? Promise.resolve()).then(() =>
+    withFileLock(name, () => undefined, fn, { staleMs: 60_000 }),
+  );
+  labQueues.set(
+    name,
+    turn.then(
+      () => undefined,
+      () => undefined,
+    ),
+  );
+  return turn;
+}
+const labQueues = new Map<string, Promise<void>>();
 
 /**
  * The lowest slot whose folder `<root>/<prefix><slot>` does not exist and that `usable` accepts,
@@ -184,8 +222,10 @@ export async function claimFolder(options: {
   owner: Owner;
   max: number;
   usable?: (slot: number, name: string) => boolean | Promise<boolean>;
-}): Promise<{ slot: number; name: string; dir: string }> {
-  const { root, prefix, owner, max } = options;
+}): Promise<{ slot: number; name: string; dir: string; claim: string }> {
+  const { root, prefix, max } = options;
+  const claim = randomUUID();
+  const owner: Owner = { ...options.owner, claim };
   await mkdir(root, { recursive: true });
   for (let slot = 1; slot <= max; slot++) {
     const name = `${prefix}${slot}`;
@@ -195,7 +235,7 @@ export async function claimFolder(options: {
     await writeFile(join(staging, 'owner.json'), JSON.stringify(owner));
     try {
       await rename(staging, dir);
-      return { slot, name, dir };
+      return { slot, name, dir, claim };
     } catch {
       await rm(staging, { recursive: true, force: true });
     }
@@ -271,7 +311,7 @@ async function startOne(
   daemonConfig: Record<string, unknown> = {},
   seed?: string,
 ): Promise<TestEngine> {
-  const { slot, name, dir } = await claimSlot(owner);
+  const { slot, name, dir, claim } = await claimSlot(owner);
   try {
     if (seed) await seedDataRoot(seed, join(dir, 'data'));
     const hostAddress = `${SUBNET}.${slot}.1`;
@@ -316,6 +356,7 @@ async function startOne(
       endpoint,
       url: `tcp://${address}:${PORT}`,
       engine,
+      claim,
     };
   } catch (error) {
     await teardown(name, dir);
@@ -609,12 +650,37 @@ async function hasImages(engine: DockerEngine, ids: Map<string, string>): Promis
 }
 
 /** Takes the engines down and removes every trace; safe to call again, and on engines half started. */
-export async function stopEngines(engines: Array<Pick<TestEngine, 'name' | 'dir'>>): Promise<void> {
-  await Promise.all(engines.map((e) => teardown(e.name, e.dir)));
+/**
+ * Takes the engines down, each only while its folder is still its own claim (`claim`): once
+ * stopped, its name is free, and a second stop must not reach the engine another test file
+ * has started under that name since. Without a claim (`scripts/test-engines.ts stop NAME`),
+ * whatever holds the name.
+ */
+export async function stopEngines(
+  engines: Array<Pick<TestEngine, 'name' | 'dir'> & { claim?: string | undefined }>,
+): Promise<void> {
+  await Promise.all(
+    engines.map(async (e) => {
+      if (e.claim !== undefined && !(await stillClaimed(e.dir, e.claim))) return;
+      await teardown(e.name, e.dir);
+    }),
+  );
+}
+
+/**
+ * Whether the folder is still the claim `claim`. A folder appears only by rename, owner
+ * record included, and goes last in a teardown; so one that is gone was stopped whole.
+ */
+export async function stillClaimed(dir: string, claim: string): Promise<boolean> {
+  return (await readOwner(dir))?.claim === claim;
 }
 
 /** Takes down engines whose owner process is gone; returns their names. */
 export async function reapEngines(): Promise<string[]> {
+  return withSlotsLock(reapUnlocked);
+}
+
+async function reapUnlocked(): Promise<string[]> {
   const reaped: string[] = [];
   const names = new Set<string>();
   for (const entry of await readdir(ENGINES_ROOT).catch(() => [] as string[])) {
@@ -752,8 +818,13 @@ async function removeCgroupTree(dir: string): Promise<void> {
   await run('rmdir', [dir]).catch(() => undefined);
 }
 
-/** What is left of `name` on this machine (for tests of the clean-up itself). */
-export async function traces(name: string): Promise<string[]> {
+/**
+ * What is left of `name` on this machine (for tests of the clean-up itself). With `claim`:
+ * of that claim only; a folder of another claim is another engine's name, and all it holds.
+ */
+export async function traces(name: string, claim?: string): Promise<string[]> {
+  const owner = await readOwner(join(ENGINES_ROOT, name));
+  if (claim !== undefined && owner !== undefined && owner.claim !== claim) return [];
   const found: string[] = [];
   if (existsSync(join(ENGINES_ROOT, name))) found.push(`folder ${join(ENGINES_ROOT, name)}`);
   if (existsSync(`/run/netns/${name}`)) found.push(`network namespace ${name}`);

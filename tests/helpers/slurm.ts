@@ -45,9 +45,11 @@ import {
   requireEngineTools,
   signal,
   startEngines,
+  stillClaimed,
   stopEngines,
   traces as engineTraces,
   waitGone,
+  withLabLock,
   type TestEngine,
 } from './engines.js';
 
@@ -55,6 +57,7 @@ const run = promisify(execFile);
 
 export const SLURM_ROOT = '/var/tmp/sandbox-harness-test-slurm';
 const CLUSTER_PREFIX = 'shlab';
+const SLURM_LOCK = 'test-slurm-slots';
 const MAX_CLUSTERS = 50;
 /** slurmctld of cluster slot K listens on BASE_PORT + K (below the ephemeral port range). */
 const BASE_PORT = 17_100;
@@ -118,6 +121,8 @@ export interface SlurmNode {
 export interface SlurmCluster {
   name: string;
   dir: string;
+  /** This start's claim on the folder (see `claimFolder`): a later cluster may take the name. */
+  claim: string;
   confFile: string;
   controller: { host: string; address: string; port: number };
   /**
@@ -163,18 +168,21 @@ export async function requireSlurmTools(): Promise<void> {
  */
 export async function startSlurm(options: StartSlurmOptions = {}): Promise<SlurmCluster> {
   await requireSlurmTools();
-  await reapSlurm();
   const owner = await ownerOf(options.ownerPid);
   const count = options.nodes ?? 3;
   if (!Number.isInteger(count) || count < 1 || count > 8)
     throw new Error(`nodes: expected 1 to 8, got ${count}`);
   const readyTimeoutMs = options.readyTimeoutMs ?? 60_000;
-  const { slot, name, dir } = await claimFolder({
-    root: SLURM_ROOT,
-    prefix: CLUSTER_PREFIX,
-    owner,
-    max: MAX_CLUSTERS,
-    usable: (s) => portFree(BASE_PORT + s),
+  // Reaping and claiming under one lock: a reaper must not take a folder claimed meanwhile.
+  const { slot, name, dir, claim } = await withLabLock(SLURM_LOCK, async () => {
+    await reapUnlocked();
+    return claimFolder({
+      root: SLURM_ROOT,
+      prefix: CLUSTER_PREFIX,
+      owner,
+      max: MAX_CLUSTERS,
+      usable: (s) => portFree(BASE_PORT + s),
+    });
   });
   const confFile = join(dir, 'slurm.conf');
   let engines: TestEngine[] = [];
@@ -189,7 +197,7 @@ export async function startSlurm(options: StartSlurmOptions = {}): Promise<Slurm
     // What a later `reapSlurm` or `stopSlurmByName` needs to take the nodes down too.
     await writeFile(
       join(dir, 'engines.json'),
-      JSON.stringify(engines.map((e) => ({ name: e.name, dir: e.dir }))),
+      JSON.stringify(engines.map((e) => ({ name: e.name, dir: e.dir, claim: e.claim }))),
     );
     const first = engines[0] as TestEngine;
     const nodes = engines.map((engine, i): SlurmNode => ({
@@ -203,6 +211,7 @@ export async function startSlurm(options: StartSlurmOptions = {}): Promise<Slurm
     cluster = {
       name,
       dir,
+      claim,
       confFile,
       controller: { host: `${name}ctl`, address: first.hostAddress, port: BASE_PORT + slot },
       env: slurmEnv(confFile),
@@ -589,15 +598,22 @@ async function tail(file: string, lines = 20): Promise<string> {
   return text.split('\n').slice(-lines).join('\n');
 }
 
-/** Takes the cluster down and removes every trace; safe to call again. */
-export async function stopSlurm(cluster: Pick<SlurmCluster, 'dir' | 'nodes'>): Promise<void> {
+/**
+ * Takes the cluster down and removes every trace; safe to call again: once its folder is gone
+ * or another cluster's, there is nothing of this one left to stop (and that one is not ours).
+ */
+export async function stopSlurm(cluster: Pick<SlurmCluster, 'dir' | 'nodes' | 'claim'>): Promise<void> {
+  if (!(await stillClaimed(cluster.dir, cluster.claim))) return;
   await teardown(
     cluster.dir,
     cluster.nodes.map((n) => n.engine),
   );
 }
 
-async function teardown(dir: string, engines: Array<Pick<TestEngine, 'name' | 'dir'>>): Promise<void> {
+async function teardown(
+  dir: string,
+  engines: Array<Pick<TestEngine, 'name' | 'dir'> & { claim?: string | undefined }>,
+): Promise<void> {
   // 1. Clients on the host (srun, sbatch, ...) still talking to this cluster.
   await killProcesses(await processesOf(dir));
   // 2. The nodes: each engine's teardown kills everything in its namespace (slurmd, its
@@ -639,6 +655,10 @@ async function killProcesses(processes: Array<{ pid: number }>): Promise<void> {
 
 /** Takes down clusters whose owner process is gone (their engines go with reapEngines); returns their names. */
 export async function reapSlurm(): Promise<string[]> {
+  return withLabLock(SLURM_LOCK, reapUnlocked);
+}
+
+async function reapUnlocked(): Promise<string[]> {
   const reaped: string[] = [];
   for (const entry of await readdir(SLURM_ROOT).catch(() => [] as string[])) {
     const dir = join(SLURM_ROOT, entry);
@@ -650,9 +670,9 @@ export async function reapSlurm(): Promise<string[]> {
   return reaped;
 }
 
-async function enginesOf(dir: string): Promise<Array<{ name: string; dir: string }>> {
+async function enginesOf(dir: string): Promise<Array<{ name: string; dir: string; claim?: string }>> {
   const text = await readFile(join(dir, 'engines.json'), 'utf8').catch(() => '[]');
-  const parsed = JSON.parse(text) as Array<{ name: string; dir: string }>;
+  const parsed = JSON.parse(text) as Array<{ name: string; dir: string; claim?: string }>;
   // Only engines of the test-engine layout: this file is data, not a list of things to remove.
   return parsed.filter((e) => e.name.startsWith(ENGINE_PREFIX) && e.dir === join(ENGINES_ROOT, e.name));
 }
@@ -666,12 +686,17 @@ export async function stopSlurmByName(name: string): Promise<void> {
 }
 
 /** What is left of the cluster on this machine: its folder, its processes, its nodes' engines. */
-export async function slurmTraces(cluster: Pick<SlurmCluster, 'dir' | 'nodes'>): Promise<string[]> {
+export async function slurmTraces(cluster: Pick<SlurmCluster, 'dir' | 'nodes' | 'claim'>): Promise<string[]> {
   const found: string[] = [];
-  if (existsSync(cluster.dir)) found.push(`folder ${cluster.dir}`);
-  for (const p of await processesOf(cluster.dir)) found.push(`process ${p.pid} (${p.command})`);
+  // A folder of another claim, and what names it, is a cluster started since under this name.
+  const owner = await readOwner(cluster.dir);
+  if (owner === undefined || owner.claim === cluster.claim) {
+    if (existsSync(cluster.dir)) found.push(`folder ${cluster.dir}`);
+    for (const p of await processesOf(cluster.dir)) found.push(`process ${p.pid} (${p.command})`);
+  }
   for (const node of cluster.nodes) {
-    for (const trace of await engineTraces(node.engine.name)) found.push(`${node.name}: ${trace}`);
+    for (const trace of await engineTraces(node.engine.name, node.engine.claim))
+      found.push(`${node.name}: ${trace}`);
   }
   return found;
 }

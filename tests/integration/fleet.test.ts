@@ -27,7 +27,10 @@ import { DEFAULT_BASE_IMAGE } from '../../src/sandbox/docker/images/base-images.
 import { ensureBaseImage } from '../../src/sandbox/docker/images/ensure-base.js';
 import { cleanEnv, runCli } from '../helpers/cli.js';
 import {
+  claimFolder,
+  ENGINE_PREFIX,
   ENGINES_ROOT,
+  ownerOf,
   reapEngines,
   startEngines,
   stopEngines,
@@ -300,24 +303,49 @@ describe('stopping test engines', () => {
     await new Promise((resolve) => owner.once('exit', resolve));
     await writeFile(
       join(b.dir, 'owner.json'),
-      JSON.stringify({ pid: owner.pid, startTicks: 'gone', createdAt: new Date().toISOString() }),
+      JSON.stringify({
+        pid: owner.pid,
+        startTicks: 'gone',
+        createdAt: new Date().toISOString(),
+        claim: b.claim,
+      }),
     );
     process.kill(Number((await readFile(join(b.dir, 'docker.pid'), 'utf8')).trim()), 'SIGKILL');
-    expect(await traces(b.name)).toEqual(expect.arrayContaining([expect.stringMatching(/^process \d+/)]));
+    expect(await traces(b.name, b.claim)).toEqual(
+      expect.arrayContaining([expect.stringMatching(/^process \d+/)]),
+    );
 
     const reaped = await reapEngines();
     expect(reaped).toContain(b.name);
     expect(reaped).not.toContain(a.name);
     // No process (the container's sleep, containerd, shims), namespace, veth, cgroup, mount or folder.
-    expect(await traces(b.name)).toEqual([]);
+    expect(await traces(b.name, b.claim)).toEqual([]);
     await expect(a.engine.ping(3000)).resolves.toBeUndefined();
   }, 120_000);
 
   it('takes an engine down without a trace, and stopping it again is harmless', async () => {
     await stopEngines([a]);
-    expect(await traces(a.name)).toEqual([]);
+    expect(await traces(a.name, a.claim)).toEqual([]);
     await expect(a.engine.ping(1000)).rejects.toBeInstanceOf(SandboxUnavailable);
     await stopEngines([a]);
-    expect(await traces(a.name)).toEqual([]);
+    expect(await traces(a.name, a.claim)).toEqual([]);
+    // The name is free now: another start takes it (a folder claimed here stands for one, or
+    // another file's engine has it already). A late stop of the old one must leave it alone.
+    const other = await claimFolder({
+      root: ENGINES_ROOT,
+      prefix: ENGINE_PREFIX,
+      owner: await ownerOf(),
+      max: a.slot,
+      usable: (_slot, name) => name === a.name,
+    }).catch(() => undefined);
+    try {
+      const before = await readFile(join(a.dir, 'owner.json'), 'utf8');
+      await stopEngines([a]);
+      expect(await readFile(join(a.dir, 'owner.json'), 'utf8')).toBe(before);
+      expect(await traces(a.name, a.claim)).toEqual([]);
+      expect(await traces(a.name)).not.toEqual([]);
+    } finally {
+      if (other) await rm(other.dir, { recursive: true, force: true });
+    }
   }, 60_000);
 });

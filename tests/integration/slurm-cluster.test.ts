@@ -8,7 +8,11 @@
  * a lost node runs again elsewhere while its first container keeps running on the lost node,
  * and Slurm kills the old batch script when the node returns, but not that container.
  */
+import { existsSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { claimFolder, ENGINE_PREFIX, ENGINES_ROOT, ownerOf } from '../helpers/engines.js';
 import { DEFAULT_BASE_IMAGE } from '../../src/sandbox/docker/images/base-images.js';
 import {
   drainNode,
@@ -17,6 +21,7 @@ import {
   restartNode,
   resumeNode,
   slurm,
+  SLURM_ROOT,
   slurmTraces,
   startSlurm,
   stopSlurm,
@@ -283,5 +288,33 @@ describe('a Slurm cluster the tests start themselves', () => {
     // Again: nothing to do, no error.
     await stopSlurm(cluster);
     expect(await slurmTraces(cluster)).toEqual([]);
+    // Its names are free now, and other starts take them (folders claimed here stand for a
+    // cluster and a node's engine): a late stop of this one leaves them alone.
+    const owner = await ownerOf();
+    const first = node('node1');
+    const taken = await Promise.all([
+      claimFolder({
+        root: SLURM_ROOT,
+        prefix: basename(cluster.dir).replace(/\d+$/, ''),
+        owner,
+        max: Number(/\d+$/.exec(cluster.dir)?.[0]),
+        usable: (_slot, name) => join(SLURM_ROOT, name) === cluster.dir,
+      }).catch(() => undefined),
+      claimFolder({
+        root: ENGINES_ROOT,
+        prefix: ENGINE_PREFIX,
+        owner,
+        max: first.engine.slot,
+        usable: (_slot, name) => name === first.engine.name,
+      }).catch(() => undefined),
+    ]);
+    try {
+      await stopSlurm(cluster);
+      expect(existsSync(cluster.dir)).toBe(true);
+      expect(existsSync(first.engine.dir)).toBe(true);
+      expect(await slurmTraces(cluster)).toEqual([]);
+    } finally {
+      for (const t of taken) if (t) await rm(t.dir, { recursive: true, force: true });
+    }
   });
 });
