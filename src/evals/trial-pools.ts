@@ -15,6 +15,7 @@
  * for anything else (it ran elsewhere, or its spec differs), the warmed one is never used
  * and goes when the eval drains the pool.
  */
+import { randomBytes } from 'node:crypto';
 import type { SandboxBackend, SandboxSpec } from '../sandbox/types.js';
 import { WarmPool, type PoolStats, type PoolStatusSink } from '../sandbox/pool/warm-pool.js';
 
@@ -63,7 +64,10 @@ export class TrialPools {
   private warming = false;
 
   constructor(private readonly options: TrialPoolsOptions) {
-    this.stamp = (options.startedAt ?? new Date()).toISOString().replace(/[-:.]/g, '').slice(0, 18);
+    // The eval's start to the millisecond, and a few random characters: two evals started in
+    // the same millisecond on one engine must not share run ids (labels, `gc --run`).
+    const at = (options.startedAt ?? new Date()).toISOString().replace(/[-:.]/g, '').slice(0, 18);
+    this.stamp = `${at}-${randomBytes(3).toString('hex')}`;
   }
 
   /**

@@ -40,8 +40,12 @@ const made = (backend: MemoryBackend) => backend.created.map((c) => `${c.spec.ru
 describe('TrialPools', () => {
   it("run ids are fixed by the eval's start, a retry's with a suffix of its own", () => {
     const { pools } = setup();
-    expect(pools.runIdOf('fees', 0)).toBe('fees-t0-20261202T100000123');
-    expect(pools.runIdOf('fees', 0, 1)).toBe('fees-t0-20261202T100000123-r1');
+    const id = pools.runIdOf('fees', 0);
+    expect(id).toMatch(/^fees-t0-20261202T100000123-[0-9a-f]{6}$/);
+    expect(pools.runIdOf('fees', 0)).toBe(id);
+    expect(pools.runIdOf('fees', 0, 1)).toBe(`${id}-r1`);
+    // Another eval started in the same millisecond: ids of its own.
+    expect(setup().pools.runIdOf('fees', 0)).not.toBe(id);
   });
 
   it('each try of a trial begins under its own run id, and a begun trial is not warmed for', async () => {
