@@ -177,7 +177,7 @@ export async function runAttempt(
     const box = await openAttemptSandbox(run, plan, n, verifiesInPlace);
     if (ready) await untilReady(ready, signal);
     // Steps make each step's verification sandbox ahead themselves.
-    if (!plan.steps && !verifiesInPlace) run.sandboxes.makeAhead(`verify-${n}`);
+    if (!plan.steps && !verifiesInPlace) run.sandboxes.makeAhead(`verify-${n}`, {}, { freezeWatch: false });
     const continued = run.continuation;
     // The first round starts from the earlier change: replayed, unless the sandbox is its fork.
     if (continued && inFirstRound(run, n)) {

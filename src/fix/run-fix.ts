@@ -289,7 +289,8 @@ async function fixTicket(run: Run): Promise<Ending> {
   // Without held-out tests the first attempt's sandbox needs the image alone: it starts
   // while the attempts are planned (the pristine tree read is as slow as a start-up). A
   // replayed patch is written into its verification sandbox, which never needs more.
-  if (patchIntoVerification(run)) run.sandboxes.makeAhead(`verify-${firstAttempt(run)}`);
+  if (patchIntoVerification(run))
+    run.sandboxes.makeAhead(`verify-${firstAttempt(run)}`, {}, { freezeWatch: false });
   else if (run.catalog.catalog.agent.heldOutTests.length === 0) {
     await prepareWorkspaceGit(run, image, []);
     await layerCliAgent(run, image);

@@ -34,9 +34,11 @@ interface Tracked {
  * the first call over it does not pay the start-up: without a command when the sandbox can
  * (a started channel is not started twice), else by a first call of nothing. Its outcome
  * does not matter: a channel that fails to start leaves every call to one exec each.
+ * `freezeWatch: false` for a sandbox that is frozen later if at all (a verification's: its
+ * step starts root's look itself when a freeze will follow the tests).
  */
-export function warmChannel(sandbox: Sandbox): void {
-  if (sandbox.startChannel) sandbox.startChannel();
+export function warmChannel(sandbox: Sandbox, options: { freezeWatch?: boolean } = {}): void {
+  if (sandbox.startChannel) sandbox.startChannel(options);
   else void sandbox.exec('true', { fast: true, timeoutMs: 10_000 }).catch(() => undefined);
 }
 
@@ -91,7 +93,7 @@ export class SandboxPool {
    * the agent works), so its start-up is not on that step's path. It comes from the image
    * alone and nothing runs in it until it is asked for. A failure shows when it is asked for.
    */
-  makeAhead(role: string, extra: Partial<SandboxSpec> = {}): void {
+  makeAhead(role: string, extra: Partial<SandboxSpec> = {}, channel: { freezeWatch?: boolean } = {}): void {
     if (this.ahead.has(role) || this.warmed.has(role)) return;
     // With a run's own warm pool, the pool makes it and proves it pristine when the step takes
     // it. An eval's shared pool only gets ahead of the next trial: a sandbox this run needs
@@ -103,7 +105,10 @@ export class SandboxPool {
       return;
     }
     const making = this.create(role, extra);
-    making.then(warmChannel, () => undefined);
+    making.then(
+      (sandbox) => warmChannel(sandbox, channel),
+      () => undefined,
+    );
     this.ahead.set(role, making);
   }
 

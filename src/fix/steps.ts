@@ -120,7 +120,7 @@ export async function runTaskSteps(
         of: steps.length,
       });
       // Its verification sandbox starts while the agent works, as a single attempt's does.
-      run.sandboxes.makeAhead(stepVerifyRole(n, step.index));
+      run.sandboxes.makeAhead(stepVerifyRole(n, step.index), {}, { freezeWatch: false });
       const agent = await hooks.agent(step);
       const change = await hooks.change(step, agent);
       const base = { name: step.name, index: step.index, agentStop: agent.status, turns: agent.turns };

@@ -153,6 +153,8 @@ export async function verifyChange(
   if (reportConfig) await clearTestReport(box, reportConfig, run.signal);
   const rewardConfig = run.catalog.catalog.agent.reward;
   if (rewardConfig) await clearReward(box, rewardConfig.dir, run.signal);
+  // A freeze follows the tests (below): root's look for it starts beside them.
+  if (rewardConfig || reportConfig) box.watchFreeze?.();
   const tests = await runTestLayers(box, layers, {
     timeoutMs,
     signal: run.signal,

@@ -243,9 +243,17 @@ export interface Sandbox {
 
   /**
    * Optional: starts the command channel of `fast` calls now, so the first such call does not
-   * pay its start-up. Idempotent; a channel that fails to start leaves calls to one exec each.
+   * pay its start-up, and with it root's look for the freeze (`watchFreeze`) unless
+   * `freezeWatch` is false (a sandbox frozen later if at all: a verification's). Idempotent; a
+   * channel that fails to start leaves calls to one exec each.
    */
-  startChannel?(): void;
+  startChannel?(options?: { freezeWatch?: boolean }): void;
+
+  /**
+   * Optional: starts root's look for a freeze that comes soon, so the freeze does not wait for
+   * its start. Idempotent. Without it, a freeze starts that look itself.
+   */
+  watchFreeze?(): void;
 
   /**
    * Stops the sandbox and removes it, or keeps it (stopped, marked kept) for `inspect`,

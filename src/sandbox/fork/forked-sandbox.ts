@@ -53,7 +53,8 @@ function* batches(paths: readonly string[]): Generator<string[]> {
 export class ForkedSandbox implements Sandbox {
   readonly spawn?: (argv: readonly string[], options: SpawnOptions) => Promise<SandboxProcess>;
   readonly egressLog?: () => EgressLogEntry[];
-  readonly startChannel?: () => void;
+  readonly startChannel?: (options?: { freezeWatch?: boolean }) => void;
+  readonly watchFreeze?: () => void;
 
   constructor(
     private readonly inner: Sandbox,
@@ -62,7 +63,8 @@ export class ForkedSandbox implements Sandbox {
   ) {
     if (inner.spawn) this.spawn = (argv, options) => inner.spawn!(argv, options);
     if (inner.egressLog) this.egressLog = () => inner.egressLog!();
-    if (inner.startChannel) this.startChannel = () => inner.startChannel!();
+    if (inner.startChannel) this.startChannel = (options) => inner.startChannel!(options);
+    if (inner.watchFreeze) this.watchFreeze = () => inner.watchFreeze!();
   }
 
   get id(): string {

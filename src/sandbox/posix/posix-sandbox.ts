@@ -110,8 +110,9 @@ export abstract class PosixSandbox implements Sandbox {
   /** The fast path for `fast` commands: opened on first use, given up for good when it fails. */
   private channel: Promise<CommandChannel | undefined> | undefined;
   /**
-   * Root's look for the freeze, started with the channel (a sandbox with a channel is an
-   * agent's, which ends in a freeze), so the freeze does not wait for its exec round trip.
+   * Root's look for the freeze, started ahead (`watchFreeze`: with an agent's channel, whose
+   * sandbox ends in a freeze, or beside tests a freeze follows), so the freeze does not wait
+   * for its exec round trip.
    */
   private freezeCheck: Promise<StandbyScript | undefined> | undefined;
 
@@ -222,9 +223,27 @@ export abstract class PosixSandbox implements Sandbox {
     }
   }
 
-  /** Starts the command channel now (an agent's calls come soon); its outcome shows on use. */
-  startChannel(): void {
+  /**
+   * Starts the command channel now (an agent's calls come soon), and root's look for the
+   * freeze unless `freezeWatch` is false; their outcomes show on use.
+   */
+  startChannel(options: { freezeWatch?: boolean } = {}): void {
     void this.openChannel();
+    if (options.freezeWatch !== false) this.watchFreeze();
+  }
+
+  /**
+   * Starts root's look for the freeze now (one exec, as root, waiting for its word), so a
+   * freeze does not wait for it. A sandbox that is never frozen (a verification whose tests
+   * alone decide) never pays for it.
+   */
+  watchFreeze(): void {
+    this.freezeCheck ??= standbyScript(
+      this.transport,
+      SURVIVORS_SCRIPT,
+      [String(SURVIVOR_WATCH_TRIES)],
+      SURVIVORS_OPTIONS,
+    ).catch(() => undefined);
   }
 
   /**
@@ -248,12 +267,6 @@ export abstract class PosixSandbox implements Sandbox {
 
   private openChannel(): Promise<CommandChannel | undefined> {
     this.channel ??= CommandChannel.open(this.transport).catch(() => undefined);
-    this.freezeCheck ??= standbyScript(
-      this.transport,
-      SURVIVORS_SCRIPT,
-      [String(SURVIVOR_WATCH_TRIES)],
-      SURVIVORS_OPTIONS,
-    ).catch(() => undefined);
     return this.channel;
   }
 

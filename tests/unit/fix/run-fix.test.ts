@@ -1414,6 +1414,58 @@ describe('runFix with an independent checker', () => {
       ]);
     });
 
+    it("root's look for the freeze: ahead in the agent's sandbox; in the verification's beside the tests only when a freeze follows them", async () => {
+      /** Per sandbox, by role: how its channel was started and whether root's look was. */
+      const seen = async (catalogEdit: (yaml: string) => string) => {
+        const h = await harness();
+        await h.catalog(catalogEdit);
+        const calls: Array<{ role: string; call: string }> = [];
+        const onExec = reporting((fixed) =>
+          junit(
+            `<testcase name="ships free at 45"${fixed ? '/>' : '><failure message="45 paid"/></testcase>'}`,
+          ),
+        );
+        const result = await runFix(
+          h.options({ apply: false }),
+          h.deps(
+            scripted(fixingTurns),
+            (command, options, sandbox) => {
+              if (command === 'npm test') calls.push({ role: sandbox.labels.role ?? '', call: 'tests' });
+              return onExec(command, options, sandbox);
+            },
+            (sandbox, spec) => {
+              const role = spec.role ?? '';
+              Object.assign(sandbox, {
+                startChannel: (options?: { freezeWatch?: boolean }) =>
+                  calls.push({
+                    role,
+                    call: options?.freezeWatch === false ? 'channel' : 'channel+watch',
+                  }),
+                watchFreeze: () => calls.push({ role, call: 'watch' }),
+              });
+            },
+          ),
+        );
+        expect(result.outcome).toBe('ready-for-review');
+        // Starting a channel is idempotent: made ahead, then taken, the agent's is asked twice.
+        const own = calls.filter((c) => c.role !== 'baseline');
+        return own.filter((c, i) => !(c.role === own[i - 1]?.role && c.call === own[i - 1]?.call));
+      };
+      // Tests alone decide: the verification is never frozen, so nothing waits to look.
+      expect(await seen((yaml) => yaml)).toEqual([
+        { role: 'attempt-1', call: 'channel+watch' },
+        { role: 'verify-1', call: 'channel' },
+        { role: 'verify-1', call: 'tests' },
+      ]);
+      // A report is read after a freeze: the look starts before the tests.
+      expect(await seen(withReport())).toEqual([
+        { role: 'attempt-1', call: 'channel+watch' },
+        { role: 'verify-1', call: 'channel' },
+        { role: 'verify-1', call: 'watch' },
+        { role: 'verify-1', call: 'tests' },
+      ]);
+    });
+
     it('named tests decide: resolved with a failing exit code is a pass, with the exit code on record', async () => {
       const h = await harness();
       await h.catalog(
