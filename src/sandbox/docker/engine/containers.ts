@@ -338,6 +338,11 @@ export class EngineContainers {
         tag: options.tag,
         // A running container (a fork) is paused while its layer is read, so the image is one moment.
         pause: options.pause ?? false,
+        // The labels as instructions too: Podman's API takes no config in the body (the image
+        // kept the container's labels, and gc and the fork's removal did not know it as ours).
+        changes: Object.entries(options.labels).map(
+          ([name, value]) => `LABEL ${JSON.stringify(name)}=${JSON.stringify(value)}`,
+        ),
         // The new image's config: the container's, with its image's entry point and command back.
         _body: {
           Entrypoint: source.Config?.Entrypoint ?? [],
