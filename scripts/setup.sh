@@ -82,8 +82,12 @@ if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
   if ! curl -sf --max-time 3 --unix-socket "$podman_socket" http://podman/_ping >/dev/null 2>&1 &&
     ! node -e 'require("http").get({socketPath:process.argv[1],path:"/_ping",timeout:3000},r=>process.exit(r.statusCode===200?0:1)).on("error",()=>process.exit(1))' "$podman_socket" 2>/dev/null; then
     echo "setup: starting the Podman API service at unix://$podman_socket (log: /var/log/sandbox-harness-podman.log)" >&2
-    mkdir -p "$(dirname "$podman_socket")"
-    setsid podman --runtime runc system service --time=0 "unix://$podman_socket" \
+    mkdir -p "$(dirname "$podman_socket")" /etc/sandbox-harness
+    # A configuration of its own (the machine's stays as it is): containers' /etc/hosts is not
+    # made from the host's (docs/isolation.md, doctor's sandbox-names check).
+    printf '[containers]\nbase_hosts_file = "none"\n' >/etc/sandbox-harness/podman-containers.conf
+    CONTAINERS_CONF=/etc/sandbox-harness/podman-containers.conf \
+      setsid podman --runtime runc system service --time=0 "unix://$podman_socket" \
       >>/var/log/sandbox-harness-podman.log 2>&1 </dev/null &
     for _ in $(seq 1 60); do
       node -e 'require("http").get({socketPath:process.argv[1],path:"/_ping",timeout:1000},r=>process.exit(r.statusCode===200?0:1)).on("error",()=>process.exit(1))' "$podman_socket" 2>/dev/null && break

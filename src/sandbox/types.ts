@@ -463,7 +463,7 @@ export const DEFAULT_MAX_OUTPUT_BYTES = 256 * 1024;
 
 /** One check of `doctor`. */
 export interface DoctorCheck {
-  /** Stable identifier: `daemon`, `server-version`, `storage-driver`, `cgroups`, `kernel-limits`, `sandbox-container`, `disk-budget`, `disk`, `base-images`, `offline-bootstrap`. */
+  /** Stable identifier: `daemon`, `server-version`, `storage-driver`, `cgroups`, `kernel-limits`, `sandbox-container`, `sandbox-names`, `disk-budget`, `disk`, `base-images`, `offline-bootstrap`. */
   name: string;
   ok: boolean;
   /** What was found, one line. */

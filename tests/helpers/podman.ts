@@ -6,12 +6,15 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
-import { access, mkdir } from 'node:fs/promises';
+import { access, mkdir, writeFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { DockerEngine, dockerEngine } from '../../src/sandbox/docker/engine/index.js';
 import { shipImages } from '../../src/sandbox/docker/images/image-shipping.js';
 
 export const PODMAN_SOCKET = process.env.SANDBOX_HARNESS_PODMAN_SOCKET ?? '/run/podman/podman.sock';
 const LOG = '/var/log/sandbox-harness-podman.log';
+/** The service's own containers.conf (the one scripts/setup.sh writes). */
+const PODMAN_CONF = '/etc/sandbox-harness/podman-containers.conf';
 
 let started: ChildProcess | undefined;
 
@@ -36,11 +39,15 @@ export async function podmanEngine(): Promise<DockerEngine> {
     );
   }
   await mkdir('/run/podman', { recursive: true });
+  // As scripts/setup.sh starts it: containers' /etc/hosts not made from the host's.
+  await mkdir(dirname(PODMAN_CONF), { recursive: true });
+  await writeFile(PODMAN_CONF, '[containers]\nbase_hosts_file = "none"\n');
   const log = openSync(LOG, 'a');
   // runc: Podman's default here, crun 1.8, refuses this host's hybrid cgroup set-up.
   started = spawn(podman, ['--runtime', 'runc', 'system', 'service', '--time=0', `unix://${PODMAN_SOCKET}`], {
     detached: true,
     stdio: ['ignore', log, log],
+    env: { ...process.env, CONTAINERS_CONF: PODMAN_CONF },
   });
   closeSync(log);
   started.unref();

@@ -19,7 +19,7 @@
  *       "checks": [
  *         {
  *           "name": "daemon" | "server-version" | "storage-driver" | "cgroups" | "kernel-limits"
- *                 | "sandbox-container" | "disk-budget" | "disk" | "base-images" | "offline-bootstrap"
+ *                 | "sandbox-container" | "sandbox-names" | "disk-budget" | "disk" | "base-images" | "offline-bootstrap"
  *                 | "warm-pools" | "agent <kind>",
  *           "ok": boolean,
  *           "detail": string,   // what was found, one line

@@ -21,6 +21,7 @@ import { BASE_IMAGES, DEFAULT_BASE_IMAGE } from '../images/base-images.js';
 import { baseImageStatus } from '../images/image-inventory.js';
 import { hardenedContainer } from '../../container/container-spec.js';
 import { probeContainerRequest, runProbe, type ProbeContainer } from './probe-container.js';
+import { NAMES_PROBE_SCRIPT, namesCheck, splitNamesProbe } from './names-check.js';
 import { runtimeChecks } from './runtime-doctor.js';
 
 export interface DoctorOptions {
@@ -175,6 +176,8 @@ function versionChecks(info: EngineInfo): DoctorCheck[] {
 
 interface ContainerResult {
   check: DoctorCheck;
+  /** Whether the probe's /etc/hosts and /etc/resolv.conf were the harness's (names-check.ts). */
+  names?: DoctorCheck;
   /** From `df` inside the container: the file system of the engine's data root. */
   disk?: { freeBytes: number; totalBytes: number };
 }
@@ -209,12 +212,13 @@ async function containerCheck(
   engine: DockerEngine,
   image: string,
   timeoutMs: number,
+  engineName: string,
 ): Promise<ContainerResult> {
   try {
     // df is a hint about free disk, never a reason for the check to fail.
     const probe = await runProbe(engine, {
       ...doctorProbe(image),
-      script: 'df -Pk / 2>/dev/null; true',
+      script: `df -Pk / 2>/dev/null; ${NAMES_PROBE_SCRIPT}; true`,
       timeoutMs,
       check: (details) => {
         const network = String(details.hostConfig.NetworkMode ?? '');
@@ -222,8 +226,10 @@ async function containerCheck(
       },
     });
     if (probe.exitCode !== 0) throw new Error(`a command in it exited with ${probe.exitCode}`);
-    const disk = parseDf(probe.stdout);
+    const seen = splitNamesProbe(probe.stdout);
+    const disk = parseDf(seen.before);
     return {
+      names: namesCheck(seen, engineName),
       check: {
         name: 'sandbox-container',
         ok: true,
@@ -385,8 +391,14 @@ export async function runDoctor(options: DoctorOptions = {}): Promise<DoctorRepo
   const defaultBase = bases.find((b) => b.tag === DEFAULT_BASE_IMAGE);
   const probeImage = defaultBase?.present ? defaultBase.tag : present[0]?.tag;
   if (probeImage) {
-    const container = await containerCheck(engine, probeImage, options.containerTimeoutMs ?? 30_000);
+    const container = await containerCheck(
+      engine,
+      probeImage,
+      options.containerTimeoutMs ?? 30_000,
+      productName(info),
+    );
     checks.push(container.check);
+    if (container.names) checks.push(container.names);
     if (container.disk) Object.assign(facts, container.disk);
     if (container.check.ok) checks.push(await diskBudgetCheck(engine, probeImage, info.storageDriver));
     if (container.check.ok) checks.push(...(await runtimeChecks(engine, info, probeImage)));
