@@ -115,6 +115,8 @@ export abstract class PosixSandbox implements Sandbox {
    * for its exec round trip.
    */
   private freezeCheck: Promise<StandbyScript | undefined> | undefined;
+  /** False once `startChannel({ freezeWatch: false })` opened the channel without that look. */
+  private watchOnChannel = true;
 
   constructor(options: PosixSandboxOptions) {
     this.id = options.id;
@@ -228,8 +230,8 @@ export abstract class PosixSandbox implements Sandbox {
    * freeze unless `freezeWatch` is false; their outcomes show on use.
    */
   startChannel(options: { freezeWatch?: boolean } = {}): void {
+    if (this.channel === undefined && options.freezeWatch === false) this.watchOnChannel = false;
     void this.openChannel();
-    if (options.freezeWatch !== false) this.watchFreeze();
   }
 
   /**
@@ -265,8 +267,15 @@ export abstract class PosixSandbox implements Sandbox {
     }
   }
 
+  /**
+   * The channel, started on first use (by `startChannel` or a `fast` call) with root's look
+   * for the freeze beside it: a sandbox with a channel is an agent's, which ends in a freeze,
+   * unless `startChannel` said otherwise.
+   */
   private openChannel(): Promise<CommandChannel | undefined> {
-    this.channel ??= CommandChannel.open(this.transport).catch(() => undefined);
+    if (this.channel !== undefined) return this.channel;
+    this.channel = CommandChannel.open(this.transport).catch(() => undefined);
+    if (this.watchOnChannel) this.watchFreeze();
     return this.channel;
   }
 

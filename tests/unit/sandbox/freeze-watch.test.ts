@@ -60,10 +60,19 @@ describe("root's look for the freeze", () => {
     expect(started.sort()).toEqual(['root', 'sandbox']);
   });
 
-  it('does not start with a channel opened without it, until a freeze is announced', async () => {
+  it("starts with a channel a fast call opens (an agent's calls)", async () => {
+    const { transport, started } = recording();
+    const box = sandbox(transport);
+    void box.exec('true', { fast: true }).catch(() => undefined);
+    await settle();
+    expect(started.sort()).toEqual(['root', 'sandbox']);
+  });
+
+  it('does not start with a channel opened without it, even when fast calls use it, until a freeze is announced', async () => {
     const { transport, started } = recording();
     const box = sandbox(transport);
     box.startChannel({ freezeWatch: false });
+    void box.exec('true', { fast: true }).catch(() => undefined);
     await settle();
     expect(started).toEqual(['sandbox']);
     box.watchFreeze();
