@@ -62,6 +62,19 @@ describe('sandbox-harness CLI', () => {
     expect(json.files[0]!.problems[0]).toMatch(/bad\.yaml:8:\d+ agent\.maxTurns: /);
   });
 
+  it("images list names the engine by its address (DOCKER_HOST may be Podman's service), and lists the base", async () => {
+    const local = await runCli(['images', 'list'], { env: cleanEnv() });
+    expect(local.code, local.stderr).toBe(0);
+    expect(local.stdout).toContain("this tool's images in the engine at unix:///var/run/docker.sock");
+    expect(local.stdout).toMatch(/\nbase\s+sandbox-harness\/base-node:20\s/);
+    const elsewhere = await runCli(['images', 'list'], {
+      env: { ...cleanEnv(), DOCKER_HOST: 'unix:///run/podman/podman.sock' },
+    });
+    expect(elsewhere.code, elsewhere.stderr).toBe(0);
+    expect(elsewhere.stdout).toContain('in the engine at unix:///run/podman/podman.sock');
+    expect(elsewhere.stdout).not.toContain('Docker engine');
+  });
+
   it('exec runs one command in a fresh sandbox of a repo and removes it', async () => {
     const r = await runCli([
       'exec',

@@ -106,9 +106,10 @@ export function imagesBootstrap(
   return imagesEnsure(ctx, { ...options, offline: true });
 }
 
-export async function imagesList(): Promise<{ images: HarnessImage[] }> {
+export async function imagesList(): Promise<{ images: HarnessImage[]; endpoint: string }> {
   const { dockerOnly } = await import('../../sandbox/backend-registry.js');
-  return { images: await (await dockerOnly()).listHarnessImages() };
+  const docker = await dockerOnly();
+  return { images: await docker.listHarnessImages(), endpoint: docker.localEndpoint() };
 }
 
 // ---- wiring-facing wrappers (exit codes) -----------------------------------------------
@@ -151,13 +152,14 @@ export async function imagesListCommand(
   ctx: CliContext,
   flags: OptionsOf<typeof listDeclaration>,
 ): Promise<number> {
-  const { images } = await imagesList();
+  const { images, endpoint } = await imagesList();
   if (flags.json) {
     printJson(ctx, { images });
     return 0;
   }
-  // `images` is the Docker backend's alone: say so where its answer is read.
-  print(ctx, "this tool's images in the Docker engine (`images` is for the docker backend only)");
+  // `images` is the Docker backend's alone: say so where its answer is read. The engine is
+  // named by its address: DOCKER_HOST may be a Podman service.
+  print(ctx, `this tool's images in the engine at ${endpoint} (\`images\` is for the docker backend only)`);
   // Untagged ones are superseded builds and the layer cache of failed ones; not worth a row each.
   const tagged = images.filter((i) => i.tags.length > 0);
   if (tagged.length === 0) {
