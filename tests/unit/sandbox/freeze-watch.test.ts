@@ -5,16 +5,8 @@
  */
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { PosixSandbox } from '../../../src/sandbox/posix/posix-sandbox.js';
 import type { ProcessSpec, StartedProcess, Transport } from '../../../src/sandbox/posix/transport.js';
-
-class BareSandbox extends PosixSandbox {
-  async isAlive(): Promise<boolean> {
-    return true;
-  }
-  async dispose(): Promise<void> {}
-  protected async hardFreeze(): Promise<void> {}
-}
+import { bareSandbox as sandbox } from '../../helpers/bare-sandbox.js';
 
 /** Long-lived processes (stdin kept open) that never end; which user each was started as. */
 function recording(): { transport: Transport; started: string[] } {
@@ -34,17 +26,6 @@ function recording(): { transport: Transport; started: string[] } {
       },
     },
   };
-}
-
-function sandbox(transport: Transport): BareSandbox {
-  return new BareSandbox({
-    id: 'bare',
-    image: 'bare',
-    labels: {},
-    env: [],
-    transport,
-    tree: async () => new Map(),
-  });
 }
 
 const settle = () => new Promise((resolve) => setTimeout(resolve, 20));

@@ -5,16 +5,8 @@
  */
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { PosixSandbox } from '../../../src/sandbox/posix/posix-sandbox.js';
 import type { ProcessSpec, StartedProcess, Transport } from '../../../src/sandbox/posix/transport.js';
-
-class BareSandbox extends PosixSandbox {
-  async isAlive(): Promise<boolean> {
-    return true;
-  }
-  async dispose(): Promise<void> {}
-  protected async hardFreeze(): Promise<void> {}
-}
+import { bareSandbox as sandbox } from '../../helpers/bare-sandbox.js';
 
 /**
  * A transport like Docker's exec: the spawned process's exit is seen `seenAfterMs` after the
@@ -43,17 +35,6 @@ function transport(seenAfterMs: number | 'never'): Transport {
       return { exited: Promise.resolve(0), streamEnded: Promise.resolve(), detach: () => undefined };
     },
   };
-}
-
-function sandbox(t: Transport): BareSandbox {
-  return new BareSandbox({
-    id: 'bare',
-    image: 'bare',
-    labels: {},
-    env: [],
-    transport: t,
-    tree: async () => new Map(),
-  });
 }
 
 const sink = () => new PassThrough();
