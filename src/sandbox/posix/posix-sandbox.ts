@@ -30,7 +30,6 @@ import {
   killTree,
   runCommand,
   runScript,
-  standbyScript,
   SCRIPT_ENV,
   type ScriptOptions,
   type ScriptResult,
@@ -51,6 +50,7 @@ import {
   WRITE_SCRIPT,
 } from './scripts.js';
 import type { Transport } from './transport.js';
+import { SURVIVOR_WATCH_TRIES, SURVIVORS_OPTIONS, survivorsVerdict, watchSurvivors } from './survivors.js';
 
 export const DEFAULT_SCAN_ENTRIES = 100_000;
 /** Files per write script: keeps every command line far below the kernel's argument limits. */
@@ -90,10 +90,6 @@ const KILL_SETTLE_MS = 15_000;
 const PROBE_TIMEOUT_MS = 5000;
 /** How long a spawned process's exit may take to be seen after its tree was killed. */
 const KILL_EXIT_WAIT_MS = 5000;
-/** How long (10 ms tries) the root check beside the freeze waits for the sandbox user's processes to go. */
-const SURVIVOR_WATCH_TRIES = 1000;
-/** Root's look runs as root: no process of the sandbox user can trace or signal it. */
-const SURVIVORS_OPTIONS = { maxStdoutBytes: 4096, cwd: '/', timeoutMs: 30_000, user: 'root' } as const;
 
 function errorText(value: unknown): string {
   return value instanceof Error ? value.message : String(value);
@@ -240,12 +236,7 @@ export abstract class PosixSandbox implements Sandbox {
    * alone decide) never pays for it.
    */
   watchFreeze(): void {
-    this.freezeCheck ??= standbyScript(
-      this.transport,
-      SURVIVORS_SCRIPT,
-      [String(SURVIVOR_WATCH_TRIES)],
-      SURVIVORS_OPTIONS,
-    ).catch(() => undefined);
+    this.freezeCheck ??= watchSurvivors(this.transport);
   }
 
   /**
@@ -639,9 +630,7 @@ export abstract class PosixSandbox implements Sandbox {
           ...SURVIVORS_OPTIONS,
           ...(signal ? { signal } : {}),
         });
-    if (check.exitCode === 0 && /^clear \d+$/m.test(check.stdout.toString('utf8'))) return undefined;
-    const listed = check.stdout.toString('utf8').trim().split('\n').slice(0, 5).join('; ');
-    return `exit ${check.exitCode}: ${check.stderr.trim()}${listed ? ` (${listed})` : ''}`.slice(0, 500);
+    return survivorsVerdict(check);
   }
 
   /**
