@@ -32,6 +32,11 @@ export class NodeHealth {
     return this.excluded.size ? [`--exclude=${[...this.excluded.keys()].join(',')}`] : [];
   }
 
+  /** Whether no new sandbox goes to `node` now (failed its probe, or lost until fenced). */
+  isExcluded(node: string): boolean {
+    return this.excluded.has(node);
+  }
+
   /** Why the nodes left out are left out (for an error that no node could take a sandbox). */
   describeExcluded(): string {
     return [...this.excluded].map(([node, why]) => `${node}: ${why}`).join('; ');

@@ -36,22 +36,25 @@ export class RunJobs {
    * The run's job (placed by `place` when the run has none), held until `release`. With
    * `shared` (a sandbox other runs wait for: the eval's one baseline of an image), any job this
    * process holds will do: queued behind the very runs that wait for it, it would never run
-   * on a cluster they fill.
+   * on a cluster they fill. `usable` says which held job it may join (not one on a node left
+   * out since it was placed).
    */
   async acquire(
     runId: string | undefined,
     place: () => Promise<PlacedJob>,
-    options: { shared?: boolean } = {},
+    options: { shared?: boolean; usable?: (placed: PlacedJob) => boolean } = {},
   ): Promise<RunJobLease> {
+    const usable = options.usable ?? (() => true);
     while (options.shared) {
       const entries = [...this.runs];
-      const held = entries.find(([, e]) => e.running !== undefined && e.users > 0);
+      const held = entries.find(([, e]) => e.running !== undefined && e.users > 0 && usable(e.running));
       if (held) return this.join(held[0], held[1]);
       // Jobs of this process wait in the queue: the first to run takes it (a job of its own
-      // would queue behind them). With none, it queues like any other, first in line.
-      if (entries.length === 0) break;
+      // would queue behind them). With none waiting, it queues like any other, first in line.
+      const waiting = entries.filter(([, e]) => e.running === undefined);
+      if (waiting.length === 0) break;
       await Promise.race(
-        entries.map(([, e]) =>
+        waiting.map(([, e]) =>
           e.placed.then(
             () => undefined,
             () => undefined,

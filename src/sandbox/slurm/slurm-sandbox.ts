@@ -219,6 +219,7 @@ export class SlurmBackend implements SandboxBackend {
     // The baseline is the eval's, shared by every trial of its image: it joins any job held.
     const lease = await this.runJobs.acquire(spec.runId, () => this.placeJob(spec, resources), {
       shared: spec.role === 'baseline',
+      usable: (placed) => !this.health.isExcluded(placed.node),
     });
     const { job, node } = lease;
     let address: SandboxAddress | undefined;
@@ -478,7 +479,7 @@ export class SlurmBackend implements SandboxBackend {
     const lease = await this.runJobs.acquire(
       undefined,
       () => this.placeJob({ image, role: 'tree' }, { ...DEFAULT_RESOURCES, cpus: 1 }),
-      { shared: true },
+      { shared: true, usable: (placed) => !this.health.isExcluded(placed.node) },
     );
     try {
       await this.images.ensure({ job: lease.job, node: lease.node }, image);

@@ -88,4 +88,15 @@ describe('one Slurm job per run', () => {
     expect(alone.seq).toBe(0);
     expect(placed).toHaveLength(2);
   });
+
+  it('the shared baseline joins no job on a node left out since it was placed: it places its own at once', async () => {
+    const { runJobs, place, placed } = jobs();
+    const held = await runJobs.acquire('run-b', place);
+    const baseline = await runJobs.acquire('run-a', place, {
+      shared: true,
+      usable: (job) => job.node !== held.node,
+    });
+    expect(baseline.job).not.toBe(held.job);
+    expect([baseline.seq, placed]).toEqual([0, [held.job, baseline.job]]);
+  });
 });
