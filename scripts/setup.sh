@@ -85,7 +85,7 @@ if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
     mkdir -p "$(dirname "$podman_socket")" /etc/sandbox-harness
     # A configuration of its own (the machine's stays as it is): containers' /etc/hosts is not
     # made from the host's (docs/isolation.md, doctor's sandbox-names check).
-    printf '[containers]\nbase_hosts_file = "none"\n' >/etc/sandbox-harness/podman-containers.conf
+    printf '[containers]\nbase_hosts_file = "image"\n' >/etc/sandbox-harness/podman-containers.conf
     CONTAINERS_CONF=/etc/sandbox-harness/podman-containers.conf \
       setsid podman --runtime runc system service --time=0 "unix://$podman_socket" \
       >>/var/log/sandbox-harness-podman.log 2>&1 </dev/null &

@@ -41,7 +41,7 @@ export async function podmanEngine(): Promise<DockerEngine> {
   await mkdir('/run/podman', { recursive: true });
   // As scripts/setup.sh starts it: containers' /etc/hosts not made from the host's.
   await mkdir(dirname(PODMAN_CONF), { recursive: true });
-  await writeFile(PODMAN_CONF, '[containers]\nbase_hosts_file = "none"\n');
+  await writeFile(PODMAN_CONF, '[containers]\nbase_hosts_file = "image"\n');
   const log = openSync(LOG, 'a');
   // runc: Podman's default here, crun 1.8, refuses this host's hybrid cgroup set-up.
   started = spawn(podman, ['--runtime', 'runc', 'system', 'service', '--time=0', `unix://${PODMAN_SOCKET}`], {

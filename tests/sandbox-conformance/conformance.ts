@@ -171,7 +171,8 @@ export function describeSandboxConformance(target: ConformanceTarget): void {
         const script = [
           "const dns=require('dns'),os=require('os');",
           "const names=['localhost','ip6-localhost','ip6-loopback',os.hostname()];",
-          'Promise.all(names.map((n)=>dns.promises.lookup(n,{all:true}).then((a)=>[n,a.map((x)=>x.address).sort()],(e)=>[n,e.code])))',
+          // Each address once: an engine may list a name twice (Podman repeats the file's lines).
+          'Promise.all(names.map((n)=>dns.promises.lookup(n,{all:true}).then((a)=>[n,[...new Set(a.map((x)=>x.address))].sort()],(e)=>[n,e.code])))',
           '.then((r)=>console.log(JSON.stringify(Object.fromEntries(r))));',
         ].join('');
         const r = await sandbox.exec(`node -e "${script}"`, { timeoutMs: 20_000 });

@@ -48,7 +48,7 @@ describe('names in a Podman sandbox', () => {
       const resolv = (await sandbox.exec('cat /etc/resolv.conf')).stdout;
       const check = namesCheck({ hosts, resolv }, 'Podman');
       expect(check.ok, `${check.detail}\n${hosts}`).toBe(true);
-      // The host's own entries would be here without base_hosts_file = "none".
+      // The host's own entries would be here without base_hosts_file = "image".
       for (const line of (await readFile('/etc/hosts', 'utf8')).split('\n')) {
         const [address, ...names] = line.replace(/#.*/, '').trim().split(/\s+/);
         if (!address) continue;

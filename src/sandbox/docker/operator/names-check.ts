@@ -103,7 +103,7 @@ export function namesCheck(
     ok: false,
     detail: `${engineName} puts resolver files of its own into sandboxes: ${found.join('; ')}`,
     fix: /podman/i.test(engineName)
-      ? 'Podman takes the host\'s /etc/hosts as the base of every container\'s: start its service with a containers.conf that says `[containers]` `base_hosts_file = "none"` (README "Stronger isolation" shows the command).'
+      ? 'Podman takes the host\'s /etc/hosts as the base of every container\'s: start its service with a containers.conf that says `[containers]` `base_hosts_file = "image"` (README "Stronger isolation" shows the command).'
       : "Configure the engine not to write containers' /etc/hosts or /etc/resolv.conf from the host's.",
   };
 }
