@@ -192,17 +192,22 @@ async function claimSlot(owner: Owner): Promise<{ slot: number; name: string; di
  * another process claims under that name in the meantime.
  */
 async function withSlotsLock<T>(fn: () => Promise<T>): Promise<T> {
-  return withLabLock('test-engine-slots', fn);
+  return withLabLock(ENGINES_ROOT, 'slots', fn);
 }
 
-/** One process at a time under the lock `name` (claims and reaps of a kind of lab folder). */
-export async function withLabLock<T>(name: string, fn: () => Promise<T>): Promise<T> {
+/**
+ * One process at a time under the lock `name` in the lab folder `root` (claims and reaps of
+ * its folders): a fixed place, whatever cache folder a test process's environment names.
+ */
+export async function withLabLock<T>(root: string, name: string, fn: () => Promise<T>): Promise<T> {
+  const key = join(root, name);
   // Callers of this process queue here first: the file lock polls once a second.
-  const turn = (labQueues.get(name) ?? Promise.resolve()).then(() =>
-    withFileLock(name, () => undefined, fn, { staleMs: 60_000 }),
-  );
+  const turn = (labQueues.get(key) ?? Promise.resolve()).then(async () => {
+    await mkdir(root, { recursive: true });
+    return withFileLock(`.${name}`, () => undefined, fn, { staleMs: 60_000, dir: root });
+  });
   labQueues.set(
-    name,
+    key,
     turn.then(
       () => undefined,
       () => undefined,

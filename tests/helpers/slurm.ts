@@ -57,7 +57,7 @@ const run = promisify(execFile);
 
 export const SLURM_ROOT = '/var/tmp/sandbox-harness-test-slurm';
 const CLUSTER_PREFIX = 'shlab';
-const SLURM_LOCK = 'test-slurm-slots';
+const SLURM_LOCK = 'slots';
 const MAX_CLUSTERS = 50;
 /** slurmctld of cluster slot K listens on BASE_PORT + K (below the ephemeral port range). */
 const BASE_PORT = 17_100;
@@ -174,7 +174,7 @@ export async function startSlurm(options: StartSlurmOptions = {}): Promise<Slurm
     throw new Error(`nodes: expected 1 to 8, got ${count}`);
   const readyTimeoutMs = options.readyTimeoutMs ?? 60_000;
   // Reaping and claiming under one lock: a reaper must not take a folder claimed meanwhile.
-  const { slot, name, dir, claim } = await withLabLock(SLURM_LOCK, async () => {
+  const { slot, name, dir, claim } = await withLabLock(SLURM_ROOT, SLURM_LOCK, async () => {
     await reapUnlocked();
     return claimFolder({
       root: SLURM_ROOT,
@@ -655,7 +655,7 @@ async function killProcesses(processes: Array<{ pid: number }>): Promise<void> {
 
 /** Takes down clusters whose owner process is gone (their engines go with reapEngines); returns their names. */
 export async function reapSlurm(): Promise<string[]> {
-  return withLabLock(SLURM_LOCK, reapUnlocked);
+  return withLabLock(SLURM_ROOT, SLURM_LOCK, reapUnlocked);
 }
 
 async function reapUnlocked(): Promise<string[]> {
