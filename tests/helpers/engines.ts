@@ -654,12 +654,11 @@ async function hasImages(engine: DockerEngine, ids: Map<string, string>): Promis
   return true;
 }
 
-/** Takes the engines down and removes every trace; safe to call again, and on engines half started. */
 /**
- * Takes the engines down, each only while its folder is still its own claim (`claim`): once
- * stopped, its name is free, and a second stop must not reach the engine another test file
- * has started under that name since. Without a claim (`scripts/test-engines.ts stop NAME`),
- * whatever holds the name.
+ * Takes the engines down and removes every trace; safe to call again, and on engines half
+ * started. Each only while its folder is still its own claim (`claim`): once stopped, its name
+ * is free, and a second stop must not reach the engine another test file has started under
+ * that name since. Without a claim (`scripts/test-engines.ts stop NAME`), whatever holds it.
  */
 export async function stopEngines(
   engines: Array<Pick<TestEngine, 'name' | 'dir'> & { claim?: string | undefined }>,
@@ -678,6 +677,12 @@ export async function stopEngines(
  */
 export async function stillClaimed(dir: string, claim: string): Promise<boolean> {
   return (await readOwner(dir))?.claim === claim;
+}
+
+/** Whether the folder is there as another claim than `claim`: what it holds is not that claim's. */
+export async function claimedByAnother(dir: string, claim: string): Promise<boolean> {
+  const owner = await readOwner(dir);
+  return owner !== undefined && owner.claim !== claim;
 }
 
 /** Takes down engines whose owner process is gone; returns their names. */
@@ -828,8 +833,7 @@ async function removeCgroupTree(dir: string): Promise<void> {
  * of that claim only; a folder of another claim is another engine's name, and all it holds.
  */
 export async function traces(name: string, claim?: string): Promise<string[]> {
-  const owner = await readOwner(join(ENGINES_ROOT, name));
-  if (claim !== undefined && owner !== undefined && owner.claim !== claim) return [];
+  if (claim !== undefined && (await claimedByAnother(join(ENGINES_ROOT, name), claim))) return [];
   const found: string[] = [];
   if (existsSync(join(ENGINES_ROOT, name))) found.push(`folder ${join(ENGINES_ROOT, name)}`);
   if (existsSync(`/run/netns/${name}`)) found.push(`network namespace ${name}`);

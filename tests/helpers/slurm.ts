@@ -36,6 +36,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { DEFAULT_BASE_IMAGE } from '../../src/sandbox/docker/images/base-images.js';
 import {
+  claimedByAnother,
   claimFolder,
   ENGINE_PREFIX,
   ENGINES_ROOT,
@@ -689,8 +690,7 @@ export async function stopSlurmByName(name: string): Promise<void> {
 export async function slurmTraces(cluster: Pick<SlurmCluster, 'dir' | 'nodes' | 'claim'>): Promise<string[]> {
   const found: string[] = [];
   // A folder of another claim, and what names it, is a cluster started since under this name.
-  const owner = await readOwner(cluster.dir);
-  if (owner === undefined || owner.claim === cluster.claim) {
+  if (!(await claimedByAnother(cluster.dir, cluster.claim))) {
     if (existsSync(cluster.dir)) found.push(`folder ${cluster.dir}`);
     for (const p of await processesOf(cluster.dir)) found.push(`process ${p.pid} (${p.command})`);
   }

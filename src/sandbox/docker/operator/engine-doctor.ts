@@ -212,7 +212,7 @@ async function containerCheck(
   engine: DockerEngine,
   image: string,
   timeoutMs: number,
-  engineName: string,
+  product: 'Docker' | 'Podman',
 ): Promise<ContainerResult> {
   try {
     // df is a hint about free disk, never a reason for the check to fail.
@@ -229,7 +229,7 @@ async function containerCheck(
     const seen = splitNamesProbe(probe.stdout);
     const disk = parseDf(seen.before);
     return {
-      names: namesCheck(seen, engineName),
+      names: namesCheck(seen, product),
       check: {
         name: 'sandbox-container',
         ok: true,

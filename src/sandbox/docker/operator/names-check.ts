@@ -70,7 +70,7 @@ function foreignResolv(seen: string): string[] {
 /** The check from what a probe sandbox saw (`hostname`: the name it was given). */
 export function namesCheck(
   seen: { hosts?: string | undefined; resolv?: string | undefined },
-  engineName: string,
+  product: 'Docker' | 'Podman',
   hostname = SANDBOX_HOSTNAME,
 ): DoctorCheck {
   if (seen.hosts === undefined || seen.resolv === undefined) {
@@ -101,9 +101,10 @@ export function namesCheck(
   return {
     name: 'sandbox-names',
     ok: false,
-    detail: `${engineName} puts resolver files of its own into sandboxes: ${found.join('; ')}`,
-    fix: /podman/i.test(engineName)
-      ? 'Podman takes the host\'s /etc/hosts as the base of every container\'s: start its service with a containers.conf that says `[containers]` `base_hosts_file = "image"` (README "Stronger isolation" shows the command).'
-      : "Configure the engine not to write containers' /etc/hosts or /etc/resolv.conf from the host's.",
+    detail: `${product} puts resolver files of its own into sandboxes: ${found.join('; ')}`,
+    fix:
+      product === 'Podman'
+        ? 'Podman takes the host\'s /etc/hosts as the base of every container\'s: start its service with a containers.conf that says `[containers]` `base_hosts_file = "image"` (README "Stronger isolation" shows the command).'
+        : "Configure the engine not to write containers' /etc/hosts or /etc/resolv.conf from the host's.",
   };
 }
