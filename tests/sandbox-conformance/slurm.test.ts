@@ -188,6 +188,60 @@ describe('slurm: a node lost mid-command', () => {
   });
 });
 
+describe('slurm: a node whose slurmd died before Slurm noticed (SlurmdTimeout is 300 s by default)', () => {
+  let late: SlurmCluster | undefined;
+  let lateBackend: SlurmBackend | undefined;
+  const lateReady = () => {
+    if (!late || !lateBackend) throw new Error('the second Slurm lab did not start');
+    return { cluster: late, backend: lateBackend };
+  };
+  beforeAll(async () => {
+    // Slurm keeps calling a silent node fine for 5 minutes: only the harness's own steps find it.
+    late = await startSlurm({ nodes: 2, images: [image], slurmdTimeoutSec: 300 });
+    lateBackend = new SlurmBackend({ conf: late.confFile, timeLimitMinutes: 30 });
+  }, 300_000);
+  afterAll(async () => {
+    if (late) await stopSlurm(late);
+  });
+
+  it('a shared sandbox joining a job there goes to another node; the next command there is infrastructure; the lost copy is removed once it is back', async () => {
+    const { cluster: c, backend: b } = lateReady();
+    const sandbox = (await b.create({ image, role: 'attempt-0', runId: 'late-1' })) as SlurmSandbox;
+    const { node, job } = sandbox.address;
+    await killNode(c, node);
+    // Slurm still says RUNNING and the node allocated; no step can launch there.
+    expect((await slurm(c, 'squeue', ['-h', '-j', job, '-o', '%T'])).trim()).toBe('RUNNING');
+    // The eval's baseline joins any job this process holds: the held one is on the dead node,
+    // which its first step finds out. It is made once more, on the other node.
+    const baseline = (await b.create({ image, role: 'baseline', runId: 'late-2' })) as SlurmSandbox;
+    try {
+      expect(baseline.address.node).not.toBe(node);
+      expect((await baseline.exec('echo ok')).stdout.trim()).toBe('ok');
+    } finally {
+      await baseline.dispose();
+    }
+    // The sandbox there: its next command is the node lost (infrastructure), never "the sandbox died".
+    const error = await sandbox.exec('true').then(
+      (r) => new Error(`exec answered ${JSON.stringify(r)}`),
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(SandboxUnavailable);
+    expect(error).not.toBeInstanceOf(SandboxDead);
+    expect(String(error)).toMatch(new RegExp(`node ${node} was lost`));
+    await sandbox.dispose();
+    // Back: the job the harness gave up is ended by Slurm, and the lost copy goes with it.
+    await restartNode(c, node);
+    const lost = async () =>
+      (await c.nodes.find((n) => n.name === node)!.engine.engine.containers.list({ [SLURM_LABEL.job]: job }))
+        .length;
+    const deadline = Date.now() + 60_000;
+    while ((await lost()) > 0) {
+      if (Date.now() > deadline) throw new Error('the lost copy outlived the return of its node');
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  });
+});
+
 // Never a leftover: the lab's engines are asked directly after everything above.
 afterAll(async () => {
   if (!cluster) return;

@@ -6,7 +6,8 @@
  * answers again and the fence has removed every container of this tool there whose job no
  * longer runs on it (the lost copies: killed, never read).
  */
-import { errorMessage, ImageError } from '../../errors.js';
+import { errorMessage, ImageError, UsageError } from '../../errors.js';
+import { nodeStep } from './node-step.js';
 import { fenceNode, probeNode, type NodeProbe } from './slurm-operator.js';
 import type { SlurmClient } from './slurm-client.js';
 
@@ -67,6 +68,18 @@ export class NodeHealth {
     return verdict;
   }
 
+  /**
+   * Whether the node still runs a step of `place.job`: a no-op step. Slurm notices a dead slurmd
+   * only after `SlurmdTimeout` (300 s by default) and keeps the node's jobs RUNNING until then,
+   * while every new step there fails to launch (srun: "Communication connection failure").
+   */
+  async takesSteps(place: { job: string; node: string }): Promise<boolean> {
+    const result = await nodeStep(this.client, place, 'exit 0', [], { timeoutMs: 60_000 }).catch(
+      () => undefined,
+    );
+    return result?.code === 0;
+  }
+
   /** A sandbox on `node` was lost: no new sandbox goes there until it returns and is fenced. */
   lost(node: string): void {
     this.exclude(node, 'lost mid-sandbox');
@@ -84,13 +97,19 @@ export class NodeHealth {
   private async watchReturn(node: string): Promise<void> {
     if (this.watching.has(node)) return;
     this.watching.add(node);
+    let failedFence = false;
     try {
       for (;;) {
         await new Promise<void>((resolve) => setTimeout(resolve, RETURN_POLL_MS).unref());
-        const state = await this.client
-          .run('sinfo', ['-h', '-n', node, '-o', '%t'])
-          .then((r) => r.stdout.trim().split('\n')[0] ?? '')
-          .catch(() => '');
+        let state = '';
+        try {
+          state =
+            (await this.client.run('sinfo', ['-h', '-n', node, '-o', '%t'])).stdout.trim().split('\n')[0] ??
+            '';
+        } catch (error) {
+          // The cluster's configuration is gone (the cluster itself): nothing will answer again.
+          if (error instanceof UsageError) return;
+        }
         if (!ANSWERING.test(state)) continue;
         try {
           const removed = await fenceNode(this.client, node);
@@ -100,7 +119,10 @@ export class NodeHealth {
           this.excluded.delete(node);
           return;
         } catch (error) {
-          this.say(`slurm: fencing node ${node} failed (${errorMessage(error)}); it stays excluded`);
+          // Said once: a node whose slurmd is dead but not yet DOWN fails every fence until it is back.
+          if (!failedFence)
+            this.say(`slurm: fencing node ${node} failed (${errorMessage(error)}); it stays excluded`);
+          failedFence = true;
         }
       }
     } finally {

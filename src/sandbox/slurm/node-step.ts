@@ -51,7 +51,11 @@ export function nodeStep(
   args: readonly string[],
   options: NodeStepOptions = {},
 ): Promise<NodeStepResult> {
-  client.requireConf();
+  try {
+    client.requireConf();
+  } catch (error) {
+    return Promise.reject(error as Error);
+  }
   if (options.signal?.aborted) return Promise.reject(abortError(options.signal));
   const max = options.maxStdoutBytes ?? 1024 * 1024;
   return new Promise((resolve, reject) => {

@@ -68,7 +68,12 @@ export class SlurmClient {
 
   /** A Slurm command; resolves with its exit code and output (never rejects for a non-zero exit). */
   run(command: string, args: readonly string[], options: SlurmRunOptions = {}): Promise<SlurmRunResult> {
-    this.requireConf();
+    // Rejects, never throws: callers chain `.catch` on it.
+    try {
+      this.requireConf();
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
     if (options.signal?.aborted) return Promise.reject(abortError(options.signal));
     return new Promise((resolve, reject) => {
       const child = spawn(command, args, { env: this.env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });

@@ -52,7 +52,7 @@ import {
 } from './job-script.js';
 import { NodeHealth } from './node-health.js';
 import { NodeImages } from './node-images.js';
-import { RunJobs } from './run-jobs.js';
+import { RunJobs, type RunJobLease } from './run-jobs.js';
 import { nodeStep, type StepPlace } from './node-step.js';
 import { EXPORT_NONE, jobState, SlurmClient, type SlurmSettings } from './slurm-client.js';
 import { nodeName, SrunTransport, type SandboxAddress } from './srun-transport.js';
@@ -217,10 +217,27 @@ export class SlurmBackend implements SandboxBackend {
     const resources = { ...DEFAULT_RESOURCES, ...spec.resources };
     // Every sandbox of a run in the run's one job (run-jobs.ts: no run waits for a second allocation).
     // The baseline is the eval's, shared by every trial of its image: it joins any job held.
-    const lease = await this.runJobs.acquire(spec.runId, () => this.placeJob(spec, resources), {
-      shared: spec.role === 'baseline',
-      usable: (placed) => !this.health.isExcluded(placed.node),
-    });
+    const shared = spec.role === 'baseline';
+    for (let tries = 1; ; tries++) {
+      const lease = await this.runJobs.acquire(spec.runId, () => this.placeJob(spec, resources), {
+        shared,
+        usable: (placed) => !this.health.isExcluded(placed.node),
+      });
+      try {
+        return await this.startIn(lease, spec, resources);
+      } catch (error) {
+        // A shared sandbox joined another run's job: lost with its node, it goes elsewhere, once.
+        if (!(shared && tries === 1 && this.health.isExcluded(lease.node))) throw error;
+      }
+    }
+  }
+
+  /** The sandbox's container in the job of `lease`, on its node; the lease handed back when it fails. */
+  private async startIn(
+    lease: RunJobLease,
+    spec: SandboxSpec,
+    resources: Required<NonNullable<SandboxSpec['resources']>>,
+  ): Promise<Sandbox> {
     const { job, node } = lease;
     let address: SandboxAddress | undefined;
     try {
@@ -320,8 +337,12 @@ export class SlurmBackend implements SandboxBackend {
       await sandbox.removeHidden(spec.channel === true);
       return sandbox;
     } catch (error) {
-      // Never leave a half-made sandbox behind: its container, and its job when no other holds it.
-      if (address) await removeContainer(this.client, address);
+      // A step here may be the first to meet a node Slurm has not found dead yet: asked before
+      // the job is handed back (a cancelled job says nothing about its node).
+      const lost = await this.lostWith(error, lease);
+      // Never leave a half-made sandbox behind: its container (on a lost node: the fence's), and
+      // its job when no other holds it.
+      if (address && !lost) await removeContainer(this.client, address);
       await lease.release();
       throw error;
     }
@@ -339,14 +360,20 @@ export class SlurmBackend implements SandboxBackend {
     for (let tries = 1; ; tries++) {
       const job = await this.submit(spec, resources);
       trackJob(this.client, job);
+      let node: string | undefined;
       try {
-        const node = await this.waitRunning(job);
+        node = await this.waitRunning(job);
         // A repo image of this process is built on the node from its context, once per node.
         await this.images.ensure({ job, node }, spec.image);
         if ((await this.health.check({ job, node }, spec.image)).ok) return { job, node };
       } catch (error) {
-        await cancelJob(this.client, job);
-        throw error;
+        // A node Slurm has not found dead yet takes the job and fails its first step: it is
+        // left out, and the sandbox goes elsewhere like after a failed probe.
+        const lost = node !== undefined && (await this.lostWith(error, { job, node }));
+        if (!lost) {
+          await cancelJob(this.client, job);
+          throw error;
+        }
       }
       await cancelJob(this.client, job);
       if (tries >= MAX_PLACEMENTS) {
@@ -361,21 +388,37 @@ export class SlurmBackend implements SandboxBackend {
   }
 
   /**
-   * A step of `address` ended without its end record: lost when Slurm says its job failed with
-   * its node, or the node no longer answers. Then no new sandbox goes there until it is fenced.
+   * A step in `place` failed (ended without its end record, or a node step of `create` did not
+   * run): lost when Slurm says its job failed with its node, the node no longer answers, or,
+   * while Slurm still calls both fine, a no-op step cannot run there. Then no new sandbox goes
+   * there until it is fenced. A job that ended for another reason is joined by no one again.
    */
-  private async nodeLost(address: SandboxAddress): Promise<boolean> {
-    const job = await jobState(this.client, address.job).catch(() => undefined);
+  private async nodeLost(place: { job: string; node: string }): Promise<boolean> {
+    let asked = true;
+    const job = await jobState(this.client, place.job).catch(() => {
+      asked = false;
+      return undefined;
+    });
     const node = await this.client
-      .run('sinfo', ['-h', '-n', address.node, '-o', '%t'])
+      .run('sinfo', ['-h', '-n', place.node, '-o', '%t'])
       .then((r) => r.stdout.trim())
       .catch(() => '');
-    const lost = job?.state === 'NODE_FAIL' || /\*$|down|fail/.test(node);
-    if (lost) {
-      this.health.lost(address.node);
-      this.runJobs.forget(address.job);
+    const running = job?.state === 'RUNNING' && job.node === place.node;
+    const lost =
+      job?.state === 'NODE_FAIL' ||
+      /\*$|down|fail/m.test(node) ||
+      (running && !(await this.health.takesSteps(place)));
+    if (lost) this.health.lost(place.node);
+    const ended = asked && !running && !['PENDING', 'CONFIGURING'].includes(job?.state ?? '');
+    if (lost || ended) {
+      this.runJobs.forget(place.job);
     }
     return lost;
+  }
+
+  /** Whether `error` (an infrastructure failure of a step in `place`) was its node being lost. */
+  private async lostWith(error: unknown, place: { job: string; node: string }): Promise<boolean> {
+    return error instanceof HarnessError && error.category === 'infrastructure' && this.nodeLost(place);
   }
 
   /** sbatch of the keeper script; the job id. */
@@ -484,6 +527,9 @@ export class SlurmBackend implements SandboxBackend {
     try {
       await this.images.ensure({ job: lease.job, node: lease.node }, image);
       return await this.readTreeOn(image, { job: lease.job, node: lease.node });
+    } catch (error) {
+      await this.lostWith(error, lease);
+      throw error;
     } finally {
       await lease.release();
     }
