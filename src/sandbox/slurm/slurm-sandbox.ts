@@ -394,6 +394,11 @@ export class SlurmBackend implements SandboxBackend {
    * there until it is fenced. A job that ended for another reason is joined by no one again.
    */
   private async nodeLost(place: { job: string; node: string }): Promise<boolean> {
+    if (this.health.isExcluded(place.node)) {
+      // Already out: asked again, a dead node would hold the no-op step for a MessageTimeout.
+      this.runJobs.forget(place.job);
+      return true;
+    }
     let asked = true;
     const job = await jobState(this.client, place.job).catch(() => {
       asked = false;
